@@ -1,0 +1,1 @@
+//! Judge, diagnosis and workaround search

@@ -1,0 +1,1 @@
+//! Knowledge base of known issues, matcher, config lint and workaround catalogue

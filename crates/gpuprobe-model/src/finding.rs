@@ -1,0 +1,224 @@
+//! Findings: what the results mean, with the evidence that supports each claim.
+//!
+//! A finding comes from the knowledge base (a known issue matched), from the config lint
+//! (a setting that is a no-op, harmful, deprecated, ...), or from the diagnosis (a failure
+//! pattern placed on a layer). Nothing is claimed without evidence.
+
+use serde::{Deserialize, Serialize};
+
+use crate::probe::ProbeId;
+
+/// How serious a finding is.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Wrong results, crashes or hangs, confirmed or very likely.
+    Error,
+    /// Something to fix or check: a harmful or useless setting, a suspected known issue.
+    Warning,
+    /// Worth knowing, nothing to do.
+    Info,
+}
+
+impl Severity {
+    /// Symbol used on the terminal.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Severity::Error => "✖",
+            Severity::Warning => "⚠",
+            Severity::Info => "ℹ",
+        }
+    }
+}
+
+/// Where in the stack a finding places the problem. `Config` is for settings the user made
+/// (environment, kernel parameters) rather than a component's behaviour.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingLayer {
+    /// Kernel, driver, firmware, module parameters, IOMMU.
+    System,
+    /// Native runtime (CUDA/HIP), copy engines, memory.
+    Runtime,
+    /// PyTorch.
+    Framework,
+    /// Data loading, Accelerate, serialization.
+    Pipeline,
+    /// The user's job.
+    Job,
+    /// A setting the user made.
+    Config,
+}
+
+impl FindingLayer {
+    /// Short lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingLayer::System => "system",
+            FindingLayer::Runtime => "runtime",
+            FindingLayer::Framework => "framework",
+            FindingLayer::Pipeline => "pipeline",
+            FindingLayer::Job => "job",
+            FindingLayer::Config => "config",
+        }
+    }
+}
+
+/// How sure the finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// The conditions hold and probe results confirm it.
+    Confirmed,
+    /// The conditions hold but no probe result confirms it (not run, or not testable here).
+    Suspected,
+    /// Established by the observation itself (lint facts, a diagnosis from results).
+    Observed,
+}
+
+/// One piece of evidence behind a finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Evidence {
+    /// `condition` (a fingerprint condition held), `probe` (a probe result), `absent`
+    /// (a condition that could not be checked), `setting`, `log`.
+    pub kind: String,
+    /// What held, in words ("native ISA gfx1100 matches gfx11*").
+    pub text: String,
+    /// The probe whose result this is, for `probe` evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeId>,
+}
+
+impl Evidence {
+    /// Evidence of a kind with a text.
+    pub fn new(kind: &str, text: impl Into<String>) -> Self {
+        Evidence {
+            kind: kind.to_string(),
+            text: text.into(),
+            probe: None,
+        }
+    }
+
+    /// Evidence from a probe result.
+    pub fn from_probe(probe: ProbeId, text: impl Into<String>) -> Self {
+        Evidence {
+            kind: "probe".to_string(),
+            text: text.into(),
+            probe: Some(probe),
+        }
+    }
+}
+
+/// What applying a remedy costs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Cost {
+    /// It makes things slower.
+    #[serde(default)]
+    pub slower: bool,
+    /// It needs root.
+    #[serde(default)]
+    pub needs_root: bool,
+    /// It needs a reboot.
+    #[serde(default)]
+    pub needs_reboot: bool,
+    /// It needs a change to the user's code.
+    #[serde(default)]
+    pub code_change: bool,
+    /// Anything else worth saying about the cost ("copies go through blit kernels").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Cost {
+    /// A short list of cost tags for tables.
+    pub fn tags(&self) -> Vec<&'static str> {
+        let mut tags = Vec::new();
+        if self.slower {
+            tags.push("slower");
+        }
+        if self.needs_root {
+            tags.push("needs root");
+        }
+        if self.needs_reboot {
+            tags.push("needs reboot");
+        }
+        if self.code_change {
+            tags.push("code change");
+        }
+        tags
+    }
+}
+
+/// A thing to do about a finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Remedy {
+    /// What to do, in words.
+    pub description: String,
+    /// `env` (a process setting), `kernel_param`, `firmware`, `upgrade`, `downgrade`,
+    /// `code_change`, `unset` (remove a setting), `other`.
+    pub kind: String,
+    /// The setting, for `env`, `unset` and `kernel_param` remedies (`HSA_ENABLE_SDMA=0`,
+    /// `amdgpu.cwsr_enable=0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setting: Option<String>,
+    /// Its cost.
+    #[serde(default)]
+    pub cost: Cost,
+}
+
+/// A conclusion for the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Finding {
+    /// Stable id: a KB id (`RKB-001`), a lint rule id (`LINT-OVERRIDE-UNNEEDED`) or a
+    /// diagnosis id (`DIAG-COPY-H2D`).
+    pub id: String,
+    /// `kb`, `lint` or `diagnosis`.
+    pub source: String,
+    /// Severity.
+    pub severity: Severity,
+    /// Where it places the problem.
+    pub layer: FindingLayer,
+    /// One line.
+    pub title: String,
+    /// What it means, a few sentences.
+    #[serde(default)]
+    pub explanation: String,
+    /// How sure it is.
+    pub confidence: Confidence,
+    /// What supports it.
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+    /// What to do.
+    #[serde(default)]
+    pub remedies: Vec<Remedy>,
+    /// Public sources (`ROCm/ROCm#5724`, URLs).
+    #[serde(default)]
+    pub citations: Vec<String>,
+    /// Next gpuprobe commands worth running (`gpuprobe fix`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_steps: Vec<String>,
+}

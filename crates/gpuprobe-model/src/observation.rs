@@ -1,0 +1,185 @@
+//! Observations: the facts a probe measured, before any judgement.
+//!
+//! Probes (Python or native) fill these in and stream them to the supervisor; the judge in
+//! `gpuprobe-doctor` turns them into verdicts. Counts are exact integers; errors are floats.
+//! Non-finite floats never appear in JSON: probes report NaN/Inf as counts, and example
+//! values as strings.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::probe::{DeviceRef, ProbeId};
+
+/// One probe's measured facts on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Observation {
+    /// The probe that measured it.
+    pub probe: ProbeId,
+    /// The device under test.
+    pub device: DeviceRef,
+    /// The measurement its rule judges.
+    pub measurement: Measurement,
+    /// Key numbers for the report that the rule does not use (bytes moved, GB/s, sizes,
+    /// methods tried); free-form but flat.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, serde_json::Value>,
+    /// Short notes (warnings a library printed, the backend that was used, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// What was measured, by kind of rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Measurement {
+    /// Output compared element by element with a reference (bit-exact or with tolerance).
+    Compare(CompareStats),
+    /// Summary statistics of random samples.
+    Stats(SampleStats),
+    /// Exact properties checked.
+    Invariant(InvariantCheck),
+    /// Only measured quantities (see `Observation::metrics`).
+    Metrics,
+}
+
+/// Element-wise comparison of an output with its reference, over all trials.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CompareStats {
+    /// Elements compared, over all trials.
+    pub n: u64,
+    /// Elements that differ: bitwise for bit-exact rules; beyond the probe's own tolerance
+    /// for tolerance rules (the judge re-checks with `max_abs_err`/`max_rel_err`).
+    pub mismatches: u64,
+    /// Output elements that are zero where the reference is not.
+    #[serde(default)]
+    pub zeros_where_nonzero: u64,
+    /// Output elements that are NaN or ±Inf where the reference is finite.
+    #[serde(default)]
+    pub nonfinite_where_finite: u64,
+    /// Output elements still holding the canary the output was pre-filled with
+    /// (the operation did not write them).
+    #[serde(default)]
+    pub unchanged: u64,
+    /// Number of trials (repetitions, threads × iterations, ...).
+    #[serde(default = "one")]
+    pub trials: u64,
+    /// Trials with at least one mismatching element.
+    #[serde(default)]
+    pub failed_trials: u64,
+    /// Trials whose output was entirely zero while the reference was not.
+    #[serde(default)]
+    pub all_zero_trials: u64,
+    /// Largest absolute error against the reference (finite elements only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_abs_err: Option<f64>,
+    /// Largest error relative to the reference's scale (finite elements only); how the scale
+    /// is taken is the probe's documented choice (usually max |reference|).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rel_err: Option<f64>,
+    /// Largest distance in units in the last place, where the probe computes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ulp: Option<u64>,
+    /// The first mismatching element, for the report and the repro.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_mismatch: Option<MismatchExample>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// One element that differed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MismatchExample {
+    /// Flat index in the output (and trial number, when there were several).
+    pub index: u64,
+    /// Trial in which it was seen.
+    #[serde(default)]
+    pub trial: u64,
+    /// Reference value as text (value and, for floats, hex bits).
+    pub expected: String,
+    /// Output value as text.
+    pub found: String,
+}
+
+/// The distribution random samples should follow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Distribution {
+    /// Normal with the given mean and standard deviation.
+    Normal {
+        /// Expected mean.
+        mean: f64,
+        /// Expected standard deviation.
+        std: f64,
+    },
+    /// Continuous uniform on `[low, high)`.
+    Uniform {
+        /// Lower bound (inclusive).
+        low: f64,
+        /// Upper bound (exclusive).
+        high: f64,
+    },
+    /// Discrete uniform on the integers `low..high`.
+    UniformInt {
+        /// Lower bound (inclusive).
+        low: i64,
+        /// Upper bound (exclusive).
+        high: i64,
+    },
+}
+
+/// Summary statistics of `n` random samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SampleStats {
+    /// The distribution the generator was asked for.
+    pub distribution: Distribution,
+    /// The dtype the samples were generated in.
+    pub dtype: String,
+    /// Number of samples.
+    pub n: u64,
+    /// Sample mean (finite samples, computed in float64).
+    pub mean: f64,
+    /// Sample variance (unbiased, float64).
+    pub var: f64,
+    /// Smallest finite sample.
+    pub min: f64,
+    /// Largest finite sample.
+    pub max: f64,
+    /// Samples exactly equal to zero.
+    pub zeros: u64,
+    /// NaN or ±Inf samples.
+    pub nonfinite: u64,
+    /// Samples outside the distribution's support (uniform bounds).
+    #[serde(default)]
+    pub out_of_range: u64,
+    /// Probability of one sample being exactly zero in this dtype if the generator is right
+    /// (the probe computes it from the dtype's representable values); the judge turns it into
+    /// a binomial bound.
+    #[serde(default)]
+    pub p_zero: f64,
+    /// Pearson chi-square statistic over equiprobable bins, when computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chi2: Option<f64>,
+    /// Degrees of freedom of `chi2` (bins − 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chi2_dof: Option<u64>,
+}
+
+/// Exact properties that were checked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InvariantCheck {
+    /// What was checked, in a few words ("is a permutation of 0..n").
+    pub property: String,
+    /// Number of items (elements, trials) checked.
+    pub checked: u64,
+    /// Items that violated the property.
+    pub violations: u64,
+    /// Of the violations, how many were zeros where a non-zero value was required.
+    #[serde(default)]
+    pub zero_violations: u64,
+    /// An example violation, as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
+}

@@ -1,0 +1,239 @@
+//! The worker protocol: how the supervisor tells a worker what to run, and the events the
+//! worker streams back, one JSON object per line on a private file descriptor.
+//!
+//! Python workers (`python/gpuprobe/worker/`) and native workers (`gpuprobe __native-worker`)
+//! speak the same protocol; `docs/protocol.md` documents it for probe authors.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::fingerprint::TorchInfo;
+use crate::observation::Observation;
+use crate::probe::{DeviceRef, ProbeId, ProbeSpec};
+
+/// Version of the protocol; a worker refuses a plan with another version.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The file descriptor number the worker writes events to.
+pub const EVENT_FD: i32 = 3;
+
+/// What a worker is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerMode {
+    /// List the probes it knows (no framework import).
+    Catalog,
+    /// Report the interpreter and framework, then exit.
+    Env,
+    /// Run the planned probes.
+    Run,
+}
+
+/// The plan a worker receives (as a JSON file named on its command line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WorkerPlan {
+    /// [`PROTOCOL_VERSION`].
+    pub protocol: u32,
+    /// What to do.
+    pub mode: WorkerMode,
+    /// Device under test (for `run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceRef>,
+    /// Probes to run, in order (for `run`).
+    #[serde(default)]
+    pub probes: Vec<ProbeId>,
+    /// Seed for every random input; a run is reproducible from it.
+    #[serde(default)]
+    pub seed: u64,
+    /// Faults to simulate; absent unless the user asked for simulation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulate: Option<SimulationSpec>,
+    /// Probe options (`soak_seconds`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, serde_json::Value>,
+}
+
+/// What a probe run came to, as the worker saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The probe measured something; the judge decides.
+    Observed {
+        /// The facts.
+        observation: Observation,
+    },
+    /// The probe does not apply here.
+    Skip {
+        /// Why.
+        reason: String,
+    },
+    /// The probe raised.
+    Error {
+        /// Exception type (`RuntimeError`) or error name (`CUDA_ERROR_ILLEGAL_ADDRESS`).
+        #[serde(rename = "type")]
+        error_type: String,
+        /// The message.
+        message: String,
+        /// Traceback or call context, when available.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceback: Option<String>,
+    },
+}
+
+/// One event from a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    /// First event of every worker.
+    Hello {
+        /// The worker's protocol version.
+        protocol: u32,
+        /// Worker process id.
+        pid: u32,
+        /// `python` or `native`.
+        worker: String,
+        /// Interpreter path (Python workers).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        executable: Option<String>,
+        /// Interpreter version (Python workers).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        python_version: Option<String>,
+        /// Framework facts, when the framework imported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        torch: Option<TorchInfo>,
+        /// Why the framework (or native runtime) is unusable, when it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unusable: Option<String>,
+        /// Other package versions (numpy, accelerate, safetensors).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        packages: BTreeMap<String, String>,
+        /// Whether fault simulation is active in this worker.
+        #[serde(default)]
+        simulated: bool,
+    },
+    /// The probe catalog (mode `catalog`).
+    Catalog {
+        /// Every probe the worker can run.
+        probes: Vec<ProbeSpec>,
+    },
+    /// A probe is about to start; the supervisor starts its timeout.
+    Begin {
+        /// Probe id.
+        probe: ProbeId,
+        /// Device.
+        device: DeviceRef,
+    },
+    /// A probe finished.
+    Result {
+        /// Probe id.
+        probe: ProbeId,
+        /// Device.
+        device: DeviceRef,
+        /// What happened.
+        #[serde(flatten)]
+        outcome: Outcome,
+        /// Seconds from begin to result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elapsed_s: Option<f64>,
+    },
+    /// A message worth keeping (a library warning, a fallback taken).
+    Log {
+        /// `info` or `warn`.
+        level: String,
+        /// The message.
+        message: String,
+    },
+    /// The worker finished its plan and will exit.
+    Done,
+}
+
+/// A set of faults to simulate. Data only: the Python worker interprets it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SimulationSpec {
+    /// What the user asked for (preset names or a file path), for the report.
+    pub source: String,
+    /// The faults.
+    #[serde(default, rename = "fault")]
+    pub faults: Vec<FaultSpec>,
+}
+
+/// One simulated fault: which operation, under which conditions, breaks how, and which
+/// setting cures it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// Short name.
+    pub name: String,
+    /// What it imitates.
+    #[serde(default)]
+    pub description: String,
+    /// The operation: `h2d`, `d2h`, `d2d`, `convert`, `randn`, `randn_like`, `rand`,
+    /// `randint`, `randperm`, `multinomial`, `matmul`, `reduce`, `elementwise`, `conv`,
+    /// `sdpa`, `alloc`, `collective`, `any`.
+    pub op: String,
+    /// Conditions that select the affected calls; empty means every call of `op`.
+    #[serde(default)]
+    pub when: FaultCondition,
+    /// What goes wrong.
+    pub effect: FaultEffect,
+    /// Settings (`KEY=VALUE`) of which any one, present in the worker's environment,
+    /// cures the fault.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cured_by: Vec<String>,
+    /// Settings that cure the fault only when all of them are present together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cured_by_all: Vec<String>,
+    /// Settings that must all be present for the fault to exist at all (a setting that
+    /// breaks something: a candidate cure with a side effect).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only_when_set: Vec<String>,
+}
+
+/// Which calls of the operation a fault affects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FaultCondition {
+    /// Movement or API methods (`to`, `cuda`, `copy_`, `numpy`, `float`, `half`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// Dtypes of the data (source dtype for conversions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dtypes: Vec<String>,
+    /// Target dtypes (conversions only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to_dtypes: Vec<String>,
+    /// Smallest affected size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bytes: Option<u64>,
+    /// Largest affected size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Only pinned (true) or only pageable (false) host memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<bool>,
+    /// Only non_blocking (true) or only blocking (false) calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_blocking: Option<bool>,
+    /// Only where the operation runs on the device under test (true) or on the CPU (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_device: Option<bool>,
+}
+
+/// How a simulated fault breaks the operation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FaultEffect {
+    /// `zeros`, `partial_zeros`, `nan`, `bitflip`, `stale` (output keeps old contents),
+    /// `crash`, `hang`, `exception`.
+    pub kind: String,
+    /// Fraction of the matching calls affected (deterministic: every k-th call), default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
+    /// Signal for `crash` (`SIGSEGV`, `SIGABRT`, `SIGBUS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// Message printed to stderr before a crash, or the exception text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

@@ -1,0 +1,96 @@
+//! The report of one run: what `check --json` prints and `report.json` holds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::exit::ExitStatus;
+use crate::finding::Finding;
+use crate::fingerprint::Fingerprint;
+use crate::probe::Tier;
+use crate::protocol::SimulationSpec;
+use crate::verdict::{ProbeResult, Verdict};
+
+/// A whole run's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Report {
+    /// [`crate::REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// gpuprobe version that made it.
+    pub tool_version: String,
+    /// The command (`check`, `fix`, ...).
+    pub command: String,
+    /// Run directory holding the raw results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_dir: Option<String>,
+    /// Start time, RFC 3339 UTC.
+    pub started_at: String,
+    /// Wall time of the run in seconds.
+    pub wall_s: f64,
+    /// Tier that ran.
+    pub tier: Tier,
+    /// Present when the run was made under fault simulation: every result is then SIMULATED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulation: Option<SimulationSpec>,
+    /// The stack fingerprint.
+    pub fingerprint: Fingerprint,
+    /// One entry per probe and device.
+    pub results: Vec<ProbeResult>,
+    /// Conclusions.
+    pub findings: Vec<Finding>,
+    /// Counts by verdict.
+    pub summary: Summary,
+    /// What the process exit code says.
+    pub exit_status: ExitStatus,
+    /// The numeric exit code.
+    pub exit_code: u8,
+    /// Remarks about the run itself (a worker restarted, a device skipped, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Counts of results by verdict.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct Summary {
+    /// Results in total.
+    pub total: u32,
+    /// PASS.
+    pub passed: u32,
+    /// FAIL.
+    pub failed: u32,
+    /// CRASH.
+    pub crashed: u32,
+    /// HANG.
+    pub hung: u32,
+    /// ERROR.
+    pub errors: u32,
+    /// SKIP.
+    pub skipped: u32,
+    /// NOT-TESTED.
+    pub not_tested: u32,
+}
+
+impl Summary {
+    /// Counts the verdicts of `results`.
+    pub fn of(results: &[ProbeResult]) -> Summary {
+        let mut s = Summary::default();
+        for r in results {
+            s.total += 1;
+            match r.verdict {
+                Verdict::Pass => s.passed += 1,
+                Verdict::Fail { .. } => s.failed += 1,
+                Verdict::Crash { .. } => s.crashed += 1,
+                Verdict::Hang { .. } => s.hung += 1,
+                Verdict::Error { .. } => s.errors += 1,
+                Verdict::Skip { .. } => s.skipped += 1,
+                Verdict::NotTested { .. } => s.not_tested += 1,
+            }
+        }
+        s
+    }
+
+    /// FAIL + CRASH + HANG + ERROR.
+    pub fn problems(&self) -> u32 {
+        self.failed + self.crashed + self.hung + self.errors
+    }
+}

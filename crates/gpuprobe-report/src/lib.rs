@@ -1,0 +1,1 @@
+//! Report renderers: terminal, JSON, HTML, Markdown issue text, repro scripts

@@ -1,0 +1,1 @@
+//! Workers: spawn, JSONL protocol, timeouts, crash capture, run directory
