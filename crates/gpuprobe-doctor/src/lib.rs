@@ -1,1 +1,12 @@
-//! Judge, diagnosis and workaround search
+//! Judge, engine, diagnosis and workaround search.
+//!
+//! - [`judge`] turns observations into verdicts by each probe's declared rule;
+//! - [`engine`] executes a plan of probes through supervised workers, judges each result
+//!   and appends it to the run directory as it arrives;
+//! - [`diagnose`] places failures on a layer of the stack with the evidence for it.
+
+pub mod diagnose;
+pub mod engine;
+pub mod judge;
+
+pub use judge::judge;

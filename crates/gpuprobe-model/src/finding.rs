@@ -221,4 +221,8 @@ pub struct Finding {
     /// Next gpuprobe commands worth running (`gpuprobe fix`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub next_steps: Vec<String>,
+    /// Ids of findings about the same problem from another source (a lint rule that is the
+    /// config-side face of a known issue); the report merges them into one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<String>,
 }

@@ -44,6 +44,11 @@ pub struct Fingerprint {
     /// Facts that could not be read, and why (permission, missing file, tool absent).
     #[serde(default)]
     pub unreadable: Vec<Unreadable>,
+    /// Further facts that have no typed field yet, name → value, e.g.
+    /// `gpu.0000:c5:00.0.kernel_driver` → `amdgpu`, `dkms.amdgpu` → the `dkms status` line,
+    /// `amd-smi.amdgpu_version` → `6.17.0-5`. Names are stable once published.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, String>,
 }
 
 /// Operating system, kernel and platform facts.

@@ -237,3 +237,56 @@ pub struct FaultEffect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observation::{CompareStats, Measurement};
+
+    #[test]
+    fn result_event_json_shape() {
+        let line = r#"{"event":"result","probe":"copy.h2d.pageable.tiny","device":"cuda:0","outcome":"observed",
+            "observation":{"probe":"copy.h2d.pageable.tiny","device":"cuda:0",
+              "measurement":{"kind":"compare","n":64,"mismatches":3,"trials":16,"failed_trials":1,"all_zero_trials":1},
+              "metrics":{"bytes":64}},
+            "elapsed_s":0.5}"#;
+        let event: WorkerEvent = serde_json::from_str(line).unwrap();
+        let WorkerEvent::Result { outcome: Outcome::Observed { observation }, device, .. } = event else {
+            panic!("wrong variant: {event:?}");
+        };
+        assert_eq!(device, DeviceRef::Gpu(0));
+        let Measurement::Compare(CompareStats { mismatches, all_zero_trials, .. }) = observation.measurement else {
+            panic!("wrong measurement");
+        };
+        assert_eq!((mismatches, all_zero_trials), (3, 1));
+    }
+
+    #[test]
+    fn skip_and_error_events_parse() {
+        let skip: WorkerEvent =
+            serde_json::from_str(r#"{"event":"result","probe":"a.b","device":"cpu","outcome":"skip","reason":"no fp8"}"#)
+                .unwrap();
+        assert!(matches!(skip, WorkerEvent::Result { outcome: Outcome::Skip { .. }, .. }));
+        let err: WorkerEvent = serde_json::from_str(
+            r#"{"event":"result","probe":"a.b","device":"cpu","outcome":"error","type":"RuntimeError","message":"boom"}"#,
+        )
+        .unwrap();
+        assert!(matches!(err, WorkerEvent::Result { outcome: Outcome::Error { .. }, .. }));
+        let hello: WorkerEvent = serde_json::from_str(
+            r#"{"event":"hello","protocol":1,"pid":5,"worker":"python","torch":null,"unusable":"No module named 'torch'"}"#,
+        )
+        .unwrap();
+        assert!(matches!(hello, WorkerEvent::Hello { torch: None, .. }));
+    }
+
+    #[test]
+    fn fault_spec_from_toml_like_json() {
+        let spec: SimulationSpec = serde_json::from_str(
+            r#"{"source":"preset:h2d-zeros","fault":[{"name":"z","op":"h2d","when":{"pinned":false,"max_bytes":64},
+                "effect":{"kind":"zeros"},"cured_by":["HSA_ENABLE_SDMA=0"]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.faults[0].when.max_bytes, Some(64));
+        assert!(serde_json::from_str::<FaultSpec>(r#"{"name":"z","op":"h2d","effect":{"kind":"zeros"},"typo":1}"#).is_err());
+    }
+}

@@ -1,1 +1,13 @@
-//! Report renderers: terminal, JSON, HTML, Markdown issue text, repro scripts
+//! Renders reports for people and programs.
+//!
+//! - [`terminal`]: the table and findings a user reads after `gpuprobe check`;
+//! - [`json`]: the machine-readable report and its published JSON Schema;
+//! - [`matrix`]: the measured dtype-conversion matrix.
+//!
+//! Renderers take a finished [`gpuprobe_model::Report`] and return text; they never decide
+//! anything about the results.
+
+pub mod json;
+pub mod matrix;
+pub mod style;
+pub mod terminal;

@@ -1,1 +1,35 @@
-//! Workers: spawn, JSONL protocol, timeouts, crash capture, run directory
+//! Runs probes out of process and records what happened.
+//!
+//! This crate is the only place that spawns worker processes. It owns:
+//! - finding the user's Python and extracting the embedded probe package ([`python`]);
+//! - starting a worker with a private event descriptor and reading its JSON-lines events
+//!   ([`worker`]);
+//! - supervising a sequence of probes on one device: per-probe timeouts, killing the
+//!   process group on a hang, recording the signal and stderr tail on a crash, and starting
+//!   a fresh worker for the probes that remain ([`supervisor`]);
+//! - the run directory, where every result is appended the moment it is known, so a killed
+//!   run loses nothing and can be resumed ([`rundir`]);
+//! - fault-simulation presets and custom fault files ([`simulation`]);
+//! - new kernel log lines seen while probes run ([`kmsg`]).
+//!
+//! It does not judge: workers report observations, and `gpuprobe-doctor` turns them into
+//! verdicts.
+
+pub mod error;
+pub mod kmsg;
+pub mod python;
+pub mod rundir;
+pub mod simulation;
+pub mod supervisor;
+pub mod worker;
+
+pub use error::RunnerError;
+pub use python::{PythonChoice, find_python};
+pub use rundir::RunDir;
+pub use supervisor::{RawOutcome, RawResult, SupervisorConfig, Task};
+pub use worker::WorkerCommand;
+
+/// Files embedded at build time.
+pub(crate) mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+}

@@ -1,10 +1,66 @@
-//! The gpuprobe command line: parses arguments, runs one command, maps the outcome to an
-//! exit code.
+//! The gpuprobe command line: parses arguments, runs one command, maps the outcome to a
+//! documented exit code (`docs/exit-codes.md`).
+//!
+//! Errors that are the user's to fix (a bad argument, an unreadable input, an unwritable
+//! directory) exit 2 with a one-line explanation; anything else that stops gpuprobe itself
+//! exits 3. Probe failures are results, not errors: they flow through the report.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use clap::Parser;
+use gpuprobe_model::ExitStatus;
+
+pub mod cli;
+mod commands;
+mod paths;
+mod progress;
+mod time;
+
+/// An error the user can fix (exit 2), as opposed to an internal failure (exit 3).
+#[derive(Debug)]
+pub struct UserError(pub String);
+
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UserError {}
+
+/// Shorthand for a user error.
+pub(crate) fn user_error(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UserError(message.into()))
+}
+
 /// Runs gpuprobe with the given arguments (the first is the program name).
-pub fn main(_args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    ExitCode::from(gpuprobe_model::ExitStatus::InternalFailure.code())
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match cli::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { ExitStatus::UsageError.code() } else { 0 };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    match commands::dispatch(cli.command) {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            let status = if err.chain().any(|e| e.is::<UserError>()) {
+                ExitStatus::UsageError
+            } else {
+                ExitStatus::InternalFailure
+            };
+            eprintln!("gpuprobe: error: {err:#}");
+            ExitCode::from(status.code())
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }

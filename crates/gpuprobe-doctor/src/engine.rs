@@ -1,0 +1,447 @@
+//! Execution of probe plans: the execute → judge → record spine.
+//!
+//! A plan is a set of lanes, one per (worker kind, device). Each lane runs in its own thread
+//! under the supervisor, so every GPU (and the native and Python layers of each) is tested
+//! in parallel. Results are judged here, on arrival, and appended to the run directory
+//! before anything else happens, so a killed run keeps every finished result. A lane's
+//! worker hello can add lanes (e.g. device 0's worker reports how many GPUs torch sees).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread;
+
+use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec, Tier};
+use gpuprobe_model::protocol::{PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan};
+use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
+use gpuprobe_runner::worker::WorkerCommand;
+use gpuprobe_runner::{PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig, Task};
+use serde::{Deserialize, Serialize};
+
+use crate::judge::judge;
+
+/// Process settings applied to every worker of a run (a profile, or a `fix` candidate).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Variables to set.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    /// Variables to remove.
+    #[serde(default)]
+    pub unset: Vec<String>,
+}
+
+impl Settings {
+    /// `KEY=VALUE` and `-KEY` strings, for result records.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.extend(self.unset.iter().map(|k| format!("-{k}")));
+        out
+    }
+
+    /// Whether nothing is changed.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.unset.is_empty()
+    }
+}
+
+/// How to start workers.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The user's interpreter, when one was found.
+    pub python: Option<PythonChoice>,
+    /// Directory holding the extracted `gpuprobe` Python package.
+    pub package_dir: Option<PathBuf>,
+    /// The gpuprobe executable, re-run as the native worker.
+    pub native_program: Option<PathBuf>,
+    /// Seed for every random input.
+    pub seed: u64,
+    /// Faults to simulate (test and demo mode only).
+    pub simulate: Option<SimulationSpec>,
+    /// Settings applied to every worker.
+    pub settings: Settings,
+    /// Timeouts and log placement.
+    pub supervisor: SupervisorConfig,
+    /// Probe options passed in each plan.
+    pub options: BTreeMap<String, serde_json::Value>,
+}
+
+/// Probes of one worker kind on one device, run in order.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    /// Python or native.
+    pub backend: Backend,
+    /// The device.
+    pub device: DeviceRef,
+    /// The probes.
+    pub tasks: Vec<Task>,
+}
+
+/// What the engine reports while it runs.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// More probes were planned (lanes added).
+    Planned(usize),
+    /// A probe started.
+    Started(&'a ProbeId, DeviceRef),
+    /// A probe finished and was recorded.
+    Finished(&'a ProbeResult),
+    /// A message worth showing in verbose mode.
+    Log(&'a str),
+}
+
+/// A worker's hello, kept for the report.
+#[derive(Debug, Clone)]
+pub struct HelloRecord {
+    /// Which worker kind.
+    pub backend: Backend,
+    /// Which device lane.
+    pub device: DeviceRef,
+    /// The event.
+    pub event: WorkerEvent,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Default)]
+pub struct Execution {
+    /// Judged results, in the order they arrived.
+    pub results: Vec<ProbeResult>,
+    /// Worker hellos.
+    pub hellos: Vec<HelloRecord>,
+    /// Log messages (library warnings, restarts, protocol noise).
+    pub logs: Vec<String>,
+    /// Results that could not be written to the run directory (the run went on).
+    pub write_errors: Vec<String>,
+}
+
+enum LaneMessage {
+    Event(usize, SupervisorEvent),
+    LaneDone,
+}
+
+/// Decides, on a worker's hello, whether more lanes are needed.
+pub type Expander<'a> = dyn FnMut(Backend, DeviceRef, &WorkerEvent) -> Vec<Lane> + 'a;
+
+/// Runs the lanes (and any the expander adds), judging and recording every result.
+pub fn execute(
+    lanes: Vec<Lane>,
+    config: &EngineConfig,
+    run_dir: &RunDir,
+    expand: &mut Expander<'_>,
+    on_progress: &mut dyn FnMut(Progress<'_>),
+) -> Execution {
+    let mut execution = Execution::default();
+    let (sender, receiver) = mpsc::channel::<LaneMessage>();
+    let mut specs: HashMap<(ProbeId, DeviceRef), ProbeSpec> = HashMap::new();
+    let mut lane_info: Vec<(Backend, DeviceRef)> = Vec::new();
+    let mut running = 0usize;
+
+    thread::scope(|scope| {
+        let start_lane = |lane: Lane, specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>, lane_info: &mut Vec<(Backend, DeviceRef)>| {
+            for task in &lane.tasks {
+                specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
+            }
+            let lane_id = lane_info.len();
+            lane_info.push((lane.backend, lane.device));
+            let sender = sender.clone();
+            let config = config.clone();
+            let plan_dir = run_dir.workers_dir();
+            scope.spawn(move || {
+                let mut batch = 0usize;
+                let mut make_command = |tasks: &[Task]| -> Result<WorkerCommand, RunnerError> {
+                    batch += 1;
+                    let name = format!("plan-{}-{}-{batch}.json", backend_name(lane.backend), device_file_name(lane.device));
+                    let plan_path = plan_dir.join(name);
+                    write_plan(&plan_path, lane.device, tasks, &config)?;
+                    worker_command(lane.backend, &config, &plan_path)
+                };
+                let mut forward = |event: SupervisorEvent| {
+                    let _ = sender.send(LaneMessage::Event(lane_id, event));
+                };
+                supervise(lane.tasks, &mut make_command, &config.supervisor, None, &mut forward);
+                let _ = sender.send(LaneMessage::LaneDone);
+            });
+        };
+
+        let planned: usize = lanes.iter().map(|l| l.tasks.len()).sum();
+        on_progress(Progress::Planned(planned));
+        for lane in lanes {
+            if lane.tasks.is_empty() {
+                continue;
+            }
+            running += 1;
+            start_lane(lane, &mut specs, &mut lane_info);
+        }
+        while running > 0 {
+            let Ok(message) = receiver.recv() else { break };
+            match message {
+                LaneMessage::LaneDone => running -= 1,
+                LaneMessage::Event(lane_id, event) => {
+                    let (backend, device) = lane_info[lane_id];
+                    match event {
+                        SupervisorEvent::Hello(hello) => {
+                            let new_lanes = expand(backend, device, &hello);
+                            let added: usize = new_lanes.iter().map(|l| l.tasks.len()).sum();
+                            if added > 0 {
+                                on_progress(Progress::Planned(added));
+                            }
+                            for lane in new_lanes {
+                                if lane.tasks.is_empty() {
+                                    continue;
+                                }
+                                running += 1;
+                                start_lane(lane, &mut specs, &mut lane_info);
+                            }
+                            execution.hellos.push(HelloRecord { backend, device, event: *hello });
+                        }
+                        SupervisorEvent::Started(probe, device) => on_progress(Progress::Started(&probe, device)),
+                        SupervisorEvent::Finished(raw) => {
+                            let Some(spec) = specs.get(&(raw.probe.clone(), raw.device)) else {
+                                execution.logs.push(format!("result for unplanned probe {} on {}", raw.probe, raw.device));
+                                continue;
+                            };
+                            let result = to_result(spec, raw, config);
+                            if let Err(err) = run_dir.append_result(&result) {
+                                execution.write_errors.push(err.to_string());
+                            }
+                            on_progress(Progress::Finished(&result));
+                            execution.results.push(result);
+                        }
+                        SupervisorEvent::Log(message) => {
+                            let message = format!("[{} {}] {message}", backend_name(backend), device);
+                            on_progress(Progress::Log(&message));
+                            execution.logs.push(message);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    execution
+}
+
+fn backend_name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Python => "python",
+        Backend::Native => "native",
+    }
+}
+
+fn device_file_name(device: DeviceRef) -> String {
+    match device {
+        DeviceRef::Cpu => "cpu".into(),
+        DeviceRef::Gpu(i) => format!("gpu{i}"),
+    }
+}
+
+fn write_plan(path: &std::path::Path, device: DeviceRef, tasks: &[Task], config: &EngineConfig) -> Result<(), RunnerError> {
+    let plan = WorkerPlan {
+        protocol: PROTOCOL_VERSION,
+        mode: WorkerMode::Run,
+        device: Some(device),
+        probes: tasks.iter().map(|t| t.spec.id.clone()).collect(),
+        seed: config.seed,
+        simulate: config.simulate.clone(),
+        options: config.options.clone(),
+    };
+    let text = serde_json::to_string_pretty(&plan).map_err(|e| RunnerError::Protocol(e.to_string()))?;
+    std::fs::write(path, text).map_err(|e| RunnerError::io("cannot write worker plan", path, e))
+}
+
+/// The command that starts a worker of `backend` for the plan at `plan_path`.
+pub fn worker_command(backend: Backend, config: &EngineConfig, plan_path: &std::path::Path) -> Result<WorkerCommand, RunnerError> {
+    let mut command = match backend {
+        Backend::Python => {
+            let python = config.python.as_ref().ok_or_else(|| RunnerError::NoPython("no interpreter was found".into()))?;
+            let package = config
+                .package_dir
+                .as_ref()
+                .ok_or_else(|| RunnerError::Protocol("the probe package was not extracted".into()))?;
+            gpuprobe_runner::python::worker_command(&python.executable, package, plan_path)
+        }
+        Backend::Native => {
+            let program = config
+                .native_program
+                .clone()
+                .ok_or_else(|| RunnerError::Protocol("the gpuprobe executable could not be located".into()))?;
+            WorkerCommand {
+                program,
+                args: vec!["__native-worker".into(), "--plan".into(), plan_path.as_os_str().to_owned()],
+                env: BTreeMap::new(),
+                remove_env: Vec::new(),
+            }
+        }
+    };
+    command.env.extend(config.settings.set.clone());
+    command.remove_env.extend(config.settings.unset.clone());
+    Ok(command)
+}
+
+/// Turns a raw result into a judged, recordable one.
+pub fn to_result(spec: &ProbeSpec, raw: RawResult, config: &EngineConfig) -> ProbeResult {
+    let mut stderr_tail = raw.output_tail;
+    let (verdict, observation) = match raw.outcome {
+        RawOutcome::Observed(observation) => (judge(spec, &observation), Some(observation)),
+        RawOutcome::Skip(reason) => (Verdict::Skip { reason }, None),
+        RawOutcome::Error { error_type, message, traceback } => {
+            if let Some(tb) = traceback {
+                let lines: Vec<&str> = tb.lines().collect();
+                stderr_tail = lines[lines.len().saturating_sub(15)..].iter().map(|s| s.to_string()).collect();
+            }
+            (Verdict::Error { message: format!("{error_type}: {message}") }, None)
+        }
+        RawOutcome::Crash { signal, exit_code, message } => (Verdict::Crash { signal, exit_code, message }, None),
+        RawOutcome::Hang { timeout_s } => (Verdict::Hang { timeout_s }, None),
+        RawOutcome::NotTested(reason) => (Verdict::NotTested { reason }, None),
+    };
+    ProbeResult {
+        probe: raw.probe,
+        device: raw.device,
+        layer: spec.layer,
+        verdict,
+        observation,
+        elapsed_s: raw.elapsed_s,
+        stderr_tail,
+        kernel_log: raw.kernel_log,
+        settings: config.settings.describe(),
+        simulated: config.simulate.is_some(),
+    }
+}
+
+/// Probe selection from a catalogue: by tier and by `--only` patterns (globs over probe
+/// ids, `*` matching any run of characters; a pattern without `*` matches ids that start
+/// with it followed by a dot, or the id itself).
+pub fn select(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<ProbeSpec> {
+    catalog
+        .iter()
+        .filter(|spec| tier.includes(spec.tier))
+        .filter(|spec| only.is_empty() || only.iter().any(|pattern| id_matches(pattern, spec.id.as_str())))
+        .cloned()
+        .collect()
+}
+
+/// Whether a probe id matches a selection pattern.
+pub fn id_matches(pattern: &str, id: &str) -> bool {
+    if pattern.contains('*') {
+        glob_match(pattern.as_bytes(), id.as_bytes())
+    } else {
+        id == pattern || id.strip_prefix(pattern).is_some_and(|rest| rest.starts_with('.'))
+    }
+}
+
+fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    // Iterative wildcard matching with backtracking to the last star.
+    let (mut p, mut t) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == b'*' {
+            star = Some(p);
+            mark = t;
+            p += 1;
+        } else if let Some(s) = star {
+            p = s + 1;
+            mark += 1;
+            t = mark;
+        } else {
+            return false;
+        }
+    }
+    while p < pattern.len() && pattern[p] == b'*' {
+        p += 1;
+    }
+    p == pattern.len()
+}
+
+/// The run's plan as stored in `plan.json`, enough to resume it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunPlan {
+    /// gpuprobe version that made it.
+    pub tool_version: String,
+    /// The command.
+    pub command: String,
+    /// Tier.
+    pub tier: Tier,
+    /// `--only` patterns.
+    #[serde(default)]
+    pub only: Vec<String>,
+    /// Devices asked for (`None`: every GPU torch sees).
+    #[serde(default)]
+    pub devices: Option<Vec<DeviceRef>>,
+    /// The interpreter used.
+    #[serde(default)]
+    pub python: Option<String>,
+    /// How it was chosen.
+    #[serde(default)]
+    pub python_chosen_by: Option<String>,
+    /// Whether native probes were included.
+    #[serde(default)]
+    pub native: bool,
+    /// Seed.
+    pub seed: u64,
+    /// Simulation, when active.
+    #[serde(default)]
+    pub simulate: Option<SimulationSpec>,
+    /// Settings applied to workers.
+    #[serde(default)]
+    pub settings: Settings,
+    /// Every planned (probe, device).
+    pub tasks: Vec<PlannedTask>,
+    /// When the run started (RFC 3339).
+    pub started_at: String,
+}
+
+/// One planned probe run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlannedTask {
+    /// The probe's spec at planning time.
+    pub spec: ProbeSpec,
+    /// The device.
+    pub device: DeviceRef,
+}
+
+impl RunPlan {
+    /// The tasks not yet in `done`, grouped into lanes.
+    pub fn remaining_lanes(&self, done: &[ProbeResult]) -> Vec<Lane> {
+        let finished: std::collections::HashSet<(ProbeId, DeviceRef)> =
+            done.iter().map(|r| (r.probe.clone(), r.device)).collect();
+        let tasks: Vec<Task> = self
+            .tasks
+            .iter()
+            .filter(|t| !finished.contains(&(t.spec.id.clone(), t.device)))
+            .map(|t| Task { spec: t.spec.clone(), device: t.device })
+            .collect();
+        lanes_for(tasks)
+    }
+}
+
+/// Groups tasks into lanes by (backend, device), keeping their order.
+pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
+    let mut lanes: Vec<Lane> = Vec::new();
+    for task in tasks {
+        let backend = task.spec.backend;
+        match lanes.iter_mut().find(|l| l.backend == backend && l.device == task.device) {
+            Some(lane) => lane.tasks.push(task),
+            None => lanes.push(Lane { backend, device: task.device, tasks: vec![task] }),
+        }
+    }
+    lanes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_patterns() {
+        assert!(id_matches("copy", "copy.h2d.pinned"));
+        assert!(!id_matches("copy", "copying.x"));
+        assert!(id_matches("copy.*.pinned*", "copy.h2d.pinned.tiny"));
+        assert!(id_matches("*bf16*", "dtype.bf16.fp32.to.device"));
+        assert!(!id_matches("rng.*", "copy.h2d"));
+        assert!(id_matches("dtype.bf16.fp32.to.device", "dtype.bf16.fp32.to.device"));
+    }
+}

@@ -1,0 +1,558 @@
+//! The shape of one knowledge-base entry (`kb/RKB-NNN-*.toml`), as serde types with a JSON
+//! Schema. Unknown fields are errors everywhere, so a typo never silently drops a condition.
+//!
+//! The entry is data only; `validate` checks the rules serde cannot express (version
+//! ranges, globs, settings) and `matcher` evaluates it against a fingerprint.
+
+use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::{FailClass, FindingLayer, Severity};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One known issue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KbEntry {
+    /// Stable id, `RKB-NNN` for the shipped entries (the file name starts with it).
+    pub id: String,
+    /// One line: what goes wrong.
+    pub title: String,
+    /// Class of failure.
+    pub kind: IssueKind,
+    /// Severity when confirmed.
+    pub severity: Severity,
+    /// Severity when only suspected; default: the entry severity, capped at `warning`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity_if_suspected: Option<Severity>,
+    /// Where in the stack the problem sits.
+    pub layer: FindingLayer,
+    /// What the user sees and what is going on, a few sentences.
+    pub summary: String,
+    /// Whether it is fixed upstream.
+    #[serde(default)]
+    pub status: IssueStatus,
+    /// When the issue applies; every condition given must hold.
+    #[serde(default)]
+    pub conditions: Conditions,
+    /// Probe outcomes that confirm the issue (any one suffices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirm: Vec<ProbeOutcome>,
+    /// Outcomes of related probes the issue predicts alongside a confirmation (the pinned
+    /// control of a pageable-copy bug); a control that comes out otherwise means the
+    /// failure is broader than this issue explains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control: Vec<ProbeOutcome>,
+    /// Probe outcomes that argue against the issue on this machine (the predicted failure
+    /// did not happen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contradict: Vec<ProbeOutcome>,
+    /// Kernel log events that confirm the issue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<LogSignature>,
+    /// What to do about it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workarounds: Vec<Workaround>,
+    /// Where it was fixed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fixed_in: Vec<FixedIn>,
+    /// Public sources, exactly as the research cites them, and their URLs.
+    pub citations: Vec<String>,
+    /// Anything else worth knowing (what the issue is *not*, unverified parts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+}
+
+/// Class of failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum IssueKind {
+    /// Wrong results without an error.
+    SilentWrong,
+    /// A crash, abort or fault.
+    Crash,
+    /// A hang.
+    Hang,
+    /// Slow, or less memory than expected.
+    Perf,
+    /// A setting or installation problem.
+    Config,
+}
+
+impl IssueKind {
+    /// The name as written in the files.
+    pub fn name(self) -> &'static str {
+        match self {
+            IssueKind::SilentWrong => "silent-wrong",
+            IssueKind::Crash => "crash",
+            IssueKind::Hang => "hang",
+            IssueKind::Perf => "perf",
+            IssueKind::Config => "config",
+        }
+    }
+}
+
+/// Upstream state of an issue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum IssueStatus {
+    /// Not fixed.
+    Open,
+    /// Fixed (see `fixed_in`).
+    Fixed,
+    /// Fixed for some configurations or in some trees.
+    PartlyFixed,
+    /// Closed upstream without a clear fix record.
+    Closed,
+    /// A platform property (IOMMU, ACS, hardware support), not a bug to be fixed.
+    Platform,
+    /// Not known.
+    #[default]
+    Unknown,
+}
+
+impl IssueStatus {
+    /// The name as written in the files.
+    pub fn name(self) -> &'static str {
+        match self {
+            IssueStatus::Open => "open",
+            IssueStatus::Fixed => "fixed",
+            IssueStatus::PartlyFixed => "partly-fixed",
+            IssueStatus::Closed => "closed",
+            IssueStatus::Platform => "platform",
+            IssueStatus::Unknown => "unknown",
+        }
+    }
+}
+
+/// Operating system as conditions name it; `wsl` is Linux under WSL, not `linux`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OsName {
+    /// Linux, not under WSL.
+    Linux,
+    /// Windows.
+    Windows,
+    /// Linux under the Windows Subsystem for Linux.
+    Wsl,
+}
+
+impl OsName {
+    /// The name as written in the files.
+    pub fn name(self) -> &'static str {
+        match self {
+            OsName::Linux => "linux",
+            OsName::Windows => "windows",
+            OsName::Wsl => "wsl",
+        }
+    }
+}
+
+/// When an entry applies. All given conditions must hold; lists mean "any of".
+/// GPU conditions (`vendor`, `arch`, `apu`, `firmware`, `torch_supports_arch`,
+/// `override_differs`, `override_sibling`) must all hold for one and the same GPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Conditions {
+    /// GPU vendor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<Vendor>,
+    /// Native ISA patterns (`gfx1151`, `gfx11*`); any may match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arch: Vec<String>,
+    /// Integrated GPU sharing system memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apu: Option<bool>,
+    /// Firmware versions of the GPU; all must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub firmware: Vec<FirmwareCondition>,
+    /// Whether the GPU's ISA is in the installed torch's `get_arch_list()`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_supports_arch: Option<bool>,
+    /// Whether `HSA_OVERRIDE_GFX_VERSION` is set and names an ISA other than the GPU's
+    /// native one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_differs: Option<bool>,
+    /// Whether `HSA_OVERRIDE_GFX_VERSION` names an ISA-compatible sibling of the GPU's native
+    /// ISA (same major and minor version, e.g. gfx1031 → 10.3.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_sibling: Option<bool>,
+    /// Operating systems; any may match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os: Vec<OsName>,
+    /// Kernel release range (`>=6.18.2, <6.18.7`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// ROCm release range, against the ROCm torch runs on (the `rocmX.Y.Z` local tag of a
+    /// ROCm torch build, else the major.minor of `torch.version.hip`), else the system ROCm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rocm: Option<String>,
+    /// HIP runtime version range (torch's `torch.version.hip`, else the system HIP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hip: Option<String>,
+    /// torch version range, PEP 440 on the public version (`>=2.11.0a0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<String>,
+    /// Prefixes of torch's local version tag (`rocm7.2`, `cu13`); any may match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub torch_local: Vec<String>,
+    /// The amdgpu kernel driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amdgpu_driver: Option<DriverCondition>,
+    /// NVIDIA driver version range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvidia_driver: Option<String>,
+    /// Environment variables; all must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvCondition>,
+    /// Kernel module parameters (`amdgpu.cwsr_enable`); all must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub module_params: Vec<ParamCondition>,
+    /// Kernel command-line tokens that must all be present (`pci=noacs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cmdline_has: Vec<String>,
+    /// Kernel command-line tokens that must all be absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cmdline_lacks: Vec<String>,
+    /// At least this many GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_gpus: Option<u32>,
+    /// Running inside a container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<bool>,
+    /// Secure Boot enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_boot: Option<bool>,
+    /// User id range (`!=1000`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Python packages installed in the probed interpreter; all must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<PackageCondition>,
+    /// Keys of the caching-allocator configuration in effect; all must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alloc_conf: Vec<AllocConfCondition>,
+    /// Alternatives: at least one group must hold as a whole (in addition to the
+    /// conditions above).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub any_of: Vec<Conditions>,
+}
+
+impl Conditions {
+    /// Whether any GPU-scoped condition is given.
+    pub fn has_gpu_conditions(&self) -> bool {
+        self.vendor.is_some()
+            || !self.arch.is_empty()
+            || self.apu.is_some()
+            || !self.firmware.is_empty()
+            || self.torch_supports_arch.is_some()
+            || self.override_differs.is_some()
+            || self.override_sibling.is_some()
+            || self.any_of.iter().any(Conditions::has_gpu_conditions)
+    }
+}
+
+/// A firmware version condition (`component = "MES"`, `version = "==0x83"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareCondition {
+    /// Component as the fingerprint names it (`MES`, `MES_KIQ`, `SMC`).
+    pub component: String,
+    /// Version range; hexadecimal values (`0x83`) compare as numbers.
+    pub version: String,
+}
+
+/// Where the amdgpu driver came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DriverSourceName {
+    /// Shipped with the kernel.
+    Inbox,
+    /// amdgpu-dkms.
+    Dkms,
+}
+
+/// An amdgpu driver condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DriverCondition {
+    /// Inbox or DKMS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<DriverSourceName>,
+    /// DKMS / module version range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// An environment-variable condition. With no test given, the variable must be set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvCondition {
+    /// Variable name.
+    pub name: String,
+    /// Whether it must be set (`true`) or unset (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<bool>,
+    /// Values it may have (exact match); any may match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_of: Vec<String>,
+    /// For `HSA_OVERRIDE_GFX_VERSION`: ISA patterns the decoded value may name (`gfx1100`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decodes_to: Vec<String>,
+}
+
+/// A kernel module parameter condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParamCondition {
+    /// `module.parameter` (`amdgpu.cwsr_enable`, `ttm.pages_limit`).
+    pub name: String,
+    /// Values it may have; any may match. Where the running value cannot be read, the
+    /// kernel command line is consulted, then `default`.
+    pub one_of: Vec<String>,
+    /// The driver's default, used when the parameter is neither readable nor on the
+    /// command line (`1` for `amdgpu.cwsr_enable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+}
+
+/// A Python package condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PackageCondition {
+    /// Distribution name (`flash_attn`); compared case-insensitively with `-` = `_`.
+    pub name: String,
+    /// PEP 440 version range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// A caching-allocator configuration key condition (`expandable_segments` = `True`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AllocConfCondition {
+    /// Key (`expandable_segments`).
+    pub key: String,
+    /// Values it may have (case-insensitive); any may match.
+    pub one_of: Vec<String>,
+}
+
+/// A verdict name, as used in outcome patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictName {
+    /// PASS.
+    Pass,
+    /// FAIL.
+    Fail,
+    /// CRASH.
+    Crash,
+    /// HANG.
+    Hang,
+    /// ERROR.
+    Error,
+    /// SKIP.
+    Skip,
+    /// NOT-TESTED.
+    NotTested,
+}
+
+impl VerdictName {
+    /// The name as written in the files.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerdictName::Pass => "pass",
+            VerdictName::Fail => "fail",
+            VerdictName::Crash => "crash",
+            VerdictName::Hang => "hang",
+            VerdictName::Error => "error",
+            VerdictName::Skip => "skip",
+            VerdictName::NotTested => "not_tested",
+        }
+    }
+}
+
+/// A pattern over probe results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeOutcome {
+    /// Probe id globs (`copy.h2d.pageable.tiny*`); any may match.
+    pub probes: Vec<String>,
+    /// Verdicts; any may match.
+    pub verdicts: Vec<VerdictName>,
+    /// For `fail`: the failure classes that count (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fail_classes: Vec<FailClass>,
+    /// For crash / error / fail: text one of which must occur (case-insensitive) in the
+    /// message, detail, stderr tail or kernel log of the result (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub message_contains: Vec<String>,
+    /// For crash: exit codes that count (Windows `-1073741819` is 0xC0000005).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exit_codes: Vec<i32>,
+    /// Why this outcome matters, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A kernel log event pattern, matched against the fingerprint's kernel events and the
+/// kernel log lines recorded with probe results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogSignature {
+    /// Event kind: `page_fault`, `ring_timeout`, `gpu_reset`, `mes_failure`, `segfault`,
+    /// `xid`, `queue_evicted`, `hsa_memory_fault` (the runtime's "Memory access fault by GPU"
+    /// line found in pasted logs).
+    pub kind: String,
+    /// Faulting client (`CPF`, `SDMA0`, `TCP`), for page faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// Text the event's line must contain (case-insensitive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    /// Why this event matters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The kind of a workaround (same names as `model::Remedy::kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RemedyKind {
+    /// Set an environment variable (`NAME=VALUE`).
+    Env,
+    /// Remove an environment variable (`NAME`).
+    Unset,
+    /// A kernel command-line or module parameter.
+    KernelParam,
+    /// Change firmware.
+    Firmware,
+    /// Upgrade a component.
+    Upgrade,
+    /// Downgrade a component.
+    Downgrade,
+    /// Change the user's code.
+    CodeChange,
+    /// Anything else.
+    Other,
+}
+
+impl RemedyKind {
+    /// The name as written in the files.
+    pub fn name(self) -> &'static str {
+        match self {
+            RemedyKind::Env => "env",
+            RemedyKind::Unset => "unset",
+            RemedyKind::KernelParam => "kernel_param",
+            RemedyKind::Firmware => "firmware",
+            RemedyKind::Upgrade => "upgrade",
+            RemedyKind::Downgrade => "downgrade",
+            RemedyKind::CodeChange => "code_change",
+            RemedyKind::Other => "other",
+        }
+    }
+}
+
+/// How well a workaround is supported by its sources.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkaroundEvidence {
+    /// Stated by the vendor or shown by a fix.
+    Documented,
+    /// Reported to work by those affected.
+    #[default]
+    Reported,
+    /// One or two uncorroborated reports.
+    Anecdotal,
+    /// Plausible but not shown to cure the issue.
+    Unverified,
+    /// A debugging aid, not a cure.
+    Debug,
+}
+
+impl WorkaroundEvidence {
+    /// The name as written in the files.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkaroundEvidence::Documented => "documented",
+            WorkaroundEvidence::Reported => "reported",
+            WorkaroundEvidence::Anecdotal => "anecdotal",
+            WorkaroundEvidence::Unverified => "unverified",
+            WorkaroundEvidence::Debug => "debug",
+        }
+    }
+}
+
+/// What a workaround costs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    /// It makes things slower.
+    #[serde(default)]
+    pub slower: bool,
+    /// It needs root.
+    #[serde(default)]
+    pub needs_root: bool,
+    /// It needs a reboot.
+    #[serde(default)]
+    pub needs_reboot: bool,
+    /// It needs a change to the user's code.
+    #[serde(default)]
+    pub code_change: bool,
+    /// Anything else about the cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl CostSpec {
+    /// As the model's cost record.
+    pub fn to_model(&self) -> gpuprobe_model::Cost {
+        gpuprobe_model::Cost {
+            slower: self.slower,
+            needs_root: self.needs_root,
+            needs_reboot: self.needs_reboot,
+            code_change: self.code_change,
+            note: self.note.clone(),
+        }
+    }
+}
+
+/// One thing to do about an issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Workaround {
+    /// What to do, in words.
+    pub description: String,
+    /// What kind of change it is.
+    pub kind: RemedyKind,
+    /// The setting: `NAME=VALUE` for `env`, `NAME` for `unset`, `module.param=value` or a
+    /// command-line token for `kernel_param`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setting: Option<String>,
+    /// What it costs.
+    #[serde(default)]
+    pub cost: CostSpec,
+    /// A process setting `gpuprobe fix` may try in a fresh worker (must be in the
+    /// workaround catalogue).
+    #[serde(default)]
+    pub testable: bool,
+    /// How well the sources support it.
+    #[serde(default)]
+    pub evidence: WorkaroundEvidence,
+    /// The source for this workaround when it differs from the entry's citations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Where an issue was fixed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FixedIn {
+    /// Component (`rocm`, `kernel`, `torch`, `linux-firmware`, `hipblaslt`, ...).
+    pub component: String,
+    /// First fixed version, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The fix itself (commit, pull request, date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}

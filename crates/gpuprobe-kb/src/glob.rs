@@ -1,0 +1,131 @@
+//! Glob patterns for probe ids and ISA names (`copy.h2d.pageable.tiny*`, `gfx11*`).
+//!
+//! Deliberately small: `*` matches any run of characters (dots included, so one pattern
+//! covers every variant below a case), `?` matches one character, everything else matches
+//! itself. Patterns are validated when the knowledge base loads.
+
+use std::fmt;
+
+use thiserror::Error;
+
+/// A pattern that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GlobError {
+    /// The pattern is empty.
+    #[error("empty pattern")]
+    Empty,
+    /// The pattern holds a character that never occurs in probe ids or ISA names.
+    #[error(
+        "pattern {pattern:?} contains {found:?}; only letters, digits, '.', '_', '-', '*' and '?' are allowed"
+    )]
+    BadCharacter {
+        /// The pattern.
+        pattern: String,
+        /// The offending character.
+        found: char,
+    },
+}
+
+/// A validated glob pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    pattern: Vec<char>,
+    text: String,
+}
+
+impl Glob {
+    /// Validates a pattern.
+    pub fn new(pattern: &str) -> Result<Self, GlobError> {
+        if pattern.is_empty() {
+            return Err(GlobError::Empty);
+        }
+        if let Some(found) = pattern
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '*' | '?')))
+        {
+            return Err(GlobError::BadCharacter {
+                pattern: pattern.to_string(),
+                found,
+            });
+        }
+        Ok(Glob {
+            pattern: pattern.chars().collect(),
+            text: pattern.to_string(),
+        })
+    }
+
+    /// Whether the whole of `text` matches.
+    pub fn matches(&self, text: &str) -> bool {
+        wildcard_match(&self.pattern, &text.chars().collect::<Vec<_>>())
+    }
+
+    /// Whether the pattern has no wildcard.
+    pub fn is_literal(&self) -> bool {
+        !self.pattern.iter().any(|c| matches!(c, '*' | '?'))
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Glob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Iterative wildcard matching with single-star backtracking: O(len(p) * len(t)) worst case,
+/// no recursion, so no pattern can blow the stack.
+fn wildcard_match(pattern: &[char], text: &[char]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((star_p, star_t)) = star {
+            p = star_p + 1;
+            t = star_t + 1;
+            star = Some((star_p, star_t + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '*')
+}
+
+/// The first of `patterns` that matches `text`; invalid patterns never match.
+pub fn first_match<'a>(patterns: &'a [String], text: &str) -> Option<&'a str> {
+    patterns
+        .iter()
+        .find(|pattern| Glob::new(pattern).is_ok_and(|glob| glob.matches(text)))
+        .map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stars_cross_dots() {
+        let glob = Glob::new("copy.h2d.pageable.tiny*").unwrap();
+        assert!(glob.matches("copy.h2d.pageable.tiny"));
+        assert!(glob.matches("copy.h2d.pageable.tiny.nonblocking"));
+        assert!(!glob.matches("copy.h2d.pinned.tiny.nonblocking"));
+        assert!(Glob::new("gfx11*").unwrap().matches("gfx1151"));
+        assert!(!Glob::new("gfx11*").unwrap().matches("gfx1030"));
+        assert!(Glob::new("dist.p2p.?-?").unwrap().matches("dist.p2p.0-1"));
+        assert!(
+            Glob::new("*.fp32.large_m*")
+                .unwrap()
+                .matches("ops.matmul.fp32.large_m.600k")
+        );
+        assert!(Glob::new("a[b").is_err());
+        assert!(Glob::new("").is_err());
+    }
+}

@@ -1,0 +1,361 @@
+//! Plain-text renderings for `gpuprobe kb list`, `kb show ID` and `kb match`. No colour and
+//! no terminal queries: the CLI decides how to present them.
+
+use std::fmt::Write as _;
+
+use crate::entry::{Conditions, KbEntry, ProbeOutcome};
+use crate::kb::KnowledgeBase;
+use crate::matcher::{KbMatch, MatchStatus};
+
+/// One line per entry: id, kind, severity, status, title.
+pub fn render_list(kb: &KnowledgeBase) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<9} {:<12} {:<8} {:<12} title",
+        "id", "kind", "severity", "status"
+    );
+    for entry in kb.entries() {
+        let _ = writeln!(
+            out,
+            "{:<9} {:<12} {:<8} {:<12} {}",
+            entry.id,
+            entry.kind.name(),
+            severity_name(entry.severity),
+            entry.status.name(),
+            entry.title
+        );
+    }
+    let _ = writeln!(out, "{} known issues", kb.len());
+    out
+}
+
+fn severity_name(severity: gpuprobe_model::Severity) -> &'static str {
+    match severity {
+        gpuprobe_model::Severity::Error => "error",
+        gpuprobe_model::Severity::Warning => "warning",
+        gpuprobe_model::Severity::Info => "info",
+    }
+}
+
+fn conditions_lines(conditions: &Conditions, indent: &str, out: &mut String) {
+    let mut line = |label: &str, value: String| {
+        let _ = writeln!(out, "{indent}{label:<20} {value}");
+    };
+    if let Some(vendor) = conditions.vendor {
+        line("vendor", format!("{vendor:?}").to_lowercase());
+    }
+    if !conditions.arch.is_empty() {
+        line("arch (native ISA)", conditions.arch.join(", "));
+    }
+    if let Some(apu) = conditions.apu {
+        line("APU", apu.to_string());
+    }
+    for fw in &conditions.firmware {
+        line("firmware", format!("{} {}", fw.component, fw.version));
+    }
+    if let Some(v) = conditions.torch_supports_arch {
+        line("ISA in torch wheel", v.to_string());
+    }
+    if let Some(v) = conditions.override_differs {
+        line("override differs", v.to_string());
+    }
+    if let Some(v) = conditions.override_sibling {
+        line("override is sibling", v.to_string());
+    }
+    if !conditions.os.is_empty() {
+        line(
+            "os",
+            conditions
+                .os
+                .iter()
+                .map(|o| o.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    for (label, value) in [
+        ("kernel", &conditions.kernel),
+        ("ROCm", &conditions.rocm),
+        ("HIP", &conditions.hip),
+        ("torch", &conditions.torch),
+        ("NVIDIA driver", &conditions.nvidia_driver),
+        ("uid", &conditions.uid),
+    ] {
+        if let Some(value) = value {
+            line(label, value.clone());
+        }
+    }
+    if !conditions.torch_local.is_empty() {
+        line(
+            "torch local tag",
+            format!("{}*", conditions.torch_local.join("*, ")),
+        );
+    }
+    if let Some(driver) = &conditions.amdgpu_driver {
+        let mut parts = Vec::new();
+        if let Some(source) = driver.source {
+            parts.push(format!("{source:?}").to_lowercase());
+        }
+        if let Some(version) = &driver.version {
+            parts.push(version.clone());
+        }
+        line("amdgpu driver", parts.join(" "));
+    }
+    for env in &conditions.env {
+        let text = if env.set == Some(false) {
+            format!("{} unset", env.name)
+        } else if !env.decodes_to.is_empty() {
+            format!("{} decodes to {}", env.name, env.decodes_to.join(" or "))
+        } else if !env.one_of.is_empty() {
+            format!("{} = {}", env.name, env.one_of.join(" or "))
+        } else {
+            format!("{} set", env.name)
+        };
+        line("env", text);
+    }
+    for param in &conditions.module_params {
+        line(
+            "module parameter",
+            format!("{} = {}", param.name, param.one_of.join(" or ")),
+        );
+    }
+    if !conditions.cmdline_has.is_empty() {
+        line("cmdline has", conditions.cmdline_has.join(" "));
+    }
+    if !conditions.cmdline_lacks.is_empty() {
+        line("cmdline lacks", conditions.cmdline_lacks.join(" "));
+    }
+    if let Some(min) = conditions.min_gpus {
+        line("GPUs", format!("at least {min}"));
+    }
+    if let Some(container) = conditions.container {
+        line("container", container.to_string());
+    }
+    if let Some(secure_boot) = conditions.secure_boot {
+        line("Secure Boot", secure_boot.to_string());
+    }
+    for package in &conditions.packages {
+        line(
+            "package",
+            format!(
+                "{} {}",
+                package.name,
+                package.version.clone().unwrap_or_default()
+            )
+            .trim()
+            .to_string(),
+        );
+    }
+    for alloc in &conditions.alloc_conf {
+        line(
+            "allocator conf",
+            format!("{}:{}", alloc.key, alloc.one_of.join("|")),
+        );
+    }
+    for (i, group) in conditions.any_of.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{indent}{} alternative {}:",
+            if i == 0 { "and at least one" } else { "or" },
+            i + 1
+        );
+        conditions_lines(group, &format!("{indent}    "), out);
+    }
+}
+
+fn outcome_line(outcome: &ProbeOutcome) -> String {
+    let verdicts: Vec<&str> = outcome.verdicts.iter().map(|v| v.name()).collect();
+    let mut text = format!("{} → {}", outcome.probes.join(", "), verdicts.join("/"));
+    if !outcome.fail_classes.is_empty() {
+        let classes: Vec<&str> = outcome.fail_classes.iter().map(|c| c.describe()).collect();
+        text.push_str(&format!(" ({})", classes.join(", ")));
+    }
+    if !outcome.message_contains.is_empty() {
+        text.push_str(&format!(
+            " with “{}”",
+            outcome.message_contains.join("” or “")
+        ));
+    }
+    if !outcome.exit_codes.is_empty() {
+        let codes: Vec<String> = outcome.exit_codes.iter().map(i32::to_string).collect();
+        text.push_str(&format!(" exit code {}", codes.join(" or ")));
+    }
+    if let Some(note) = &outcome.note {
+        text.push_str(&format!(" — {note}"));
+    }
+    text
+}
+
+/// The full text of one entry.
+pub fn render_entry(entry: &KbEntry) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}  {}", entry.id, entry.title);
+    let _ = writeln!(
+        out,
+        "kind {} · severity {} · layer {} · status {}",
+        entry.kind.name(),
+        severity_name(entry.severity),
+        entry.layer.name(),
+        entry.status.name()
+    );
+    let _ = writeln!(out);
+    for line in entry.summary.trim().lines() {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "applies when");
+    conditions_lines(&entry.conditions, "  ", &mut out);
+    if !entry.confirm.is_empty() || !entry.logs.is_empty() {
+        let _ = writeln!(out, "confirmed by");
+        for outcome in &entry.confirm {
+            let _ = writeln!(out, "  {}", outcome_line(outcome));
+        }
+        for log in &entry.logs {
+            let mut text = format!("kernel log {}", log.kind);
+            if let Some(client) = &log.client {
+                text.push_str(&format!(" (client {client})"));
+            }
+            if let Some(contains) = &log.contains {
+                text.push_str(&format!(" containing “{contains}”"));
+            }
+            if let Some(note) = &log.note {
+                text.push_str(&format!(" — {note}"));
+            }
+            let _ = writeln!(out, "  {text}");
+        }
+    }
+    if !entry.control.is_empty() {
+        let _ = writeln!(out, "while (controls)");
+        for outcome in &entry.control {
+            let _ = writeln!(out, "  {}", outcome_line(outcome));
+        }
+    }
+    if !entry.contradict.is_empty() {
+        let _ = writeln!(out, "argued against by");
+        for outcome in &entry.contradict {
+            let _ = writeln!(out, "  {}", outcome_line(outcome));
+        }
+    }
+    if !entry.workarounds.is_empty() {
+        let _ = writeln!(out, "workarounds");
+        for w in &entry.workarounds {
+            let mut tags: Vec<String> = w
+                .cost
+                .to_model()
+                .tags()
+                .iter()
+                .map(|t| t.to_string())
+                .collect();
+            if w.testable {
+                tags.push("testable with gpuprobe fix".to_string());
+            }
+            tags.push(w.evidence.name().to_string());
+            let setting = w
+                .setting
+                .as_ref()
+                .map(|s| format!(" [{s}]"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  - {}{setting} ({})", w.description, tags.join(", "));
+            if let Some(note) = &w.cost.note {
+                let _ = writeln!(out, "    cost: {note}");
+            }
+            if let Some(source) = &w.source {
+                let _ = writeln!(out, "    source: {source}");
+            }
+        }
+    }
+    if !entry.fixed_in.is_empty() {
+        let _ = writeln!(out, "fixed in");
+        for fixed in &entry.fixed_in {
+            let mut text = fixed.component.clone();
+            if let Some(version) = &fixed.version {
+                text.push_str(&format!(" {version}"));
+            }
+            if let Some(note) = &fixed.note {
+                text.push_str(&format!(" — {note}"));
+            }
+            let _ = writeln!(out, "  {text}");
+        }
+    }
+    if let Some(notes) = &entry.notes {
+        let _ = writeln!(out, "notes");
+        for line in notes.trim().lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    let _ = writeln!(out, "citations");
+    for citation in &entry.citations {
+        let _ = writeln!(out, "  {citation}");
+    }
+    out
+}
+
+/// Each match with its status, the conditions that held, what could not be checked and the
+/// results and log events behind it.
+pub fn render_matches(matches: &[KbMatch]) -> String {
+    let mut out = String::new();
+    if matches.is_empty() {
+        let _ = writeln!(out, "no known issue matches this stack");
+        return out;
+    }
+    for m in matches {
+        let status = match m.status {
+            MatchStatus::Confirmed => "CONFIRMED",
+            MatchStatus::Suspected => "SUSPECTED",
+            MatchStatus::NotObserved => "NOT OBSERVED HERE",
+        };
+        let _ = writeln!(
+            out,
+            "{} {}  {}  [{}]",
+            m.severity().symbol(),
+            m.entry.id,
+            m.entry.title,
+            status
+        );
+        for text in &m.held {
+            let _ = writeln!(out, "    ✓ {text}");
+        }
+        for text in &m.unchecked {
+            let _ = writeln!(out, "    ? could not check: {text}");
+        }
+        for item in &m.confirming {
+            let _ = writeln!(out, "    ✖ {}", item.text);
+        }
+        for text in &m.logs {
+            let _ = writeln!(out, "    ✖ {text}");
+        }
+        for item in &m.controls {
+            let mark = if item.as_predicted {
+                "✓ control"
+            } else {
+                "! control failed"
+            };
+            let _ = writeln!(out, "    {mark}: {}", item.text);
+        }
+        for item in &m.contradicting {
+            let _ = writeln!(out, "    ○ argues against: {}", item.text);
+        }
+        if m.status == MatchStatus::Suspected {
+            let _ = writeln!(out, "    suspected only: no probe result confirms it here");
+        }
+        if m.status != MatchStatus::NotObserved {
+            for w in &m.entry.workarounds {
+                let setting = w
+                    .setting
+                    .as_ref()
+                    .map(|s| format!(" [{s}]"))
+                    .unwrap_or_default();
+                let anecdotal = match w.evidence {
+                    crate::entry::WorkaroundEvidence::Anecdotal => " (anecdotal)",
+                    crate::entry::WorkaroundEvidence::Unverified => " (unverified)",
+                    crate::entry::WorkaroundEvidence::Debug => " (debugging aid)",
+                    _ => "",
+                };
+                let _ = writeln!(out, "    → {}{setting}{anecdotal}", w.description);
+            }
+        }
+        let _ = writeln!(out, "    cite: {}", m.entry.citations.join("; "));
+    }
+    out
+}

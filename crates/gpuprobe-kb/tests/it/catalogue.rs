@@ -1,0 +1,155 @@
+//! The workaround catalogue and the profile allow-list.
+
+use gpuprobe_kb::catalogue::{CatalogueKind, embedded};
+use gpuprobe_kb::{Catalogue, SettingRefused, is_allowed_setting};
+
+#[test]
+fn the_shipped_catalogue_parses_and_validates() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../kb/catalogue.toml"
+    ))
+    .unwrap();
+    let parsed = Catalogue::parse(&text).unwrap();
+    assert_eq!(parsed, embedded());
+    let problems = parsed.validate();
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_catalogue_covers_each_layer_the_design_names() {
+    let catalogue = embedded();
+    for setting in [
+        "HSA_ENABLE_SDMA=0",
+        "HSA_ENABLE_PEER_SDMA=0",
+        "AMD_SERIALIZE_COPY=3",
+        "AMD_SERIALIZE_KERNEL=3",
+        "HIP_LAUNCH_BLOCKING=1",
+        "CUDA_LAUNCH_BLOCKING=1",
+        "PYTORCH_NO_HIP_MEMORY_CACHING=1",
+        "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+        "PYTORCH_ALLOC_CONF=expandable_segments:False",
+        "TORCH_BLAS_PREFER_HIPBLASLT=0",
+        "TORCH_BLAS_PREFER_HIPBLASLT=1",
+        "ROCBLAS_USE_HIPBLASLT=1",
+        "MIOPEN_FIND_MODE=2",
+        "MIOPEN_DEBUG_CONV_IMPLICIT_GEMM=0",
+        "MIOPEN_DEBUG_CONV_GEMM=0",
+        "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1",
+        "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=0",
+        "HIP_VISIBLE_DEVICES=1",
+        "ROCR_VISIBLE_DEVICES=0,1",
+        "CUDA_VISIBLE_DEVICES=GPU-ea44a5c2-ba8f-5e6b-203c-23dd332e7afb",
+        "NCCL_P2P_DISABLE=1",
+        "HSA_DISABLE_FRAGMENT_ALLOCATOR=1",
+        "HSA_OVERRIDE_GFX_VERSION",
+        "HSA_OVERRIDE_GFX_VERSION=11.5.0",
+    ] {
+        assert!(catalogue.allows(setting), "{setting} should be allowed");
+    }
+    assert!(
+        catalogue
+            .entries
+            .iter()
+            .any(|e| e.kind == CatalogueKind::CodeChange && e.id == "CAT-PINNED-STAGING")
+    );
+    for entry in &catalogue.entries {
+        if entry.kind != CatalogueKind::Process {
+            assert!(!entry.testable, "{} is reported only", entry.id);
+        }
+    }
+}
+
+#[test]
+fn profiles_refuse_everything_else() {
+    for setting in [
+        "LD_PRELOAD=/tmp/evil.so",
+        "LD_LIBRARY_PATH=/opt/rocm/lib",
+        "PYTHONPATH=/tmp",
+        "PATH=/usr/bin",
+        "HSA_ENABLE_SDMA=2",
+        "HSA_ENABLE_SDMA=",
+        "HIP_VISIBLE_DEVICES=/dev/dri/card0",
+        "HIP_VISIBLE_DEVICES=0;rm",
+        "PYTORCH_ALLOC_CONF=max_split_size_mb=512",
+        "PYTORCH_ALLOC_CONF=made_up_key:1",
+        "HSA_OVERRIDE_GFX_VERSION=gfx1100",
+        "HIP_DISABLE_IPC=1",
+        "PYTORCH_MAX_SPLIT_SIZE_MB=512",
+        "amdgpu.cwsr_enable=0",
+        "LD_PRELOAD",
+        "",
+    ] {
+        assert!(!is_allowed_setting(setting), "{setting:?} must be refused");
+    }
+}
+
+#[test]
+fn refusals_say_why() {
+    let catalogue = embedded();
+    assert!(matches!(
+        catalogue.check_setting("LD_PRELOAD", "x.so"),
+        Err(SettingRefused::NotInCatalogue(_))
+    ));
+    assert!(matches!(
+        catalogue.check_setting("HIP_VISIBLE_DEVICES", "/dev/x"),
+        Err(SettingRefused::UnsafeValue { .. })
+    ));
+    let refused = catalogue.check_setting("HSA_ENABLE_SDMA", "2").unwrap_err();
+    assert!(refused.to_string().contains("one of 0, 1"), "{refused}");
+    assert_eq!(
+        catalogue.check_setting("HSA_ENABLE_SDMA", "0").unwrap().id,
+        "CAT-SDMA-OFF"
+    );
+}
+
+#[test]
+fn validation_catches_a_dangerous_catalogue() {
+    let text = r#"
+[[entry]]
+id = "CAT-BAD"
+title = "Preload a library"
+kind = "process"
+variables = ["LD_PRELOAD"]
+values = "enum"
+allowed = ["x"]
+candidates = ["LD_PRELOAD=x"]
+layer = "runtime"
+vendors = ["amd"]
+changes = "anything"
+testable = true
+source = "nowhere"
+
+[[entry]]
+id = "CAT-CWSR"
+title = "Kernel parameter claimed testable"
+kind = "kernel_param"
+candidates = ["amdgpu.cwsr_enable=0"]
+layer = "system"
+vendors = ["amd"]
+changes = "x"
+testable = true
+source = "amdgpu_drv.c"
+"#;
+    let problems = Catalogue::parse(text).unwrap().validate();
+    assert!(
+        problems.iter().any(|p| p.contains("LD_PRELOAD")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("only process settings are testable")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("root and a reboot")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_catalogue_typo_is_reported_with_its_line() {
+    let error = Catalogue::parse("[[entry]]\nid = \"CAT-X\"\ntitel = \"x\"\n").unwrap_err();
+    assert_eq!(error.line, 3);
+}

@@ -1,0 +1,13 @@
+//! Integration tests of gpuprobe-kb: the shipped entries, the schema files, validation
+//! diagnostics, versions, matching, the lint, the catalogue and the renderers.
+
+mod broken;
+mod catalogue;
+mod docs;
+mod entries;
+mod fixtures;
+mod lint_rules;
+mod matching;
+mod render;
+mod schema;
+mod versions;

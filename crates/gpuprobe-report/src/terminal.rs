@@ -1,0 +1,266 @@
+//! The terminal view of a report: who was tested with what, the probe table (problems
+//! first, passes summarized), the findings, and the exit status.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use comfy_table::presets::NOTHING;
+use comfy_table::{ContentArrangement, Table};
+use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
+use gpuprobe_model::finding::Finding;
+use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::Report;
+
+use crate::style::Style;
+
+/// Options for the terminal view.
+#[derive(Debug, Clone, Copy)]
+pub struct TerminalOptions {
+    /// List passing probes too.
+    pub all: bool,
+    /// Colours.
+    pub style: Style,
+    /// Terminal width, when known.
+    pub width: Option<u16>,
+}
+
+impl Default for TerminalOptions {
+    fn default() -> Self {
+        TerminalOptions { all: false, style: Style::PLAIN, width: None }
+    }
+}
+
+/// Renders the whole report.
+pub fn render(report: &Report, options: TerminalOptions) -> String {
+    let style = options.style;
+    let mut out = String::new();
+    if report.simulation.is_some() {
+        let _ = writeln!(out, "{}", style.banner(" SIMULATED "));
+    }
+    out.push_str(&header(report, style));
+    out.push('\n');
+    out.push_str(&results_table(&report.results, options));
+    if !report.findings.is_empty() {
+        out.push('\n');
+        out.push_str(&render_findings(&report.findings, style));
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "{}", style.dim(&format!("note: {note}")));
+    }
+    let sim = if report.simulation.is_some() { " · SIMULATED results" } else { "" };
+    let report_path = report.run_dir.as_deref().map(|d| format!(" · full report: {d}/report.json")).unwrap_or_default();
+    let exit_line = format!("exit {} ({}){sim}{report_path}", report.exit_code, report.exit_status.describe());
+    let _ = writeln!(out, "{}", if report.exit_code == 0 { style.good(&exit_line) } else { style.bold(&exit_line) });
+    out
+}
+
+fn header(report: &Report, style: Style) -> String {
+    let mut out = String::new();
+    let fp = &report.fingerprint;
+    let mut first = format!("gpuprobe {}", report.tool_version);
+    if let Some(python) = &fp.python {
+        let _ = write!(first, "  ·  python {}", python.executable);
+        if !python.chosen_by.is_empty() {
+            let _ = write!(first, " ({})", python.chosen_by);
+        }
+        match (&python.torch, &python.torch_error) {
+            (Some(torch), _) => {
+                let build = match (&torch.hip, &torch.cuda) {
+                    (Some(hip), _) => format!(" (HIP {hip})"),
+                    (None, Some(cuda)) => format!(" (CUDA {cuda})"),
+                    _ => " (CPU only)".into(),
+                };
+                let _ = write!(first, "  ·  torch {}{build}", torch.version);
+            }
+            (None, Some(err)) => {
+                let _ = write!(first, "  ·  torch unusable: {err}");
+            }
+            (None, None) => {}
+        }
+    }
+    let _ = writeln!(out, "{}", style.bold(&first));
+    for gpu in &fp.gpus {
+        let _ = writeln!(out, "{}", gpu_line(gpu, fp));
+    }
+    if fp.gpus.is_empty() {
+        let _ = writeln!(out, "{}", style.dim("no GPU found"));
+    }
+    if let Some(sim) = &report.simulation {
+        let names: Vec<&str> = sim.faults.iter().map(|f| f.name.as_str()).collect();
+        let _ = writeln!(out, "{}", style.banner(&format!(" SIMULATED faults ({}): {} ", sim.source, names.join(", "))));
+    }
+    let devices: std::collections::BTreeSet<_> = report.results.iter().map(|r| r.device).collect();
+    let _ = writeln!(
+        out,
+        "{} tier  ·  {} probe runs on {} device(s)  ·  {:.1} s",
+        report.tier.name(),
+        report.results.len(),
+        devices.len(),
+        report.wall_s
+    );
+    out
+}
+
+fn human_bytes(bytes: u64) -> String {
+    let gib = bytes as f64 / (1u64 << 30) as f64;
+    if gib >= 1.0 { format!("{gib:.1} GiB") } else { format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64) }
+}
+
+fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
+    let mut line = match gpu.index {
+        Some(i) => format!("GPU {i}"),
+        None => "GPU -".to_string(),
+    };
+    if let Some(name) = &gpu.name {
+        let _ = write!(line, "  {name}");
+    }
+    match (&gpu.runtime_isa, &gpu.native_isa) {
+        (Some(rt), Some(native)) if rt != native => {
+            let _ = write!(line, "  {rt} (native {native})");
+        }
+        (_, Some(native)) => {
+            let _ = write!(line, "  {native}");
+        }
+        (Some(rt), None) => {
+            let _ = write!(line, "  {rt}");
+        }
+        (None, None) => {
+            if let Some(cc) = &gpu.compute_capability {
+                let _ = write!(line, "  sm_{}", cc.replace('.', ""));
+            }
+        }
+    }
+    if gpu.is_apu == Some(true) {
+        line.push_str("  APU");
+    }
+    if let Some(vram) = gpu.vram_total_bytes {
+        let _ = write!(line, "  {}", human_bytes(vram));
+    }
+    if let Some(kernel) = &fp.host.kernel_release {
+        let _ = write!(line, "  kernel {kernel}");
+    }
+    if let Some(amd) = &fp.amdgpu
+        && gpu.vendor == gpuprobe_model::fingerprint::Vendor::Amd
+    {
+        let source = match amd.source {
+            gpuprobe_model::fingerprint::DriverSource::Inbox => "inbox amdgpu".to_string(),
+            gpuprobe_model::fingerprint::DriverSource::Dkms => {
+                format!("amdgpu-dkms {}", amd.version.clone().unwrap_or_default())
+            }
+            gpuprobe_model::fingerprint::DriverSource::Unknown => "amdgpu".to_string(),
+        };
+        let _ = write!(line, " {source}");
+    }
+    if let Some(nv) = &fp.nvidia
+        && gpu.vendor == gpuprobe_model::fingerprint::Vendor::Nvidia
+        && let Some(v) = &nv.version
+    {
+        let _ = write!(line, "  driver {v}");
+    }
+    line
+}
+
+fn verdict_cell(verdict: &Verdict, style: Style) -> String {
+    let label = verdict.label();
+    match verdict {
+        Verdict::Pass => style.good("pass"),
+        Verdict::Fail { .. } | Verdict::Crash { .. } | Verdict::Hang { .. } | Verdict::Error { .. } => style.bad(label),
+        Verdict::Skip { .. } | Verdict::NotTested { .. } => style.warn(label),
+    }
+}
+
+fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
+    let style = options.style;
+    let mut table = Table::new();
+    table.load_style(NOTHING).set_content_arrangement(ContentArrangement::Dynamic);
+    if let Some(width) = options.width {
+        table.set_width(width);
+    }
+    table.set_header(vec!["probe", "device", "verdict", "detail"]);
+    let mut rows = 0;
+    let mut sorted: Vec<&ProbeResult> = results.iter().collect();
+    // Problems first, in the order they were found; passes after them.
+    sorted.sort_by_key(|r| !r.verdict.is_problem());
+    for result in &sorted {
+        let show = result.verdict.is_problem() || (options.all && !matches!(result.verdict, Verdict::NotTested { .. } | Verdict::Skip { .. }));
+        if show {
+            table.add_row(vec![
+                result.probe.to_string(),
+                result.device.to_string(),
+                verdict_cell(&result.verdict, style),
+                result.verdict.detail(),
+            ]);
+            rows += 1;
+        }
+    }
+    // Skips and not-tested results are summarized by reason: one line per reason.
+    let mut grouped: BTreeMap<(&'static str, String), usize> = BTreeMap::new();
+    for result in results {
+        match &result.verdict {
+            Verdict::Skip { reason } => *grouped.entry(("SKIP", reason.clone())).or_default() += 1,
+            Verdict::NotTested { reason } => *grouped.entry(("NOT-TESTED", reason.clone())).or_default() += 1,
+            _ => {}
+        }
+    }
+    for ((label, reason), count) in &grouped {
+        let verdict = if *label == "SKIP" { style.warn("SKIP") } else { style.warn("NOT-TESTED") };
+        table.add_row(vec![format!("{count} probe run(s)"), String::new(), verdict, reason.clone()]);
+        rows += 1;
+    }
+    let passed = results.iter().filter(|r| matches!(r.verdict, Verdict::Pass)).count();
+    let mut out = String::new();
+    if rows > 0 {
+        let _ = writeln!(out, "{table}");
+    }
+    if passed > 0 && !options.all {
+        let _ = writeln!(out, " {} {}", style.good(&format!("{passed} passed")), style.dim("(--all to list)"));
+    }
+    if results.is_empty() {
+        let _ = writeln!(out, " no probe ran");
+    }
+    out
+}
+
+/// Renders findings: symbol, layer, title, evidence, what to do.
+pub fn render_findings(findings: &[Finding], style: Style) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", style.bold("findings"));
+    for finding in findings {
+        let symbol = match finding.severity {
+            gpuprobe_model::Severity::Error => style.bad(finding.severity.symbol()),
+            gpuprobe_model::Severity::Warning => style.warn(finding.severity.symbol()),
+            gpuprobe_model::Severity::Info => style.dim(finding.severity.symbol()),
+        };
+        let confidence = match finding.confidence {
+            gpuprobe_model::Confidence::Suspected => " (suspected)",
+            _ => "",
+        };
+        let _ = writeln!(out, " {symbol} {:<9} {} [{}]{confidence}", finding.layer.name(), finding.title, finding.id);
+        for evidence in finding.evidence.iter().take(4) {
+            let _ = writeln!(out, "   {:<9} {}", "", style.dim(&format!("{}: {}", evidence.kind, evidence.text)));
+        }
+        if finding.evidence.len() > 4 {
+            let _ = writeln!(out, "   {:<9} {}", "", style.dim(&format!("… {} more pieces of evidence in the JSON report", finding.evidence.len() - 4)));
+        }
+        if !finding.remedies.is_empty() {
+            let remedies: Vec<String> = finding
+                .remedies
+                .iter()
+                .take(4)
+                .map(|r| {
+                    let tags = r.cost.tags();
+                    let what = r.setting.clone().unwrap_or_else(|| r.description.clone());
+                    if tags.is_empty() { what } else { format!("{what} ({})", tags.join(", ")) }
+                })
+                .collect();
+            let _ = writeln!(out, "   {:<9} to try: {}", "", remedies.join(" · "));
+        }
+        for step in &finding.next_steps {
+            let _ = writeln!(out, "   {:<9} → {step}", "");
+        }
+        if !finding.citations.is_empty() {
+            let _ = writeln!(out, "   {:<9} {}", "", style.dim(&format!("source: {}", finding.citations.join("; "))));
+        }
+    }
+    out
+}

@@ -1,0 +1,65 @@
+//! Embeds the Python probe package and the simulation presets into the binary, so probes
+//! run in the user's interpreter with no install step.
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn collect(dir: &Path, root: &Path, exts: &[&str], out: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') || name == "__pycache__" {
+            continue;
+        }
+        if path.is_dir() {
+            collect(&path, root, exts, out);
+        } else if exts.iter().any(|ext| name.ends_with(ext)) {
+            let rel = path.strip_prefix(root).expect("under root").to_string_lossy().replace('\\', "/");
+            out.push((rel, path));
+        }
+    }
+}
+
+fn write_table(name: &str, files: &[(String, PathBuf)], code: &mut String) {
+    writeln!(code, "/// Embedded files: (relative path, contents).").unwrap();
+    writeln!(code, "pub static {name}: &[(&str, &str)] = &[").unwrap();
+    for (rel, path) in files {
+        writeln!(code, "    ({rel:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+    }
+    writeln!(code, "];").unwrap();
+}
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let repo = manifest.join("../..").canonicalize().expect("repository root");
+    let python_root = repo.join("python");
+    let presets_root = repo.join("simulate/presets");
+    println!("cargo:rerun-if-changed={}", python_root.join("gpuprobe").display());
+    println!("cargo:rerun-if-changed={}", presets_root.display());
+
+    let mut python = Vec::new();
+    collect(&python_root.join("gpuprobe"), &python_root, &[".py", ".typed"], &mut python);
+    let mut presets = Vec::new();
+    collect(&presets_root, &presets_root, &[".toml"], &mut presets);
+    for (_, path) in python.iter().chain(presets.iter()) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    // Directories themselves change when files are added or removed.
+    let mut dirs = vec![python_root.join("gpuprobe")];
+    while let Some(dir) = dirs.pop() {
+        println!("cargo:rerun-if-changed={}", dir.display());
+        if let Ok(entries) = fs::read_dir(&dir) {
+            dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        }
+    }
+
+    let mut code = String::new();
+    write_table("PYTHON_PACKAGE", &python, &mut code);
+    write_table("SIMULATION_PRESETS", &presets, &mut code);
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it")).join("embedded.rs");
+    fs::write(out, code).expect("write embedded.rs");
+}

@@ -1,0 +1,107 @@
+//! New kernel log lines seen while probes run.
+//!
+//! A GPU page fault or reset is often printed only by the kernel, while the probe just
+//! dies or hangs. When `/dev/kmsg` is readable (root, or `kernel.dmesg_restrict=0`), the
+//! watcher remembers where the log ended before the run and hands back the new lines of
+//! interest after each probe, so they are recorded with that probe's result.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Substrings that make a kernel log line worth keeping.
+const INTERESTING: &[&str] = &[
+    "amdgpu", "amdkfd", "kfd", "gfxhub", "mmhub", "page fault", "NVRM", "Xid", "segfault", "MES", "ring ",
+    "GPU reset", "gpu reset", "iommu", "IOMMU", "AMD-Vi",
+];
+
+/// Most lines returned per call, so a log storm cannot flood a report.
+const MAX_LINES: usize = 50;
+
+/// Reads kernel log records appended since it was opened.
+#[derive(Debug)]
+pub struct KernelLogWatcher {
+    file: File,
+}
+
+impl KernelLogWatcher {
+    /// Opens `/dev/kmsg` positioned at its end; `None` when it is not readable, with the
+    /// reason, for the report.
+    pub fn open_live() -> Result<KernelLogWatcher, String> {
+        Self::open(Path::new("/dev/kmsg"))
+    }
+
+    /// Opens a log file or device and moves to its end.
+    pub fn open(path: &Path) -> Result<KernelLogWatcher, String> {
+        let mut file = File::options()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        file.seek(SeekFrom::End(0)).map_err(|e| format!("cannot seek {}: {e}", path.display()))?;
+        Ok(KernelLogWatcher { file })
+    }
+
+    /// The interesting lines appended since the last call.
+    pub fn new_lines(&mut self) -> Vec<String> {
+        let mut raw = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        // /dev/kmsg returns one record per read; a regular file returns what is there.
+        for _ in 0..10_000 {
+            match self.file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // WouldBlock: nothing more; EPIPE: records were overwritten, skip them.
+                Err(e) if e.kind() == ErrorKind::BrokenPipe => continue,
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&raw)
+            .lines()
+            .map(format_record)
+            .filter(|line| INTERESTING.iter().any(|needle| line.contains(needle)))
+            .take(MAX_LINES)
+            .collect()
+    }
+}
+
+/// Turns a `/dev/kmsg` record (`prio,seq,usec,flags;message`) into `[seconds] message`;
+/// other lines pass through.
+fn format_record(line: &str) -> String {
+    if let Some((header, message)) = line.split_once(';') {
+        let fields: Vec<&str> = header.split(',').collect();
+        if fields.len() >= 3 && fields[..3].iter().all(|f| f.chars().all(|c| c.is_ascii_digit())) {
+            let usec: u64 = fields[2].parse().unwrap_or(0);
+            return format!("[{:>5}.{:06}] {}", usec / 1_000_000, usec % 1_000_000, message);
+        }
+    }
+    line.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn only_new_interesting_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, "6,1,100,-;amdgpu: old line\n").unwrap();
+        let mut watcher = KernelLogWatcher::open(&path).unwrap();
+        let mut f = File::options().append(true).open(&path).unwrap();
+        writeln!(f, "3,2,5071443221,-;amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153)").unwrap();
+        writeln!(f, "6,3,5071443300,-;usb 1-1: new device").unwrap();
+        let lines = watcher.new_lines();
+        assert_eq!(lines, vec!["[ 5071.443221] amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153)"]);
+        assert!(watcher.new_lines().is_empty());
+    }
+
+    #[test]
+    fn unreadable_log_says_why() {
+        let err = KernelLogWatcher::open(Path::new("/nonexistent/kmsg")).unwrap_err();
+        assert!(err.contains("cannot read"), "{err}");
+    }
+}

@@ -1,0 +1,183 @@
+//! The run directory: a run's plan, its results as they arrive, worker logs and the final
+//! report.
+//!
+//! `results.jsonl` gets one line per probe result, written and synced the moment the result
+//! is known. A run killed at any point keeps every finished result, and `--resume` finishes
+//! it from there. A torn last line (the kill landed mid-write) is ignored on reading.
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use gpuprobe_model::verdict::ProbeResult;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::RunnerError;
+
+/// File names inside a run directory.
+pub const PLAN_FILE: &str = "plan.json";
+/// Results, one JSON object per line.
+pub const RESULTS_FILE: &str = "results.jsonl";
+/// The final report.
+pub const REPORT_FILE: &str = "report.json";
+
+/// A run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates a new run directory (and its parents). Fails clearly when it exists already
+    /// or cannot be written.
+    pub fn create(path: &Path) -> Result<RunDir, RunnerError> {
+        if path.join(PLAN_FILE).exists() {
+            return Err(RunnerError::BadRunDir {
+                path: path.to_path_buf(),
+                reason: "it already holds a run; use --resume to finish it or choose another directory".into(),
+            });
+        }
+        fs::create_dir_all(path.join("workers")).map_err(|e| RunnerError::io("cannot create run directory", path, e))?;
+        // Prove it is writable now rather than after the first probe.
+        let probe = path.join(".write-test");
+        fs::write(&probe, b"").map_err(|e| RunnerError::io("cannot write in run directory", path, e))?;
+        let _ = fs::remove_file(probe);
+        Ok(RunDir { path: path.to_path_buf() })
+    }
+
+    /// Opens an existing run directory (for `--resume`).
+    pub fn open(path: &Path) -> Result<RunDir, RunnerError> {
+        if !path.join(PLAN_FILE).is_file() {
+            return Err(RunnerError::BadRunDir {
+                path: path.to_path_buf(),
+                reason: format!("no {PLAN_FILE}: not a gpuprobe run directory"),
+            });
+        }
+        fs::create_dir_all(path.join("workers")).map_err(|e| RunnerError::io("cannot write in", path, e))?;
+        Ok(RunDir { path: path.to_path_buf() })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where worker logs go.
+    pub fn workers_dir(&self) -> PathBuf {
+        self.path.join("workers")
+    }
+
+    /// Writes `name` as pretty JSON, atomically (temporary file, then rename).
+    pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<PathBuf, RunnerError> {
+        let path = self.path.join(name);
+        let tmp = self.path.join(format!(".{name}.tmp"));
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| RunnerError::Protocol(format!("cannot serialize {name}: {e}")))?;
+        fs::write(&tmp, text + "\n").map_err(|e| RunnerError::io("cannot write", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| RunnerError::io("cannot write", &path, e))?;
+        Ok(path)
+    }
+
+    /// Reads `name` as JSON.
+    pub fn read_json<T: DeserializeOwned>(&self, name: &str) -> Result<T, RunnerError> {
+        let path = self.path.join(name);
+        let text = fs::read_to_string(&path).map_err(|e| RunnerError::io("cannot read", &path, e))?;
+        serde_json::from_str(&text)
+            .map_err(|e| RunnerError::BadRunDir { path: path.clone(), reason: format!("{name} is not valid: {e}") })
+    }
+
+    /// Appends one result and syncs it to disk before returning.
+    pub fn append_result(&self, result: &ProbeResult) -> Result<(), RunnerError> {
+        let path = self.path.join(RESULTS_FILE);
+        let mut line = serde_json::to_string(result)
+            .map_err(|e| RunnerError::Protocol(format!("cannot serialize a result: {e}")))?;
+        line.push('\n');
+        let mut file = File::options()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| RunnerError::io("cannot open", &path, e))?;
+        file.write_all(line.as_bytes()).map_err(|e| RunnerError::io("cannot append to", &path, e))?;
+        file.sync_data().map_err(|e| RunnerError::io("cannot sync", &path, e))?;
+        Ok(())
+    }
+
+    /// Every result recorded so far; a torn or foreign line is skipped and counted.
+    pub fn load_results(&self) -> Result<(Vec<ProbeResult>, usize), RunnerError> {
+        let path = self.path.join(RESULTS_FILE);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+            Err(e) => return Err(RunnerError::io("cannot read", &path, e)),
+        };
+        let mut results = Vec::new();
+        let mut skipped = 0;
+        for line in BufReader::new(file).lines() {
+            let Ok(line) = line else {
+                skipped += 1;
+                continue;
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str(&line) {
+                Ok(result) => results.push(result),
+                Err(_) => skipped += 1,
+            }
+        }
+        Ok((results, skipped))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
+    use gpuprobe_model::verdict::Verdict;
+
+    fn result(id: &str) -> ProbeResult {
+        ProbeResult {
+            probe: ProbeId::new(id),
+            device: DeviceRef::Cpu,
+            layer: Layer::Framework,
+            verdict: Verdict::Pass,
+            observation: None,
+            elapsed_s: Some(0.1),
+            stderr_tail: vec![],
+            kernel_log: vec![],
+            settings: vec![],
+            simulated: false,
+        }
+    }
+
+    #[test]
+    fn results_survive_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&dir.path().join("run")).unwrap();
+        run.write_json(PLAN_FILE, &serde_json::json!({"x": 1})).unwrap();
+        run.append_result(&result("a.b")).unwrap();
+        run.append_result(&result("a.c")).unwrap();
+        let mut f = File::options().append(true).open(run.path().join(RESULTS_FILE)).unwrap();
+        f.write_all(br#"{"probe":"a.d","dev"#).unwrap();
+        let (results, skipped) = RunDir::open(run.path()).unwrap().load_results().unwrap();
+        assert_eq!(results.len(), 2);
+        assert_eq!(skipped, 1);
+    }
+
+    #[test]
+    fn refuses_to_reuse_a_run_and_to_open_a_non_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path()).unwrap();
+        run.write_json(PLAN_FILE, &1).unwrap();
+        assert!(RunDir::create(dir.path()).is_err());
+        let other = tempfile::tempdir().unwrap();
+        assert!(RunDir::open(other.path()).unwrap_err().to_string().contains("not a gpuprobe run"));
+    }
+
+    #[test]
+    fn unwritable_directory_is_a_clear_error() {
+        let err = RunDir::create(Path::new("/proc/gpuprobe-cannot-write-here")).unwrap_err();
+        assert!(err.to_string().contains("cannot"), "{err}");
+    }
+}

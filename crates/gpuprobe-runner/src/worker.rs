@@ -1,0 +1,247 @@
+//! One worker process: started in its own process group with a private event descriptor,
+//! its events read as JSON lines, its stdout/stderr kept as a log and a short tail.
+//!
+//! The event descriptor is a pipe mapped to fd 3 in the child, so whatever libraries print
+//! on stdout or stderr can never corrupt the protocol; those streams go to the worker log.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use command_fds::{CommandFdExt, FdMapping};
+use gpuprobe_model::protocol::{EVENT_FD, WorkerEvent};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use crate::error::RunnerError;
+
+/// How many output lines a worker's tail keeps.
+const TAIL_LINES: usize = 40;
+
+/// A worker to start: program, arguments and environment changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    /// The executable (a Python interpreter, or gpuprobe itself for native probes).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Variables to set (settings under test, profile values).
+    pub env: BTreeMap<String, String>,
+    /// Variables to remove from the inherited environment.
+    pub remove_env: Vec<String>,
+}
+
+/// What arrives from a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerMessage {
+    /// A protocol event.
+    Event(Box<WorkerEvent>),
+    /// A line on the event descriptor that is not a protocol event.
+    Garbage(String),
+    /// The event descriptor was closed (the worker exited or closed it).
+    Closed,
+}
+
+/// The result of waiting for the next message.
+#[derive(Debug)]
+pub enum Next {
+    /// A message arrived.
+    Message(WorkerMessage),
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// How a worker process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerExit {
+    /// Exit code, when it exited.
+    pub code: Option<i32>,
+    /// Signal, when one killed it.
+    pub signal: Option<i32>,
+}
+
+impl From<ExitStatus> for WorkerExit {
+    fn from(status: ExitStatus) -> Self {
+        WorkerExit { code: status.code(), signal: status.signal() }
+    }
+}
+
+/// A running worker.
+pub struct RunningWorker {
+    child: Child,
+    events: Receiver<WorkerMessage>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    readers: Vec<thread::JoinHandle<()>>,
+}
+
+impl RunningWorker {
+    /// Starts `cmd` with the event pipe on fd 3, stdin closed, and stdout/stderr appended to
+    /// `log` (when given) and kept in a tail.
+    pub fn spawn(cmd: &WorkerCommand, log: Option<&Path>) -> Result<RunningWorker, RunnerError> {
+        let (event_reader, event_writer) =
+            std::io::pipe().map_err(|source| RunnerError::Spawn { program: cmd.program.clone(), source })?;
+        let mut command = Command::new(&cmd.program);
+        command
+            .args(&cmd.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Own process group: a hang is ended by killing the group, which also takes
+            // the probe's own children (DataLoader workers, compilers).
+            .process_group(0);
+        for name in &cmd.remove_env {
+            command.env_remove(name);
+        }
+        command.envs(&cmd.env);
+        command
+            .fd_mappings(vec![FdMapping { parent_fd: event_writer.into(), child_fd: EVENT_FD }])
+            .map_err(|_| RunnerError::Protocol("event descriptor collides with another mapping".into()))?;
+        let mut child =
+            command.spawn().map_err(|source| RunnerError::Spawn { program: cmd.program.clone(), source })?;
+        // The command still owns our copy of the pipe's write end; drop it so that the
+        // reader sees end-of-file when the worker exits.
+        drop(command);
+
+        let log_file = match log {
+            Some(path) => Some(Arc::new(Mutex::new(
+                File::options()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| RunnerError::io("cannot open worker log", path, e))?,
+            ))),
+            None => None,
+        };
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
+        let mut readers = Vec::new();
+        if let Some(stdout) = child.stdout.take() {
+            readers.push(spawn_output_reader(stdout, "out", tail.clone(), log_file.clone()));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            readers.push(spawn_output_reader(stderr, "err", tail.clone(), log_file.clone()));
+        }
+        let (sender, events) = mpsc::channel();
+        readers.push(thread::spawn(move || {
+            let reader = BufReader::new(event_reader);
+            for line in reader.lines() {
+                let Ok(line) = line else { break };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let message = match serde_json::from_str::<WorkerEvent>(&line) {
+                    Ok(event) => WorkerMessage::Event(Box::new(event)),
+                    Err(_) => WorkerMessage::Garbage(line),
+                };
+                if sender.send(message).is_err() {
+                    return;
+                }
+            }
+            let _ = sender.send(WorkerMessage::Closed);
+        }));
+        Ok(RunningWorker { child, events, tail, readers })
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the next message until `deadline`.
+    pub fn next(&self, deadline: Instant) -> Next {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        match self.events.recv_timeout(timeout) {
+            Ok(message) => Next::Message(message),
+            Err(RecvTimeoutError::Timeout) => Next::TimedOut,
+            Err(RecvTimeoutError::Disconnected) => Next::Message(WorkerMessage::Closed),
+        }
+    }
+
+    /// The last lines the worker printed (stdout and stderr interleaved as they arrived).
+    pub fn tail(&self) -> Vec<String> {
+        self.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Ends a hung worker: asks it for a traceback (SIGUSR1, which the Python worker
+    /// registers with faulthandler), then kills its whole process group.
+    pub fn kill_hung(&mut self) -> WorkerExit {
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGUSR1);
+        thread::sleep(Duration::from_millis(300));
+        let _ = killpg(pid, Signal::SIGKILL);
+        self.wait()
+    }
+
+    /// Waits for the process to end (it is killed if it outlives a grace period) and for
+    /// its output to be read completely.
+    pub fn wait(&mut self) -> WorkerExit {
+        let grace = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < grace => thread::sleep(Duration::from_millis(5)),
+                _ => {
+                    let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+                    match self.child.wait() {
+                        Ok(status) => break status,
+                        Err(_) => return WorkerExit { code: None, signal: None },
+                    }
+                }
+            }
+        };
+        // Children of the worker (e.g. DataLoader processes) may still hold the pipes open;
+        // end the group so the readers finish.
+        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        status.into()
+    }
+}
+
+impl Drop for RunningWorker {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn spawn_output_reader(
+    stream: impl Read + Send + 'static,
+    label: &'static str,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    log: Option<Arc<Mutex<File>>>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
+            if let Some(log) = &log
+                && let Ok(mut file) = log.lock()
+            {
+                let _ = writeln!(file, "[{label}] {line}");
+            }
+            if let Ok(mut tail) = tail.lock() {
+                if tail.len() == TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        }
+    })
+}

@@ -1,0 +1,96 @@
+//! `gpuprobe env`: the stack fingerprint alone.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+use gpuprobe_detect::{CollectOptions, Root};
+use gpuprobe_model::ExitStatus;
+use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
+use gpuprobe_runner::python;
+
+use crate::cli::EnvArgs;
+
+use super::process_env;
+
+/// A scratch directory removed when dropped (for the extracted probe package).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Option<Scratch> {
+        let dir = std::env::temp_dir().join(format!("gpuprobe-env-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        Some(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What the user's interpreter reports (torch build and devices), or why it could not.
+pub fn python_env(explicit: Option<&Path>) -> Option<PythonEnv> {
+    let env = process_env();
+    let choice = match python::find_python(explicit, &env) {
+        Ok(choice) => choice,
+        Err(err) => {
+            return Some(PythonEnv { torch_error: Some(err.to_string()), ..PythonEnv::default() });
+        }
+    };
+    let Some(scratch) = Scratch::new() else {
+        return Some(PythonEnv {
+            executable: choice.executable.display().to_string(),
+            chosen_by: choice.chosen_by,
+            torch_error: Some("cannot create a temporary directory for the probe package".into()),
+            ..PythonEnv::default()
+        });
+    };
+    let package = match python::extract_package(&scratch.0) {
+        Ok(dir) => dir,
+        Err(err) => {
+            return Some(PythonEnv {
+                executable: choice.executable.display().to_string(),
+                chosen_by: choice.chosen_by,
+                torch_error: Some(err.to_string()),
+                ..PythonEnv::default()
+            });
+        }
+    };
+    let plan = scratch.0.join("env-plan.json");
+    Some(python::fetch_env(
+        &choice,
+        |plan| python::worker_command(&choice.executable, &package, plan),
+        &plan,
+        Duration::from_secs(120),
+    ))
+}
+
+/// Collection options for a live machine.
+pub fn live_options(run_tools: bool) -> CollectOptions {
+    CollectOptions { run_tools, tool_timeout: Duration::from_secs(5), read_kernel_log: true }
+}
+
+/// The live fingerprint, with the interpreter's view merged in.
+pub fn live_fingerprint(python: Option<&Path>, run_tools: bool) -> Fingerprint {
+    let env = process_env();
+    let mut fingerprint = gpuprobe_detect::collect(&Root::live(), &env, &live_options(run_tools));
+    if let Some(python_env) = python_env(python) {
+        gpuprobe_detect::merge_python(&mut fingerprint, python_env);
+    }
+    fingerprint
+}
+
+/// Runs `env`.
+pub fn run(args: EnvArgs) -> Result<ExitStatus> {
+    let fingerprint = live_fingerprint(args.python.as_deref(), !args.no_tools);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&fingerprint)?)?;
+    } else {
+        write!(out, "{}", gpuprobe_detect::render_text(&fingerprint))?;
+    }
+    Ok(ExitStatus::AllPassed)
+}

@@ -1,0 +1,75 @@
+//! `gpuprobe kb`: list, show, validate and match the knowledge base.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Result;
+use gpuprobe_kb::{KnowledgeBase, Loaded};
+use gpuprobe_model::ExitStatus;
+use gpuprobe_model::report::Report;
+
+use crate::cli::{KbAction, KbArgs};
+use crate::user_error;
+
+/// Loads the built-in entries plus `--kb DIR`; problems are printed, never fatal to the
+/// entries that did load.
+pub fn load(dir: Option<&Path>) -> Result<Loaded> {
+    match dir {
+        None => Ok(KnowledgeBase::load_embedded()),
+        Some(dir) => KnowledgeBase::load_with_dir(dir).map_err(|e| user_error(e.to_string())),
+    }
+}
+
+fn print_diagnostics(loaded: &Loaded) {
+    for diagnostic in &loaded.diagnostics {
+        eprintln!("gpuprobe: kb: {diagnostic}");
+    }
+}
+
+/// Runs `kb`.
+pub fn run(args: KbArgs) -> Result<ExitStatus> {
+    let loaded = load(args.kb.as_deref())?;
+    print_diagnostics(&loaded);
+    let broken = if loaded.diagnostics.is_empty() { ExitStatus::AllPassed } else { ExitStatus::UsageError };
+    let mut out = std::io::stdout().lock();
+    match args.action {
+        KbAction::List => {
+            write!(out, "{}", gpuprobe_kb::render_list(&loaded.kb))?;
+            Ok(broken)
+        }
+        KbAction::Show { id } => {
+            let entry = loaded
+                .kb
+                .get(&id)
+                .or_else(|| loaded.kb.get(&id.to_ascii_uppercase()))
+                .ok_or_else(|| user_error(format!("no known issue {id:?}; `gpuprobe kb list` shows them all")))?;
+            write!(out, "{}", gpuprobe_kb::render_entry(entry))?;
+            Ok(broken)
+        }
+        KbAction::Validate => {
+            writeln!(
+                out,
+                "{} entries valid, {} problem(s){}",
+                loaded.kb.len(),
+                loaded.diagnostics.len(),
+                if loaded.diagnostics.is_empty() { "" } else { " (listed on stderr)" }
+            )?;
+            Ok(broken)
+        }
+        KbAction::Match { report } => {
+            let (fingerprint, results) = match report {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| user_error(format!("cannot read {}: {e}", path.display())))?;
+                    let report: Report = serde_json::from_str(&text)
+                        .map_err(|e| user_error(format!("{} is not a gpuprobe report: {e}", path.display())))?;
+                    (report.fingerprint, report.results)
+                }
+                None => (super::env::live_fingerprint(None, true), Vec::new()),
+            };
+            let matches = gpuprobe_kb::match_all(&loaded.kb, &fingerprint, &results);
+            write!(out, "{}", gpuprobe_kb::render_matches(&matches))?;
+            Ok(broken)
+        }
+    }
+}
