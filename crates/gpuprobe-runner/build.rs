@@ -7,7 +7,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn collect(dir: &Path, root: &Path, exts: &[&str], out: &mut Vec<(String, PathBuf)>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
     entries.sort();
     for path in entries {
@@ -18,7 +20,11 @@ fn collect(dir: &Path, root: &Path, exts: &[&str], out: &mut Vec<(String, PathBu
         if path.is_dir() {
             collect(&path, root, exts, out);
         } else if exts.iter().any(|ext| name.ends_with(ext)) {
-            let rel = path.strip_prefix(root).expect("under root").to_string_lossy().replace('\\', "/");
+            let rel = path
+                .strip_prefix(root)
+                .expect("under root")
+                .to_string_lossy()
+                .replace('\\', "/");
             out.push((rel, path));
         }
     }
@@ -28,21 +34,37 @@ fn write_table(name: &str, files: &[(String, PathBuf)], code: &mut String) {
     writeln!(code, "/// Embedded files: (relative path, contents).").unwrap();
     writeln!(code, "pub static {name}: &[(&str, &str)] = &[").unwrap();
     for (rel, path) in files {
-        writeln!(code, "    ({rel:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+        writeln!(
+            code,
+            "    ({rel:?}, include_str!({:?})),",
+            path.display().to_string()
+        )
+        .unwrap();
     }
     writeln!(code, "];").unwrap();
 }
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let repo = manifest.join("../..").canonicalize().expect("repository root");
+    let repo = manifest
+        .join("../..")
+        .canonicalize()
+        .expect("repository root");
     let python_root = repo.join("python");
     let presets_root = repo.join("simulate/presets");
-    println!("cargo:rerun-if-changed={}", python_root.join("gpuprobe").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        python_root.join("gpuprobe").display()
+    );
     println!("cargo:rerun-if-changed={}", presets_root.display());
 
     let mut python = Vec::new();
-    collect(&python_root.join("gpuprobe"), &python_root, &[".py", ".typed"], &mut python);
+    collect(
+        &python_root.join("gpuprobe"),
+        &python_root,
+        &[".py", ".typed"],
+        &mut python,
+    );
     let mut presets = Vec::new();
     collect(&presets_root, &presets_root, &[".toml"], &mut presets);
     for (_, path) in python.iter().chain(presets.iter()) {

@@ -48,16 +48,23 @@ fn native_counterpart(family: &str) -> Option<&'static str> {
 /// Findings from the results alone.
 pub fn diagnose(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let by_id: HashMap<(&str, DeviceRef), &ProbeResult> =
-        results.iter().map(|r| ((r.probe.as_str(), r.device), r)).collect();
+    let by_id: HashMap<(&str, DeviceRef), &ProbeResult> = results
+        .iter()
+        .map(|r| ((r.probe.as_str(), r.device), r))
+        .collect();
 
     // Failures (wrong results) grouped by family.
     let mut failing: BTreeMap<String, Vec<&ProbeResult>> = BTreeMap::new();
     let mut aborted: Vec<&ProbeResult> = Vec::new();
     for result in results {
         match result.verdict {
-            Verdict::Fail { .. } => failing.entry(result.probe.family().to_string()).or_default().push(result),
-            Verdict::Crash { .. } | Verdict::Hang { .. } | Verdict::Error { .. } => aborted.push(result),
+            Verdict::Fail { .. } => failing
+                .entry(result.probe.family().to_string())
+                .or_default()
+                .push(result),
+            Verdict::Crash { .. } | Verdict::Hang { .. } | Verdict::Error { .. } => {
+                aborted.push(result)
+            }
             _ => {}
         }
     }
@@ -80,7 +87,11 @@ fn class_summary(failed: &[&ProbeResult]) -> String {
             *counts.entry(class.describe()).or_default() += 1;
         }
     }
-    counts.iter().map(|(class, n)| format!("{class} in {n}")).collect::<Vec<_>>().join(", ")
+    counts
+        .iter()
+        .map(|(class, n)| format!("{class} in {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn sibling_id(id: &str, from: &str, to: &str) -> Option<String> {
@@ -88,7 +99,13 @@ fn sibling_id(id: &str, from: &str, to: &str) -> Option<String> {
     if !segments.contains(&from) {
         return None;
     }
-    Some(segments.iter().map(|s| if *s == from { to } else { s }).collect::<Vec<_>>().join("."))
+    Some(
+        segments
+            .iter()
+            .map(|s| if *s == from { to } else { s })
+            .collect::<Vec<_>>()
+            .join("."),
+    )
 }
 
 fn wrong_results_finding(
@@ -98,21 +115,35 @@ fn wrong_results_finding(
     by_id: &HashMap<(&str, DeviceRef), &ProbeResult>,
 ) -> Finding {
     let devices: BTreeSet<DeviceRef> = failed.iter().map(|r| r.device).collect();
-    let device_text = devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ");
+    let device_text = devices
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut evidence: Vec<Evidence> = failed
         .iter()
         .take(6)
-        .map(|r| Evidence::from_probe(r.probe.clone(), format!("{} on {}: {}", r.probe, r.device, r.verdict.detail())))
+        .map(|r| {
+            Evidence::from_probe(
+                r.probe.clone(),
+                format!("{} on {}: {}", r.probe, r.device, r.verdict.detail()),
+            )
+        })
         .collect();
     if failed.len() > 6 {
-        evidence.push(Evidence::new("probe", format!("{} more failing {family} probes", failed.len() - 6)));
+        evidence.push(Evidence::new(
+            "probe",
+            format!("{} more failing {family} probes", failed.len() - 6),
+        ));
     }
 
     // Which single condition does the failure need? A sibling that passes answers it.
     let mut conditions: BTreeSet<String> = BTreeSet::new();
     for result in failed {
         for (a, b) in SIBLING_SWAPS.iter().flat_map(|(a, b)| [(*a, *b), (*b, *a)]) {
-            let Some(sibling) = sibling_id(result.probe.as_str(), a, b) else { continue };
+            let Some(sibling) = sibling_id(result.probe.as_str(), a, b) else {
+                continue;
+            };
             if let Some(other) = by_id.get(&(sibling.as_str(), result.device))
                 && matches!(other.verdict, Verdict::Pass)
                 && conditions.insert(format!("{a} (the {b} variant passes)"))
@@ -126,7 +157,11 @@ fn wrong_results_finding(
     }
 
     // Place it: the lowest layer that fails, using the native counterpart where there is one.
-    let declared = failed.iter().map(|r| r.layer).min().unwrap_or(Layer::Framework);
+    let declared = failed
+        .iter()
+        .map(|r| r.layer)
+        .min()
+        .unwrap_or(Layer::Framework);
     let mut layer = layer_of(declared);
     let mut confidence = Confidence::Observed;
     let mut placement = String::new();
@@ -138,29 +173,61 @@ fn wrong_results_finding(
             .filter(|r| r.probe.as_str().starts_with(prefix) && devices.contains(&r.device))
             .collect();
         let native_failed = native.iter().filter(|r| r.verdict.is_problem()).count();
-        let native_passed = native.iter().filter(|r| matches!(r.verdict, Verdict::Pass)).count();
+        let native_passed = native
+            .iter()
+            .filter(|r| matches!(r.verdict, Verdict::Pass))
+            .count();
         if native.is_empty() || native_passed + native_failed == 0 {
-            placement = format!("native {prefix}.* probes did not run, so the runtime below PyTorch is not cleared");
+            placement = format!(
+                "native {prefix}.* probes did not run, so the runtime below PyTorch is not cleared"
+            );
             confidence = Confidence::Suspected;
         } else if native_failed > 0 {
             layer = FindingLayer::Runtime;
-            placement = format!("{native_failed} native {prefix}.* probe(s) fail too: the runtime/driver itself moves data wrongly");
+            placement = format!(
+                "{native_failed} native {prefix}.* probe(s) fail too: the runtime/driver itself moves data wrongly"
+            );
         } else {
-            placement = format!("all {native_passed} native {prefix}.* probes pass bit-exact: the driver and runtime move data correctly; the failure is above them");
+            placement = format!(
+                "all {native_passed} native {prefix}.* probes pass bit-exact: the driver and runtime move data correctly; the failure is above them"
+            );
         }
         evidence.push(Evidence::new("layer", placement.clone()));
     }
 
     let classes = class_summary(failed);
-    let mut title = format!("{} {family} probe(s) give wrong results on device {device_text} ({classes})", failed.len());
+    let mut title = format!(
+        "{} {family} probe(s) give wrong results on device {device_text} ({classes})",
+        failed.len()
+    );
     if !conditions.is_empty() {
-        title.push_str(&format!("; needs {}", conditions.iter().map(|c| c.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(" + ")));
+        title.push_str(&format!(
+            "; needs {}",
+            conditions
+                .iter()
+                .map(|c| c.split(' ').next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(" + ")
+        ));
     }
-    let all_zero = failed.iter().all(|r| matches!(r.verdict.fail_class(), Some(FailClass::AllZeros | FailClass::PartialZeros)));
+    let all_zero = failed.iter().all(|r| {
+        matches!(
+            r.verdict.fail_class(),
+            Some(FailClass::AllZeros | FailClass::PartialZeros)
+        )
+    });
     let explanation = format!(
         "{}{}{}",
-        if all_zero { "Data comes back as zeros: the classic sign of a copy or kernel that silently did not run or read stale memory. " } else { "" },
-        if placement.is_empty() { String::new() } else { format!("Placement: {placement}. ") },
+        if all_zero {
+            "Data comes back as zeros: the classic sign of a copy or kernel that silently did not run or read stale memory. "
+        } else {
+            ""
+        },
+        if placement.is_empty() {
+            String::new()
+        } else {
+            format!("Placement: {placement}. ")
+        },
         "Every failing probe is listed in the report with its numbers."
     );
     Finding {
@@ -174,7 +241,9 @@ fn wrong_results_finding(
         evidence,
         remedies: Vec::new(),
         citations: Vec::new(),
-        next_steps: vec![format!("gpuprobe check --only '{family}' --all   (re-run this family alone)")],
+        next_steps: vec![format!(
+            "gpuprobe check --only '{family}' --all   (re-run this family alone)"
+        )],
         related: Vec::new(),
     }
 }
@@ -183,22 +252,50 @@ fn aborted_finding(result: &ProbeResult) -> Finding {
     let (kind, title, layer) = match &result.verdict {
         Verdict::Crash { .. } => (
             "CRASH",
-            format!("the worker died in {} on device {}", result.probe, result.device),
-            if result.kernel_log.is_empty() { layer_of(result.layer).min(FindingLayer::Runtime) } else { FindingLayer::System },
+            format!(
+                "the worker died in {} on device {}",
+                result.probe, result.device
+            ),
+            if result.kernel_log.is_empty() {
+                layer_of(result.layer).min(FindingLayer::Runtime)
+            } else {
+                FindingLayer::System
+            },
         ),
         Verdict::Hang { .. } => (
             "HANG",
-            format!("{} did not finish on device {}", result.probe, result.device),
+            format!(
+                "{} did not finish on device {}",
+                result.probe, result.device
+            ),
             layer_of(result.layer).min(FindingLayer::Runtime),
         ),
-        _ => ("ERROR", format!("{} raised an error on device {}", result.probe, result.device), layer_of(result.layer)),
+        _ => (
+            "ERROR",
+            format!(
+                "{} raised an error on device {}",
+                result.probe, result.device
+            ),
+            layer_of(result.layer),
+        ),
     };
-    let mut evidence = vec![Evidence::from_probe(result.probe.clone(), result.verdict.detail())];
+    let mut evidence = vec![Evidence::from_probe(
+        result.probe.clone(),
+        result.verdict.detail(),
+    )];
     for line in result.kernel_log.iter().take(4) {
         evidence.push(Evidence::new("kernel log", line.clone()));
     }
-    if let Some(line) = result.stderr_tail.iter().rev().find(|l| !l.trim().is_empty()) {
-        evidence.push(Evidence::new("output", line.trim().to_string()));
+    // For a hang, the worker's stack dump (taken before it was killed) says where it
+    // stopped; for a crash the verdict already carries the most telling line.
+    if matches!(result.verdict, Verdict::Hang { .. })
+        && let Some(line) = result
+            .stderr_tail
+            .iter()
+            .rev()
+            .find(|l| l.trim_start().starts_with("File "))
+    {
+        evidence.push(Evidence::new("stack", line.trim().to_string()));
     }
     Finding {
         id: format!("DIAG-{kind}"),
@@ -221,7 +318,10 @@ fn aborted_finding(result: &ProbeResult) -> Finding {
 }
 
 fn nothing_tested_finding(results: &[ProbeResult], fingerprint: &Fingerprint) -> Option<Finding> {
-    if results.iter().any(|r| r.verdict.is_judged() || r.verdict.is_problem()) {
+    if results
+        .iter()
+        .any(|r| r.verdict.is_judged() || r.verdict.is_problem())
+    {
         return None;
     }
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
@@ -230,12 +330,17 @@ fn nothing_tested_finding(results: &[ProbeResult], fingerprint: &Fingerprint) ->
             *reasons.entry(reason.as_str()).or_default() += 1;
         }
     }
-    let mut evidence: Vec<Evidence> =
-        reasons.iter().map(|(reason, n)| Evidence::new("not tested", format!("{n} probe run(s): {reason}"))).collect();
+    let mut evidence: Vec<Evidence> = reasons
+        .iter()
+        .map(|(reason, n)| Evidence::new("not tested", format!("{n} probe run(s): {reason}")))
+        .collect();
     if let Some(python) = &fingerprint.python
         && let Some(err) = &python.torch_error
     {
-        evidence.push(Evidence::new("framework", format!("{}: {err}", python.executable)));
+        evidence.push(Evidence::new(
+            "framework",
+            format!("{}: {err}", python.executable),
+        ));
     }
     Some(Finding {
         id: "DIAG-NOTHING-TESTED".into(),
@@ -261,17 +366,23 @@ pub fn assemble(diagnosis: Vec<Finding>, kb: Vec<Finding>, lint: Vec<Finding>) -
     let mut out: Vec<Finding> = diagnosis;
     out.extend(kb);
     for finding in lint {
-        let target = finding.related.iter().find_map(|id| out.iter().position(|f| &f.id == id));
+        let target = finding
+            .related
+            .iter()
+            .find_map(|id| out.iter().position(|f| &f.id == id));
         match target {
             Some(index) => {
                 let host = &mut out[index];
-                host.evidence.extend(finding.evidence.into_iter().map(|mut e| {
-                    e.text = format!("{} ({})", e.text, finding.id);
-                    e
-                }));
+                host.evidence
+                    .extend(finding.evidence.into_iter().map(|mut e| {
+                        e.text = format!("{} ({})", e.text, finding.id);
+                        e
+                    }));
                 host.related.push(finding.id);
                 // The lint observed the condition directly: the issue is at least that sure.
-                if host.confidence == Confidence::Suspected && finding.confidence == Confidence::Observed {
+                if host.confidence == Confidence::Suspected
+                    && finding.confidence == Confidence::Observed
+                {
                     host.severity = host.severity.min(finding.severity);
                 }
             }
@@ -308,14 +419,25 @@ mod tests {
     }
 
     fn zeros() -> Verdict {
-        Verdict::Fail { class: FailClass::AllZeros, detail: "all zeros in 3 of 100 trials".into() }
+        Verdict::Fail {
+            class: FailClass::AllZeros,
+            detail: "all zeros in 3 of 100 trials".into(),
+        }
     }
 
     #[test]
     fn framework_copy_failure_above_a_healthy_runtime() {
         let results = vec![
-            result("copy.h2d.pageable.tiny.nonblocking", Layer::Framework, zeros()),
-            result("copy.h2d.pinned.tiny.nonblocking", Layer::Framework, Verdict::Pass),
+            result(
+                "copy.h2d.pageable.tiny.nonblocking",
+                Layer::Framework,
+                zeros(),
+            ),
+            result(
+                "copy.h2d.pinned.tiny.nonblocking",
+                Layer::Framework,
+                Verdict::Pass,
+            ),
             result("native.copy.h2d.pageable.4b", Layer::Runtime, Verdict::Pass),
             result("native.copy.h2d.pinned.4b", Layer::Runtime, Verdict::Pass),
         ];
@@ -324,29 +446,51 @@ mod tests {
         let f = &findings[0];
         assert_eq!(f.layer, FindingLayer::Framework);
         assert!(f.title.contains("needs pageable"), "{}", f.title);
-        assert!(f.evidence.iter().any(|e| e.text.contains("pass bit-exact")), "{:?}", f.evidence);
+        assert!(
+            f.evidence.iter().any(|e| e.text.contains("pass bit-exact")),
+            "{:?}",
+            f.evidence
+        );
     }
 
     #[test]
     fn runtime_failure_when_native_fails_too() {
         let results = vec![
-            result("copy.h2d.pageable.tiny.nonblocking", Layer::Framework, zeros()),
+            result(
+                "copy.h2d.pageable.tiny.nonblocking",
+                Layer::Framework,
+                zeros(),
+            ),
             result("native.copy.h2d.pageable.4b", Layer::Runtime, zeros()),
         ];
         let findings = diagnose(&results, &Fingerprint::default());
         let copy = findings.iter().find(|f| f.id == "DIAG-COPY").unwrap();
         assert_eq!(copy.layer, FindingLayer::Runtime);
-        assert!(findings.iter().any(|f| f.id == "DIAG-NATIVE" && f.layer == FindingLayer::Runtime));
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.id == "DIAG-NATIVE" && f.layer == FindingLayer::Runtime)
+        );
     }
 
     #[test]
     fn without_native_results_the_placement_is_only_suspected() {
-        let results = vec![result("copy.h2d.pageable.tiny.nonblocking", Layer::Framework, zeros())];
+        let results = vec![result(
+            "copy.h2d.pageable.tiny.nonblocking",
+            Layer::Framework,
+            zeros(),
+        )];
         let findings = diagnose(&results, &Fingerprint::default());
         assert_eq!(findings[0].confidence, Confidence::Suspected);
     }
 
-    fn finding(id: &str, source: &str, severity: Severity, confidence: Confidence, related: &[&str]) -> Finding {
+    fn finding(
+        id: &str,
+        source: &str,
+        severity: Severity,
+        confidence: Confidence,
+        related: &[&str],
+    ) -> Finding {
         Finding {
             id: id.into(),
             source: source.into(),
@@ -365,29 +509,76 @@ mod tests {
 
     #[test]
     fn lint_folds_into_its_known_issue_and_order_is_by_severity() {
-        let kb = vec![finding("RKB-005", "kb", Severity::Warning, Confidence::Suspected, &[])];
+        let kb = vec![finding(
+            "RKB-005",
+            "kb",
+            Severity::Warning,
+            Confidence::Suspected,
+            &[],
+        )];
         let lint = vec![
-            finding("LINT-FIRMWARE-MES-0X83", "lint", Severity::Error, Confidence::Observed, &["RKB-005"]),
-            finding("LINT-ENV-NONEXISTENT", "lint", Severity::Warning, Confidence::Observed, &[]),
+            finding(
+                "LINT-FIRMWARE-MES-0X83",
+                "lint",
+                Severity::Error,
+                Confidence::Observed,
+                &["RKB-005"],
+            ),
+            finding(
+                "LINT-ENV-NONEXISTENT",
+                "lint",
+                Severity::Warning,
+                Confidence::Observed,
+                &[],
+            ),
         ];
-        let diag = vec![finding("DIAG-COPY", "diagnosis", Severity::Error, Confidence::Observed, &[])];
+        let diag = vec![finding(
+            "DIAG-COPY",
+            "diagnosis",
+            Severity::Error,
+            Confidence::Observed,
+            &[],
+        )];
         let all = assemble(diag, kb, lint);
         let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, ["DIAG-COPY", "RKB-005", "LINT-ENV-NONEXISTENT"]);
         let rkb = &all[1];
         assert_eq!(rkb.severity, Severity::Error);
         assert_eq!(rkb.related, ["LINT-FIRMWARE-MES-0X83"]);
-        assert!(rkb.evidence.iter().any(|e| e.text.contains("LINT-FIRMWARE-MES-0X83")));
+        assert!(
+            rkb.evidence
+                .iter()
+                .any(|e| e.text.contains("LINT-FIRMWARE-MES-0X83"))
+        );
     }
 
     #[test]
     fn crash_and_nothing_tested() {
-        let crash = Verdict::Crash { signal: Some(6), exit_code: None, message: "Memory access fault by GPU node-1".into() };
-        let findings = diagnose(&[result("copy.h2d.pageable.large", Layer::Framework, crash)], &Fingerprint::default());
+        let crash = Verdict::Crash {
+            signal: Some(6),
+            exit_code: None,
+            message: "Memory access fault by GPU node-1".into(),
+        };
+        let findings = diagnose(
+            &[result("copy.h2d.pageable.large", Layer::Framework, crash)],
+            &Fingerprint::default(),
+        );
         assert_eq!(findings[0].id, "DIAG-CRASH");
-        let none = vec![result("copy.x", Layer::Framework, Verdict::NotTested { reason: "no GPU".into() })];
+        let none = vec![result(
+            "copy.x",
+            Layer::Framework,
+            Verdict::NotTested {
+                reason: "no GPU".into(),
+            },
+        )];
         let findings = diagnose(&none, &Fingerprint::default());
         assert_eq!(findings[0].id, "DIAG-NOTHING-TESTED");
-        assert!(diagnose(&[result("copy.x", Layer::Framework, Verdict::Pass)], &Fingerprint::default()).is_empty());
+        assert!(
+            diagnose(
+                &[result("copy.x", Layer::Framework, Verdict::Pass)],
+                &Fingerprint::default()
+            )
+            .is_empty()
+        );
     }
 }

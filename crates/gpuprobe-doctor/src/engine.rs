@@ -12,11 +12,15 @@ use std::sync::mpsc;
 use std::thread;
 
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec, Tier};
-use gpuprobe_model::protocol::{PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan};
+use gpuprobe_model::protocol::{
+    PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
+};
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
 use gpuprobe_runner::worker::WorkerCommand;
-use gpuprobe_runner::{PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig, Task};
+use gpuprobe_runner::{
+    PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig, Task,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::judge::judge;
@@ -138,7 +142,9 @@ pub fn execute(
     let mut running = 0usize;
 
     thread::scope(|scope| {
-        let start_lane = |lane: Lane, specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>, lane_info: &mut Vec<(Backend, DeviceRef)>| {
+        let start_lane = |lane: Lane,
+                          specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
+                          lane_info: &mut Vec<(Backend, DeviceRef)>| {
             for task in &lane.tasks {
                 specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
             }
@@ -151,7 +157,11 @@ pub fn execute(
                 let mut batch = 0usize;
                 let mut make_command = |tasks: &[Task]| -> Result<WorkerCommand, RunnerError> {
                     batch += 1;
-                    let name = format!("plan-{}-{}-{batch}.json", backend_name(lane.backend), device_file_name(lane.device));
+                    let name = format!(
+                        "plan-{}-{}-{batch}.json",
+                        backend_name(lane.backend),
+                        device_file_name(lane.device)
+                    );
                     let plan_path = plan_dir.join(name);
                     write_plan(&plan_path, lane.device, tasks, &config)?;
                     worker_command(lane.backend, &config, &plan_path)
@@ -159,7 +169,13 @@ pub fn execute(
                 let mut forward = |event: SupervisorEvent| {
                     let _ = sender.send(LaneMessage::Event(lane_id, event));
                 };
-                supervise(lane.tasks, &mut make_command, &config.supervisor, None, &mut forward);
+                supervise(
+                    lane.tasks,
+                    &mut make_command,
+                    &config.supervisor,
+                    None,
+                    &mut forward,
+                );
                 let _ = sender.send(LaneMessage::LaneDone);
             });
         };
@@ -193,12 +209,21 @@ pub fn execute(
                                 running += 1;
                                 start_lane(lane, &mut specs, &mut lane_info);
                             }
-                            execution.hellos.push(HelloRecord { backend, device, event: *hello });
+                            execution.hellos.push(HelloRecord {
+                                backend,
+                                device,
+                                event: *hello,
+                            });
                         }
-                        SupervisorEvent::Started(probe, device) => on_progress(Progress::Started(&probe, device)),
+                        SupervisorEvent::Started(probe, device) => {
+                            on_progress(Progress::Started(&probe, device))
+                        }
                         SupervisorEvent::Finished(raw) => {
                             let Some(spec) = specs.get(&(raw.probe.clone(), raw.device)) else {
-                                execution.logs.push(format!("result for unplanned probe {} on {}", raw.probe, raw.device));
+                                execution.logs.push(format!(
+                                    "result for unplanned probe {} on {}",
+                                    raw.probe, raw.device
+                                ));
                                 continue;
                             };
                             let result = to_result(spec, raw, config);
@@ -209,7 +234,8 @@ pub fn execute(
                             execution.results.push(result);
                         }
                         SupervisorEvent::Log(message) => {
-                            let message = format!("[{} {}] {message}", backend_name(backend), device);
+                            let message =
+                                format!("[{} {}] {message}", backend_name(backend), device);
                             on_progress(Progress::Log(&message));
                             execution.logs.push(message);
                         }
@@ -235,7 +261,12 @@ fn device_file_name(device: DeviceRef) -> String {
     }
 }
 
-fn write_plan(path: &std::path::Path, device: DeviceRef, tasks: &[Task], config: &EngineConfig) -> Result<(), RunnerError> {
+fn write_plan(
+    path: &std::path::Path,
+    device: DeviceRef,
+    tasks: &[Task],
+    config: &EngineConfig,
+) -> Result<(), RunnerError> {
     let plan = WorkerPlan {
         protocol: PROTOCOL_VERSION,
         mode: WorkerMode::Run,
@@ -245,29 +276,39 @@ fn write_plan(path: &std::path::Path, device: DeviceRef, tasks: &[Task], config:
         simulate: config.simulate.clone(),
         options: config.options.clone(),
     };
-    let text = serde_json::to_string_pretty(&plan).map_err(|e| RunnerError::Protocol(e.to_string()))?;
+    let text =
+        serde_json::to_string_pretty(&plan).map_err(|e| RunnerError::Protocol(e.to_string()))?;
     std::fs::write(path, text).map_err(|e| RunnerError::io("cannot write worker plan", path, e))
 }
 
 /// The command that starts a worker of `backend` for the plan at `plan_path`.
-pub fn worker_command(backend: Backend, config: &EngineConfig, plan_path: &std::path::Path) -> Result<WorkerCommand, RunnerError> {
+pub fn worker_command(
+    backend: Backend,
+    config: &EngineConfig,
+    plan_path: &std::path::Path,
+) -> Result<WorkerCommand, RunnerError> {
     let mut command = match backend {
         Backend::Python => {
-            let python = config.python.as_ref().ok_or_else(|| RunnerError::NoPython("no interpreter was found".into()))?;
-            let package = config
-                .package_dir
+            let python = config
+                .python
                 .as_ref()
-                .ok_or_else(|| RunnerError::Protocol("the probe package was not extracted".into()))?;
+                .ok_or_else(|| RunnerError::NoPython("no interpreter was found".into()))?;
+            let package = config.package_dir.as_ref().ok_or_else(|| {
+                RunnerError::Protocol("the probe package was not extracted".into())
+            })?;
             gpuprobe_runner::python::worker_command(&python.executable, package, plan_path)
         }
         Backend::Native => {
-            let program = config
-                .native_program
-                .clone()
-                .ok_or_else(|| RunnerError::Protocol("the gpuprobe executable could not be located".into()))?;
+            let program = config.native_program.clone().ok_or_else(|| {
+                RunnerError::Protocol("the gpuprobe executable could not be located".into())
+            })?;
             WorkerCommand {
                 program,
-                args: vec!["__native-worker".into(), "--plan".into(), plan_path.as_os_str().to_owned()],
+                args: vec![
+                    "__native-worker".into(),
+                    "--plan".into(),
+                    plan_path.as_os_str().to_owned(),
+                ],
                 env: BTreeMap::new(),
                 remove_env: Vec::new(),
             }
@@ -284,14 +325,37 @@ pub fn to_result(spec: &ProbeSpec, raw: RawResult, config: &EngineConfig) -> Pro
     let (verdict, observation) = match raw.outcome {
         RawOutcome::Observed(observation) => (judge(spec, &observation), Some(observation)),
         RawOutcome::Skip(reason) => (Verdict::Skip { reason }, None),
-        RawOutcome::Error { error_type, message, traceback } => {
+        RawOutcome::Error {
+            error_type,
+            message,
+            traceback,
+        } => {
             if let Some(tb) = traceback {
                 let lines: Vec<&str> = tb.lines().collect();
-                stderr_tail = lines[lines.len().saturating_sub(15)..].iter().map(|s| s.to_string()).collect();
+                stderr_tail = lines[lines.len().saturating_sub(15)..]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
             }
-            (Verdict::Error { message: format!("{error_type}: {message}") }, None)
+            (
+                Verdict::Error {
+                    message: format!("{error_type}: {message}"),
+                },
+                None,
+            )
         }
-        RawOutcome::Crash { signal, exit_code, message } => (Verdict::Crash { signal, exit_code, message }, None),
+        RawOutcome::Crash {
+            signal,
+            exit_code,
+            message,
+        } => (
+            Verdict::Crash {
+                signal,
+                exit_code,
+                message,
+            },
+            None,
+        ),
         RawOutcome::Hang { timeout_s } => (Verdict::Hang { timeout_s }, None),
         RawOutcome::NotTested(reason) => (Verdict::NotTested { reason }, None),
     };
@@ -316,7 +380,12 @@ pub fn select(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<ProbeSp
     catalog
         .iter()
         .filter(|spec| tier.includes(spec.tier))
-        .filter(|spec| only.is_empty() || only.iter().any(|pattern| id_matches(pattern, spec.id.as_str())))
+        .filter(|spec| {
+            only.is_empty()
+                || only
+                    .iter()
+                    .any(|pattern| id_matches(pattern, spec.id.as_str()))
+        })
         .cloned()
         .collect()
 }
@@ -326,7 +395,10 @@ pub fn id_matches(pattern: &str, id: &str) -> bool {
     if pattern.contains('*') {
         glob_match(pattern.as_bytes(), id.as_bytes())
     } else {
-        id == pattern || id.strip_prefix(pattern).is_some_and(|rest| rest.starts_with('.'))
+        id == pattern
+            || id
+                .strip_prefix(pattern)
+                .is_some_and(|rest| pattern.ends_with('.') || rest.starts_with('.'))
     }
 }
 
@@ -412,7 +484,10 @@ impl RunPlan {
             .tasks
             .iter()
             .filter(|t| !finished.contains(&(t.spec.id.clone(), t.device)))
-            .map(|t| Task { spec: t.spec.clone(), device: t.device })
+            .map(|t| Task {
+                spec: t.spec.clone(),
+                device: t.device,
+            })
             .collect();
         lanes_for(tasks)
     }
@@ -423,9 +498,16 @@ pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
     let mut lanes: Vec<Lane> = Vec::new();
     for task in tasks {
         let backend = task.spec.backend;
-        match lanes.iter_mut().find(|l| l.backend == backend && l.device == task.device) {
+        match lanes
+            .iter_mut()
+            .find(|l| l.backend == backend && l.device == task.device)
+        {
             Some(lane) => lane.tasks.push(task),
-            None => lanes.push(Lane { backend, device: task.device, tasks: vec![task] }),
+            None => lanes.push(Lane {
+                backend,
+                device: task.device,
+                tasks: vec![task],
+            }),
         }
     }
     lanes
@@ -439,9 +521,14 @@ mod tests {
     fn selection_patterns() {
         assert!(id_matches("copy", "copy.h2d.pinned"));
         assert!(!id_matches("copy", "copying.x"));
+        assert!(id_matches("rng.rand.", "rng.rand.fp32"));
+        assert!(!id_matches("rng.rand.", "rng.randn.fp32"));
         assert!(id_matches("copy.*.pinned*", "copy.h2d.pinned.tiny"));
         assert!(id_matches("*bf16*", "dtype.bf16.fp32.to.device"));
         assert!(!id_matches("rng.*", "copy.h2d"));
-        assert!(id_matches("dtype.bf16.fp32.to.device", "dtype.bf16.fp32.to.device"));
+        assert!(id_matches(
+            "dtype.bf16.fp32.to.device",
+            "dtype.bf16.fp32.to.device"
+        ));
     }
 }

@@ -14,7 +14,9 @@
 //!   the false-alarm budget split evenly between the tests (Bonferroni);
 //! - invariant: any violation fails.
 
-use gpuprobe_model::observation::{CompareStats, Distribution, InvariantCheck, Measurement, Observation, SampleStats};
+use gpuprobe_model::observation::{
+    CompareStats, Distribution, InvariantCheck, Measurement, Observation, SampleStats,
+};
 use gpuprobe_model::probe::{ProbeSpec, Rule};
 use gpuprobe_model::verdict::{FailClass, Verdict};
 
@@ -23,9 +25,13 @@ pub fn judge(spec: &ProbeSpec, observation: &Observation) -> Verdict {
     match (&spec.rule, &observation.measurement) {
         (Rule::Measure, _) => Verdict::Pass,
         (Rule::BitExact | Rule::Invariant, Measurement::Compare(stats)) => judge_exact(stats),
-        (Rule::Tolerance { dtype, scale }, Measurement::Compare(stats)) => judge_tolerance(stats, dtype, *scale),
+        (Rule::Tolerance { dtype, scale }, Measurement::Compare(stats)) => {
+            judge_tolerance(stats, dtype, *scale)
+        }
         (Rule::Statistical { alpha }, Measurement::Stats(stats)) => judge_statistics(stats, *alpha),
-        (Rule::Statistical { .. } | Rule::Invariant, Measurement::Invariant(check)) => judge_invariant(check),
+        (Rule::Statistical { .. } | Rule::Invariant, Measurement::Invariant(check)) => {
+            judge_invariant(check)
+        }
         (rule, measurement) => Verdict::Error {
             message: format!(
                 "probe declares rule {} but reported a {} measurement (a bug in the probe)",
@@ -65,29 +71,63 @@ fn fail(class: FailClass, detail: String) -> Verdict {
 fn classify(stats: &CompareStats) -> (FailClass, String) {
     let n = stats.n;
     if stats.nonfinite_where_finite > 0 {
-        return (FailClass::NanInf, format!("{} of {n} elements NaN/Inf where the reference is finite", stats.nonfinite_where_finite));
+        return (
+            FailClass::NanInf,
+            format!(
+                "{} of {n} elements NaN/Inf where the reference is finite",
+                stats.nonfinite_where_finite
+            ),
+        );
     }
     if stats.failed_trials > 0 && stats.all_zero_trials == stats.failed_trials {
         let detail = if stats.trials > 1 {
-            format!("all zeros in {} of {} trials", stats.all_zero_trials, stats.trials)
+            format!(
+                "{} of {} trials came back entirely zero",
+                stats.all_zero_trials, stats.trials
+            )
         } else {
-            format!("the whole output ({n} elements) is zero")
+            format!("the whole output ({n} elements)")
         };
         return (FailClass::AllZeros, detail);
     }
     if stats.mismatches > 0 && stats.zeros_where_nonzero == stats.mismatches {
-        let trials = if stats.trials > 1 { format!(" in {} of {} trials", stats.failed_trials, stats.trials) } else { String::new() };
-        return (FailClass::PartialZeros, format!("{} of {n} elements are zero where the reference is not{trials}", stats.zeros_where_nonzero));
+        let trials = if stats.trials > 1 {
+            format!(" in {} of {} trials", stats.failed_trials, stats.trials)
+        } else {
+            String::new()
+        };
+        return (
+            FailClass::PartialZeros,
+            format!(
+                "{} of {n} elements zero where the reference is not{trials}",
+                stats.zeros_where_nonzero
+            ),
+        );
     }
     if stats.mismatches > 0 && stats.unchanged == stats.mismatches {
-        return (FailClass::Unchanged, format!("{} of {n} elements still hold the prefilled canary: the operation wrote nothing there", stats.unchanged));
+        return (
+            FailClass::Unchanged,
+            format!(
+                "{} of {n} elements still hold the prefilled canary (never written)",
+                stats.unchanged
+            ),
+        );
     }
-    let mut detail = format!("{} of {n} elements differ", stats.mismatches.max(stats.failed_trials));
+    let mut detail = format!(
+        "{} of {n} elements differ",
+        stats.mismatches.max(stats.failed_trials)
+    );
     if stats.trials > 1 {
-        detail.push_str(&format!(" ({} of {} trials)", stats.failed_trials, stats.trials));
+        detail.push_str(&format!(
+            " ({} of {} trials)",
+            stats.failed_trials, stats.trials
+        ));
     }
     if let Some(first) = &stats.first_mismatch {
-        detail.push_str(&format!("; first at [{}]: expected {}, found {}", first.index, first.expected, first.found));
+        detail.push_str(&format!(
+            "; first at [{}]: expected {}, found {}",
+            first.index, first.expected, first.found
+        ));
     }
     (FailClass::Mismatch, detail)
 }
@@ -120,7 +160,9 @@ pub fn dtype_tolerance(dtype: &str) -> Option<f64> {
 
 fn judge_tolerance(stats: &CompareStats, dtype: &str, scale: f64) -> Verdict {
     let Some(base) = dtype_tolerance(dtype) else {
-        return Verdict::Error { message: format!("no tolerance is defined for dtype {dtype:?} (a bug in the probe)") };
+        return Verdict::Error {
+            message: format!("no tolerance is defined for dtype {dtype:?} (a bug in the probe)"),
+        };
     };
     let tolerance = base * scale;
     let rel = stats.max_rel_err;
@@ -128,30 +170,58 @@ fn judge_tolerance(stats: &CompareStats, dtype: &str, scale: f64) -> Verdict {
     if stats.nonfinite_where_finite == 0 && within && stats.unchanged == 0 {
         return Verdict::Pass;
     }
-    if stats.nonfinite_where_finite > 0 || stats.failed_trials > 0 && stats.all_zero_trials == stats.failed_trials {
+    if stats.nonfinite_where_finite > 0
+        || stats.failed_trials > 0 && stats.all_zero_trials == stats.failed_trials
+    {
         let (class, detail) = classify(stats);
         return fail(class, detail);
     }
-    let rel_text = rel.map(|r| format!("{r:.3e}")).unwrap_or_else(|| "unknown".into());
-    let (class, detail) = if stats.mismatches > 0 && (stats.zeros_where_nonzero == stats.mismatches || stats.unchanged == stats.mismatches) {
+    let rel_text = rel
+        .map(|r| format!("{r:.3e}"))
+        .unwrap_or_else(|| "unknown".into());
+    let (class, detail) = if stats.mismatches > 0
+        && (stats.zeros_where_nonzero == stats.mismatches || stats.unchanged == stats.mismatches)
+    {
         classify(stats)
     } else {
-        (FailClass::Mismatch, format!("{} of {} elements grossly wrong", stats.mismatches, stats.n))
+        (
+            FailClass::Mismatch,
+            format!("{} of {} elements grossly wrong", stats.mismatches, stats.n),
+        )
     };
-    fail(class, format!("{detail}; relative error {rel_text} exceeds the {dtype} tolerance {tolerance:.1e}"))
+    fail(
+        class,
+        format!(
+            "{detail}; relative error {rel_text} exceeds the {dtype} tolerance {tolerance:.1e}"
+        ),
+    )
 }
 
 fn judge_invariant(check: &InvariantCheck) -> Verdict {
     if check.violations == 0 {
         return Verdict::Pass;
     }
-    let example = check.example.as_deref().map(|e| format!("; e.g. {e}")).unwrap_or_default();
+    let example = check
+        .example
+        .as_deref()
+        .map(|e| format!("; e.g. {e}"))
+        .unwrap_or_default();
     let class = if check.zero_violations == check.violations {
-        if check.violations == check.checked { FailClass::AllZeros } else { FailClass::PartialZeros }
+        if check.violations == check.checked {
+            FailClass::AllZeros
+        } else {
+            FailClass::PartialZeros
+        }
     } else {
         FailClass::Mismatch
     };
-    fail(class, format!("{} of {} violate \"{}\"{example}", check.violations, check.checked, check.property))
+    fail(
+        class,
+        format!(
+            "{} of {} violate \"{}\"{example}",
+            check.violations, check.checked, check.property
+        ),
+    )
 }
 
 /// Significand digits of a dtype (implicit bit included), for discretization allowances.
@@ -181,7 +251,11 @@ pub fn binomial_upper_threshold(n: u64, p: f64, alpha: f64) -> u64 {
     let kl = |q: f64| -> f64 {
         // KL(q ‖ p) for Bernoulli; q > p.
         let a = if q > 0.0 { q * (q / p).ln() } else { 0.0 };
-        let b = if q < 1.0 { (1.0 - q) * ((1.0 - q) / (1.0 - p)).ln() } else { 0.0 };
+        let b = if q < 1.0 {
+            (1.0 - q) * ((1.0 - q) / (1.0 - p)).ln()
+        } else {
+            0.0
+        };
         a + b
     };
     if p == 0.0 {
@@ -216,13 +290,24 @@ pub fn chi_square_interval(k: f64, alpha: f64) -> (f64, f64) {
 fn judge_statistics(stats: &SampleStats, alpha: f64) -> Verdict {
     let n = stats.n;
     if n == 0 {
-        return Verdict::Error { message: "the probe drew no samples".into() };
+        return Verdict::Error {
+            message: "the probe drew no samples".into(),
+        };
     }
     if stats.nonfinite > 0 {
-        return fail(FailClass::NanInf, format!("{} of {n} samples are NaN/Inf", stats.nonfinite));
+        return fail(
+            FailClass::NanInf,
+            format!("{} of {n} samples are NaN/Inf", stats.nonfinite),
+        );
     }
     if stats.out_of_range > 0 {
-        return fail(FailClass::Mismatch, format!("{} of {n} samples fall outside the distribution's range", stats.out_of_range));
+        return fail(
+            FailClass::Mismatch,
+            format!(
+                "{} of {n} samples fall outside the distribution's range",
+                stats.out_of_range
+            ),
+        );
     }
     // Probabilistic tests: zeros, mean, variance, and chi-square when reported.
     let tests = 3 + u32::from(stats.chi2.is_some());
@@ -232,8 +317,18 @@ fn judge_statistics(stats: &SampleStats, alpha: f64) -> Verdict {
 
     let zero_limit = binomial_upper_threshold(n, stats.p_zero, alpha_each);
     if stats.zeros >= zero_limit.max(1) && stats.zeros > 0 {
-        let class = if stats.zeros == n { FailClass::AllZeros } else { FailClass::PartialZeros };
-        return fail(class, format!("{} of {n} samples are exactly 0 (a correct generator gives fewer than {zero_limit})", stats.zeros));
+        let class = if stats.zeros == n {
+            FailClass::AllZeros
+        } else {
+            FailClass::PartialZeros
+        };
+        return fail(
+            class,
+            format!(
+                "{} of {n} samples are exactly 0 (a correct generator gives fewer than {zero_limit})",
+                stats.zeros
+            ),
+        );
     }
 
     let nf = n as f64;
@@ -247,17 +342,48 @@ fn judge_statistics(stats: &SampleStats, alpha: f64) -> Verdict {
             let k = nf - 1.0;
             let (lo, hi) = chi_square_interval(k, alpha_each);
             let allowance = 2.0 * resolution;
-            let interval = (sigma2 * (lo / k) * (1.0 - allowance), sigma2 * (hi / k) * (1.0 + allowance));
-            (mean, sigma2, mean_slack, interval, format!("N({mean}, {std}²)"))
+            let interval = (
+                sigma2 * (lo / k) * (1.0 - allowance),
+                sigma2 * (hi / k) * (1.0 + allowance),
+            );
+            (
+                mean,
+                sigma2,
+                mean_slack,
+                interval,
+                format!("N({mean}, {std}²)"),
+            )
         }
-        Distribution::Uniform { low, high } => uniform_bounds(low, high, (high - low).powi(2) / 12.0, nf, log_term, resolution, format!("U[{low}, {high})")),
+        Distribution::Uniform { low, high } => uniform_bounds(
+            low,
+            high,
+            (high - low).powi(2) / 12.0,
+            nf,
+            log_term,
+            resolution,
+            format!("U[{low}, {high})"),
+        ),
         Distribution::UniformInt { low, high } => {
             let m = (high - low) as f64;
-            uniform_bounds(low as f64, (high - 1) as f64, (m * m - 1.0) / 12.0, nf, log_term, 0.0, format!("uniform integers {low}..{high}"))
+            uniform_bounds(
+                low as f64,
+                (high - 1) as f64,
+                (m * m - 1.0) / 12.0,
+                nf,
+                log_term,
+                0.0,
+                format!("uniform integers {low}..{high}"),
+            )
         }
     };
     if (stats.mean - mu).abs() > mean_slack {
-        return fail(FailClass::Mismatch, format!("sample mean {:.6} is off {what} by more than {mean_slack:.2e} (n = {n})", stats.mean));
+        return fail(
+            FailClass::Mismatch,
+            format!(
+                "sample mean {:.6} is off {what} by more than {mean_slack:.2e} (n = {n})",
+                stats.mean
+            ),
+        );
     }
     // For the uniform cases the variance test uses the mean square about the true mean.
     let observed_var = match stats.distribution {
@@ -276,7 +402,12 @@ fn judge_statistics(stats: &SampleStats, alpha: f64) -> Verdict {
     if let (Some(chi2), Some(dof)) = (stats.chi2, stats.chi2_dof) {
         let (_, hi) = chi_square_interval(dof as f64, alpha_each);
         if chi2 > hi {
-            return fail(FailClass::Mismatch, format!("chi-square {chi2:.1} over {dof} degrees of freedom exceeds {hi:.1}: samples do not follow {what}"));
+            return fail(
+                FailClass::Mismatch,
+                format!(
+                    "chi-square {chi2:.1} over {dof} degrees of freedom exceeds {hi:.1}: samples do not follow {what}"
+                ),
+            );
         }
     }
     Verdict::Pass
@@ -285,12 +416,27 @@ fn judge_statistics(stats: &SampleStats, alpha: f64) -> Verdict {
 /// Mean and variance bounds for samples bounded in `[a, b]` (Hoeffding's inequality, which
 /// holds for every n). The variance test uses the mean square about the true mean, each
 /// term bounded by (b − a)²/4.
-fn uniform_bounds(a: f64, b: f64, sigma2: f64, n: f64, log_term: f64, resolution: f64, what: String) -> (f64, f64, f64, (f64, f64), String) {
+fn uniform_bounds(
+    a: f64,
+    b: f64,
+    sigma2: f64,
+    n: f64,
+    log_term: f64,
+    resolution: f64,
+    what: String,
+) -> (f64, f64, f64, (f64, f64), String) {
     let width = b - a;
     let mu = (a + b) / 2.0;
     let mean_slack = width * (log_term / (2.0 * n)).sqrt() + width * resolution;
-    let var_slack = width * width / 4.0 * (log_term / (2.0 * n)).sqrt() + 2.0 * width * width * resolution;
-    (mu, sigma2, mean_slack, (sigma2 - var_slack, sigma2 + var_slack), what)
+    let var_slack =
+        width * width / 4.0 * (log_term / (2.0 * n)).sqrt() + 2.0 * width * width * resolution;
+    (
+        mu,
+        sigma2,
+        mean_slack,
+        (sigma2 - var_slack, sigma2 + var_slack),
+        what,
+    )
 }
 
 #[cfg(test)]
@@ -314,11 +460,21 @@ mod tests {
     }
 
     fn obs(measurement: Measurement) -> Observation {
-        Observation { probe: ProbeId::new("t.case"), device: DeviceRef::Gpu(0), measurement, metrics: Default::default(), notes: vec![] }
+        Observation {
+            probe: ProbeId::new("t.case"),
+            device: DeviceRef::Gpu(0),
+            measurement,
+            metrics: Default::default(),
+            notes: vec![],
+        }
     }
 
     fn compare(f: impl FnOnce(&mut CompareStats)) -> Observation {
-        let mut stats = CompareStats { n: 1000, trials: 10, ..Default::default() };
+        let mut stats = CompareStats {
+            n: 1000,
+            trials: 10,
+            ..Default::default()
+        };
         f(&mut stats);
         obs(Measurement::Compare(stats))
     }
@@ -327,62 +483,110 @@ mod tests {
     fn exact_classes() {
         let exact = spec(Rule::BitExact);
         assert_eq!(judge(&exact, &compare(|_| {})), Verdict::Pass);
-        let v = judge(&exact, &compare(|s| {
-            s.mismatches = 200;
-            s.zeros_where_nonzero = 200;
-            s.failed_trials = 2;
-            s.all_zero_trials = 2;
-        }));
+        let v = judge(
+            &exact,
+            &compare(|s| {
+                s.mismatches = 200;
+                s.zeros_where_nonzero = 200;
+                s.failed_trials = 2;
+                s.all_zero_trials = 2;
+            }),
+        );
         assert_eq!(v.fail_class(), Some(FailClass::AllZeros), "{v:?}");
-        assert!(v.detail().contains("2 of 10 trials"));
-        let v = judge(&exact, &compare(|s| {
-            s.mismatches = 5;
-            s.zeros_where_nonzero = 5;
-            s.failed_trials = 1;
-        }));
+        assert_eq!(
+            v.detail(),
+            "all zeros: 2 of 10 trials came back entirely zero"
+        );
+        let v = judge(
+            &exact,
+            &compare(|s| {
+                s.mismatches = 5;
+                s.zeros_where_nonzero = 5;
+                s.failed_trials = 1;
+            }),
+        );
         assert_eq!(v.fail_class(), Some(FailClass::PartialZeros));
-        let v = judge(&exact, &compare(|s| {
-            s.mismatches = 5;
-            s.nonfinite_where_finite = 1;
-            s.failed_trials = 1;
-        }));
+        let v = judge(
+            &exact,
+            &compare(|s| {
+                s.mismatches = 5;
+                s.nonfinite_where_finite = 1;
+                s.failed_trials = 1;
+            }),
+        );
         assert_eq!(v.fail_class(), Some(FailClass::NanInf));
-        let v = judge(&exact, &compare(|s| {
-            s.mismatches = 7;
-            s.unchanged = 7;
-            s.failed_trials = 1;
-        }));
+        let v = judge(
+            &exact,
+            &compare(|s| {
+                s.mismatches = 7;
+                s.unchanged = 7;
+                s.failed_trials = 1;
+            }),
+        );
         assert_eq!(v.fail_class(), Some(FailClass::Unchanged));
-        let v = judge(&exact, &compare(|s| {
-            s.mismatches = 1;
-            s.failed_trials = 1;
-            s.first_mismatch = Some(MismatchExample { index: 3, trial: 0, expected: "1.0".into(), found: "1.5".into() });
-        }));
+        let v = judge(
+            &exact,
+            &compare(|s| {
+                s.mismatches = 1;
+                s.failed_trials = 1;
+                s.first_mismatch = Some(MismatchExample {
+                    index: 3,
+                    trial: 0,
+                    expected: "1.0".into(),
+                    found: "1.5".into(),
+                });
+            }),
+        );
         assert_eq!(v.fail_class(), Some(FailClass::Mismatch));
-        assert!(v.detail().contains("expected 1.0, found 1.5"), "{}", v.detail());
+        assert!(
+            v.detail().contains("expected 1.0, found 1.5"),
+            "{}",
+            v.detail()
+        );
     }
 
     #[test]
     fn tolerance_by_dtype() {
-        let rule = spec(Rule::Tolerance { dtype: "bfloat16".into(), scale: 1.0 });
-        assert_eq!(judge(&rule, &compare(|s| s.max_rel_err = Some(0.01))), Verdict::Pass);
+        let rule = spec(Rule::Tolerance {
+            dtype: "bfloat16".into(),
+            scale: 1.0,
+        });
+        assert_eq!(
+            judge(&rule, &compare(|s| s.max_rel_err = Some(0.01))),
+            Verdict::Pass
+        );
         let v = judge(&rule, &compare(|s| s.max_rel_err = Some(0.5)));
         assert_eq!(v.fail_class(), Some(FailClass::Mismatch));
-        let strict = spec(Rule::Tolerance { dtype: "float32".into(), scale: 1.0 });
+        let strict = spec(Rule::Tolerance {
+            dtype: "float32".into(),
+            scale: 1.0,
+        });
         assert!(judge(&strict, &compare(|s| s.max_rel_err = Some(0.01))).is_problem());
-        let v = judge(&rule, &compare(|s| {
-            s.max_rel_err = None;
-            s.nonfinite_where_finite = 3;
-            s.mismatches = 3;
-        }));
+        let v = judge(
+            &rule,
+            &compare(|s| {
+                s.max_rel_err = None;
+                s.nonfinite_where_finite = 3;
+                s.mismatches = 3;
+            }),
+        );
         assert_eq!(v.fail_class(), Some(FailClass::NanInf));
-        let unknown = spec(Rule::Tolerance { dtype: "float7".into(), scale: 1.0 });
-        assert!(matches!(judge(&unknown, &compare(|s| s.max_rel_err = Some(0.0))), Verdict::Error { .. }));
+        let unknown = spec(Rule::Tolerance {
+            dtype: "float7".into(),
+            scale: 1.0,
+        });
+        assert!(matches!(
+            judge(&unknown, &compare(|s| s.max_rel_err = Some(0.0))),
+            Verdict::Error { .. }
+        ));
     }
 
     fn normal_stats(n: u64, mean: f64, var: f64, zeros: u64) -> Observation {
         obs(Measurement::Stats(SampleStats {
-            distribution: Distribution::Normal { mean: 0.0, std: 1.0 },
+            distribution: Distribution::Normal {
+                mean: 0.0,
+                std: 1.0,
+            },
             dtype: "float32".into(),
             n,
             mean,
@@ -403,7 +607,13 @@ mod tests {
         let rule = spec(Rule::Statistical { alpha: 1e-10 });
         let n = 1_000_000;
         // A few standard errors off is normal sampling noise.
-        assert_eq!(judge(&rule, &normal_stats(n, 4.0 / 1000.0, 1.0 + 4.0 * (2.0f64 / n as f64).sqrt(), 1)), Verdict::Pass);
+        assert_eq!(
+            judge(
+                &rule,
+                &normal_stats(n, 4.0 / 1000.0, 1.0 + 4.0 * (2.0f64 / n as f64).sqrt(), 1)
+            ),
+            Verdict::Pass
+        );
         let all_zero = judge(&rule, &normal_stats(n, 0.0, 0.0, n));
         assert_eq!(all_zero.fail_class(), Some(FailClass::AllZeros));
         let some_zero = judge(&rule, &normal_stats(n, 0.0, 0.9, n / 10));
@@ -431,6 +641,9 @@ mod tests {
     #[test]
     fn mismatched_rule_and_measurement_is_an_error_not_a_pass() {
         let rule = spec(Rule::BitExact);
-        assert!(matches!(judge(&rule, &obs(Measurement::Metrics)), Verdict::Error { .. }));
+        assert!(matches!(
+            judge(&rule, &obs(Measurement::Metrics)),
+            Verdict::Error { .. }
+        ));
     }
 }

@@ -251,11 +251,21 @@ mod tests {
               "metrics":{"bytes":64}},
             "elapsed_s":0.5}"#;
         let event: WorkerEvent = serde_json::from_str(line).unwrap();
-        let WorkerEvent::Result { outcome: Outcome::Observed { observation }, device, .. } = event else {
+        let WorkerEvent::Result {
+            outcome: Outcome::Observed { observation },
+            device,
+            ..
+        } = event
+        else {
             panic!("wrong variant: {event:?}");
         };
         assert_eq!(device, DeviceRef::Gpu(0));
-        let Measurement::Compare(CompareStats { mismatches, all_zero_trials, .. }) = observation.measurement else {
+        let Measurement::Compare(CompareStats {
+            mismatches,
+            all_zero_trials,
+            ..
+        }) = observation.measurement
+        else {
             panic!("wrong measurement");
         };
         assert_eq!((mismatches, all_zero_trials), (3, 1));
@@ -263,15 +273,28 @@ mod tests {
 
     #[test]
     fn skip_and_error_events_parse() {
-        let skip: WorkerEvent =
-            serde_json::from_str(r#"{"event":"result","probe":"a.b","device":"cpu","outcome":"skip","reason":"no fp8"}"#)
-                .unwrap();
-        assert!(matches!(skip, WorkerEvent::Result { outcome: Outcome::Skip { .. }, .. }));
+        let skip: WorkerEvent = serde_json::from_str(
+            r#"{"event":"result","probe":"a.b","device":"cpu","outcome":"skip","reason":"no fp8"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            skip,
+            WorkerEvent::Result {
+                outcome: Outcome::Skip { .. },
+                ..
+            }
+        ));
         let err: WorkerEvent = serde_json::from_str(
             r#"{"event":"result","probe":"a.b","device":"cpu","outcome":"error","type":"RuntimeError","message":"boom"}"#,
         )
         .unwrap();
-        assert!(matches!(err, WorkerEvent::Result { outcome: Outcome::Error { .. }, .. }));
+        assert!(matches!(
+            err,
+            WorkerEvent::Result {
+                outcome: Outcome::Error { .. },
+                ..
+            }
+        ));
         let hello: WorkerEvent = serde_json::from_str(
             r#"{"event":"hello","protocol":1,"pid":5,"worker":"python","torch":null,"unusable":"No module named 'torch'"}"#,
         )
@@ -287,6 +310,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(spec.faults[0].when.max_bytes, Some(64));
-        assert!(serde_json::from_str::<FaultSpec>(r#"{"name":"z","op":"h2d","effect":{"kind":"zeros"},"typo":1}"#).is_err());
+        assert!(
+            serde_json::from_str::<FaultSpec>(
+                r#"{"name":"z","op":"h2d","effect":{"kind":"zeros"},"typo":1}"#
+            )
+            .is_err()
+        );
     }
 }

@@ -4,7 +4,8 @@ use gpuprobe_model::Report;
 
 /// The report as pretty JSON (what `check --json` prints and `report.json` holds).
 pub fn render(report: &Report) -> String {
-    serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"cannot serialize report: {e}\"}}"))
+    serde_json::to_string_pretty(report)
+        .unwrap_or_else(|e| format!("{{\"error\": \"cannot serialize report: {e}\"}}"))
 }
 
 /// The JSON Schema of the report, as published in `docs/report.schema.json`.

@@ -25,7 +25,12 @@ fn parse(id: &str) -> Option<Cell<'_>> {
     let to = parts.next()?;
     let method = parts.next()?;
     let place = parts.next()?;
-    Some(Cell { from, to, method, place })
+    Some(Cell {
+        from,
+        to,
+        method,
+        place,
+    })
 }
 
 /// Renders the matrix as a table: one row per (from, to, where), one column per method;
@@ -34,7 +39,9 @@ pub fn render(results: &[ProbeResult], style: Style) -> String {
     let mut methods: BTreeSet<&str> = BTreeSet::new();
     let mut rows: BTreeMap<(String, &str, &str, &str), BTreeMap<&str, String>> = BTreeMap::new();
     for result in results {
-        let Some(cell) = parse(result.probe.as_str()) else { continue };
+        let Some(cell) = parse(result.probe.as_str()) else {
+            continue;
+        };
         methods.insert(cell.method);
         let text = match &result.verdict {
             Verdict::Pass => style.good("ok"),
@@ -42,23 +49,43 @@ pub fn render(results: &[ProbeResult], style: Style) -> String {
             Verdict::Skip { .. } | Verdict::NotTested { .. } => style.dim("-"),
             other => style.bad(other.label()),
         };
-        rows.entry((result.device.to_string(), cell.from, cell.to, cell.place)).or_default().insert(cell.method, text);
+        rows.entry((result.device.to_string(), cell.from, cell.to, cell.place))
+            .or_default()
+            .insert(cell.method, text);
     }
     if rows.is_empty() {
         return String::new();
     }
     let mut table = comfy_table::Table::new();
     table.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
-    let mut header = vec!["device".to_string(), "from".into(), "to".into(), "where".into()];
+    let mut header = vec![
+        "device".to_string(),
+        "from".into(),
+        "to".into(),
+        "where".into(),
+    ];
     header.extend(methods.iter().map(|m| m.to_string()));
     table.set_header(header);
     for ((device, from, to, place), cells) in &rows {
-        let mut row = vec![device.clone(), from.to_string(), to.to_string(), place.to_string()];
-        row.extend(methods.iter().map(|m| cells.get(m).cloned().unwrap_or_default()));
+        let mut row = vec![
+            device.clone(),
+            from.to_string(),
+            to.to_string(),
+            place.to_string(),
+        ];
+        row.extend(
+            methods
+                .iter()
+                .map(|m| cells.get(m).cloned().unwrap_or_default()),
+        );
         table.add_row(row);
     }
     let mut out = String::new();
-    let _ = writeln!(out, "{}", style.bold("dtype conversions, measured (bit-exact against the CPU conversion)"));
+    let _ = writeln!(
+        out,
+        "{}",
+        style.bold("dtype conversions, measured (bit-exact against the CPU conversion)")
+    );
     let _ = writeln!(out, "{table}");
     out
 }

@@ -12,7 +12,11 @@ impl Style {
     pub const PLAIN: Style = Style { color: false };
 
     fn wrap(self, code: &str, text: &str) -> String {
-        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
     }
 
     /// Red, for failures.

@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 
 use comfy_table::presets::NOTHING;
 use comfy_table::{ContentArrangement, Table};
-use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
-use gpuprobe_model::finding::Finding;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use gpuprobe_model::Report;
+use gpuprobe_model::finding::Finding;
+use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
+use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
 use crate::style::Style;
 
@@ -26,7 +26,11 @@ pub struct TerminalOptions {
 
 impl Default for TerminalOptions {
     fn default() -> Self {
-        TerminalOptions { all: false, style: Style::PLAIN, width: None }
+        TerminalOptions {
+            all: false,
+            style: Style::PLAIN,
+            width: None,
+        }
     }
 }
 
@@ -47,10 +51,30 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
     for note in &report.notes {
         let _ = writeln!(out, "{}", style.dim(&format!("note: {note}")));
     }
-    let sim = if report.simulation.is_some() { " · SIMULATED results" } else { "" };
-    let report_path = report.run_dir.as_deref().map(|d| format!(" · full report: {d}/report.json")).unwrap_or_default();
-    let exit_line = format!("exit {} ({}){sim}{report_path}", report.exit_code, report.exit_status.describe());
-    let _ = writeln!(out, "{}", if report.exit_code == 0 { style.good(&exit_line) } else { style.bold(&exit_line) });
+    let sim = if report.simulation.is_some() {
+        " · SIMULATED results"
+    } else {
+        ""
+    };
+    let report_path = report
+        .run_dir
+        .as_deref()
+        .map(|d| format!(" · full report: {d}/report.json"))
+        .unwrap_or_default();
+    let exit_line = format!(
+        "exit {} ({}){sim}{report_path}",
+        report.exit_code,
+        report.exit_status.describe()
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        if report.exit_code == 0 {
+            style.good(&exit_line)
+        } else {
+            style.bold(&exit_line)
+        }
+    );
     out
 }
 
@@ -87,7 +111,15 @@ fn header(report: &Report, style: Style) -> String {
     }
     if let Some(sim) = &report.simulation {
         let names: Vec<&str> = sim.faults.iter().map(|f| f.name.as_str()).collect();
-        let _ = writeln!(out, "{}", style.banner(&format!(" SIMULATED faults ({}): {} ", sim.source, names.join(", "))));
+        let _ = writeln!(
+            out,
+            "{}",
+            style.banner(&format!(
+                " SIMULATED faults ({}): {} ",
+                sim.source,
+                names.join(", ")
+            ))
+        );
     }
     let devices: std::collections::BTreeSet<_> = report.results.iter().map(|r| r.device).collect();
     let _ = writeln!(
@@ -103,7 +135,11 @@ fn header(report: &Report, style: Style) -> String {
 
 fn human_bytes(bytes: u64) -> String {
     let gib = bytes as f64 / (1u64 << 30) as f64;
-    if gib >= 1.0 { format!("{gib:.1} GiB") } else { format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64) }
+    if gib >= 1.0 {
+        format!("{gib:.1} GiB")
+    } else {
+        format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
 }
 
 fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
@@ -160,11 +196,25 @@ fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
     line
 }
 
+/// Longest detail shown in a table cell; the JSON report keeps the whole text.
+const DETAIL_WIDTH: usize = 180;
+
+fn clip(text: &str) -> String {
+    if text.chars().count() <= DETAIL_WIDTH {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(DETAIL_WIDTH - 1).collect();
+    format!("{kept}…")
+}
+
 fn verdict_cell(verdict: &Verdict, style: Style) -> String {
     let label = verdict.label();
     match verdict {
         Verdict::Pass => style.good("pass"),
-        Verdict::Fail { .. } | Verdict::Crash { .. } | Verdict::Hang { .. } | Verdict::Error { .. } => style.bad(label),
+        Verdict::Fail { .. }
+        | Verdict::Crash { .. }
+        | Verdict::Hang { .. }
+        | Verdict::Error { .. } => style.bad(label),
         Verdict::Skip { .. } | Verdict::NotTested { .. } => style.warn(label),
     }
 }
@@ -172,7 +222,9 @@ fn verdict_cell(verdict: &Verdict, style: Style) -> String {
 fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
     let style = options.style;
     let mut table = Table::new();
-    table.load_style(NOTHING).set_content_arrangement(ContentArrangement::Dynamic);
+    table
+        .load_style(NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic);
     if let Some(width) = options.width {
         table.set_width(width);
     }
@@ -182,13 +234,18 @@ fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
     // Problems first, in the order they were found; passes after them.
     sorted.sort_by_key(|r| !r.verdict.is_problem());
     for result in &sorted {
-        let show = result.verdict.is_problem() || (options.all && !matches!(result.verdict, Verdict::NotTested { .. } | Verdict::Skip { .. }));
+        let show = result.verdict.is_problem()
+            || (options.all
+                && !matches!(
+                    result.verdict,
+                    Verdict::NotTested { .. } | Verdict::Skip { .. }
+                ));
         if show {
             table.add_row(vec![
                 result.probe.to_string(),
                 result.device.to_string(),
                 verdict_cell(&result.verdict, style),
-                result.verdict.detail(),
+                clip(&result.verdict.detail()),
             ]);
             rows += 1;
         }
@@ -198,22 +255,41 @@ fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
     for result in results {
         match &result.verdict {
             Verdict::Skip { reason } => *grouped.entry(("SKIP", reason.clone())).or_default() += 1,
-            Verdict::NotTested { reason } => *grouped.entry(("NOT-TESTED", reason.clone())).or_default() += 1,
+            Verdict::NotTested { reason } => {
+                *grouped.entry(("NOT-TESTED", reason.clone())).or_default() += 1
+            }
             _ => {}
         }
     }
     for ((label, reason), count) in &grouped {
-        let verdict = if *label == "SKIP" { style.warn("SKIP") } else { style.warn("NOT-TESTED") };
-        table.add_row(vec![format!("{count} probe run(s)"), String::new(), verdict, reason.clone()]);
+        let verdict = if *label == "SKIP" {
+            style.warn("SKIP")
+        } else {
+            style.warn("NOT-TESTED")
+        };
+        table.add_row(vec![
+            format!("{count} probe run(s)"),
+            String::new(),
+            verdict,
+            clip(reason),
+        ]);
         rows += 1;
     }
-    let passed = results.iter().filter(|r| matches!(r.verdict, Verdict::Pass)).count();
+    let passed = results
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Pass))
+        .count();
     let mut out = String::new();
     if rows > 0 {
         let _ = writeln!(out, "{table}");
     }
     if passed > 0 && !options.all {
-        let _ = writeln!(out, " {} {}", style.good(&format!("{passed} passed")), style.dim("(--all to list)"));
+        let _ = writeln!(
+            out,
+            " {} {}",
+            style.good(&format!("{passed} passed")),
+            style.dim("(--all to list)")
+        );
     }
     if results.is_empty() {
         let _ = writeln!(out, " no probe ran");
@@ -235,12 +311,44 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
             gpuprobe_model::Confidence::Suspected => " (suspected)",
             _ => "",
         };
-        let _ = writeln!(out, " {symbol} {:<9} {} [{}]{confidence}", finding.layer.name(), finding.title, finding.id);
+        let _ = writeln!(
+            out,
+            " {symbol} {:<9} {} [{}]{confidence}",
+            finding.layer.name(),
+            finding.title,
+            finding.id
+        );
+        if finding.confidence == gpuprobe_model::Confidence::Suspected && finding.source == "kb" {
+            // A suspicion gets one line: what would settle it.
+            let _ = writeln!(
+                out,
+                "   {:<9} {}",
+                "",
+                style.dim(&format!(
+                    "conditions hold but no probe result confirms it; gpuprobe kb show {}",
+                    finding.id
+                ))
+            );
+            continue;
+        }
         for evidence in finding.evidence.iter().take(4) {
-            let _ = writeln!(out, "   {:<9} {}", "", style.dim(&format!("{}: {}", evidence.kind, evidence.text)));
+            let _ = writeln!(
+                out,
+                "   {:<9} {}",
+                "",
+                style.dim(&format!("{}: {}", evidence.kind, evidence.text))
+            );
         }
         if finding.evidence.len() > 4 {
-            let _ = writeln!(out, "   {:<9} {}", "", style.dim(&format!("… {} more pieces of evidence in the JSON report", finding.evidence.len() - 4)));
+            let _ = writeln!(
+                out,
+                "   {:<9} {}",
+                "",
+                style.dim(&format!(
+                    "… {} more pieces of evidence in the JSON report",
+                    finding.evidence.len() - 4
+                ))
+            );
         }
         if !finding.remedies.is_empty() {
             let remedies: Vec<String> = finding
@@ -250,7 +358,11 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                 .map(|r| {
                     let tags = r.cost.tags();
                     let what = r.setting.clone().unwrap_or_else(|| r.description.clone());
-                    if tags.is_empty() { what } else { format!("{what} ({})", tags.join(", ")) }
+                    if tags.is_empty() {
+                        what
+                    } else {
+                        format!("{what} ({})", tags.join(", "))
+                    }
                 })
                 .collect();
             let _ = writeln!(out, "   {:<9} to try: {}", "", remedies.join(" · "));
@@ -259,7 +371,12 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
             let _ = writeln!(out, "   {:<9} → {step}", "");
         }
         if !finding.citations.is_empty() {
-            let _ = writeln!(out, "   {:<9} {}", "", style.dim(&format!("source: {}", finding.citations.join("; "))));
+            let _ = writeln!(
+                out,
+                "   {:<9} {}",
+                "",
+                style.dim(&format!("source: {}", finding.citations.join("; ")))
+            );
         }
     }
     out

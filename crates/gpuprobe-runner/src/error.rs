@@ -52,6 +52,10 @@ pub enum RunnerError {
 impl RunnerError {
     /// An I/O error with its context.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        RunnerError::Io { action, path: path.into(), source }
+        RunnerError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
     }
 }

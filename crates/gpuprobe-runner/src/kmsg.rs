@@ -12,8 +12,22 @@ use std::path::Path;
 
 /// Substrings that make a kernel log line worth keeping.
 const INTERESTING: &[&str] = &[
-    "amdgpu", "amdkfd", "kfd", "gfxhub", "mmhub", "page fault", "NVRM", "Xid", "segfault", "MES", "ring ",
-    "GPU reset", "gpu reset", "iommu", "IOMMU", "AMD-Vi",
+    "amdgpu",
+    "amdkfd",
+    "kfd",
+    "gfxhub",
+    "mmhub",
+    "page fault",
+    "NVRM",
+    "Xid",
+    "segfault",
+    "MES",
+    "ring ",
+    "GPU reset",
+    "gpu reset",
+    "iommu",
+    "IOMMU",
+    "AMD-Vi",
 ];
 
 /// Most lines returned per call, so a log storm cannot flood a report.
@@ -39,7 +53,8 @@ impl KernelLogWatcher {
             .custom_flags(nix::libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        file.seek(SeekFrom::End(0)).map_err(|e| format!("cannot seek {}: {e}", path.display()))?;
+        file.seek(SeekFrom::End(0))
+            .map_err(|e| format!("cannot seek {}: {e}", path.display()))?;
         Ok(KernelLogWatcher { file })
     }
 
@@ -72,9 +87,18 @@ impl KernelLogWatcher {
 fn format_record(line: &str) -> String {
     if let Some((header, message)) = line.split_once(';') {
         let fields: Vec<&str> = header.split(',').collect();
-        if fields.len() >= 3 && fields[..3].iter().all(|f| f.chars().all(|c| c.is_ascii_digit())) {
+        if fields.len() >= 3
+            && fields[..3]
+                .iter()
+                .all(|f| f.chars().all(|c| c.is_ascii_digit()))
+        {
             let usec: u64 = fields[2].parse().unwrap_or(0);
-            return format!("[{:>5}.{:06}] {}", usec / 1_000_000, usec % 1_000_000, message);
+            return format!(
+                "[{:>5}.{:06}] {}",
+                usec / 1_000_000,
+                usec % 1_000_000,
+                message
+            );
         }
     }
     line.to_string()
@@ -92,10 +116,19 @@ mod tests {
         std::fs::write(&path, "6,1,100,-;amdgpu: old line\n").unwrap();
         let mut watcher = KernelLogWatcher::open(&path).unwrap();
         let mut f = File::options().append(true).open(&path).unwrap();
-        writeln!(f, "3,2,5071443221,-;amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153)").unwrap();
+        writeln!(
+            f,
+            "3,2,5071443221,-;amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153)"
+        )
+        .unwrap();
         writeln!(f, "6,3,5071443300,-;usb 1-1: new device").unwrap();
         let lines = watcher.new_lines();
-        assert_eq!(lines, vec!["[ 5071.443221] amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153)"]);
+        assert_eq!(
+            lines,
+            vec![
+                "[ 5071.443221] amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153)"
+            ]
+        );
         assert!(watcher.new_lines().is_empty());
     }
 

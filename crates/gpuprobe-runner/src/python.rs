@@ -28,20 +28,35 @@ pub struct PythonChoice {
 /// Picks the interpreter. `explicit` is `--python`; `env` is the process environment.
 /// Fails only when nothing at all can be found; a path that exists but is broken is
 /// found here and reported by the worker that fails to start.
-pub fn find_python(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Result<PythonChoice, RunnerError> {
+pub fn find_python(
+    explicit: Option<&Path>,
+    env: &BTreeMap<String, String>,
+) -> Result<PythonChoice, RunnerError> {
     if let Some(path) = explicit {
-        return Ok(PythonChoice { executable: path.to_path_buf(), chosen_by: "--python".into() });
+        return Ok(PythonChoice {
+            executable: path.to_path_buf(),
+            chosen_by: "--python".into(),
+        });
     }
     if let Some(path) = env.get("GPUPROBE_PYTHON").filter(|p| !p.is_empty()) {
-        return Ok(PythonChoice { executable: PathBuf::from(path), chosen_by: "GPUPROBE_PYTHON".into() });
+        return Ok(PythonChoice {
+            executable: PathBuf::from(path),
+            chosen_by: "GPUPROBE_PYTHON".into(),
+        });
     }
     let mut tried = Vec::new();
-    for (var, names) in [("VIRTUAL_ENV", ["bin/python", "bin/python3"]), ("CONDA_PREFIX", ["bin/python", "bin/python3"])] {
+    for (var, names) in [
+        ("VIRTUAL_ENV", ["bin/python", "bin/python3"]),
+        ("CONDA_PREFIX", ["bin/python", "bin/python3"]),
+    ] {
         if let Some(prefix) = env.get(var).filter(|p| !p.is_empty()) {
             for name in names {
                 let candidate = Path::new(prefix).join(name);
                 if candidate.exists() {
-                    return Ok(PythonChoice { executable: candidate, chosen_by: var.into() });
+                    return Ok(PythonChoice {
+                        executable: candidate,
+                        chosen_by: var.into(),
+                    });
                 }
                 tried.push(candidate.display().to_string());
             }
@@ -51,20 +66,29 @@ pub fn find_python(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> R
         for dir in std::env::split_paths(path) {
             let candidate = dir.join("python3");
             if is_executable(&candidate) {
-                return Ok(PythonChoice { executable: candidate, chosen_by: "PATH".into() });
+                return Ok(PythonChoice {
+                    executable: candidate,
+                    chosen_by: "PATH".into(),
+                });
             }
         }
         tried.push("python3 on PATH".into());
     }
     Err(RunnerError::NoPython(format!(
         "tried {}; pass --python PATH or activate the environment you train with",
-        if tried.is_empty() { "nothing (no PATH)".to_string() } else { tried.join(", ") }
+        if tried.is_empty() {
+            "nothing (no PATH)".to_string()
+        } else {
+            tried.join(", ")
+        }
     )))
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// Writes the embedded `gpuprobe` Python package under `dir` (as `dir/gpuprobe/...`) and
@@ -103,7 +127,12 @@ pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> Wo
         "--event-fd".into(),
         gpuprobe_model::protocol::EVENT_FD.to_string().into(),
     ];
-    WorkerCommand { program: python.to_path_buf(), args, env: BTreeMap::new(), remove_env: Vec::new() }
+    WorkerCommand {
+        program: python.to_path_buf(),
+        args,
+        env: BTreeMap::new(),
+        remove_env: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -111,12 +140,16 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn explicit_wins() {
-        let choice = find_python(Some(Path::new("/x/python")), &env(&[("VIRTUAL_ENV", "/v")])).unwrap();
+        let choice =
+            find_python(Some(Path::new("/x/python")), &env(&[("VIRTUAL_ENV", "/v")])).unwrap();
         assert_eq!(choice.chosen_by, "--python");
     }
 
@@ -126,8 +159,14 @@ mod tests {
         let bin = dir.path().join("bin");
         fs::create_dir_all(&bin).unwrap();
         fs::write(bin.join("python"), "").unwrap();
-        let choice =
-            find_python(None, &env(&[("VIRTUAL_ENV", dir.path().to_str().unwrap()), ("PATH", "/usr/bin")])).unwrap();
+        let choice = find_python(
+            None,
+            &env(&[
+                ("VIRTUAL_ENV", dir.path().to_str().unwrap()),
+                ("PATH", "/usr/bin"),
+            ]),
+        )
+        .unwrap();
         assert_eq!(choice.chosen_by, "VIRTUAL_ENV");
         assert_eq!(choice.executable, bin.join("python"));
     }
@@ -140,7 +179,10 @@ mod tests {
 
     #[test]
     fn package_is_embedded_and_extracts() {
-        assert!(embedded_file_count() > 0, "the build embedded no Python files");
+        assert!(
+            embedded_file_count() > 0,
+            "the build embedded no Python files"
+        );
         let dir = tempfile::tempdir().unwrap();
         extract_package(dir.path()).unwrap();
         assert!(dir.path().join("gpuprobe/worker/main.py").is_file());
@@ -179,7 +221,10 @@ pub fn query_worker(
         match worker.next(deadline) {
             Next::TimedOut => {
                 worker.kill_hung();
-                return Err(format!("{program} did not answer within {} s", timeout.as_secs()));
+                return Err(format!(
+                    "{program} did not answer within {} s",
+                    timeout.as_secs()
+                ));
             }
             Next::Message(WorkerMessage::Event(event)) => {
                 let done = matches!(*event, WorkerEvent::Done);
@@ -192,16 +237,20 @@ pub fn query_worker(
             Next::Message(WorkerMessage::Garbage(_)) => {}
             Next::Message(WorkerMessage::Closed) => {
                 let exit = worker.wait();
-                if events.iter().any(|e| matches!(e, WorkerEvent::Catalog { .. } | WorkerEvent::Hello { .. }))
+                if events
+                    .iter()
+                    .any(|e| matches!(e, WorkerEvent::Catalog { .. } | WorkerEvent::Hello { .. }))
                     && exit.code == Some(0)
                 {
                     return Ok(events);
                 }
                 let tail = worker.tail();
-                let why = crate::supervisor::telling_line(&tail).unwrap_or_else(|| match (exit.signal, exit.code) {
-                    (Some(sig), _) => format!("killed by signal {sig}"),
-                    (None, Some(code)) => format!("exit code {code} and no output"),
-                    _ => "no output".into(),
+                let why = crate::supervisor::telling_line(&tail).unwrap_or_else(|| {
+                    match (exit.signal, exit.code) {
+                        (Some(sig), _) => format!("killed by signal {sig}"),
+                        (None, Some(code)) => format!("exit code {code} and no output"),
+                        _ => "no output".into(),
+                    }
                 });
                 return Err(format!("{program} failed: {why}"));
             }
@@ -222,7 +271,10 @@ pub fn fetch_catalog(
     for event in events {
         match event {
             WorkerEvent::Catalog { probes } => return Ok(probes),
-            WorkerEvent::Hello { unusable: Some(reason), .. } => unusable = Some(reason),
+            WorkerEvent::Hello {
+                unusable: Some(reason),
+                ..
+            } => unusable = Some(reason),
             _ => {}
         }
     }
@@ -246,7 +298,14 @@ pub fn fetch_env(
     match query_worker(command_for, plan_path, WorkerMode::Env, timeout) {
         Ok(events) => {
             for event in events {
-                if let WorkerEvent::Hello { python_version, torch, unusable, packages, .. } = event {
+                if let WorkerEvent::Hello {
+                    python_version,
+                    torch,
+                    unusable,
+                    packages,
+                    ..
+                } = event
+                {
                     env.version = python_version;
                     env.torch = torch;
                     env.torch_error = unusable;

@@ -35,15 +35,21 @@ impl RunDir {
         if path.join(PLAN_FILE).exists() {
             return Err(RunnerError::BadRunDir {
                 path: path.to_path_buf(),
-                reason: "it already holds a run; use --resume to finish it or choose another directory".into(),
+                reason:
+                    "it already holds a run; use --resume to finish it or choose another directory"
+                        .into(),
             });
         }
-        fs::create_dir_all(path.join("workers")).map_err(|e| RunnerError::io("cannot create run directory", path, e))?;
+        fs::create_dir_all(path.join("workers"))
+            .map_err(|e| RunnerError::io("cannot create run directory", path, e))?;
         // Prove it is writable now rather than after the first probe.
         let probe = path.join(".write-test");
-        fs::write(&probe, b"").map_err(|e| RunnerError::io("cannot write in run directory", path, e))?;
+        fs::write(&probe, b"")
+            .map_err(|e| RunnerError::io("cannot write in run directory", path, e))?;
         let _ = fs::remove_file(probe);
-        Ok(RunDir { path: path.to_path_buf() })
+        Ok(RunDir {
+            path: path.to_path_buf(),
+        })
     }
 
     /// Opens an existing run directory (for `--resume`).
@@ -54,8 +60,11 @@ impl RunDir {
                 reason: format!("no {PLAN_FILE}: not a gpuprobe run directory"),
             });
         }
-        fs::create_dir_all(path.join("workers")).map_err(|e| RunnerError::io("cannot write in", path, e))?;
-        Ok(RunDir { path: path.to_path_buf() })
+        fs::create_dir_all(path.join("workers"))
+            .map_err(|e| RunnerError::io("cannot write in", path, e))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+        })
     }
 
     /// The directory.
@@ -82,9 +91,12 @@ impl RunDir {
     /// Reads `name` as JSON.
     pub fn read_json<T: DeserializeOwned>(&self, name: &str) -> Result<T, RunnerError> {
         let path = self.path.join(name);
-        let text = fs::read_to_string(&path).map_err(|e| RunnerError::io("cannot read", &path, e))?;
-        serde_json::from_str(&text)
-            .map_err(|e| RunnerError::BadRunDir { path: path.clone(), reason: format!("{name} is not valid: {e}") })
+        let text =
+            fs::read_to_string(&path).map_err(|e| RunnerError::io("cannot read", &path, e))?;
+        serde_json::from_str(&text).map_err(|e| RunnerError::BadRunDir {
+            path: path.clone(),
+            reason: format!("{name} is not valid: {e}"),
+        })
     }
 
     /// Appends one result and syncs it to disk before returning.
@@ -98,8 +110,10 @@ impl RunDir {
             .append(true)
             .open(&path)
             .map_err(|e| RunnerError::io("cannot open", &path, e))?;
-        file.write_all(line.as_bytes()).map_err(|e| RunnerError::io("cannot append to", &path, e))?;
-        file.sync_data().map_err(|e| RunnerError::io("cannot sync", &path, e))?;
+        file.write_all(line.as_bytes())
+            .map_err(|e| RunnerError::io("cannot append to", &path, e))?;
+        file.sync_data()
+            .map_err(|e| RunnerError::io("cannot sync", &path, e))?;
         Ok(())
     }
 
@@ -155,10 +169,14 @@ mod tests {
     fn results_survive_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(&dir.path().join("run")).unwrap();
-        run.write_json(PLAN_FILE, &serde_json::json!({"x": 1})).unwrap();
+        run.write_json(PLAN_FILE, &serde_json::json!({"x": 1}))
+            .unwrap();
         run.append_result(&result("a.b")).unwrap();
         run.append_result(&result("a.c")).unwrap();
-        let mut f = File::options().append(true).open(run.path().join(RESULTS_FILE)).unwrap();
+        let mut f = File::options()
+            .append(true)
+            .open(run.path().join(RESULTS_FILE))
+            .unwrap();
         f.write_all(br#"{"probe":"a.d","dev"#).unwrap();
         let (results, skipped) = RunDir::open(run.path()).unwrap().load_results().unwrap();
         assert_eq!(results.len(), 2);
@@ -172,7 +190,12 @@ mod tests {
         run.write_json(PLAN_FILE, &1).unwrap();
         assert!(RunDir::create(dir.path()).is_err());
         let other = tempfile::tempdir().unwrap();
-        assert!(RunDir::open(other.path()).unwrap_err().to_string().contains("not a gpuprobe run"));
+        assert!(
+            RunDir::open(other.path())
+                .unwrap_err()
+                .to_string()
+                .contains("not a gpuprobe run")
+        );
     }
 
     #[test]

@@ -14,13 +14,40 @@ use crate::error::RunnerError;
 
 /// Operations a fault can target.
 pub const KNOWN_OPS: &[&str] = &[
-    "h2d", "d2h", "d2d", "convert", "randn", "randn_like", "rand", "randint", "randperm", "multinomial", "matmul",
-    "reduce", "elementwise", "conv", "sdpa", "alloc", "collective", "save_load", "dataloader", "any",
+    "h2d",
+    "d2h",
+    "d2d",
+    "convert",
+    "randn",
+    "randn_like",
+    "rand",
+    "randint",
+    "randperm",
+    "multinomial",
+    "matmul",
+    "reduce",
+    "elementwise",
+    "conv",
+    "sdpa",
+    "alloc",
+    "collective",
+    "save_load",
+    "dataloader",
+    "any",
 ];
 
 /// Corruptions a fault can apply.
-pub const KNOWN_EFFECTS: &[&str] =
-    &["zeros", "partial_zeros", "nan", "bitflip", "stale", "crash", "hang", "exception", "oom"];
+pub const KNOWN_EFFECTS: &[&str] = &[
+    "zeros",
+    "partial_zeros",
+    "nan",
+    "bitflip",
+    "stale",
+    "crash",
+    "hang",
+    "exception",
+    "oom",
+];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,7 +73,9 @@ pub fn presets() -> Vec<Preset> {
         .iter()
         .map(|(file, text)| Preset {
             name: file.trim_end_matches(".toml").to_string(),
-            description: toml::from_str::<FaultFile>(text).map(|f| f.description).unwrap_or_default(),
+            description: toml::from_str::<FaultFile>(text)
+                .map(|f| f.description)
+                .unwrap_or_default(),
         })
         .collect()
 }
@@ -56,8 +85,9 @@ pub fn presets() -> Vec<Preset> {
 pub fn resolve(spec: &str) -> Result<SimulationSpec, RunnerError> {
     let mut faults = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (origin, text) = if let Some((_, text)) =
-            embedded::SIMULATION_PRESETS.iter().find(|(file, _)| file.trim_end_matches(".toml") == part)
+        let (origin, text) = if let Some((_, text)) = embedded::SIMULATION_PRESETS
+            .iter()
+            .find(|(file, _)| file.trim_end_matches(".toml") == part)
         {
             (format!("preset {part}"), text.to_string())
         } else if part.ends_with(".toml") || Path::new(part).exists() {
@@ -73,26 +103,44 @@ pub fn resolve(spec: &str) -> Result<SimulationSpec, RunnerError> {
                 reason: format!("neither a preset nor a file; presets: {}", names.join(", ")),
             });
         };
-        let file: FaultFile = toml::from_str(&text)
-            .map_err(|e| RunnerError::Simulation { spec: origin.clone(), reason: e.to_string() })?;
+        let file: FaultFile = toml::from_str(&text).map_err(|e| RunnerError::Simulation {
+            spec: origin.clone(),
+            reason: e.to_string(),
+        })?;
         if file.fault.is_empty() {
-            return Err(RunnerError::Simulation { spec: origin, reason: "it defines no [[fault]]".into() });
+            return Err(RunnerError::Simulation {
+                spec: origin,
+                reason: "it defines no [[fault]]".into(),
+            });
         }
         for fault in &file.fault {
-            validate(fault).map_err(|reason| RunnerError::Simulation { spec: origin.clone(), reason })?;
+            validate(fault).map_err(|reason| RunnerError::Simulation {
+                spec: origin.clone(),
+                reason,
+            })?;
         }
         faults.extend(file.fault);
     }
     if faults.is_empty() {
-        return Err(RunnerError::Simulation { spec: spec.to_string(), reason: "no faults given".into() });
+        return Err(RunnerError::Simulation {
+            spec: spec.to_string(),
+            reason: "no faults given".into(),
+        });
     }
-    Ok(SimulationSpec { source: spec.to_string(), faults })
+    Ok(SimulationSpec {
+        source: spec.to_string(),
+        faults,
+    })
 }
 
 fn validate(fault: &FaultSpec) -> Result<(), String> {
     let name = &fault.name;
     if !KNOWN_OPS.contains(&fault.op.as_str()) {
-        return Err(format!("fault {name:?}: unknown op {:?} (known: {})", fault.op, KNOWN_OPS.join(", ")));
+        return Err(format!(
+            "fault {name:?}: unknown op {:?} (known: {})",
+            fault.op,
+            KNOWN_OPS.join(", ")
+        ));
     }
     if !KNOWN_EFFECTS.contains(&fault.effect.kind.as_str()) {
         return Err(format!(
@@ -104,14 +152,23 @@ fn validate(fault: &FaultSpec) -> Result<(), String> {
     if let Some(fraction) = fault.effect.fraction
         && !(fraction > 0.0 && fraction <= 1.0)
     {
-        return Err(format!("fault {name:?}: fraction must be in (0, 1], got {fraction}"));
+        return Err(format!(
+            "fault {name:?}: fraction must be in (0, 1], got {fraction}"
+        ));
     }
-    for setting in fault.cured_by.iter().chain(&fault.cured_by_all).chain(&fault.only_when_set) {
-        let valid = setting
-            .split_once('=')
-            .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    for setting in fault
+        .cured_by
+        .iter()
+        .chain(&fault.cured_by_all)
+        .chain(&fault.only_when_set)
+    {
+        let valid = setting.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
         if !valid {
-            return Err(format!("fault {name:?}: setting {setting:?} is not NAME=VALUE"));
+            return Err(format!(
+                "fault {name:?}: setting {setting:?} is not NAME=VALUE"
+            ));
         }
     }
     Ok(())
@@ -124,11 +181,18 @@ mod tests {
     #[test]
     fn every_preset_resolves() {
         let all = presets();
-        assert!(all.len() >= 5, "expected the field-note presets, got {all:?}");
+        assert!(
+            all.len() >= 5,
+            "expected the field-note presets, got {all:?}"
+        );
         for preset in all {
             let spec = resolve(&preset.name).unwrap_or_else(|e| panic!("{}: {e}", preset.name));
             assert!(!spec.faults.is_empty());
-            assert!(!preset.description.is_empty(), "{} has no description", preset.name);
+            assert!(
+                !preset.description.is_empty(),
+                "{} has no description",
+                preset.name
+            );
         }
     }
 
@@ -145,13 +209,31 @@ mod tests {
         assert_eq!(spec.faults[0].effect.kind, "nan");
 
         let bad = dir.path().join("bad.toml");
-        std::fs::write(&bad, "[[fault]]\nname = \"x\"\nop = \"teleport\"\neffect = { kind = \"nan\" }\n").unwrap();
-        assert!(resolve(bad.to_str().unwrap()).unwrap_err().to_string().contains("unknown op"));
+        std::fs::write(
+            &bad,
+            "[[fault]]\nname = \"x\"\nop = \"teleport\"\neffect = { kind = \"nan\" }\n",
+        )
+        .unwrap();
+        assert!(
+            resolve(bad.to_str().unwrap())
+                .unwrap_err()
+                .to_string()
+                .contains("unknown op")
+        );
 
         let typo = dir.path().join("typo.toml");
-        std::fs::write(&typo, "[[fault]]\nname = \"x\"\nop = \"h2d\"\neffect = { kind = \"nan\" }\ncured = []\n").unwrap();
+        std::fs::write(
+            &typo,
+            "[[fault]]\nname = \"x\"\nop = \"h2d\"\neffect = { kind = \"nan\" }\ncured = []\n",
+        )
+        .unwrap();
         assert!(resolve(typo.to_str().unwrap()).is_err());
 
-        assert!(resolve("no-such-preset").unwrap_err().to_string().contains("presets:"));
+        assert!(
+            resolve("no-such-preset")
+                .unwrap_err()
+                .to_string()
+                .contains("presets:")
+        );
     }
 }

@@ -219,11 +219,18 @@ fn run_one_worker(
     let command = match make_command(&tasks) {
         Ok(command) => command,
         Err(err) => {
-            finish_all(remaining, &format!("cannot prepare worker: {err}"), on_event);
+            finish_all(
+                remaining,
+                &format!("cannot prepare worker: {err}"),
+                on_event,
+            );
             return true;
         }
     };
-    let log_path = config.log_dir.as_ref().map(|dir| dir.join(format!("worker-{worker_number}.log")));
+    let log_path = config
+        .log_dir
+        .as_ref()
+        .map(|dir| dir.join(format!("worker-{worker_number}.log")));
     let mut worker = match RunningWorker::spawn(&command, log_path.as_deref()) {
         Ok(worker) => worker,
         Err(err) => {
@@ -249,12 +256,16 @@ fn run_one_worker(
                 }
                 match running.take() {
                     Some(run) => {
-                        let task = remaining.remove(run.index).expect("running task is in remaining");
+                        let task = remaining
+                            .remove(run.index)
+                            .expect("running task is in remaining");
                         let kernel = read_kernel_log(&mut kernel_log);
                         on_event(SupervisorEvent::Finished(RawResult {
                             probe: task.spec.id.clone(),
                             device: task.device,
-                            outcome: RawOutcome::Hang { timeout_s: run.timeout_s },
+                            outcome: RawOutcome::Hang {
+                                timeout_s: run.timeout_s,
+                            },
                             elapsed_s: Some(run.started.elapsed().as_secs_f64()),
                             output_tail: tail,
                             kernel_log: kernel,
@@ -279,7 +290,9 @@ fn run_one_worker(
                             on_event(SupervisorEvent::Finished(RawResult {
                                 probe: task.spec.id.clone(),
                                 device: task.device,
-                                outcome: RawOutcome::Hang { timeout_s: config.between_probes_timeout.as_secs_f64() },
+                                outcome: RawOutcome::Hang {
+                                    timeout_s: config.between_probes_timeout.as_secs_f64(),
+                                },
                                 elapsed_s: None,
                                 output_tail: tail,
                                 kernel_log: read_kernel_log(&mut kernel_log),
@@ -304,30 +317,58 @@ fn run_one_worker(
                     deadline = Instant::now() + config.between_probes_timeout;
                 }
                 WorkerEvent::Begin { probe, device } => {
-                    let Some(index) = remaining.iter().position(|t| t.spec.id == probe && t.device == device) else {
-                        on_event(SupervisorEvent::Log(format!("worker began an unplanned probe {probe} on {device}")));
+                    let Some(index) = remaining
+                        .iter()
+                        .position(|t| t.spec.id == probe && t.device == device)
+                    else {
+                        on_event(SupervisorEvent::Log(format!(
+                            "worker began an unplanned probe {probe} on {device}"
+                        )));
                         continue;
                     };
                     let timeout_s = remaining[index].spec.timeout_s * config.timeout_scale;
-                    running = Some(Running { index, started: Instant::now(), timeout_s });
+                    running = Some(Running {
+                        index,
+                        started: Instant::now(),
+                        timeout_s,
+                    });
                     deadline = Instant::now() + Duration::from_secs_f64(timeout_s.max(0.001));
                     on_event(SupervisorEvent::Started(probe, device));
                 }
-                WorkerEvent::Result { probe, device, outcome, elapsed_s } => {
-                    let Some(index) = remaining.iter().position(|t| t.spec.id == probe && t.device == device) else {
-                        on_event(SupervisorEvent::Log(format!("worker reported an unplanned probe {probe} on {device}")));
+                WorkerEvent::Result {
+                    probe,
+                    device,
+                    outcome,
+                    elapsed_s,
+                } => {
+                    let Some(index) = remaining
+                        .iter()
+                        .position(|t| t.spec.id == probe && t.device == device)
+                    else {
+                        on_event(SupervisorEvent::Log(format!(
+                            "worker reported an unplanned probe {probe} on {device}"
+                        )));
                         continue;
                     };
-                    let started = running.take().filter(|r| r.index == index).map(|r| r.started);
+                    let started = running
+                        .take()
+                        .filter(|r| r.index == index)
+                        .map(|r| r.started);
                     let task = remaining.remove(index).expect("index is valid");
                     let elapsed = elapsed_s.or_else(|| started.map(|s| s.elapsed().as_secs_f64()));
                     let is_error = matches!(outcome, Outcome::Error { .. });
                     let raw = match outcome {
                         Outcome::Observed { observation } => RawOutcome::Observed(observation),
                         Outcome::Skip { reason } => RawOutcome::Skip(reason),
-                        Outcome::Error { error_type, message, traceback } => {
-                            RawOutcome::Error { error_type, message, traceback }
-                        }
+                        Outcome::Error {
+                            error_type,
+                            message,
+                            traceback,
+                        } => RawOutcome::Error {
+                            error_type,
+                            message,
+                            traceback,
+                        },
                     };
                     on_event(SupervisorEvent::Finished(RawResult {
                         probe: task.spec.id.clone(),
@@ -345,7 +386,11 @@ fn run_one_worker(
                 }
                 WorkerEvent::Done => {
                     worker.wait();
-                    finish_all(remaining, "the worker finished without running this probe", on_event);
+                    finish_all(
+                        remaining,
+                        "the worker finished without running this probe",
+                        on_event,
+                    );
                     return true;
                 }
                 WorkerEvent::Catalog { .. } => {}
@@ -354,14 +399,18 @@ fn run_one_worker(
                 garbage_lines += 1;
                 if garbage_lines <= 3 {
                     let shown: String = line.chars().take(200).collect();
-                    on_event(SupervisorEvent::Log(format!("ignored a non-protocol line from the worker: {shown}")));
+                    on_event(SupervisorEvent::Log(format!(
+                        "ignored a non-protocol line from the worker: {shown}"
+                    )));
                 }
             }
             WorkerMessage::Closed => {
                 let exit = worker.wait();
                 let tail = worker.tail();
                 if let Some(run) = running.take() {
-                    let task = remaining.remove(run.index).expect("running task is in remaining");
+                    let task = remaining
+                        .remove(run.index)
+                        .expect("running task is in remaining");
                     on_event(SupervisorEvent::Finished(RawResult {
                         probe: task.spec.id.clone(),
                         device: task.device,
@@ -392,14 +441,21 @@ fn run_one_worker(
     }
 }
 
-fn finish_all(remaining: &mut VecDeque<Task>, reason: &str, on_event: &mut dyn FnMut(SupervisorEvent)) {
+fn finish_all(
+    remaining: &mut VecDeque<Task>,
+    reason: &str,
+    on_event: &mut dyn FnMut(SupervisorEvent),
+) {
     for task in remaining.drain(..) {
         on_event(SupervisorEvent::Finished(not_tested(&task, reason)));
     }
 }
 
 fn read_kernel_log(watcher: &mut Option<&mut KernelLogWatcher>) -> Vec<String> {
-    watcher.as_deref_mut().map(|w| w.new_lines()).unwrap_or_default()
+    watcher
+        .as_deref_mut()
+        .map(|w| w.new_lines())
+        .unwrap_or_default()
 }
 
 fn crash_outcome(exit: WorkerExit, tail: &[String]) -> RawOutcome {
@@ -456,7 +512,10 @@ pub fn telling_line(tail: &[String]) -> Option<String> {
             return Some(line.trim().to_string());
         }
     }
-    tail.iter().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
+    tail.iter()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
 }
 
 #[cfg(test)]
@@ -474,8 +533,15 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        assert!(telling_line(&tail).unwrap().starts_with("Memory access fault"));
-        assert_eq!(telling_line(&["a".into(), "b".into()]).as_deref(), Some("b"));
+        assert!(
+            telling_line(&tail)
+                .unwrap()
+                .starts_with("Memory access fault")
+        );
+        assert_eq!(
+            telling_line(&["a".into(), "b".into()]).as_deref(),
+            Some("b")
+        );
         assert_eq!(telling_line(&[]), None);
     }
 }

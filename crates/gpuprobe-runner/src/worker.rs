@@ -70,7 +70,10 @@ pub struct WorkerExit {
 
 impl From<ExitStatus> for WorkerExit {
     fn from(status: ExitStatus) -> Self {
-        WorkerExit { code: status.code(), signal: status.signal() }
+        WorkerExit {
+            code: status.code(),
+            signal: status.signal(),
+        }
     }
 }
 
@@ -87,7 +90,10 @@ impl RunningWorker {
     /// `log` (when given) and kept in a tail.
     pub fn spawn(cmd: &WorkerCommand, log: Option<&Path>) -> Result<RunningWorker, RunnerError> {
         let (event_reader, event_writer) =
-            std::io::pipe().map_err(|source| RunnerError::Spawn { program: cmd.program.clone(), source })?;
+            std::io::pipe().map_err(|source| RunnerError::Spawn {
+                program: cmd.program.clone(),
+                source,
+            })?;
         let mut command = Command::new(&cmd.program);
         command
             .args(&cmd.args)
@@ -102,10 +108,17 @@ impl RunningWorker {
         }
         command.envs(&cmd.env);
         command
-            .fd_mappings(vec![FdMapping { parent_fd: event_writer.into(), child_fd: EVENT_FD }])
-            .map_err(|_| RunnerError::Protocol("event descriptor collides with another mapping".into()))?;
-        let mut child =
-            command.spawn().map_err(|source| RunnerError::Spawn { program: cmd.program.clone(), source })?;
+            .fd_mappings(vec![FdMapping {
+                parent_fd: event_writer.into(),
+                child_fd: EVENT_FD,
+            }])
+            .map_err(|_| {
+                RunnerError::Protocol("event descriptor collides with another mapping".into())
+            })?;
+        let mut child = command.spawn().map_err(|source| RunnerError::Spawn {
+            program: cmd.program.clone(),
+            source,
+        })?;
         // The command still owns our copy of the pipe's write end; drop it so that the
         // reader sees end-of-file when the worker exits.
         drop(command);
@@ -123,10 +136,20 @@ impl RunningWorker {
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
         let mut readers = Vec::new();
         if let Some(stdout) = child.stdout.take() {
-            readers.push(spawn_output_reader(stdout, "out", tail.clone(), log_file.clone()));
+            readers.push(spawn_output_reader(
+                stdout,
+                "out",
+                tail.clone(),
+                log_file.clone(),
+            ));
         }
         if let Some(stderr) = child.stderr.take() {
-            readers.push(spawn_output_reader(stderr, "err", tail.clone(), log_file.clone()));
+            readers.push(spawn_output_reader(
+                stderr,
+                "err",
+                tail.clone(),
+                log_file.clone(),
+            ));
         }
         let (sender, events) = mpsc::channel();
         readers.push(thread::spawn(move || {
@@ -146,7 +169,12 @@ impl RunningWorker {
             }
             let _ = sender.send(WorkerMessage::Closed);
         }));
-        Ok(RunningWorker { child, events, tail, readers })
+        Ok(RunningWorker {
+            child,
+            events,
+            tail,
+            readers,
+        })
     }
 
     /// The worker's process id.
@@ -166,7 +194,10 @@ impl RunningWorker {
 
     /// The last lines the worker printed (stdout and stderr interleaved as they arrived).
     pub fn tail(&self) -> Vec<String> {
-        self.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default()
+        self.tail
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Ends a hung worker: asks it for a traceback (SIGUSR1, which the Python worker
@@ -191,7 +222,12 @@ impl RunningWorker {
                     let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
                     match self.child.wait() {
                         Ok(status) => break status,
-                        Err(_) => return WorkerExit { code: None, signal: None },
+                        Err(_) => {
+                            return WorkerExit {
+                                code: None,
+                                signal: None,
+                            };
+                        }
                     }
                 }
             }
@@ -230,7 +266,9 @@ fn spawn_output_reader(
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
-            let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
+            let line = String::from_utf8_lossy(&buf)
+                .trim_end_matches(['\n', '\r'])
+                .to_string();
             if let Some(log) = &log
                 && let Ok(mut file) = log.lock()
             {

@@ -39,7 +39,11 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() { ExitStatus::UsageError.code() } else { 0 };
+            let code = if err.use_stderr() {
+                ExitStatus::UsageError.code()
+            } else {
+                0
+            };
             let _ = err.print();
             return ExitCode::from(code);
         }
@@ -62,5 +66,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

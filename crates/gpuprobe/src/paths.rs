@@ -20,5 +20,9 @@ pub fn runs_root(env: &BTreeMap<String, String>) -> PathBuf {
 
 /// A fresh run directory path under the default root.
 pub fn new_run_dir(env: &BTreeMap<String, String>, command: &str) -> PathBuf {
-    runs_root(env).join(format!("{command}-{}-{}", file_stamp(SystemTime::now()), std::process::id()))
+    runs_root(env).join(format!(
+        "{command}-{}-{}",
+        file_stamp(SystemTime::now()),
+        std::process::id()
+    ))
 }

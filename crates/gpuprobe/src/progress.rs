@@ -21,25 +21,44 @@ impl ProgressView {
             bar.set_draw_target(ProgressDrawTarget::stderr());
         }
         bar.set_style(
-            ProgressStyle::with_template("{prefix} {bar:24} {pos}/{len} probes  {elapsed_precise}  {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{prefix} {bar:24} {pos}/{len} probes  {elapsed_precise}  {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_prefix(label.to_string());
-        ProgressView { bar, verbose, label: label.to_string() }
+        ProgressView {
+            bar,
+            verbose,
+            label: label.to_string(),
+        }
     }
 
     /// Updates the view.
     pub fn update(&self, event: &Progress<'_>) {
         match event {
             Progress::Planned(n) => self.bar.inc_length(*n as u64),
-            Progress::Started(probe, device) => self.bar.set_message(format!("{probe} on {device}")),
+            Progress::Started(probe, device) => {
+                self.bar.set_message(format!("{probe} on {device}"))
+            }
             Progress::Finished(result) => {
                 self.bar.inc(1);
                 if result.verdict.is_problem() {
-                    let line = format!("{:<10} {} on {}: {}", result.verdict.label(), result.probe, result.device, result.verdict.detail());
+                    let line = format!(
+                        "{:<10} {} on {}: {}",
+                        result.verdict.label(),
+                        result.probe,
+                        result.device,
+                        result.verdict.detail()
+                    );
                     self.bar.println(line);
                 } else if self.verbose && !matches!(result.verdict, Verdict::Pass) {
-                    self.bar.println(format!("{:<10} {}: {}", result.verdict.label(), result.probe, result.verdict.detail()));
+                    self.bar.println(format!(
+                        "{:<10} {}: {}",
+                        result.verdict.label(),
+                        result.probe,
+                        result.verdict.detail()
+                    ));
                 }
             }
             Progress::Log(message) => {

@@ -17,7 +17,10 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 fn parts(at: SystemTime) -> (i64, u32, u32, u64, u64, u64) {
-    let secs = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
     (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
@@ -43,7 +46,13 @@ mod tests {
     #[test]
     fn known_dates() {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_341_845)), "2026-11-22T10:04:05Z");
-        assert_eq!(file_stamp(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00-00-00");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_341_845)),
+            "2026-11-22T10:04:05Z"
+        );
+        assert_eq!(
+            file_stamp(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00-00-00"
+        );
     }
 }

@@ -357,6 +357,11 @@ fn any_of_alternatives_pick_the_dkms_strix_halo_stack() {
 fn missing_gpu_facts_leave_matches_suspected() {
     let mut fp = amd_host("gfx1100", false, "6.17.0-19-generic", "2.9.0+rocm7.0.2");
     fp.gpus.clear();
+    // On the live machine no GPU means no GPU: GPU-specific entries do not apply.
+    fp.source = "live".into();
+    assert!(matched(&run(&fp, &[]), "RKB-013").is_none());
+    // In pasted logs it only means the logs did not show one.
+    fp.source = "triage".into();
     let matches = run(&fp, &[]);
     let m = matched(&matches, "RKB-013").expect("ROCm 7.0.x matches on versions alone");
     assert_eq!(m.status, MatchStatus::Suspected);

@@ -48,8 +48,11 @@ fn parse_devices(text: &str) -> Result<DeviceRequest> {
     }
     let mut devices = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let device = DeviceRef::parse(part)
-            .ok_or_else(|| user_error(format!("--device: {part:?} is not `all`, `cpu` or a GPU index")))?;
+        let device = DeviceRef::parse(part).ok_or_else(|| {
+            user_error(format!(
+                "--device: {part:?} is not `all`, `cpu` or a GPU index"
+            ))
+        })?;
         if !devices.contains(&device) {
             devices.push(device);
         }
@@ -74,7 +77,8 @@ struct Prepared {
 /// Runs `check`.
 pub fn run(args: CheckArgs) -> Result<ExitStatus> {
     if args.simulate.as_deref() == Some("list") {
-        let mut out = String::from("simulation presets (use --simulate NAME[,NAME...] or a TOML file):\n");
+        let mut out =
+            String::from("simulation presets (use --simulate NAME[,NAME...] or a TOML file):\n");
         for preset in simulation::presets() {
             out.push_str(&format!("  {:<20} {}\n", preset.name, preset.description));
         }
@@ -91,7 +95,11 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
     let collector = {
         let env = env.clone();
         std::thread::spawn(move || {
-            gpuprobe_detect::collect(&gpuprobe_detect::Root::live(), &env, &super::env::live_options(true))
+            gpuprobe_detect::collect(
+                &gpuprobe_detect::Root::live(),
+                &env,
+                &super::env::live_options(true),
+            )
         })
     };
     let prepared = match &args.resume {
@@ -110,12 +118,23 @@ fn supervisor_config(args: &CheckArgs, run_dir: &RunDir) -> SupervisorConfig {
     }
 }
 
-fn prepare_new(args: &CheckArgs, env: &BTreeMap<String, String>, started_at: &str) -> Result<Prepared> {
+fn prepare_new(
+    args: &CheckArgs,
+    env: &BTreeMap<String, String>,
+    started_at: &str,
+) -> Result<Prepared> {
     let tier = tier_of(args.tier);
     let device_request = parse_devices(&args.device)?;
-    let simulate: Option<SimulationSpec> =
-        args.simulate.as_deref().map(simulation::resolve).transpose().map_err(|e| user_error(e.to_string()))?;
-    let run_path = args.run_dir.clone().unwrap_or_else(|| paths::new_run_dir(env, "check"));
+    let simulate: Option<SimulationSpec> = args
+        .simulate
+        .as_deref()
+        .map(simulation::resolve)
+        .transpose()
+        .map_err(|e| user_error(e.to_string()))?;
+    let run_path = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| paths::new_run_dir(env, "check"));
     let run_dir = RunDir::create(&run_path).map_err(|e| user_error(e.to_string()))?;
     let mut notes = Vec::new();
 
@@ -128,7 +147,10 @@ fn prepare_new(args: &CheckArgs, env: &BTreeMap<String, String>, started_at: &st
     };
     let package_dir = python::extract_package(&run_dir.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
-    let catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &mut notes);
+    let mut catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &mut notes);
+    if !args.no_native {
+        catalog.extend(gpuprobe_gpu::native_catalog());
+    }
 
     let selected = engine::select(&catalog, tier, &args.only);
     if selected.is_empty() && !catalog.is_empty() {
@@ -141,7 +163,15 @@ fn prepare_new(args: &CheckArgs, env: &BTreeMap<String, String>, started_at: &st
     let devices = initial_devices(&device_request, simulate.is_some(), &mut notes);
     let tasks: Vec<PlannedTask> = devices
         .iter()
-        .flat_map(|device| selected.iter().map(move |spec| PlannedTask { spec: spec.clone(), device: *device }))
+        .flat_map(|device| {
+            selected
+                .iter()
+                .filter(move |spec| applies_to(spec, *device))
+                .map(move |spec| PlannedTask {
+                    spec: spec.clone(),
+                    device: *device,
+                })
+        })
         .collect();
     let plan = RunPlan {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -161,7 +191,9 @@ fn prepare_new(args: &CheckArgs, env: &BTreeMap<String, String>, started_at: &st
         tasks,
         started_at: started_at.to_string(),
     };
-    run_dir.write_json(PLAN_FILE, &plan).map_err(|e| user_error(e.to_string()))?;
+    run_dir
+        .write_json(PLAN_FILE, &plan)
+        .map_err(|e| user_error(e.to_string()))?;
     let config = EngineConfig {
         python: python.clone(),
         package_dir: Some(package_dir),
@@ -170,26 +202,97 @@ fn prepare_new(args: &CheckArgs, env: &BTreeMap<String, String>, started_at: &st
         simulate,
         settings: Settings::default(),
         supervisor: supervisor_config(args, &run_dir),
-        options: BTreeMap::new(),
+        options: native_library_hints(python.as_ref()),
     };
-    Ok(Prepared { run_dir, plan, config, catalog, device_request, notes, python })
+    Ok(Prepared {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        notes,
+        python,
+    })
 }
 
-fn prepare_resume(dir: &Path, args: &CheckArgs, env: &BTreeMap<String, String>) -> Result<Prepared> {
+/// Native probes test a GPU runtime: they do not apply to the CPU as device under test.
+fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
+    !(spec.backend == Backend::Native && device == DeviceRef::Cpu)
+}
+
+/// Where the native worker should also look for GPU runtime libraries: the user's
+/// site-packages (pip-installed ROCm and CUDA libraries) and torch's own `lib`, derived
+/// from the interpreter's location without starting it.
+fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde_json::Value> {
+    let mut options = BTreeMap::new();
+    let Some(prefix) = python
+        .and_then(|p| p.executable.parent())
+        .and_then(Path::parent)
+    else {
+        return options;
+    };
+    let mut sites: Vec<String> = Vec::new();
+    for lib in ["lib", "lib64"] {
+        let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with("python3") {
+                let site = entry.path().join("site-packages");
+                if site.is_dir() {
+                    sites.push(site.display().to_string());
+                }
+            }
+        }
+    }
+    sites.sort();
+    if let Some(torch_lib) = sites
+        .iter()
+        .map(|s| Path::new(s).join("torch/lib"))
+        .find(|p| p.is_dir())
+    {
+        options.insert(
+            "torch_lib_dir".into(),
+            serde_json::json!(torch_lib.display().to_string()),
+        );
+    }
+    if !sites.is_empty() {
+        options.insert("site_packages".into(), serde_json::json!(sites));
+    }
+    options
+}
+
+fn prepare_resume(
+    dir: &Path,
+    args: &CheckArgs,
+    env: &BTreeMap<String, String>,
+) -> Result<Prepared> {
     let run_dir = RunDir::open(dir).map_err(|e| user_error(e.to_string()))?;
-    let plan: RunPlan = run_dir.read_json(PLAN_FILE).map_err(|e| user_error(e.to_string()))?;
+    let plan: RunPlan = run_dir
+        .read_json(PLAN_FILE)
+        .map_err(|e| user_error(e.to_string()))?;
     let mut notes = vec![format!("resumed run started {}", plan.started_at)];
     let python = match (&args.python, &plan.python) {
-        (Some(p), _) => Some(PythonChoice { executable: p.clone(), chosen_by: "--python".into() }),
+        (Some(p), _) => Some(PythonChoice {
+            executable: p.clone(),
+            chosen_by: "--python".into(),
+        }),
         (None, Some(p)) => Some(PythonChoice {
             executable: PathBuf::from(p),
-            chosen_by: plan.python_chosen_by.clone().unwrap_or_else(|| "plan".into()),
+            chosen_by: plan
+                .python_chosen_by
+                .clone()
+                .unwrap_or_else(|| "plan".into()),
         }),
         (None, None) => python::find_python(None, env).ok(),
     };
     let package_dir = python::extract_package(&run_dir.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
-    let catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &mut notes);
+    let mut catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &mut notes);
+    if plan.native {
+        catalog.extend(gpuprobe_gpu::native_catalog());
+    }
     let device_request = match &plan.devices {
         None => DeviceRequest::All,
         Some(list) => DeviceRequest::Listed(list.clone()),
@@ -202,21 +305,40 @@ fn prepare_resume(dir: &Path, args: &CheckArgs, env: &BTreeMap<String, String>) 
         simulate: plan.simulate.clone(),
         settings: plan.settings.clone(),
         supervisor: supervisor_config(args, &run_dir),
-        options: BTreeMap::new(),
+        options: native_library_hints(python.as_ref()),
     };
-    Ok(Prepared { run_dir, plan, config, catalog, device_request, notes, python })
+    Ok(Prepared {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        notes,
+        python,
+    })
 }
 
 /// The Python probe catalogue, from the user's interpreter, or from any `python3` when that
 /// one cannot even start (the probes are then listed and reported NOT-TESTED with the
 /// reason instead of vanishing).
-fn python_catalog(python: Option<&PythonChoice>, package_dir: &Path, run_dir: &RunDir, notes: &mut Vec<String>) -> Vec<ProbeSpec> {
+fn python_catalog(
+    python: Option<&PythonChoice>,
+    package_dir: &Path,
+    run_dir: &RunDir,
+    notes: &mut Vec<String>,
+) -> Vec<ProbeSpec> {
     let plan_path = run_dir.workers_dir().join("catalog.json");
     let timeout = Duration::from_secs(60);
-    let mut candidates: Vec<PathBuf> = python.map(|p| vec![p.executable.clone()]).unwrap_or_default();
+    let mut candidates: Vec<PathBuf> = python
+        .map(|p| vec![p.executable.clone()])
+        .unwrap_or_default();
     candidates.push(PathBuf::from("python3"));
     for (i, interpreter) in candidates.iter().enumerate() {
-        let result = python::fetch_catalog(|plan| python::worker_command(interpreter, package_dir, plan), &plan_path, timeout);
+        let result = python::fetch_catalog(
+            |plan| python::worker_command(interpreter, package_dir, plan),
+            &plan_path,
+            timeout,
+        );
         match result {
             Ok(catalog) => {
                 if i > 0 {
@@ -233,12 +355,18 @@ fn python_catalog(python: Option<&PythonChoice>, package_dir: &Path, run_dir: &R
 /// The devices to plan before any worker has reported: the listed ones, or GPU 0 (the
 /// worker's hello then says how many GPUs there are). With simulation on a machine
 /// without a GPU, the CPU is the device under test.
-fn initial_devices(request: &DeviceRequest, simulate: bool, notes: &mut Vec<String>) -> Vec<DeviceRef> {
+fn initial_devices(
+    request: &DeviceRequest,
+    simulate: bool,
+    notes: &mut Vec<String>,
+) -> Vec<DeviceRef> {
     match request {
         DeviceRequest::Listed(list) => list.clone(),
         DeviceRequest::All => {
             if simulate && !gpu_present() {
-                notes.push("no GPU on this machine: simulating on the CPU as the device under test".into());
+                notes.push(
+                    "no GPU on this machine: simulating on the CPU as the device under test".into(),
+                );
                 vec![DeviceRef::Cpu]
             } else {
                 vec![DeviceRef::Gpu(0)]
@@ -250,12 +378,18 @@ fn initial_devices(request: &DeviceRequest, simulate: bool, notes: &mut Vec<Stri
 /// Whether this machine shows any AMD or NVIDIA GPU (PCI display controllers or device
 /// nodes), without loading any GPU library.
 fn gpu_present() -> bool {
-    if Path::new("/dev/kfd").exists() || Path::new("/dev/nvidia0").exists() || Path::new("/dev/dxg").exists() {
+    if Path::new("/dev/kfd").exists()
+        || Path::new("/dev/nvidia0").exists()
+        || Path::new("/dev/dxg").exists()
+    {
         return true;
     }
-    let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") else { return false };
+    let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") else {
+        return false;
+    };
     entries.flatten().any(|entry| {
-        let read = |name: &str| std::fs::read_to_string(entry.path().join(name)).unwrap_or_default();
+        let read =
+            |name: &str| std::fs::read_to_string(entry.path().join(name)).unwrap_or_default();
         let class = read("class");
         let vendor = read("vendor");
         class.trim().starts_with("0x03") && matches!(vendor.trim(), "0x1002" | "0x10de")
@@ -270,10 +404,22 @@ fn execute_and_report(
     started: Instant,
     started_at: &str,
 ) -> Result<ExitStatus> {
-    let Prepared { run_dir, mut plan, config, catalog, device_request, mut notes, python } = prepared;
-    let (previous, torn) = run_dir.load_results().map_err(|e| user_error(e.to_string()))?;
+    let Prepared {
+        run_dir,
+        mut plan,
+        config,
+        catalog,
+        device_request,
+        mut notes,
+        python,
+    } = prepared;
+    let (previous, torn) = run_dir
+        .load_results()
+        .map_err(|e| user_error(e.to_string()))?;
     if torn > 0 {
-        notes.push(format!("{torn} unreadable line(s) in results.jsonl were ignored (a run killed mid-write)"));
+        notes.push(format!(
+            "{torn} unreadable line(s) in results.jsonl were ignored (a run killed mid-write)"
+        ));
     }
     let lanes = plan.remaining_lanes(&previous);
     let view = ProgressView::new(&format!("{} tier", plan.tier.name()), args.verbose);
@@ -287,10 +433,18 @@ fn execute_and_report(
     let mut added_tasks: Vec<PlannedTask> = Vec::new();
     let mut expand = |backend: Backend, device: DeviceRef, hello: &WorkerEvent| -> Vec<Lane> {
         // Device 0's Python worker tells how many GPUs torch sees; plan the others.
-        if device_request != DeviceRequest::All || backend != Backend::Python || device != DeviceRef::Gpu(0) {
+        if device_request != DeviceRequest::All
+            || backend != Backend::Python
+            || device != DeviceRef::Gpu(0)
+        {
             return Vec::new();
         }
-        let WorkerEvent::Hello { torch: Some(torch), .. } = hello else { return Vec::new() };
+        let WorkerEvent::Hello {
+            torch: Some(torch), ..
+        } = hello
+        else {
+            return Vec::new();
+        };
         let mut lanes = Vec::new();
         for info in torch.devices.iter().skip(1) {
             let device = DeviceRef::Gpu(info.index);
@@ -298,13 +452,25 @@ fn execute_and_report(
                 continue;
             }
             planned_devices.push(device);
-            let tasks: Vec<Task> = selected.iter().map(|spec| Task { spec: spec.clone(), device }).collect();
-            added_tasks.extend(tasks.iter().map(|t| PlannedTask { spec: t.spec.clone(), device }));
+            let tasks: Vec<Task> = selected
+                .iter()
+                .filter(|spec| applies_to(spec, device))
+                .map(|spec| Task {
+                    spec: spec.clone(),
+                    device,
+                })
+                .collect();
+            added_tasks.extend(tasks.iter().map(|t| PlannedTask {
+                spec: t.spec.clone(),
+                device,
+            }));
             lanes.extend(engine::lanes_for(tasks));
         }
         lanes
     };
-    let execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| view.update(&event));
+    let execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
+        view.update(&event)
+    });
     view.finish();
     if !added_tasks.is_empty() {
         plan.tasks.extend(added_tasks);
@@ -319,13 +485,18 @@ fn execute_and_report(
 
     let mut results = previous;
     results.extend(execution.results);
-    let mut fingerprint = collector.join().unwrap_or_else(|_| Fingerprint { source: "live".into(), ..Default::default() });
+    let mut fingerprint = collector.join().unwrap_or_else(|_| Fingerprint {
+        source: "live".into(),
+        ..Default::default()
+    });
     if let Some(python_env) = python_env_from(python.as_ref(), &execution.hellos) {
         gpuprobe_detect::merge_python(&mut fingerprint, python_env);
     }
     let knowledge = super::kb::load(None)?;
-    let kb_findings: Vec<_> =
-        gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results).iter().map(|m| m.to_finding()).collect();
+    let kb_findings: Vec<_> = gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results)
+        .iter()
+        .map(|m| m.to_finding())
+        .collect();
     let findings = gpuprobe_doctor::diagnose::assemble(
         gpuprobe_doctor::diagnose::diagnose(&results, &fingerprint),
         kb_findings,
@@ -350,17 +521,33 @@ fn execute_and_report(
         exit_code: exit_status.code(),
         notes,
     };
-    run_dir.write_json(REPORT_FILE, &report).map_err(|e| user_error(e.to_string()))?;
+    run_dir
+        .write_json(REPORT_FILE, &report)
+        .map_err(|e| user_error(e.to_string()))?;
 
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{}", gpuprobe_report::json::render(&report))?;
     } else {
-        let style = Style { color: std::io::stdout().is_terminal() && !env.contains_key("NO_COLOR") };
-        let options = TerminalOptions { all: args.all, style, width: None };
-        write!(stdout, "{}", gpuprobe_report::terminal::render(&report, options))?;
+        let style = Style {
+            color: std::io::stdout().is_terminal() && !env.contains_key("NO_COLOR"),
+        };
+        let options = TerminalOptions {
+            all: args.all,
+            style,
+            width: None,
+        };
+        write!(
+            stdout,
+            "{}",
+            gpuprobe_report::terminal::render(&report, options)
+        )?;
         if args.matrix {
-            write!(stdout, "{}", gpuprobe_report::matrix::render(&report.results, style))?;
+            write!(
+                stdout,
+                "{}",
+                gpuprobe_report::matrix::render(&report.results, style)
+            )?;
         }
     }
     Ok(exit_status)
@@ -368,9 +555,13 @@ fn execute_and_report(
 
 /// The exit status a set of results earns (docs/exit-codes.md).
 fn exit_status_for(results: &[ProbeResult], findings: &[gpuprobe_model::Finding]) -> ExitStatus {
-    let judged = results.iter().any(|r| r.verdict.is_judged() || r.verdict.is_problem());
+    let judged = results
+        .iter()
+        .any(|r| r.verdict.is_judged() || r.verdict.is_problem());
     if results.iter().any(|r| r.verdict.is_problem())
-        || findings.iter().any(|f| f.severity == gpuprobe_model::Severity::Error)
+        || findings
+            .iter()
+            .any(|f| f.severity == gpuprobe_model::Severity::Error)
     {
         ExitStatus::ProblemsFound
     } else if !judged {
@@ -381,7 +572,10 @@ fn exit_status_for(results: &[ProbeResult], findings: &[gpuprobe_model::Finding]
 }
 
 /// The interpreter and framework as the Python workers reported them.
-fn python_env_from(python: Option<&PythonChoice>, hellos: &[engine::HelloRecord]) -> Option<PythonEnv> {
+fn python_env_from(
+    python: Option<&PythonChoice>,
+    hellos: &[engine::HelloRecord],
+) -> Option<PythonEnv> {
     let choice = python?;
     let mut python_env = PythonEnv {
         executable: choice.executable.display().to_string(),
@@ -393,7 +587,18 @@ fn python_env_from(python: Option<&PythonChoice>, hellos: &[engine::HelloRecord]
         .iter()
         .filter(|h| h.backend == Backend::Python)
         .max_by_key(|h| matches!(&h.event, WorkerEvent::Hello { torch: Some(_), .. }));
-    if let Some(engine::HelloRecord { event: WorkerEvent::Hello { python_version, torch, unusable, packages, .. }, .. }) = hello {
+    if let Some(engine::HelloRecord {
+        event:
+            WorkerEvent::Hello {
+                python_version,
+                torch,
+                unusable,
+                packages,
+                ..
+            },
+        ..
+    }) = hello
+    {
         python_env.version = python_version.clone();
         python_env.torch = torch.clone();
         python_env.torch_error = unusable.clone();
@@ -409,14 +614,21 @@ mod tests {
     #[test]
     fn device_lists() {
         assert_eq!(parse_devices("all").unwrap(), DeviceRequest::All);
-        assert_eq!(parse_devices("0,2,0").unwrap(), DeviceRequest::Listed(vec![DeviceRef::Gpu(0), DeviceRef::Gpu(2)]));
-        assert_eq!(parse_devices("cpu").unwrap(), DeviceRequest::Listed(vec![DeviceRef::Cpu]));
+        assert_eq!(
+            parse_devices("0,2,0").unwrap(),
+            DeviceRequest::Listed(vec![DeviceRef::Gpu(0), DeviceRef::Gpu(2)])
+        );
+        assert_eq!(
+            parse_devices("cpu").unwrap(),
+            DeviceRequest::Listed(vec![DeviceRef::Cpu])
+        );
         assert!(parse_devices("gpu").is_err());
     }
 
     #[test]
     fn exit_status_rules() {
         use gpuprobe_model::probe::{Layer, ProbeId};
+        use gpuprobe_model::verdict::Verdict;
         let result = |verdict| ProbeResult {
             probe: ProbeId::new("a.b"),
             device: DeviceRef::Gpu(0),
@@ -429,12 +641,24 @@ mod tests {
             settings: vec![],
             simulated: false,
         };
-        assert_eq!(exit_status_for(&[result(Verdict::Pass)], &[]), ExitStatus::AllPassed);
         assert_eq!(
-            exit_status_for(&[result(Verdict::Pass), result(Verdict::Hang { timeout_s: 1.0 })], &[]),
+            exit_status_for(&[result(Verdict::Pass)], &[]),
+            ExitStatus::AllPassed
+        );
+        assert_eq!(
+            exit_status_for(
+                &[
+                    result(Verdict::Pass),
+                    result(Verdict::Hang { timeout_s: 1.0 })
+                ],
+                &[]
+            ),
             ExitStatus::ProblemsFound
         );
-        assert_eq!(exit_status_for(&[result(Verdict::NotTested { reason: "x".into() })], &[]), ExitStatus::NothingTested);
+        assert_eq!(
+            exit_status_for(&[result(Verdict::NotTested { reason: "x".into() })], &[]),
+            ExitStatus::NothingTested
+        );
         assert_eq!(exit_status_for(&[], &[]), ExitStatus::NothingTested);
     }
 }

@@ -37,7 +37,10 @@ pub fn python_env(explicit: Option<&Path>) -> Option<PythonEnv> {
     let choice = match python::find_python(explicit, &env) {
         Ok(choice) => choice,
         Err(err) => {
-            return Some(PythonEnv { torch_error: Some(err.to_string()), ..PythonEnv::default() });
+            return Some(PythonEnv {
+                torch_error: Some(err.to_string()),
+                ..PythonEnv::default()
+            });
         }
     };
     let Some(scratch) = Scratch::new() else {
@@ -70,7 +73,11 @@ pub fn python_env(explicit: Option<&Path>) -> Option<PythonEnv> {
 
 /// Collection options for a live machine.
 pub fn live_options(run_tools: bool) -> CollectOptions {
-    CollectOptions { run_tools, tool_timeout: Duration::from_secs(5), read_kernel_log: true }
+    CollectOptions {
+        run_tools,
+        tool_timeout: Duration::from_secs(5),
+        read_kernel_log: true,
+    }
 }
 
 /// The live fingerprint, with the interpreter's view merged in.

@@ -30,7 +30,11 @@ fn print_diagnostics(loaded: &Loaded) {
 pub fn run(args: KbArgs) -> Result<ExitStatus> {
     let loaded = load(args.kb.as_deref())?;
     print_diagnostics(&loaded);
-    let broken = if loaded.diagnostics.is_empty() { ExitStatus::AllPassed } else { ExitStatus::UsageError };
+    let broken = if loaded.diagnostics.is_empty() {
+        ExitStatus::AllPassed
+    } else {
+        ExitStatus::UsageError
+    };
     let mut out = std::io::stdout().lock();
     match args.action {
         KbAction::List => {
@@ -42,7 +46,11 @@ pub fn run(args: KbArgs) -> Result<ExitStatus> {
                 .kb
                 .get(&id)
                 .or_else(|| loaded.kb.get(&id.to_ascii_uppercase()))
-                .ok_or_else(|| user_error(format!("no known issue {id:?}; `gpuprobe kb list` shows them all")))?;
+                .ok_or_else(|| {
+                    user_error(format!(
+                        "no known issue {id:?}; `gpuprobe kb list` shows them all"
+                    ))
+                })?;
             write!(out, "{}", gpuprobe_kb::render_entry(entry))?;
             Ok(broken)
         }
@@ -52,7 +60,11 @@ pub fn run(args: KbArgs) -> Result<ExitStatus> {
                 "{} entries valid, {} problem(s){}",
                 loaded.kb.len(),
                 loaded.diagnostics.len(),
-                if loaded.diagnostics.is_empty() { "" } else { " (listed on stderr)" }
+                if loaded.diagnostics.is_empty() {
+                    ""
+                } else {
+                    " (listed on stderr)"
+                }
             )?;
             Ok(broken)
         }
@@ -61,8 +73,9 @@ pub fn run(args: KbArgs) -> Result<ExitStatus> {
                 Some(path) => {
                     let text = std::fs::read_to_string(&path)
                         .map_err(|e| user_error(format!("cannot read {}: {e}", path.display())))?;
-                    let report: Report = serde_json::from_str(&text)
-                        .map_err(|e| user_error(format!("{} is not a gpuprobe report: {e}", path.display())))?;
+                    let report: Report = serde_json::from_str(&text).map_err(|e| {
+                        user_error(format!("{} is not a gpuprobe report: {e}", path.display()))
+                    })?;
                     (report.fingerprint, report.results)
                 }
                 None => (super::env::live_fingerprint(None, true), Vec::new()),

@@ -8,6 +8,8 @@ use crate::cli::Command;
 mod check;
 mod env;
 mod kb;
+mod memtest;
+mod native_worker;
 mod triage;
 
 /// Runs one command and returns the exit status it earned.
@@ -17,9 +19,8 @@ pub fn dispatch(command: Command) -> Result<ExitStatus> {
         Command::Env(args) => env::run(args),
         Command::Triage(args) => triage::run(args),
         Command::Kb(args) => kb::run(args),
-        Command::Memtest(_) | Command::NativeWorker(_) => {
-            Err(crate::user_error("this command is not available in this build"))
-        }
+        Command::Memtest(args) => memtest::run(args),
+        Command::NativeWorker(args) => native_worker::run(args),
     }
 }
 

@@ -4,9 +4,9 @@ use std::io::{Read, Write};
 
 use anyhow::Result;
 use gpuprobe_detect::{Recognized, Skipped, TriageInput};
-use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::finding::{Finding, Severity};
+use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_report::style::Style;
 use serde::Serialize;
 
@@ -28,20 +28,29 @@ pub fn run(args: TriageArgs) -> Result<ExitStatus> {
     for path in &args.files {
         let (name, bytes) = if path.as_os_str() == "-" {
             let mut bytes = Vec::new();
-            std::io::stdin().read_to_end(&mut bytes).map_err(|e| user_error(format!("cannot read stdin: {e}")))?;
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| user_error(format!("cannot read stdin: {e}")))?;
             ("stdin".to_string(), bytes)
         } else {
-            let bytes =
-                std::fs::read(path).map_err(|e| user_error(format!("cannot read {}: {e}", path.display())))?;
+            let bytes = std::fs::read(path)
+                .map_err(|e| user_error(format!("cannot read {}: {e}", path.display())))?;
             (path.display().to_string(), bytes)
         };
         // Pastes are often not clean UTF-8 (terminal junk): keep what can be read.
-        inputs.push(TriageInput { name, text: String::from_utf8_lossy(&bytes).into_owned() });
+        inputs.push(TriageInput {
+            name,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        });
     }
     let outcome = gpuprobe_detect::triage(&inputs);
     let loaded = super::kb::load(None)?;
     let mut findings = gpuprobe_kb::lint(&outcome.fingerprint);
-    findings.extend(gpuprobe_kb::match_all(&loaded.kb, &outcome.fingerprint, &[]).iter().map(|m| m.to_finding()));
+    findings.extend(
+        gpuprobe_kb::match_all(&loaded.kb, &outcome.fingerprint, &[])
+            .iter()
+            .map(|m| m.to_finding()),
+    );
     let mut out = std::io::stdout().lock();
     if args.json {
         let report = TriageReport {
@@ -54,8 +63,16 @@ pub fn run(args: TriageArgs) -> Result<ExitStatus> {
     } else {
         writeln!(out, "recognized:")?;
         for block in &outcome.recognized {
-            let command = block.command.as_deref().map(|c| format!(" (`{c}`)")).unwrap_or_default();
-            writeln!(out, "  {} {}: {}{command}: {}", block.input, block.lines, block.tool, block.summary)?;
+            let command = block
+                .command
+                .as_deref()
+                .map(|c| format!(" (`{c}`)"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  {} {}: {}{command}: {}",
+                block.input, block.lines, block.tool, block.summary
+            )?;
             for note in &block.notes {
                 writeln!(out, "      note: {note}")?;
             }
@@ -66,18 +83,36 @@ pub fn run(args: TriageArgs) -> Result<ExitStatus> {
         if !outcome.skipped.is_empty() {
             writeln!(out, "skipped:")?;
             for skipped in &outcome.skipped {
-                writeln!(out, "  {} {}: {}", skipped.input, skipped.lines, skipped.reason)?;
+                writeln!(
+                    out,
+                    "  {} {}: {}",
+                    skipped.input, skipped.lines, skipped.reason
+                )?;
             }
         }
         writeln!(out)?;
-        write!(out, "{}", gpuprobe_detect::render_text(&outcome.fingerprint))?;
+        write!(
+            out,
+            "{}",
+            gpuprobe_detect::render_text(&outcome.fingerprint)
+        )?;
         if !findings.is_empty() {
             writeln!(out)?;
-            write!(out, "{}", gpuprobe_report::terminal::render_findings(&findings, Style::PLAIN))?;
+            write!(
+                out,
+                "{}",
+                gpuprobe_report::terminal::render_findings(&findings, Style::PLAIN)
+            )?;
         }
     }
     if outcome.recognized.is_empty() {
-        return Err(user_error("no known tool output was recognized in the input"));
+        return Err(user_error(
+            "no known tool output was recognized in the input",
+        ));
     }
-    Ok(if findings.iter().any(|f| f.severity == Severity::Error) { ExitStatus::ProblemsFound } else { ExitStatus::AllPassed })
+    Ok(if findings.iter().any(|f| f.severity == Severity::Error) {
+        ExitStatus::ProblemsFound
+    } else {
+        ExitStatus::AllPassed
+    })
 }

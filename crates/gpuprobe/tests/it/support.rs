@@ -1,0 +1,101 @@
+//! Helpers shared by the integration tests.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use gpuprobe_model::Report;
+use gpuprobe_model::verdict::{ProbeResult, Verdict};
+
+/// The interpreter with a CPU PyTorch that the tests probe. Set up by `scripts/test.sh`;
+/// a missing one is a setup error, never a silently skipped test.
+pub fn python() -> PathBuf {
+    if let Some(path) = std::env::var_os("GPUPROBE_TEST_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "no test interpreter: run `bash scripts/test.sh` (it creates .venv with a CPU PyTorch) \
+         or set GPUPROBE_TEST_PYTHON to a python with torch installed"
+    );
+    venv
+}
+
+/// The gpuprobe binary under test.
+pub fn gpuprobe() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gpuprobe"));
+    // Tests must not depend on the developer's environment.
+    command
+        .env_remove("VIRTUAL_ENV")
+        .env_remove("CONDA_PREFIX")
+        .env_remove("GPUPROBE_PYTHON")
+        .env("NO_COLOR", "1");
+    command
+}
+
+/// Runs `gpuprobe check --json` with the test interpreter on the CPU, plus `extra`.
+pub fn check_json(run_dir: &Path, extra: &[&str]) -> (Output, Option<Report>) {
+    let output = gpuprobe()
+        .args(["check", "--json", "--device", "cpu", "--python"])
+        .arg(python())
+        .arg("--run-dir")
+        .arg(run_dir)
+        .args(extra)
+        .output()
+        .expect("gpuprobe runs");
+    let report = serde_json::from_slice::<Report>(&output.stdout).ok();
+    (output, report)
+}
+
+/// The report, or a panic that shows what gpuprobe printed.
+pub fn expect_report(output: &Output, report: Option<Report>) -> Report {
+    report.unwrap_or_else(|| {
+        panic!(
+            "no JSON report; exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The result of one probe on the CPU.
+pub fn result<'a>(report: &'a Report, probe: &str) -> &'a ProbeResult {
+    report
+        .results
+        .iter()
+        .find(|r| r.probe.as_str() == probe)
+        .unwrap_or_else(|| {
+            panic!(
+                "no result for {probe}; have {:?}",
+                report
+                    .results
+                    .iter()
+                    .map(|r| r.probe.as_str())
+                    .collect::<Vec<_>>()
+            )
+        })
+}
+
+/// Results whose verdict is a problem.
+pub fn problems(report: &Report) -> Vec<&ProbeResult> {
+    report
+        .results
+        .iter()
+        .filter(|r| r.verdict.is_problem())
+        .collect()
+}
+
+/// Whether a verdict is PASS or SKIP.
+pub fn passed_or_skipped(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Pass | Verdict::Skip { .. })
+}
+
+/// Writes an executable script.
+pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
