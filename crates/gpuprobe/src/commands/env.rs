@@ -86,6 +86,8 @@ pub fn live_fingerprint(python: Option<&Path>, run_tools: bool) -> Fingerprint {
     let mut fingerprint = gpuprobe_detect::collect(&Root::live(), &env, &live_options(run_tools));
     if let Some(python_env) = python_env(python) {
         gpuprobe_detect::merge_python(&mut fingerprint, python_env);
+        // Runtime libraries that live next to torch (pip-installed ROCm/CUDA).
+        gpuprobe_detect::scan_python_libraries(&gpuprobe_detect::Root::live(), &mut fingerprint);
     }
     fingerprint
 }

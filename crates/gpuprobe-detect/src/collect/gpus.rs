@@ -1,0 +1,300 @@
+//! GPUs from sysfs and procfs: PCI display/3D controllers, the KFD topology (native ISA,
+//! CU count, render node), DRM memory sizes, VBIOS and readable firmware versions,
+//! libdrm's `amdgpu.ids` marketing names, and the NVIDIA driver's per-GPU information.
+
+use std::collections::BTreeMap;
+
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::fingerprint::{FirmwareVersion, GpuInfo, Vendor};
+
+use crate::isa;
+use crate::merge::{add_firmware, fill, merge_gpu, push_unique, unreadable};
+use crate::root::Root;
+use crate::text::{bdf_from_location, normalize_bdf, parse_int, pci_id};
+
+const AMD: u64 = 0x1002;
+const NVIDIA: u64 = 0x10de;
+const INTEL: u64 = 0x8086;
+
+pub(super) fn collect(root: &Root, fp: &mut Fingerprint) {
+    pci(root, fp);
+    kfd(root, fp);
+    drm(root, fp);
+    nvidia_proc(root, fp);
+    names(root, fp);
+}
+
+fn vendor_of(id: u64) -> Vendor {
+    match id {
+        AMD => Vendor::Amd,
+        NVIDIA => Vendor::Nvidia,
+        INTEL => Vendor::Intel,
+        _ => Vendor::Other,
+    }
+}
+
+/// Every PCI display controller (class 0x03xxxx), plus AMD/NVIDIA processing
+/// accelerators (class 0x12xxxx: some Instinct parts and virtual functions).
+fn pci(root: &Root, fp: &mut Fingerprint) {
+    let devices = match root.list("/sys/bus/pci/devices") {
+        Ok(d) => d,
+        Err(err) => {
+            unreadable(fp, "PCI devices (/sys/bus/pci/devices)", err.to_string());
+            return;
+        }
+    };
+    for name in devices {
+        let dir = format!("/sys/bus/pci/devices/{name}");
+        let Some(class) = root
+            .read_opt(&format!("{dir}/class"))
+            .and_then(|c| parse_int(&c))
+        else {
+            continue;
+        };
+        let vendor_id = root
+            .read_opt(&format!("{dir}/vendor"))
+            .and_then(|v| parse_int(&v))
+            .unwrap_or(0);
+        let base_class = class >> 16;
+        let is_gpu =
+            base_class == 0x03 || (base_class == 0x12 && (vendor_id == AMD || vendor_id == NVIDIA));
+        if !is_gpu {
+            continue;
+        }
+        let mut gpu = GpuInfo::new(vendor_of(vendor_id));
+        gpu.pci_bus = normalize_bdf(&name).or(Some(name.clone()));
+        gpu.pci_vendor_id = Some(pci_id(vendor_id));
+        gpu.pci_device_id = root
+            .read_opt(&format!("{dir}/device"))
+            .and_then(|d| parse_int(&d))
+            .map(pci_id);
+        gpu.pci_revision = root
+            .read_opt(&format!("{dir}/revision"))
+            .and_then(|r| parse_int(&r))
+            .map(|r| format!("0x{r:02x}"));
+        gpu.sources.push("pci".to_owned());
+        if let (Some(driver), Some(bus)) = (
+            root.link_name(&format!("{dir}/driver")),
+            gpu.pci_bus.clone(),
+        ) {
+            fp.extra.insert(format!("gpu.{bus}.kernel_driver"), driver);
+        }
+        merge_gpu(fp, gpu);
+    }
+}
+
+fn parse_properties(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let key = words.next()?;
+            let value = words.next()?.parse().ok()?;
+            Some((key.to_owned(), value))
+        })
+        .collect()
+}
+
+/// The KFD topology: one node per CPU and per GPU (or GPU partition).
+fn kfd(root: &Root, fp: &mut Fingerprint) {
+    const NODES: &str = "/sys/class/kfd/kfd/topology/nodes";
+    let amd_present = fp.gpus.iter().any(|g| g.vendor == Vendor::Amd);
+    let nodes = match root.list(NODES) {
+        Ok(n) => n,
+        Err(err) => {
+            if amd_present {
+                let reason = if root.exists("/sys/class/kfd") {
+                    err.to_string()
+                } else {
+                    "no /sys/class/kfd: the amdgpu compute interface (KFD) is not available"
+                        .to_owned()
+                };
+                unreadable(fp, "KFD topology (native ISA)", reason);
+            }
+            return;
+        }
+    };
+    for node in nodes {
+        let Ok(text) = root.read(&format!("{NODES}/{node}/properties")) else {
+            continue;
+        };
+        let props = parse_properties(&text);
+        let simd_count = props.get("simd_count").copied().unwrap_or(0);
+        if simd_count == 0 {
+            continue; // a CPU node
+        }
+        let mut gpu = GpuInfo::new(Vendor::Amd);
+        gpu.native_isa = props
+            .get("gfx_target_version")
+            .and_then(|v| isa::gfx_from_target_version(*v));
+        let domain = props.get("domain").copied().unwrap_or(0);
+        gpu.pci_bus = props.get("location_id").filter(|l| **l != 0).and_then(|l| {
+            bdf_from_location(
+                u32::try_from(domain).unwrap_or(u32::MAX),
+                u32::try_from(*l).unwrap_or(u32::MAX),
+            )
+        });
+        gpu.pci_device_id = props
+            .get("device_id")
+            .filter(|d| **d != 0)
+            .map(|d| pci_id(*d));
+        gpu.pci_vendor_id = props
+            .get("vendor_id")
+            .filter(|v| **v != 0)
+            .map(|v| pci_id(*v));
+        if let Some(per_cu) = props.get("simd_per_cu").filter(|s| **s > 0) {
+            gpu.compute_units = u32::try_from(simd_count / per_cu).ok();
+        }
+        gpu.render_node = props
+            .get("drm_render_minor")
+            .filter(|m| **m >= 128)
+            .map(|m| format!("renderD{m}"));
+        if props.get("cpu_cores_count").is_some_and(|c| *c > 0) {
+            // Older APUs expose one combined CPU+GPU node.
+            gpu.is_apu = Some(true);
+        }
+        gpu.sources.push("kfd".to_owned());
+        merge_gpu(fp, gpu);
+    }
+}
+
+fn read_bytes(root: &Root, path: &str) -> Option<u64> {
+    root.read_opt(path).and_then(|v| parse_int(&v))
+}
+
+/// DRM cards: memory sizes, VBIOS and firmware versions readable without root.
+fn drm(root: &Root, fp: &mut Fingerprint) {
+    let Ok(entries) = root.list("/sys/class/drm") else {
+        if fp.gpus.iter().any(|g| g.vendor == Vendor::Amd) {
+            unreadable(
+                fp,
+                "DRM devices (/sys/class/drm)",
+                "not present: VRAM/GTT sizes and VBIOS unknown",
+            );
+        }
+        return;
+    };
+    for entry in entries {
+        let is_card = entry.starts_with("card") && !entry.contains('-');
+        let is_render = entry.starts_with("renderD");
+        if !is_card && !is_render {
+            continue;
+        }
+        let base = format!("/sys/class/drm/{entry}/device");
+        let bus = root
+            .link_name(&base)
+            .and_then(|n| normalize_bdf(&n))
+            .or_else(|| {
+                root.read_opt(&format!("{base}/uevent"))?
+                    .lines()
+                    .find_map(|l| l.strip_prefix("PCI_SLOT_NAME=").and_then(normalize_bdf))
+            });
+        let Some(bus) = bus else { continue };
+        let Some(index) = fp
+            .gpus
+            .iter()
+            .position(|g| g.pci_bus.as_deref() == Some(bus.as_str()))
+        else {
+            continue;
+        };
+        if is_render {
+            fill(&mut fp.gpus[index].render_node, Some(entry.clone()));
+            continue;
+        }
+        let vram = read_bytes(root, &format!("{base}/mem_info_vram_total"));
+        let vis = read_bytes(root, &format!("{base}/mem_info_vis_vram_total"));
+        let gtt = read_bytes(root, &format!("{base}/mem_info_gtt_total"));
+        let vbios = root.read_opt(&format!("{base}/vbios_version"));
+        let mut firmware = Vec::new();
+        if let Ok(files) = root.list(&format!("{base}/fw_version")) {
+            for file in files {
+                let Some(component) = file.strip_suffix("_fw_version") else {
+                    continue;
+                };
+                if let Some(version) = root.read_opt(&format!("{base}/fw_version/{file}")) {
+                    firmware.push(FirmwareVersion {
+                        name: component.to_ascii_uppercase(),
+                        feature: None,
+                        version: version.to_ascii_lowercase(),
+                    });
+                }
+            }
+        }
+        let gpu = &mut fp.gpus[index];
+        fill(&mut gpu.drm_card, Some(entry.clone()));
+        fill(&mut gpu.vram_total_bytes, vram);
+        fill(&mut gpu.vis_vram_total_bytes, vis);
+        fill(&mut gpu.gtt_total_bytes, gtt);
+        fill(&mut gpu.vbios, vbios);
+        for fw in firmware {
+            add_firmware(gpu, fw);
+        }
+        push_unique(&mut gpu.sources, "drm".to_owned());
+    }
+}
+
+/// `/proc/driver/nvidia/gpus/<bus>/information`: `Model:`, `Bus Location:`, `Video BIOS:`.
+fn nvidia_proc(root: &Root, fp: &mut Fingerprint) {
+    let Ok(entries) = root.list("/proc/driver/nvidia/gpus") else {
+        return;
+    };
+    for entry in entries {
+        let Ok(text) = root.read(&format!("/proc/driver/nvidia/gpus/{entry}/information")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            text.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == name)
+                    .then(|| v.trim().to_owned())
+                    .filter(|v| !v.is_empty() && v != "??.??.??.??.??")
+            })
+        };
+        let mut gpu = GpuInfo::new(Vendor::Nvidia);
+        gpu.name = field("Model");
+        gpu.pci_bus = field("Bus Location")
+            .as_deref()
+            .and_then(normalize_bdf)
+            .or_else(|| normalize_bdf(&entry));
+        gpu.vbios = field("Video BIOS");
+        gpu.sources.push("nvidia-proc".to_owned());
+        merge_gpu(fp, gpu);
+    }
+}
+
+/// Marketing names for AMD GPUs from libdrm's `amdgpu.ids`.
+fn names(root: &Root, fp: &mut Fingerprint) {
+    if !fp
+        .gpus
+        .iter()
+        .any(|g| g.vendor == Vendor::Amd && g.name.is_none())
+    {
+        return;
+    }
+    let ids = [
+        "/usr/share/libdrm/amdgpu.ids",
+        "/opt/amdgpu/share/libdrm/amdgpu.ids",
+    ]
+    .iter()
+    .find_map(|p| root.read(p).ok())
+    .map(|text| isa::parse_amdgpu_ids(&text))
+    .unwrap_or_default();
+    for gpu in fp
+        .gpus
+        .iter_mut()
+        .filter(|g| g.vendor == Vendor::Amd && g.name.is_none())
+    {
+        let device = gpu
+            .pci_device_id
+            .as_deref()
+            .and_then(parse_int)
+            .and_then(|d| u16::try_from(d).ok());
+        let revision = gpu
+            .pci_revision
+            .as_deref()
+            .and_then(parse_int)
+            .and_then(|r| u8::try_from(r).ok());
+        if let Some(device) = device {
+            gpu.name = isa::lookup_amdgpu_ids(&ids, device, revision);
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The kernel log: `/dev/kmsg` read without blocking (each read returns one record,
+//! `prio,seq,usec,flags;message`, until the buffer is drained), else `dmesg` when tools
+//! may run. Reading it needs `CAP_SYSLOG` where `kernel.dmesg_restrict=1`; a denial is
+//! reported as unreadable. Only events of interest are kept (see `parse::kernel_log`).
+
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read};
+use std::time::Duration;
+
+use gpuprobe_model::Fingerprint;
+
+use super::tools;
+use crate::merge::unreadable;
+use crate::parse::kernel_log;
+use crate::root::{ReadError, Root};
+
+/// Stop reading after this much log text; the kernel ring buffer is far smaller.
+const MAX_BYTES: usize = 32 << 20;
+/// Keep at most this many events (a fault storm repeats the same lines thousands of times).
+const MAX_EVENTS: usize = 500;
+
+/// Reads `/dev/kmsg` until it would block.
+fn read_kmsg(root: &Root) -> Result<String, ReadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    root.check("/dev/kmsg")?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(root.path("/dev/kmsg"))?;
+    let mut out: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                // Records from the character device come one per read without a newline
+                // guarantee; make each its own line.
+                if out.last() != Some(&b'\n') {
+                    out.push(b'\n');
+                }
+                if out.len() > MAX_BYTES {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            // EPIPE: records were overwritten while reading; the next read continues.
+            Err(e) if e.raw_os_error() == Some(32) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(unescape_kmsg(&String::from_utf8_lossy(&out)))
+}
+
+/// `/dev/kmsg` escapes non-printable bytes as `\xNN` (a TAB becomes `\x09`).
+fn unescape_kmsg(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find("\\x") {
+        out.push_str(&rest[..pos]);
+        let hex = rest
+            .get(pos + 2..pos + 4)
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(byte) if byte.is_ascii() => {
+                out.push(char::from(byte));
+                rest = &rest[pos + 4..];
+            }
+            _ => {
+                out.push_str("\\x");
+                rest = &rest[pos + 2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+pub(super) fn collect(
+    root: &Root,
+    may_run_tools: bool,
+    timeout: Duration,
+    env: &BTreeMap<String, String>,
+    fp: &mut Fingerprint,
+) {
+    let text = match read_kmsg(root) {
+        Ok(text) => text,
+        Err(kmsg_err) => {
+            if !may_run_tools {
+                unreadable(fp, "kernel log (/dev/kmsg)", kmsg_err.to_string());
+                return;
+            }
+            match tools::run(env, "dmesg", &[], timeout) {
+                Ok(out) if !out.trim().is_empty() => out,
+                Ok(_) => {
+                    unreadable(
+                        fp,
+                        "kernel log",
+                        format!("/dev/kmsg: {kmsg_err}; dmesg printed nothing"),
+                    );
+                    return;
+                }
+                Err(err) => {
+                    unreadable(
+                        fp,
+                        "kernel log",
+                        format!("/dev/kmsg: {kmsg_err}; dmesg: {err}"),
+                    );
+                    return;
+                }
+            }
+        }
+    };
+    if let Ok(mut log) = kernel_log::parse(&text) {
+        if log.events.len() > MAX_EVENTS {
+            let dropped = log.events.len() - MAX_EVENTS;
+            log.events.drain(..dropped);
+            fp.extra.insert(
+                "kernel_log.events_dropped".to_owned(),
+                format!("{dropped} older events not kept"),
+            );
+        }
+        log.apply(fp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kmsg_escapes_are_undone() {
+        assert_eq!(
+            unescape_kmsg("amdgpu:\\x09 Faulty UTCL2"),
+            "amdgpu:\t Faulty UTCL2"
+        );
+        assert_eq!(unescape_kmsg("bad \\xZZ end \\x"), "bad \\xZZ end \\x");
+    }
+}

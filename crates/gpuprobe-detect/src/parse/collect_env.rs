@@ -1,0 +1,386 @@
+//! `python -m torch.utils.collect_env` output, ROCm and CUDA variants.
+//!
+//! Facts this parser relies on (real samples in `fixtures/collect_env/`): `Key: value`
+//! lines at the top; `GPU models and configuration` is `name (gcnArchName)` for torch's
+//! current device on ROCm, and `nvidia-smi -L` lines (`GPU 0: NVIDIA ...`, PCI order, not
+//! torch order) on CUDA; `cuDNN version: Probably one of the following:` is followed by
+//! paths; a `CPU:` section holds `lscpu` output; `Versions of relevant libraries:` lists
+//! `[pip3] name==version` and `[conda] name version ...` lines. A Python warning may
+//! precede `Collecting environment information...`.
+
+use std::collections::BTreeMap;
+
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::fingerprint::{
+    CudaInfo, GpuInfo, PythonEnv, RocmInfo, TorchDevice, TorchInfo, Vendor,
+};
+
+use super::ParseError;
+use crate::merge::{derive_gpu_facts, fill, merge_gpu, merge_python, nvidia_driver, push_unique};
+use crate::text::{body_lines, meaningful, split_key_value};
+
+/// Parsed collect_env output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CollectEnv {
+    /// `PyTorch version`.
+    pub torch_version: Option<String>,
+    /// `Is debug build`.
+    pub debug_build: Option<bool>,
+    /// `CUDA used to build PyTorch` (`torch.version.cuda`).
+    pub cuda_build: Option<String>,
+    /// `ROCM used to build PyTorch` (`torch.version.hip`).
+    pub rocm_build: Option<String>,
+    /// `OS` (`Ubuntu 24.04.3 LTS (x86_64)`).
+    pub os: Option<String>,
+    /// `Python version`, first word (`3.12.3`).
+    pub python_version: Option<String>,
+    /// `Python platform` (`Linux-6.18.44-...-x86_64-with-glibc2.39`).
+    pub python_platform: Option<String>,
+    /// Kernel release taken from the Python platform string.
+    pub kernel_release: Option<String>,
+    /// `Is CUDA available`.
+    pub gpu_available: Option<bool>,
+    /// `CUDA runtime version` (the toolkit collect_env found).
+    pub cuda_runtime: Option<String>,
+    /// `GPU models and configuration`, one entry per line.
+    pub gpu_models: Vec<String>,
+    /// `Nvidia driver version`.
+    pub nvidia_driver: Option<String>,
+    /// cuDNN libraries or version.
+    pub cudnn: Vec<String>,
+    /// `HIP runtime version`.
+    pub hip_runtime: Option<String>,
+    /// `MIOpen runtime version`.
+    pub miopen_runtime: Option<String>,
+    /// `Caching allocator config`.
+    pub allocator_config: Option<String>,
+    /// The `CPU:` section (`Model name`, `Hypervisor vendor`, ...).
+    pub cpu: BTreeMap<String, String>,
+    /// `[pip3]` and `[conda]` packages, name → version.
+    pub packages: BTreeMap<String, String>,
+    /// Every top-level `Key: value` as printed.
+    pub fields: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Top,
+    GpuModels,
+    Cudnn,
+    Cpu,
+    Libraries,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "PyTorch version",
+    "Is debug build",
+    "CUDA used to build PyTorch",
+    "ROCM used to build PyTorch",
+    "OS",
+    "GCC version",
+    "Clang version",
+    "CMake version",
+    "Libc version",
+    "Python version",
+    "Python platform",
+    "Is CUDA available",
+    "CUDA runtime version",
+    "CUDA_MODULE_LOADING set to",
+    "GPU models and configuration",
+    "Nvidia driver version",
+    "cuDNN version",
+    "Is XPU available",
+    "HIP runtime version",
+    "MIOpen runtime version",
+    "Is XNNPACK available",
+    "Caching allocator config",
+    "Is XPU available",
+    "XPU used to build PyTorch",
+    "Intel GPU driver version",
+];
+
+/// Parses collect_env output.
+pub fn parse(text: &str) -> Result<CollectEnv, ParseError> {
+    let mut out = CollectEnv::default();
+    let mut section = Section::Top;
+    let mut recognised = false;
+    for line in body_lines(text) {
+        let raw = line.text.as_str();
+        let t = raw.trim();
+        if t.starts_with("Collecting environment information") {
+            recognised = true;
+            continue;
+        }
+        if t == "CPU:" {
+            section = Section::Cpu;
+            continue;
+        }
+        if t.starts_with("Versions of relevant libraries") {
+            section = Section::Libraries;
+            continue;
+        }
+        if let Some((key, value)) = split_key_value(t)
+            && TOP_KEYS.contains(&key)
+            && section != Section::Cpu
+        {
+            recognised = true;
+            section = Section::Top;
+            out.fields.insert(key.to_owned(), value.to_owned());
+            set_field(&mut out, key, value);
+            if key == "GPU models and configuration" && value.is_empty() {
+                section = Section::GpuModels;
+            } else if key == "cuDNN version" && value.starts_with("Probably one of") {
+                section = Section::Cudnn;
+            }
+            continue;
+        }
+        match section {
+            Section::GpuModels if !t.is_empty() => out.gpu_models.push(t.to_owned()),
+            Section::Cudnn if t.starts_with('/') => out.cudnn.push(t.to_owned()),
+            Section::Cpu => {
+                if let Some((key, value)) = split_key_value(t) {
+                    out.cpu.insert(key.to_owned(), value.to_owned());
+                }
+            }
+            Section::Libraries => {
+                if let Some((name, version)) = package_line(t) {
+                    out.packages.insert(name, version);
+                }
+            }
+            _ => {
+                if t.is_empty() && section != Section::Libraries {
+                    section = Section::Top;
+                }
+            }
+        }
+    }
+    if !recognised {
+        return Err(ParseError::NotRecognized {
+            tool: "collect_env",
+            reason: "no `Collecting environment information` or `PyTorch version:` line",
+        });
+    }
+    Ok(out)
+}
+
+fn set_field(out: &mut CollectEnv, key: &str, value: &str) {
+    let text = meaningful(value);
+    let flag = || match value.trim() {
+        "True" => Some(true),
+        "False" => Some(false),
+        _ => None,
+    };
+    match key {
+        "PyTorch version" => out.torch_version = text,
+        "Is debug build" => out.debug_build = flag(),
+        "CUDA used to build PyTorch" => out.cuda_build = text,
+        "ROCM used to build PyTorch" => out.rocm_build = text,
+        "OS" => out.os = text,
+        "Python version" => out.python_version = value.split_whitespace().next().map(str::to_owned),
+        "Python platform" => {
+            out.kernel_release = text.as_deref().and_then(kernel_from_platform);
+            out.python_platform = text;
+        }
+        "Is CUDA available" => out.gpu_available = flag(),
+        "CUDA runtime version" => out.cuda_runtime = text,
+        "GPU models and configuration" => {
+            if let Some(model) = text {
+                out.gpu_models.push(model);
+            }
+        }
+        "Nvidia driver version" => out.nvidia_driver = text,
+        "cuDNN version" => {
+            if let Some(v) = text.filter(|v| !v.starts_with("Probably one of")) {
+                out.cudnn.push(v);
+            }
+        }
+        "HIP runtime version" => out.hip_runtime = text,
+        "MIOpen runtime version" => out.miopen_runtime = text,
+        "Caching allocator config" => out.allocator_config = text,
+        _ => {}
+    }
+}
+
+/// `Linux-6.17.0-8-generic-x86_64-with-glibc2.42` → `6.17.0-8-generic`.
+fn kernel_from_platform(platform: &str) -> Option<String> {
+    let rest = platform.strip_prefix("Linux-")?;
+    let cut = rest.find("-with-").unwrap_or(rest.len());
+    let rest = &rest[..cut];
+    for arch in [
+        "-x86_64", "-aarch64", "-ppc64le", "-s390x", "-arm64", "-riscv64",
+    ] {
+        if let Some(kernel) = rest.strip_suffix(arch) {
+            return Some(kernel.to_owned());
+        }
+    }
+    None
+}
+
+/// `[pip3] torch==2.11.0` or `[conda] torch  2.11.0  py312  pytorch`.
+fn package_line(line: &str) -> Option<(String, String)> {
+    let rest = line
+        .strip_prefix("[pip3]")
+        .or_else(|| line.strip_prefix("[pip]"))
+        .or_else(|| line.strip_prefix("[conda]"))?;
+    let rest = rest.trim();
+    if rest.starts_with("Could not") || rest.is_empty() {
+        return None;
+    }
+    if let Some((name, version)) = rest.split_once("==") {
+        return Some((name.trim().to_owned(), version.trim().to_owned()));
+    }
+    let mut words = rest.split_whitespace();
+    let name = words.next()?;
+    let version = words.next()?;
+    Some((name.to_owned(), version.to_owned()))
+}
+
+impl CollectEnv {
+    /// Whether this is a ROCm build of torch.
+    pub fn is_rocm(&self) -> bool {
+        self.rocm_build.is_some()
+            || self
+                .torch_version
+                .as_deref()
+                .is_some_and(|v| v.contains("rocm"))
+    }
+
+    /// The interpreter and torch facts as the Python worker would report them.
+    pub fn python_env(&self) -> PythonEnv {
+        let torch = self.torch_version.as_ref().map(|version| {
+            let mut devices = Vec::new();
+            if self.is_rocm() && self.gpu_available == Some(true) {
+                // ROCm: collect_env prints torch's current device as `name (gcnArchName)`.
+                if let Some(model) = self.gpu_models.first() {
+                    let (name, arch) = match model.rsplit_once(" (") {
+                        Some((name, arch)) => (
+                            name.trim().to_owned(),
+                            Some(arch.trim_end_matches(')').to_owned()),
+                        ),
+                        None => (model.clone(), None),
+                    };
+                    devices.push(TorchDevice {
+                        index: 0,
+                        name,
+                        arch,
+                        ..TorchDevice::default()
+                    });
+                }
+            }
+            TorchInfo {
+                version: version.clone(),
+                hip: self.rocm_build.clone(),
+                cuda: self.cuda_build.clone(),
+                gpu_available: self.gpu_available.unwrap_or(false),
+                devices,
+                ..TorchInfo::default()
+            }
+        });
+        PythonEnv {
+            executable: String::new(),
+            chosen_by: "collect_env".to_owned(),
+            version: self.python_version.clone(),
+            torch,
+            torch_error: None,
+            packages: self.packages.clone(),
+        }
+    }
+
+    /// Merges host, driver, runtime, GPU and torch facts.
+    pub fn apply(&self, fp: &mut Fingerprint) {
+        if let Some(os) = self.os.as_deref() {
+            let (pretty, arch) = match os.rsplit_once(" (") {
+                Some((pretty, arch)) => (
+                    pretty.trim().to_owned(),
+                    Some(arch.trim_end_matches(')').to_owned()),
+                ),
+                None => (os.to_owned(), None),
+            };
+            fill(&mut fp.host.distro_pretty, Some(pretty));
+            fill(&mut fp.host.cpu_arch, arch);
+        }
+        if self
+            .python_platform
+            .as_deref()
+            .is_some_and(|p| p.starts_with("Linux"))
+        {
+            fill(&mut fp.host.os, Some("linux".to_owned()));
+        }
+        fill(&mut fp.host.kernel_release, self.kernel_release.clone());
+        fill(&mut fp.host.cpu_model, self.cpu.get("Model name").cloned());
+        if let Some(hypervisor) = self
+            .cpu
+            .get("Hypervisor vendor")
+            .and_then(|v| meaningful(v))
+        {
+            fill(
+                &mut fp.host.virtualization,
+                Some(hypervisor.to_ascii_lowercase()),
+            );
+        }
+        if let Some(driver) = self.nvidia_driver.clone() {
+            let nvidia = nvidia_driver(fp);
+            fill(&mut nvidia.version, Some(driver));
+        }
+        if let Some(cuda) = self.cuda_runtime.clone() {
+            fill(
+                &mut fp
+                    .cuda
+                    .get_or_insert_with(CudaInfo::default)
+                    .runtime_version,
+                Some(cuda),
+            );
+        }
+        if let Some(hip) = self.hip_runtime.clone() {
+            fill(
+                &mut fp.rocm.get_or_insert_with(RocmInfo::default).hip_version,
+                Some(hip),
+            );
+        }
+        if let Some(miopen) = &self.miopen_runtime {
+            fp.extra
+                .entry("miopen.version".to_owned())
+                .or_insert_with(|| miopen.clone());
+        }
+        if let Some(conf) = &self.allocator_config {
+            fp.extra
+                .entry("torch.caching_allocator_config".to_owned())
+                .or_insert_with(|| conf.clone());
+        }
+        if !self.is_rocm() {
+            // CUDA: the lines come from `nvidia-smi -L` (PCI order, not torch order).
+            for model in &self.gpu_models {
+                let name = match model.split_once(": ") {
+                    Some((head, name)) if head.starts_with("GPU ") => name,
+                    _ => model.as_str(),
+                };
+                let name = name.split(" (UUID").next().unwrap_or(name).trim();
+                if name.is_empty() {
+                    continue;
+                }
+                let mut gpu =
+                    GpuInfo::new(if name.contains("NVIDIA") || self.cuda_build.is_some() {
+                        Vendor::Nvidia
+                    } else {
+                        Vendor::Other
+                    });
+                gpu.name = Some(name.to_owned());
+                gpu.sources.push("collect_env".to_owned());
+                derive_gpu_facts(&mut gpu);
+                merge_gpu(fp, gpu);
+            }
+        }
+        let python = self.python_env();
+        if python.torch.is_some() || python.version.is_some() {
+            merge_python(fp, python);
+            if self.is_rocm()
+                && let Some(gpu) = fp
+                    .gpus
+                    .iter_mut()
+                    .find(|g| g.index == Some(0) && g.vendor == Vendor::Amd)
+            {
+                push_unique(&mut gpu.sources, "collect_env".to_owned());
+            }
+        }
+    }
+}

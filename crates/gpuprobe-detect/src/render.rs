@@ -1,0 +1,489 @@
+//! The readable view of a fingerprint for `gpuprobe env`: plain text, one section per
+//! layer (host, GPUs, drivers, ROCm, CUDA, Python, environment, kernel log, other facts,
+//! not readable), keys aligned in one column. No colour, so it pastes cleanly into issues.
+
+use std::fmt::Write as _;
+
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, LibraryInfo, Vendor};
+
+const KEY_WIDTH: usize = 16;
+
+struct Out {
+    text: String,
+}
+
+impl Out {
+    fn section(&mut self, title: &str) {
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        self.text.push_str(title);
+        self.text.push('\n');
+    }
+
+    /// Rows whose keys may be longer than the usual column (variable names): aligned
+    /// on the longest key of the table.
+    fn table<'a>(&mut self, rows: impl Iterator<Item = (&'a String, &'a String)> + Clone) {
+        let width = rows
+            .clone()
+            .map(|(k, _)| k.len())
+            .max()
+            .unwrap_or(0)
+            .max(KEY_WIDTH);
+        for (key, value) in rows {
+            let _ = writeln!(self.text, "  {key:<width$} {value}");
+        }
+    }
+
+    fn row(&mut self, key: &str, value: impl AsRef<str>) {
+        let mut lines = value.as_ref().lines();
+        let first = lines.next().unwrap_or_default();
+        let _ = writeln!(self.text, "  {key:<KEY_WIDTH$} {first}");
+        for more in lines {
+            let _ = writeln!(self.text, "  {:<KEY_WIDTH$} {more}", "");
+        }
+    }
+}
+
+/// Formats a byte count with a binary unit (`80.0 GiB`).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn vendor_name(vendor: Vendor) -> &'static str {
+    match vendor {
+        Vendor::Amd => "AMD",
+        Vendor::Nvidia => "NVIDIA",
+        Vendor::Intel => "Intel",
+        Vendor::Other => "other",
+    }
+}
+
+fn library_line(lib: &LibraryInfo) -> String {
+    let mut line = format!("{}  {}", lib.name, lib.path);
+    match (&lib.version, &lib.origin) {
+        (Some(v), Some(o)) => {
+            let _ = write!(line, "  (version {v}; {o})");
+        }
+        (Some(v), None) => {
+            let _ = write!(line, "  (version {v})");
+        }
+        (None, Some(o)) => {
+            let _ = write!(line, "  ({o})");
+        }
+        (None, None) => {}
+    }
+    line
+}
+
+fn gpu_rows(out: &mut Out, number: usize, gpu: &GpuInfo) {
+    let label = match gpu.index {
+        Some(i) => format!("GPU {number} (cuda:{i})"),
+        None => format!("GPU {number}"),
+    };
+    out.row(&label, gpu.name.as_deref().unwrap_or("(name unknown)"));
+    let mut identity = vendor_name(gpu.vendor).to_owned();
+    if let Some(bus) = &gpu.pci_bus {
+        let _ = write!(identity, " · PCI {bus}");
+    }
+    if let (Some(v), Some(d)) = (&gpu.pci_vendor_id, &gpu.pci_device_id) {
+        let _ = write!(identity, " ({v}:{d}");
+        if let Some(r) = &gpu.pci_revision {
+            let _ = write!(identity, " rev {r}");
+        }
+        identity.push(')');
+    } else if let Some(d) = &gpu.pci_device_id {
+        let _ = write!(identity, " (device {d})");
+    }
+    out.row("", identity);
+    let mut arch = Vec::new();
+    match (&gpu.native_isa, &gpu.runtime_isa) {
+        (Some(n), Some(r)) if n == r => arch.push(format!("ISA {n}")),
+        (Some(n), Some(r)) => arch.push(format!("ISA {n} native, runtime reports {r}")),
+        (Some(n), None) => arch.push(format!("ISA {n} (native)")),
+        (None, Some(r)) => arch.push(format!("ISA {r} (as the runtime reports it)")),
+        (None, None) => {}
+    }
+    if !gpu.isa_features.is_empty() {
+        arch.push(format!("features {}", gpu.isa_features.join(":")));
+    }
+    if let Some(cc) = &gpu.compute_capability {
+        arch.push(format!("compute capability {cc}"));
+    }
+    if let Some(cu) = gpu.compute_units {
+        arch.push(format!(
+            "{cu} {}",
+            if gpu.vendor == Vendor::Nvidia {
+                "SMs"
+            } else {
+                "CUs"
+            }
+        ));
+    }
+    match gpu.is_apu {
+        Some(true) => arch.push("APU (shares system memory)".to_owned()),
+        Some(false) => arch.push("discrete".to_owned()),
+        None => {}
+    }
+    if !arch.is_empty() {
+        out.row("", arch.join(" · "));
+    }
+    let mut memory = Vec::new();
+    if let Some(v) = gpu.vram_total_bytes {
+        let label = if gpu.is_apu == Some(true) {
+            "VRAM carve-out"
+        } else {
+            "VRAM"
+        };
+        memory.push(format!("{label} {}", human_bytes(v)));
+    }
+    if let Some(v) = gpu.vis_vram_total_bytes {
+        memory.push(format!("CPU-visible {}", human_bytes(v)));
+    }
+    if let Some(v) = gpu.gtt_total_bytes {
+        memory.push(format!("GTT {}", human_bytes(v)));
+    }
+    if let Some(c) = gpu.cacheline_bytes {
+        memory.push(format!("cache line {c} B"));
+    }
+    if !memory.is_empty() {
+        out.row("", memory.join(" · "));
+    }
+    let mut nodes = Vec::new();
+    if let Some(c) = &gpu.drm_card {
+        nodes.push(c.clone());
+    }
+    if let Some(r) = &gpu.render_node {
+        nodes.push(r.clone());
+    }
+    if let Some(v) = &gpu.vbios {
+        nodes.push(format!("VBIOS {v}"));
+    }
+    if !nodes.is_empty() {
+        out.row("", nodes.join(" · "));
+    }
+    if !gpu.firmware.is_empty() {
+        let fw: Vec<String> = gpu
+            .firmware
+            .iter()
+            .map(|f| match f.feature {
+                Some(feature) => format!("{} {} (feature {feature})", f.name, f.version),
+                None => format!("{} {}", f.name, f.version),
+            })
+            .collect();
+        out.row("", format!("firmware {}", fw.join(", ")));
+    }
+    if !gpu.sources.is_empty() {
+        out.row("", format!("from {}", gpu.sources.join(", ")));
+    }
+}
+
+/// Renders the fingerprint as aligned plain text.
+pub fn render_text(fp: &Fingerprint) -> String {
+    let mut out = Out {
+        text: String::new(),
+    };
+    // Absence means "not there" on a live machine, but only "not shown" in pasted logs.
+    let live = fp.source == "live";
+    let absent = |live_text: &'static str| {
+        if live {
+            live_text
+        } else {
+            "not shown in the logs"
+        }
+    };
+    let host = &fp.host;
+    out.section(&format!(
+        "Host ({})",
+        if fp.source.is_empty() {
+            "unknown source"
+        } else {
+            fp.source.as_str()
+        }
+    ));
+    if let Some(name) = &host.hostname {
+        out.row("Hostname", name);
+    }
+    let os = match (&host.distro_pretty, &host.os) {
+        (Some(p), _) => p.clone(),
+        (None, Some(os)) => os.clone(),
+        (None, None) => "unknown".to_owned(),
+    };
+    out.row("OS", os);
+    out.row(
+        "Kernel",
+        host.kernel_release.as_deref().unwrap_or("unknown"),
+    );
+    let cpu = match (&host.cpu_model, &host.cpu_arch) {
+        (Some(m), Some(a)) => format!("{m} ({a})"),
+        (Some(m), None) => m.clone(),
+        (None, Some(a)) => a.clone(),
+        (None, None) => "unknown".to_owned(),
+    };
+    out.row("CPU", cpu);
+    if let Some(mem) = host.mem_total_bytes {
+        out.row("Memory", human_bytes(mem));
+    }
+    let mut platform = Vec::new();
+    match &host.virtualization {
+        Some(v) => platform.push(format!("virtual machine: {v}")),
+        None => platform.push(absent("no hypervisor detected").to_owned()),
+    }
+    if let Some(c) = &host.container {
+        platform.push(format!("container: {c}"));
+    }
+    if host.wsl {
+        platform.push("WSL".to_owned());
+    }
+    out.row("Platform", platform.join(" · "));
+    out.row(
+        "Secure Boot",
+        match host.secure_boot {
+            Some(true) => "enabled",
+            Some(false) => "disabled",
+            None => "unknown",
+        },
+    );
+    out.row("IOMMU", host.iommu.as_deref().unwrap_or("unknown"));
+    if let Some(uid) = host.uid {
+        let access = if host.inaccessible_device_nodes.is_empty() {
+            "GPU device nodes accessible".to_owned()
+        } else {
+            format!("cannot open {}", host.inaccessible_device_nodes.join(", "))
+        };
+        out.row("User", format!("uid {uid} · {access}"));
+    }
+    if let Some(cmdline) = &host.kernel_cmdline {
+        out.row("Kernel cmdline", cmdline);
+    }
+
+    out.section("GPUs");
+    if fp.gpus.is_empty() {
+        out.row("(none)", absent("no GPU found"));
+    }
+    for (number, gpu) in fp.gpus.iter().enumerate() {
+        gpu_rows(&mut out, number, gpu);
+    }
+
+    out.section("Drivers");
+    match &fp.amdgpu {
+        Some(d) if d.loaded => {
+            let kind = match (d.source, &d.version) {
+                (DriverSource::Dkms, Some(v)) => format!("loaded, DKMS build {v}"),
+                (DriverSource::Dkms, None) => "loaded, DKMS build".to_owned(),
+                (DriverSource::Inbox, _) => "loaded, in-box (shipped with the kernel)".to_owned(),
+                (DriverSource::Unknown, Some(v)) => format!("loaded, version {v}"),
+                (DriverSource::Unknown, None) => "loaded".to_owned(),
+            };
+            out.row("amdgpu", kind);
+            if !d.params.is_empty() {
+                let params: Vec<String> =
+                    d.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                out.row("amdgpu params", wrap(&params, 88));
+            }
+            if !d.ttm_params.is_empty() {
+                let params: Vec<String> = d
+                    .ttm_params
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                out.row("ttm params", wrap(&params, 88));
+            }
+        }
+        Some(_) => out.row("amdgpu", "not loaded"),
+        None => out.row("amdgpu", absent("not present")),
+    }
+    match &fp.nvidia {
+        Some(n) => {
+            let mut line = n
+                .version
+                .clone()
+                .unwrap_or_else(|| "version unknown".to_owned());
+            if let Some(flavor) = &n.flavor {
+                let _ = write!(line, " ({flavor} kernel module)");
+            }
+            if let Some(cuda) = &n.cuda_driver_version {
+                let _ = write!(line, " · supports CUDA {cuda}");
+            }
+            out.row("nvidia", line);
+        }
+        None => out.row("nvidia", absent("not present")),
+    }
+
+    out.section("ROCm / HIP");
+    match &fp.rocm {
+        Some(r) if r.version.is_some() || r.path.is_some() || r.pip_installed => {
+            let mut line = format!(
+                "ROCm {}",
+                r.version.as_deref().unwrap_or("(version unknown)")
+            );
+            if let Some(p) = &r.path {
+                let _ = write!(line, " at {p}");
+            }
+            if r.pip_installed {
+                line.push_str(" · pip/TheRock install");
+            }
+            out.row("Installed", line);
+            if let Some(h) = &r.hip_version {
+                out.row("HIP", h);
+            }
+            for lib in &r.libraries {
+                out.row("Library", library_line(lib));
+            }
+        }
+        Some(r) => {
+            out.row(
+                "Installed",
+                absent("no ROCm installation found (no /opt/rocm, no ROCM_PATH)"),
+            );
+            if let Some(h) = &r.hip_version {
+                out.row("HIP", h);
+            }
+            for lib in &r.libraries {
+                out.row(
+                    "HIP file",
+                    format!("a HIP library file is present: {}", library_line(lib)),
+                );
+            }
+        }
+        None => out.row(
+            "Installed",
+            absent("no ROCm installation and no HIP library found"),
+        ),
+    }
+
+    out.section("CUDA");
+    match &fp.cuda {
+        Some(c) => {
+            out.row(
+                "Runtime",
+                c.runtime_version.as_deref().unwrap_or("version unknown"),
+            );
+            for lib in &c.libraries {
+                out.row("Library", library_line(lib));
+            }
+        }
+        None => out.row("Runtime", absent("no CUDA library found")),
+    }
+
+    out.section("Python");
+    match &fp.python {
+        Some(p) => {
+            let exe = if p.executable.is_empty() {
+                "(interpreter path not known)"
+            } else {
+                p.executable.as_str()
+            };
+            out.row(
+                "Interpreter",
+                format!(
+                    "{exe} · {}",
+                    p.version.as_deref().unwrap_or("version unknown")
+                ),
+            );
+            match (&p.torch, &p.torch_error) {
+                (Some(t), _) => {
+                    let mut line = format!("torch {}", t.version);
+                    if let Some(h) = &t.hip {
+                        let _ = write!(line, " · HIP {h}");
+                    }
+                    if let Some(c) = &t.cuda {
+                        let _ = write!(line, " · CUDA {c}");
+                    }
+                    let _ = write!(
+                        line,
+                        " · GPU {}",
+                        if t.gpu_available {
+                            "available"
+                        } else {
+                            "not available"
+                        }
+                    );
+                    out.row("Framework", line);
+                    if !t.arch_list.is_empty() {
+                        out.row("Arch list", t.arch_list.join(" "));
+                    }
+                    if let Some(conf) = &t.allocator_conf {
+                        out.row("Allocator", format!("{}={}", conf.variable, conf.value));
+                    }
+                }
+                (None, Some(err)) => out.row("Framework", format!("torch unusable: {err}")),
+                (None, None) => out.row("Framework", "torch not found"),
+            }
+        }
+        None => out.row("Interpreter", absent("not inspected")),
+    }
+
+    out.section("Environment");
+    if fp.env.is_empty() {
+        out.row("(none)", absent("no GPU-related variable is set"));
+    }
+    out.table(fp.env.iter());
+
+    if !fp.kernel_events.is_empty() {
+        out.section("Kernel log");
+        for event in &fp.kernel_events {
+            let mut line = event.kind.clone();
+            if let Some(c) = &event.client {
+                let _ = write!(line, " client {c}");
+            }
+            if let Some(p) = &event.process {
+                let _ = write!(line, " process {p}");
+            }
+            if let Some(pid) = event.pid {
+                let _ = write!(line, " pid {pid}");
+            }
+            if let Some(lib) = &event.library {
+                let _ = write!(line, " in {lib}");
+            }
+            if let Some(bus) = &event.pci_bus {
+                let _ = write!(line, " on {bus}");
+            }
+            out.row(event.time.as_deref().unwrap_or("-"), line);
+        }
+    }
+
+    if !fp.extra.is_empty() {
+        out.section("Other facts");
+        out.table(fp.extra.iter());
+    }
+
+    if !fp.unreadable.is_empty() {
+        out.section("Not readable");
+        for u in &fp.unreadable {
+            out.row("-", format!("{}: {}", u.what, u.reason));
+        }
+    }
+    out.text
+}
+
+/// Joins items into lines of at most `width` characters.
+fn wrap(items: &[String], width: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for item in items {
+        if !current.is_empty() && current.len() + 1 + item.len() > width {
+            lines.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push(' ');
+        }
+        current.push_str(item);
+    }
+    if !current.is_empty() {
+        lines.push(current);
+    }
+    lines.join("\n")
+}

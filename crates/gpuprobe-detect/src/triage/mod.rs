@@ -1,0 +1,508 @@
+//! `gpuprobe triage FILE...`: reads pasted logs (one tool or several after each other,
+//! with shell prompts, markdown fences, CRLF, TABs, ANSI colours, truncation), recognises
+//! each tool's block, parses it, and builds as much of a [`Fingerprint`] as the logs allow
+//! (`source = "triage"`). The outcome lists what was recognised and what was skipped, with
+//! line numbers and reasons, so nothing is silently dropped.
+
+mod segment;
+
+use std::fmt;
+
+use gpuprobe_model::Fingerprint;
+use serde::{Deserialize, Serialize};
+
+use crate::merge::derive_gpu_facts;
+use crate::parse::{
+    amd_smi, collect_env, firmware_info, kernel_log, nvidia_smi, rocm_smi, rocminfo, system,
+};
+use crate::text::{Line, clean_lines, is_provenance};
+
+/// One pasted input: a file name (or `-`) and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriageInput {
+    /// Name shown in the outcome (file path, `stdin`).
+    pub name: String,
+    /// The whole text.
+    pub text: String,
+}
+
+/// A tool whose output triage recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// `rocminfo`.
+    Rocminfo,
+    /// `rocm-smi` (any view).
+    RocmSmi,
+    /// `amd-smi` (dashboard, static/list text, JSON).
+    AmdSmi,
+    /// `nvidia-smi` (dashboard, `-q`, csv).
+    NvidiaSmi,
+    /// `python -m torch.utils.collect_env`.
+    CollectEnv,
+    /// `dmesg` / `journalctl` / kmsg lines.
+    KernelLog,
+    /// debugfs `amdgpu_firmware_info`.
+    FirmwareInfo,
+    /// `dkms status`.
+    DkmsStatus,
+    /// `mokutil --sb-state`.
+    Mokutil,
+    /// `/etc/os-release`.
+    OsRelease,
+    /// `uname -a` or `/proc/version`.
+    Uname,
+    /// `/proc/cmdline`.
+    Cmdline,
+    /// `grep . /sys/module/*/parameters/*`.
+    ModuleParams,
+}
+
+impl ToolKind {
+    /// The tool's name as users know it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolKind::Rocminfo => "rocminfo",
+            ToolKind::RocmSmi => "rocm-smi",
+            ToolKind::AmdSmi => "amd-smi",
+            ToolKind::NvidiaSmi => "nvidia-smi",
+            ToolKind::CollectEnv => "collect_env",
+            ToolKind::KernelLog => "kernel log",
+            ToolKind::FirmwareInfo => "amdgpu_firmware_info",
+            ToolKind::DkmsStatus => "dkms status",
+            ToolKind::Mokutil => "mokutil --sb-state",
+            ToolKind::OsRelease => "os-release",
+            ToolKind::Uname => "uname",
+            ToolKind::Cmdline => "/proc/cmdline",
+            ToolKind::ModuleParams => "module parameters",
+        }
+    }
+}
+
+impl fmt::Display for ToolKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A 1-based inclusive line range in an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineRange {
+    /// First line.
+    pub first: usize,
+    /// Last line.
+    pub last: usize,
+}
+
+impl fmt::Display for LineRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "line {}", self.first)
+        } else {
+            write!(f, "lines {}-{}", self.first, self.last)
+        }
+    }
+}
+
+/// A block that was recognised and parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recognized {
+    /// Input name.
+    pub input: String,
+    /// Tool.
+    pub tool: ToolKind,
+    /// Where it is.
+    pub lines: LineRange,
+    /// The command from the shell prompt before it, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// What it told (one line).
+    pub summary: String,
+    /// Caveats: truncated, ambiguous, partly unparsed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Lines that were not used, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// Input name.
+    pub input: String,
+    /// Where they are.
+    pub lines: LineRange,
+    /// Why they were skipped.
+    pub reason: String,
+}
+
+/// Everything triage learned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriageOutcome {
+    /// The fingerprint the logs support (`source = "triage"`).
+    pub fingerprint: Fingerprint,
+    /// Recognised blocks in input order.
+    pub recognized: Vec<Recognized>,
+    /// Skipped line ranges in input order.
+    pub skipped: Vec<Skipped>,
+}
+
+impl TriageOutcome {
+    /// Whether anything at all was recognised.
+    pub fn recognized_anything(&self) -> bool {
+        !self.recognized.is_empty()
+    }
+}
+
+/// Strips a markdown quote prefix (`> `) when every non-blank line carries it.
+fn unquote(lines: &mut [Line]) {
+    let quoted = lines
+        .iter()
+        .filter(|l| !l.text.trim().is_empty())
+        .all(|l| l.text.starts_with('>') && !l.text.starts_with(">>>"));
+    if quoted && lines.iter().any(|l| !l.text.trim().is_empty()) {
+        for line in lines.iter_mut() {
+            let stripped = line
+                .text
+                .strip_prefix("> ")
+                .or_else(|| line.text.strip_prefix('>'))
+                .unwrap_or(&line.text)
+                .to_owned();
+            line.text = stripped;
+        }
+    }
+}
+
+/// Recognises, parses and merges every tool output found in the inputs.
+pub fn triage(inputs: &[TriageInput]) -> TriageOutcome {
+    let mut fp = Fingerprint {
+        source: "triage".to_owned(),
+        ..Fingerprint::default()
+    };
+    let mut recognized = Vec::new();
+    let mut skipped = Vec::new();
+    for input in inputs {
+        let mut lines = clean_lines(&input.text);
+        // Provenance headers at the top are comments, not output.
+        let header = lines.iter().take_while(|l| is_provenance(&l.text)).count();
+        if header > 0 {
+            skipped.push(Skipped {
+                input: input.name.clone(),
+                lines: LineRange {
+                    first: 1,
+                    last: header,
+                },
+                reason: "provenance comment".to_owned(),
+            });
+            for line in lines.iter_mut().take(header) {
+                line.text.clear();
+            }
+        }
+        unquote(&mut lines);
+        let segments = segment::segment(&lines);
+        let mut items: Vec<(usize, Result<Recognized, Skipped>)> = Vec::new();
+        for block in segments.blocks {
+            let range = LineRange {
+                first: lines[block.first].no,
+                last: lines[block.last].no,
+            };
+            let text = block_text(&lines[block.first..=block.last], block.tool);
+            let result =
+                apply_block(block.tool, &text, &mut fp).map(|(summary, notes)| Recognized {
+                    input: input.name.clone(),
+                    tool: block.tool,
+                    lines: range,
+                    command: block.command.clone(),
+                    summary,
+                    notes,
+                });
+            let item = result.map_err(|reason| Skipped {
+                input: input.name.clone(),
+                lines: range,
+                reason: format!("looked like {} output but {reason}", block.tool),
+            });
+            items.push((block.first, item));
+        }
+        for run in segments.unrecognized {
+            let first = lines.get(run.first).map_or(run.first + 1, |l| l.no);
+            let last = lines.get(run.last).map_or(run.last + 1, |l| l.no);
+            items.push((
+                run.first,
+                Err(Skipped {
+                    input: input.name.clone(),
+                    lines: LineRange { first, last },
+                    reason: run.reason,
+                }),
+            ));
+        }
+        items.sort_by_key(|(first, _)| *first);
+        for (_, item) in items {
+            match item {
+                Ok(r) => recognized.push(r),
+                Err(s) => skipped.push(s),
+            }
+        }
+    }
+    for gpu in &mut fp.gpus {
+        derive_gpu_facts(gpu);
+    }
+    infer_os(&mut fp, &recognized);
+    TriageOutcome {
+        fingerprint: fp,
+        recognized,
+        skipped,
+    }
+}
+
+/// Output of a Linux-only tool proves the logs come from Linux, even when no paste names
+/// the OS: a kernel log, rocminfo (ROCr is Linux-only), debugfs, dkms, mokutil, procfs.
+fn infer_os(fp: &mut Fingerprint, recognized: &[Recognized]) {
+    if fp.host.os.is_some() {
+        return;
+    }
+    let linux_only = [
+        ToolKind::KernelLog,
+        ToolKind::Rocminfo,
+        ToolKind::FirmwareInfo,
+        ToolKind::DkmsStatus,
+        ToolKind::Mokutil,
+        ToolKind::OsRelease,
+        ToolKind::Cmdline,
+        ToolKind::ModuleParams,
+    ];
+    if let Some(block) = recognized.iter().find(|r| linux_only.contains(&r.tool)) {
+        fp.host.os = Some("linux".to_owned());
+        fp.extra.insert("triage.os_inferred_from".to_owned(), block.tool.name().to_owned());
+    }
+}
+
+/// The text handed to a parser; kernel-log continuation lines are joined to the line
+/// they continue (a terminal wrapped them).
+fn block_text(lines: &[Line], tool: ToolKind) -> String {
+    if tool != ToolKind::KernelLog {
+        return lines
+            .iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let mut out: Vec<String> = Vec::new();
+    for line in lines {
+        let t = line.text.trim();
+        let is_log = kernel_log::split_log_line(t).is_some() || kernel_log::is_bare_event_line(t);
+        match out.last_mut() {
+            Some(previous) if !is_log && !t.is_empty() => {
+                previous.push(' ');
+                previous.push_str(t);
+            }
+            _ => out.push(line.text.clone()),
+        }
+    }
+    out.join("\n")
+}
+
+type Applied = Result<(String, Vec<String>), String>;
+
+fn apply_block(tool: ToolKind, text: &str, fp: &mut Fingerprint) -> Applied {
+    let err = |e: crate::ParseError| e.to_string();
+    match tool {
+        ToolKind::Rocminfo => {
+            let info = rocminfo::parse(text).map_err(err)?;
+            info.apply(fp);
+            let gpus: Vec<String> = info.gpu_agents().map(|a| a.name.clone()).collect();
+            let module = match &info.rock_module {
+                Some(rocminfo::RockModule::LoadedWithVersion(v)) => {
+                    format!(", ROCk module {v} (DKMS build)")
+                }
+                Some(rocminfo::RockModule::Loaded) => ", in-box ROCk module".to_owned(),
+                Some(rocminfo::RockModule::NotLoaded) => ", ROCk module NOT loaded".to_owned(),
+                None => String::new(),
+            };
+            let mut notes = Vec::new();
+            if !info.complete {
+                notes.push(
+                    "truncated: no `*** Done ***` line; later agents may be missing".to_owned(),
+                );
+            }
+            notes.extend(info.errors.iter().map(|e| format!("error printed: {e}")));
+            Ok((
+                format!(
+                    "{} agents, GPUs: {}{module}",
+                    info.agents.len(),
+                    list_or_none(&gpus)
+                ),
+                notes,
+            ))
+        }
+        ToolKind::RocmSmi => {
+            let info = rocm_smi::parse(text).map_err(err)?;
+            info.apply(fp);
+            let mut notes: Vec<String> = info
+                .messages
+                .iter()
+                .map(|m| format!("message: {m}"))
+                .collect();
+            if !info.complete {
+                notes.push("truncated: no `End of ROCm SMI Log` line".to_owned());
+            }
+            let view = match info.view {
+                rocm_smi::View::Concise => "concise table",
+                rocm_smi::View::Hardware => "hardware table",
+                rocm_smi::View::Lines => "per-GPU lines",
+            };
+            Ok((format!("{view}, {} GPU(s)", info.gpus.len()), notes))
+        }
+        ToolKind::AmdSmi => {
+            let info = amd_smi::parse(text).map_err(err)?;
+            info.apply(fp);
+            let format = match info.format {
+                amd_smi::Format::Dashboard => "dashboard",
+                amd_smi::Format::Text => "static/list text",
+                amd_smi::Format::Json => "JSON",
+            };
+            let mut summary = format!("{format}, {} GPU(s)", info.gpus.len());
+            if let Some(rocm) = &info.rocm_version {
+                summary.push_str(&format!(", ROCm {rocm}"));
+            }
+            Ok((summary, Vec::new()))
+        }
+        ToolKind::NvidiaSmi => {
+            let info = nvidia_smi::parse(text).map_err(err)?;
+            info.apply(fp);
+            let format = match info.format {
+                nvidia_smi::Format::Dashboard => "dashboard",
+                nvidia_smi::Format::Query => "-q",
+                nvidia_smi::Format::Csv => "csv query",
+            };
+            let mut summary = format!("{format}, {} GPU(s)", info.gpus.len());
+            if let Some(driver) = &info.driver_version {
+                summary.push_str(&format!(", driver {driver}"));
+            }
+            Ok((summary, Vec::new()))
+        }
+        ToolKind::CollectEnv => {
+            let info = collect_env::parse(text).map_err(err)?;
+            info.apply(fp);
+            let summary = format!(
+                "torch {}{}",
+                info.torch_version
+                    .as_deref()
+                    .unwrap_or("(version not shown)"),
+                if info.is_rocm() {
+                    " (ROCm build)"
+                } else if info.cuda_build.is_some() {
+                    " (CUDA build)"
+                } else {
+                    ""
+                }
+            );
+            Ok((summary, Vec::new()))
+        }
+        ToolKind::KernelLog => {
+            let log = kernel_log::parse(text).map_err(err)?;
+            log.apply(fp);
+            let mut kinds: Vec<String> = Vec::new();
+            for event in &log.events {
+                if !kinds.contains(&event.kind) {
+                    kinds.push(event.kind.clone());
+                }
+            }
+            let counted: Vec<String> = kinds
+                .iter()
+                .map(|k| format!("{} {k}", log.events.iter().filter(|e| &e.kind == k).count()))
+                .collect();
+            Ok((
+                format!(
+                    "{} log lines, events: {}",
+                    log.log_lines,
+                    list_or_none(&counted)
+                ),
+                Vec::new(),
+            ))
+        }
+        ToolKind::FirmwareInfo => {
+            let info = firmware_info::parse(text).map_err(err)?;
+            info.apply(fp);
+            let names: Vec<String> = info
+                .components
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.version))
+                .collect();
+            Ok((names.join(", "), Vec::new()))
+        }
+        ToolKind::DkmsStatus => {
+            let entries = system::parse_dkms_status(text).map_err(err)?;
+            system::apply_dkms(&entries, fp);
+            let lines: Vec<String> = entries
+                .iter()
+                .map(|e| format!("{} {} ({})", e.module, e.version, e.status))
+                .collect();
+            Ok((lines.join("; "), Vec::new()))
+        }
+        ToolKind::Mokutil => {
+            let state = system::parse_mokutil(text).map_err(err)?;
+            if fp.host.secure_boot.is_none() {
+                fp.host.secure_boot = state;
+            }
+            Ok((
+                format!(
+                    "Secure Boot {}",
+                    match state {
+                        Some(true) => "enabled",
+                        Some(false) => "disabled",
+                        None => "not supported",
+                    }
+                ),
+                Vec::new(),
+            ))
+        }
+        ToolKind::OsRelease => {
+            let map = system::parse_os_release(text).map_err(err)?;
+            system::apply_os_release(&map, fp);
+            Ok((
+                map.get("PRETTY_NAME")
+                    .or_else(|| map.get("NAME"))
+                    .cloned()
+                    .unwrap_or_default(),
+                Vec::new(),
+            ))
+        }
+        ToolKind::Uname => {
+            let release = system::parse_uname(text).map_err(err)?;
+            if fp.host.kernel_release.is_none() {
+                fp.host.kernel_release = Some(release.clone());
+            }
+            fp.host.os.get_or_insert_with(|| "linux".to_owned());
+            Ok((format!("kernel {release}"), Vec::new()))
+        }
+        ToolKind::Cmdline => {
+            let line = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or_default()
+                .to_owned();
+            if line.is_empty() {
+                return Err("it is empty".to_owned());
+            }
+            if fp.host.kernel_cmdline.is_none() {
+                fp.host.kernel_cmdline = Some(line.clone());
+            }
+            Ok((
+                format!("{} parameters", line.split_whitespace().count()),
+                Vec::new(),
+            ))
+        }
+        ToolKind::ModuleParams => {
+            let params = system::parse_module_params(text).map_err(err)?;
+            system::apply_module_params(&params, fp);
+            Ok((format!("{} parameters", params.len()), Vec::new()))
+        }
+    }
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
+}

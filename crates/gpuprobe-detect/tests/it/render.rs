@@ -1,0 +1,109 @@
+//! The readable view for `gpuprobe env` and the JSON round trip.
+
+use gpuprobe_detect::{TriageInput, render_text, triage};
+use gpuprobe_model::Fingerprint;
+
+use crate::collect_fake::nvidia_host_fingerprint;
+use crate::common::fixture;
+
+#[test]
+fn sections_are_present_and_aligned() {
+    let fp = nvidia_host_fingerprint();
+    let text = render_text(&fp);
+    for section in [
+        "Host (live)",
+        "GPUs",
+        "Drivers",
+        "ROCm / HIP",
+        "CUDA",
+        "Python",
+        "Environment",
+        "Not readable",
+    ] {
+        assert!(
+            text.lines().any(|l| l == section),
+            "missing section {section}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("  GPU 0            NVIDIA H100 80GB HBM3\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("NVIDIA · PCI 0000:00:06.0 (0x10de:0x2330 rev 0xa1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("virtual machine: firecracker · container: docker"),
+        "{text}"
+    );
+    assert!(text.contains("  Secure Boot      unknown\n"), "{text}");
+    assert!(!text.contains('\x1b'), "no colour codes");
+    // Every row's value starts in the same column of its section: some column where all
+    // rows of the section have a blank followed by text.
+    let mut section = String::new();
+    let mut rows: Vec<&str> = Vec::new();
+    let aligned = |rows: &[&str]| {
+        let starts = |row: &str| -> Vec<usize> {
+            let b = row.as_bytes();
+            (3..b.len())
+                .filter(|&i| b[i - 1] == b' ' && b[i] != b' ')
+                .collect()
+        };
+        let Some(first) = rows.first() else {
+            return true;
+        };
+        starts(first)
+            .into_iter()
+            .any(|c| rows.iter().all(|r| starts(r).contains(&c)))
+    };
+    for line in text.lines().chain(std::iter::once("END")) {
+        if !line.starts_with(' ') && !line.is_empty() {
+            assert!(
+                section == "Not readable" || aligned(&rows),
+                "section {section} is not aligned:\n{text}"
+            );
+            section = line.to_owned();
+            rows.clear();
+        } else if !line.trim().is_empty() {
+            rows.push(line);
+        }
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  NVIDIA_VISIBLE_DEVICES ")),
+        "{text}"
+    );
+}
+
+#[test]
+fn triage_view_says_not_shown_instead_of_absent() {
+    let outcome = triage(&[TriageInput {
+        name: "r".to_owned(),
+        text: fixture("rocminfo/gfx1151-rocm-issue5817.txt"),
+    }]);
+    let text = render_text(&outcome.fingerprint);
+    assert!(text.starts_with("Host (triage)\n"));
+    assert!(
+        text.contains("  nvidia           not shown in the logs\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "ISA gfx1151 (as the runtime reports it) · 40 CUs · APU (shares system memory)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("amdgpu           loaded, DKMS build 6.16.6"),
+        "{text}"
+    );
+}
+
+#[test]
+fn fingerprint_round_trips_through_json() {
+    let fp = nvidia_host_fingerprint();
+    let json = serde_json::to_string(&fp).expect("serialises");
+    let back: Fingerprint = serde_json::from_str(&json).expect("deserialises");
+    assert_eq!(back, fp);
+}
