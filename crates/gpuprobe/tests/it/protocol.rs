@@ -9,6 +9,23 @@ use gpuprobe_model::verdict::Verdict;
 
 use crate::support::*;
 
+/// Processes whose command line mentions `text`.
+fn processes_mentioning(text: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+                .filter(|e| {
+                    std::fs::read(e.path().join("cmdline"))
+                        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " ").contains(text))
+                        .unwrap_or(false)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 #[test]
 fn a_segfaulting_worker_is_a_crash_with_sigsegv() {
     let dir = tempfile::tempdir().unwrap();
@@ -260,6 +277,13 @@ fn a_killed_run_keeps_its_results_and_resumes_to_completion() {
     };
     child.kill().unwrap();
     child.wait().unwrap();
+    // The hung worker must not outlive the killed supervisor.
+    let marker = run.to_string_lossy().to_string();
+    let gone_by = Instant::now() + Duration::from_secs(10);
+    while processes_mentioning(&marker) > 0 {
+        assert!(Instant::now() < gone_by, "a worker of the killed run is still running");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     let output = gpuprobe()
         .args(["check", "--json", "--resume"])

@@ -1,0 +1,95 @@
+"""The probe catalogue: every probe's spec, importable without torch.
+
+Each family declares its probes in a ``*_specs`` module that imports nothing heavy; the
+implementation lives in a ``*_run`` module that is imported only when a probe runs. A
+``ProbeDef`` names its implementation as ``"module:function"`` plus keyword parameters, so
+listing the catalogue (mode ``catalog``) stays fast and never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+#: Tiers in the order they include each other (``ProbeSpec.tier``).
+TIERS = ("quick", "standard", "full", "soak")
+
+#: Rules as ``ProbeSpec.rule`` serializes them.
+BIT_EXACT: dict[str, Any] = {"kind": "bit_exact"}
+INVARIANT: dict[str, Any] = {"kind": "invariant"}
+MEASURE: dict[str, Any] = {"kind": "measure"}
+
+
+def statistical(alpha: float = 1e-10) -> dict[str, Any]:
+    """The statistical rule with false-alarm budget ``alpha`` for the whole probe."""
+    return {"kind": "statistical", "alpha": alpha}
+
+
+@dataclass(frozen=True)
+class ProbeDef:
+    """One probe: its published spec plus where its implementation lives."""
+
+    id: str
+    tier: str
+    rule: dict[str, Any]
+    description: str
+    impl: str
+    params: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 30.0
+    layer: str = "framework"
+    needs: tuple[str, ...] = ()
+    isolated: bool = False
+
+    def spec(self) -> dict[str, Any]:
+        """The ``ProbeSpec`` JSON object (protocol.rs / probe.rs)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "tier": self.tier,
+            "layer": self.layer,
+            "rule": dict(self.rule),
+            "backend": "python",
+            "timeout_s": float(self.timeout_s),
+            "description": self.description,
+        }
+        if self.needs:
+            out["needs"] = list(self.needs)
+        if self.isolated:
+            out["isolated"] = True
+        return out
+
+    def resolve(self) -> Callable[..., Any]:
+        """Imports and returns the implementation function (this may import torch)."""
+        module_name, _, function_name = self.impl.partition(":")
+        module = importlib.import_module(module_name)
+        return getattr(module, function_name)
+
+
+_CATALOG: dict[str, ProbeDef] | None = None
+
+
+def all_probes() -> dict[str, ProbeDef]:
+    """Every probe this worker knows, by id, in catalogue order (built once)."""
+    global _CATALOG
+    if _CATALOG is None:
+        from gpuprobe.worker.probes import copy_specs, dtype_specs, rng_specs
+
+        catalog: dict[str, ProbeDef] = {}
+        for family in (copy_specs, rng_specs, dtype_specs):
+            for probe in family.specs():
+                if probe.id in catalog:
+                    raise ValueError(f"duplicate probe id {probe.id!r}")
+                if probe.tier not in TIERS:
+                    raise ValueError(f"probe {probe.id!r} has unknown tier {probe.tier!r}")
+                catalog[probe.id] = probe
+        _CATALOG = catalog
+    return _CATALOG
+
+
+def probes_in_tier(tier: str) -> list[ProbeDef]:
+    """The probes a run at ``tier`` includes (each tier includes the ones below it)."""
+    if tier == "soak":
+        wanted = {"quick", "standard"}
+    else:
+        wanted = set(TIERS[: TIERS.index(tier) + 1])
+    return [p for p in all_probes().values() if p.tier in wanted]

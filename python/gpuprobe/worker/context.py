@@ -1,0 +1,94 @@
+"""What a probe implementation receives and returns.
+
+A probe function has the signature ``run(ctx: ProbeContext, **params) -> ProbeOutput`` and
+raises ``SkipProbe`` when it does not apply (no GPU for pinned memory, no fp8 in this build,
+a single GPU for peer copies). Any other exception becomes an ``error`` outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuprobe.worker.patterns import derive_seed
+
+
+class SkipProbe(Exception):
+    """The probe does not apply here; the message is the reason shown to the user."""
+
+
+@dataclass
+class ProbeOutput:
+    """A probe's measurement plus report-only metrics and notes."""
+
+    measurement: dict[str, Any]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class ProbeContext:
+    """The device under test, the seed and the utilities every probe shares."""
+
+    def __init__(
+        self, torch: Any, device: str, seed: int, probe_id: str, options: dict[str, Any] | None = None
+    ) -> None:
+        self.torch = torch
+        self.device_name = device
+        self.device = torch.device(device)
+        self.is_gpu = self.device.type != "cpu"
+        self.seed = int(seed)
+        self.probe_id = probe_id
+        self.options = dict(options or {})
+        self.notes: list[str] = []
+
+    def derive_seed(self, tag: str = "") -> int:
+        """A seed derived from the plan seed, this probe's id and ``tag``."""
+        return derive_seed(self.seed, self.probe_id, tag)
+
+    def cpu_generator(self, tag: str = "") -> Any:
+        """A seeded CPU ``torch.Generator``."""
+        return self.torch.Generator().manual_seed(self.derive_seed(tag))
+
+    def device_generator(self, seed: int) -> Any:
+        """A ``torch.Generator`` on the device under test, seeded with ``seed``."""
+        return self.torch.Generator(device=self.device).manual_seed(seed)
+
+    def sync(self) -> None:
+        """Waits for all work on the device under test."""
+        if self.is_gpu:
+            self.torch.cuda.synchronize(self.device)
+
+    def require_gpu(self, what: str) -> None:
+        """Skips the probe on a CPU device under test."""
+        if not self.is_gpu:
+            raise SkipProbe(f"{what} needs a GPU device under test (device is cpu)")
+
+    def timer(self) -> Timer:
+        """A wall-clock timer that synchronizes the device at start and stop."""
+        return Timer(self)
+
+
+class Timer:
+    """Times device work: ``with ctx.timer() as t: ...; t.seconds``."""
+
+    def __init__(self, ctx: ProbeContext) -> None:
+        self.ctx = ctx
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __enter__(self) -> Timer:
+        self.ctx.sync()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.ctx.sync()
+        self.seconds = time.perf_counter() - self._start
+
+
+def gbps(nbytes: int, seconds: float) -> float | None:
+    """Throughput in GB/s (10^9 bytes), or None when the time is too short to mean anything."""
+    if seconds <= 1e-6:
+        return None
+    return round(nbytes / seconds / 1e9, 3)

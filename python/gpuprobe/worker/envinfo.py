@@ -1,0 +1,174 @@
+"""Interpreter and framework facts for the ``hello`` event (``TorchInfo``, fingerprint.rs).
+
+``import_torch`` never raises: a missing or broken torch, a CPU-only build asked for a GPU,
+or a GPU index out of range all come back as a reason the worker reports as ``unusable``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from typing import Any
+
+#: Packages whose versions the hello event reports (read from metadata, never imported).
+REPORTED_PACKAGES = ("numpy", "accelerate", "safetensors", "transformers", "diffusers")
+
+#: The allocator-config variables, newest name first.
+ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+
+
+def python_version() -> str:
+    """``3.11.7``."""
+    return platform.python_version()
+
+
+def package_versions(names: tuple[str, ...] = REPORTED_PACKAGES) -> dict[str, str]:
+    """Installed versions of ``names`` (absent packages are left out)."""
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return {}
+    versions: dict[str, str] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        except Exception:  # noqa: BLE001 - broken metadata must not break the worker
+            continue
+    return versions
+
+
+def torch_version_tuple(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string such as ``2.10.0a0+rocm7.11``."""
+    match = re.match(r"^\s*(\d+)\.(\d+)", version)
+    if not match:
+        return (0, 0)
+    return (int(match.group(1)), int(match.group(2)))
+
+
+def allocator_conf(version: str, is_rocm: bool, environ: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The allocator-config variable this torch version reads, its value, and the others set.
+
+    torch ≥ 2.9 reads PYTORCH_ALLOC_CONF, then PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds)
+    PYTORCH_HIP_ALLOC_CONF; older versions read PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds)
+    PYTORCH_HIP_ALLOC_CONF, and ignore PYTORCH_ALLOC_CONF. Only the first one found is parsed
+    (known-issues.md §2e); every other one that is set is listed as shadowed.
+    """
+    env = os.environ if environ is None else environ
+    if torch_version_tuple(version) >= (2, 9):
+        order = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"]
+    else:
+        order = ["PYTORCH_CUDA_ALLOC_CONF"]
+    if is_rocm:
+        order.append("PYTORCH_HIP_ALLOC_CONF")
+    read = next((name for name in order if name in env), None)
+    if read is None:
+        return None
+    shadowed = [name for name in ALLOC_VARS if name != read and name in env]
+    return {"variable": read, "value": env[read], "shadowed": shadowed}
+
+
+def _device_info(torch: Any, index: int, is_rocm: bool) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(index)
+    info: dict[str, Any] = {
+        "index": index,
+        "name": str(getattr(props, "name", "") or torch.cuda.get_device_name(index)),
+    }
+    arch = None
+    if is_rocm:
+        arch = getattr(props, "gcnArchName", None) or None
+    elif hasattr(props, "major") and hasattr(props, "minor"):
+        arch = f"sm_{props.major}{props.minor}"
+    if arch:
+        info["arch"] = str(arch)
+    total = getattr(props, "total_memory", None)
+    if isinstance(total, int):
+        info["total_memory"] = total
+    count = getattr(props, "multi_processor_count", None)
+    if isinstance(count, int):
+        info["multi_processor_count"] = count
+    bus = getattr(props, "pci_bus_id", None)
+    dev = getattr(props, "pci_device_id", None)
+    domain = getattr(props, "pci_domain_id", None)
+    if isinstance(bus, int) and isinstance(dev, int):
+        info["pci_bus"] = f"{domain if isinstance(domain, int) else 0:04x}:{bus:02x}:{dev:02x}.0"
+    integrated = getattr(props, "is_integrated", None)
+    if integrated is not None:
+        info["integrated"] = bool(integrated)
+    return info
+
+
+def torch_info(torch: Any) -> dict[str, Any]:
+    """The ``TorchInfo`` object for an imported torch."""
+    version = str(torch.__version__)
+    hip = getattr(torch.version, "hip", None)
+    cuda = getattr(torch.version, "cuda", None)
+    info: dict[str, Any] = {"version": version}
+    if hip:
+        info["hip"] = str(hip)
+    if cuda:
+        info["cuda"] = str(cuda)
+    try:
+        info["arch_list"] = [str(a) for a in torch.cuda.get_arch_list()]
+    except Exception:  # noqa: BLE001 - a CPU build or a broken runtime
+        info["arch_list"] = []
+    try:
+        available = bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001
+        available = False
+    info["gpu_available"] = available
+    devices = []
+    if available:
+        for index in range(torch.cuda.device_count()):
+            try:
+                devices.append(_device_info(torch, index, bool(hip)))
+            except Exception as exc:  # noqa: BLE001 - keep the others
+                devices.append({"index": index, "name": f"(unreadable: {exc})"})
+    info["devices"] = devices
+    conf = allocator_conf(version, bool(hip))
+    if conf is not None:
+        info["allocator_conf"] = conf
+    info["lib_dir"] = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "lib")
+    return info
+
+
+def import_torch() -> tuple[Any, str | None]:
+    """Imports torch; returns (module or None, reason it cannot be used or None)."""
+    try:
+        import torch  # noqa: PLC0415 - deliberately lazy
+    except Exception as exc:  # noqa: BLE001 - ImportError, OSError from a broken wheel, ...
+        return None, f"import torch failed: {type(exc).__name__}: {exc}"
+    return torch, None
+
+
+def device_problem(torch: Any, device: str) -> str | None:
+    """Why ``device`` cannot be used with this torch, or None."""
+    if device == "cpu":
+        return None
+    match = re.fullmatch(r"cuda:(\d+)", device)
+    if not match:
+        return f"unknown device {device!r} (expected cpu or cuda:N)"
+    index = int(match.group(1))
+    hip = getattr(torch.version, "hip", None)
+    cuda = getattr(torch.version, "cuda", None)
+    if not hip and not cuda:
+        return f"this torch {torch.__version__} is a CPU-only build: it cannot use {device}"
+    try:
+        available = torch.cuda.is_available()
+    except Exception as exc:  # noqa: BLE001
+        return f"torch.cuda.is_available() failed: {exc}"
+    if not available:
+        runtime = f"ROCm/HIP {hip}" if hip else f"CUDA {cuda}"
+        return f"torch {torch.__version__} ({runtime}) sees no usable GPU (torch.cuda.is_available() is False)"
+    count = torch.cuda.device_count()
+    if index >= count:
+        return f"{device} does not exist: torch sees {count} GPU(s)"
+    return None
+
+
+def executable() -> str:
+    """The interpreter path."""
+    return sys.executable or ""

@@ -1,0 +1,352 @@
+"""Worker entry point: reads a plan, runs it, streams events.
+
+The supervisor starts it in the user's interpreter, without installing anything::
+
+    python -X faulthandler -c "import sys; sys.path.insert(0, sys.argv[1]); \\
+        import gpuprobe.worker.main as m; sys.exit(m.main(sys.argv[2:]))" \\
+        <dir> --plan <plan.json> --event-fd 3
+
+(``python -m gpuprobe.worker --plan X --event-fd N`` does the same.)
+
+Modes: ``catalog`` (hello without importing torch, the catalogue, done), ``env`` (hello with
+torch facts, done) and ``run`` (hello, then begin/result per probe, then done).
+
+Exit status: 0 when the plan ran (including when torch is unusable: hello says why and the
+supervisor marks the probes NOT-TESTED), 2 for a bad command line or plan, 3 when the device
+context became unusable after a probe error (see ``_context_problem``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+import warnings
+from typing import Any
+
+from gpuprobe.worker import catalog, envinfo, simulate
+from gpuprobe.worker.context import ProbeContext, SkipProbe
+from gpuprobe.worker.events import EventStream
+
+PROTOCOL_VERSION = 1
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_CONTEXT_LOST = 3
+
+MODES = ("catalog", "env", "run")
+
+
+class PlanError(ValueError):
+    """The plan file is missing, unreadable or malformed."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parses ``--plan PATH --event-fd N``."""
+    parser = argparse.ArgumentParser(prog="gpuprobe.worker", description="gpuprobe probe worker")
+    parser.add_argument("--plan", required=True, help="path of the WorkerPlan JSON file")
+    parser.add_argument("--event-fd", type=int, default=3, help="file descriptor for JSON-lines events")
+    return parser.parse_args(argv)
+
+
+def load_plan(path: str) -> dict[str, Any]:
+    """Reads and validates a ``WorkerPlan``."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            plan = json.load(handle)
+    except OSError as exc:
+        raise PlanError(f"cannot read plan {path}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"plan {path} is not JSON: {exc}") from exc
+    if not isinstance(plan, dict):
+        raise PlanError("the plan must be a JSON object")
+    if plan.get("protocol") != PROTOCOL_VERSION:
+        raise PlanError(f"plan protocol {plan.get('protocol')!r}; this worker speaks {PROTOCOL_VERSION}")
+    if plan.get("mode") not in MODES:
+        raise PlanError(f"unknown mode {plan.get('mode')!r} (one of {', '.join(MODES)})")
+    probes = plan.get("probes", [])
+    if not isinstance(probes, list) or not all(isinstance(p, str) for p in probes):
+        raise PlanError("probes must be a list of probe ids")
+    seed = plan.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise PlanError("seed must be a non-negative integer")
+    device = plan.get("device")
+    if plan["mode"] == "run" and not isinstance(device, str):
+        raise PlanError("a run plan needs a device (cpu or cuda:N)")
+    options = plan.get("options", {})
+    if not isinstance(options, dict):
+        raise PlanError("options must be an object")
+    simulate_spec = plan.get("simulate")
+    if simulate_spec is not None and not isinstance(simulate_spec, dict):
+        raise PlanError("simulate must be an object or null")
+    return plan
+
+
+def _hello(
+    events: EventStream,
+    *,
+    torch_info: dict[str, Any] | None,
+    unusable: str | None,
+    packages: dict[str, str],
+    simulated: bool,
+) -> None:
+    event: dict[str, Any] = {
+        "event": "hello",
+        "protocol": PROTOCOL_VERSION,
+        "pid": os.getpid(),
+        "worker": "python",
+        "executable": envinfo.executable(),
+        "python_version": envinfo.python_version(),
+        "torch": torch_info,
+        "packages": packages,
+        "simulated": simulated,
+    }
+    if unusable:
+        event["unusable"] = unusable
+    events.emit(event)
+
+
+def _die_with_supervisor() -> None:
+    """Makes the kernel kill this worker when its supervisor dies.
+
+    A worker stuck in a hung GPU call would otherwise outlive a killed gpuprobe and keep
+    the GPU busy. Linux only (prctl PR_SET_PDEATHSIG); elsewhere a no-op. If the parent is
+    already gone (it died before this ran), exit at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(EXIT_USAGE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the worker; returns the process exit status."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    _die_with_supervisor()
+    if not faulthandler.is_enabled():
+        faulthandler.enable()
+    if hasattr(signal, "SIGUSR1"):
+        # On a timeout the supervisor sends SIGUSR1 before killing the process group: every
+        # thread's Python stack goes to stderr, so a HANG says where it hung.
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    try:
+        events = EventStream(args.event_fd)
+    except OSError as exc:
+        print(f"gpuprobe worker: cannot open event descriptor {args.event_fd}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        print(f"gpuprobe worker: {exc}", file=sys.stderr)
+        _hello(events, torch_info=None, unusable=None, packages={}, simulated=False)
+        events.log("warn", f"plan refused: {exc}")
+        return EXIT_USAGE
+    mode = plan["mode"]
+    if mode == "catalog":
+        return _catalog_mode(events)
+    if mode == "env":
+        return _env_mode(events)
+    return _run_mode(events, plan)
+
+
+def _catalog_mode(events: EventStream) -> int:
+    # No torch here: listing the catalogue must stay fast and work without a framework.
+    _hello(events, torch_info=None, unusable=None, packages={}, simulated=False)
+    events.emit({"event": "catalog", "probes": [p.spec() for p in catalog.all_probes().values()]})
+    events.emit({"event": "done"})
+    return EXIT_OK
+
+
+def _torch_facts(torch: Any) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        return envinfo.torch_info(torch), None
+    except Exception as exc:  # noqa: BLE001 - a broken runtime is a finding, not a crash
+        return None, f"torch imported but its device query failed: {type(exc).__name__}: {exc}"
+
+
+def _env_mode(events: EventStream) -> int:
+    torch, why = envinfo.import_torch()
+    info = None
+    if torch is not None:
+        info, why = _torch_facts(torch)
+    _hello(events, torch_info=info, unusable=why, packages=envinfo.package_versions(), simulated=False)
+    events.emit({"event": "done"})
+    return EXIT_OK
+
+
+def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
+    device = plan["device"]
+    spec = plan.get("simulate")
+    simulated = spec is not None
+    engine = None
+    if simulated:
+        # Validate the faults before the (slow) framework import: a bad spec fails fast.
+        try:
+            engine = simulate.FaultEngine(spec)
+        except simulate.SimulationError as exc:
+            print(f"gpuprobe worker: bad simulation spec: {exc}", file=sys.stderr)
+            _hello(events, torch_info=None, unusable=None, packages={}, simulated=True)
+            events.log("warn", f"simulation spec refused: {exc}")
+            return EXIT_USAGE
+    torch, why = envinfo.import_torch()
+    info = None
+    if torch is not None:
+        info, why = _torch_facts(torch)
+        if why is None:
+            why = envinfo.device_problem(torch, device)
+    if why is None and engine is not None:
+        simulate.activate_engine(engine, torch, device)
+    _hello(events, torch_info=info, unusable=why, packages=envinfo.package_versions(), simulated=simulated)
+    if why is not None:
+        # The supervisor marks every planned probe NOT-TESTED with this reason.
+        events.emit({"event": "done"})
+        return EXIT_OK
+    if engine is not None:
+        events.log("info", f"fault simulation active ({engine.source or 'unnamed'})")
+        for message in engine.messages:
+            events.log("info", message)
+    probes = catalog.all_probes()
+    for probe_id in plan.get("probes", []):
+        status = _run_probe(events, torch, device, plan, probes.get(probe_id), probe_id, simulated)
+        if status is not None:
+            return status
+    events.emit({"event": "done"})
+    return EXIT_OK
+
+
+def _missing_need(torch: Any, device: str, need: str) -> str | None:
+    if need == "fp8":
+        missing = [n for n in ("float8_e4m3fn", "float8_e5m2") if not hasattr(torch, n)]
+        if missing:
+            return f"this torch {torch.__version__} has no {', '.join('torch.' + n for n in missing)}"
+        return None
+    if need == "multi_gpu":
+        count = torch.cuda.device_count() if device != "cpu" else 0
+        if count < 2:
+            return f"needs at least 2 GPUs; {count} visible to torch"
+        return None
+    return f"needs {need!r}, which this worker cannot check"
+
+
+def _run_probe(
+    events: EventStream,
+    torch: Any,
+    device: str,
+    plan: dict[str, Any],
+    probe: catalog.ProbeDef | None,
+    probe_id: str,
+    simulated: bool,
+) -> int | None:
+    """Runs one probe and emits begin/result; returns an exit status when the worker must stop."""
+    events.emit({"event": "begin", "probe": probe_id, "device": device})
+    started = time.perf_counter()
+    result: dict[str, Any] = {"event": "result", "probe": probe_id, "device": device}
+    errored = False
+    caught: list[warnings.WarningMessage] = []
+    if probe is None:
+        result.update(outcome="error", type="UnknownProbe", message=f"this worker has no probe {probe_id!r}")
+        errored = True
+    else:
+        missing = next((m for m in (_missing_need(torch, device, n) for n in probe.needs) if m), None)
+        if missing:
+            result.update(outcome="skip", reason=missing)
+        else:
+            ctx = ProbeContext(torch, device, plan.get("seed", 0), probe_id, plan.get("options") or {})
+            with warnings.catch_warnings(record=True) as caught_here:
+                warnings.simplefilter("always")
+                try:
+                    with simulate.bypassed():
+                        output = probe.resolve()(ctx, **probe.params)
+                except SkipProbe as skip:
+                    result.update(outcome="skip", reason=str(skip))
+                except Exception as exc:  # noqa: BLE001 - every probe failure is reported
+                    result.update(
+                        outcome="error",
+                        type=type(exc).__name__,
+                        message=str(exc) or type(exc).__name__,
+                        traceback=traceback.format_exc(),
+                    )
+                    errored = True
+                else:
+                    notes = list(output.notes) + ctx.notes
+                    observation: dict[str, Any] = {
+                        "probe": probe_id,
+                        "device": device,
+                        "measurement": output.measurement,
+                        "metrics": {k: v for k, v in output.metrics.items() if v is not None},
+                        "notes": notes,
+                    }
+                    result.update(outcome="observed", observation=observation)
+            caught = list(caught_here)
+    warning_notes = []
+    for message in dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught):
+        events.log("warn", f"{probe_id}: {message}")
+        warning_notes.append(f"warning: {message}")
+    if result.get("outcome") == "observed":
+        notes = result["observation"]["notes"]
+        notes.extend(warning_notes)
+        if simulated:
+            notes.append(simulate.SIMULATED_NOTE)
+    result["elapsed_s"] = round(time.perf_counter() - started, 6)
+    try:
+        events.emit(result)
+    except ValueError as exc:
+        # A non-finite float slipped into an observation: report it rather than lose the probe.
+        events.emit(
+            {
+                "event": "result",
+                "probe": probe_id,
+                "device": device,
+                "outcome": "error",
+                "type": "ValueError",
+                "message": f"observation not representable in JSON: {exc}",
+                "elapsed_s": result["elapsed_s"],
+            }
+        )
+    if errored and device != "cpu":
+        problem = _context_problem(torch, device)
+        if problem is not None:
+            events.log(
+                "warn",
+                f"device context unusable after {probe_id}: {problem}; exiting so that a fresh worker "
+                "runs the remaining probes",
+            )
+            return EXIT_CONTEXT_LOST
+    return None
+
+
+def _context_problem(torch: Any, device: str) -> str | None:
+    """Whether the GPU context survived a probe error.
+
+    Some CUDA/HIP errors are sticky ("an illegal memory access was encountered"): they poison
+    the context, and every later call in this process fails with the same error. Running the
+    remaining probes here would blame them all for one fault, so the worker exits with
+    ``EXIT_CONTEXT_LOST`` instead and the supervisor starts a fresh worker for the rest.
+    """
+    try:
+        with simulate.bypassed():
+            torch.cuda.synchronize(device)
+            value = (torch.ones(1, device=device) + 1).item()
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}"
+    if value != 2.0:
+        return f"1 + 1 returned {value} on {device}"
+    return None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""A small Python mirror of the judge's classification, for these tests only.
+
+The real judge is Rust (crate gpuprobe-doctor) and owns the thresholds; this mirror follows
+the classification order given to probe authors and uses deliberately loose statistical
+bounds (z = 7, plus an allowance for the dtype's grid), so that a test failure here means a
+probe reports something clearly wrong, not a borderline draw.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Z = 7.0
+DIGITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float64": 53}
+
+
+def classify_compare(m: dict[str, Any]) -> str:
+    """pass / nan_inf / all_zeros / partial_zeros / unchanged / mismatch."""
+    if m["mismatches"] == 0:
+        return "pass"
+    if m.get("nonfinite_where_finite", 0) > 0:
+        return "nan_inf"
+    failed = m.get("failed_trials", 0)
+    if failed and m.get("all_zero_trials", 0) == failed:
+        return "all_zeros"
+    if m.get("zeros_where_nonzero", 0) == m["mismatches"]:
+        return "partial_zeros"
+    if m.get("unchanged", 0) == m["mismatches"]:
+        return "unchanged"
+    return "mismatch"
+
+
+def classify_invariant(m: dict[str, Any]) -> str:
+    """pass / all_zeros (every checked item a violating zero) / partial_zeros (every violation
+    a zero) / mismatch."""
+    violations = m["violations"]
+    if violations == 0:
+        return "pass"
+    if m.get("zero_violations", 0) == violations:
+        return "all_zeros" if violations == m["checked"] else "partial_zeros"
+    return "mismatch"
+
+
+def _moments(distribution: dict[str, Any]) -> tuple[float, float]:
+    kind = distribution["kind"]
+    if kind == "normal":
+        return distribution["mean"], distribution["std"] ** 2
+    if kind == "uniform":
+        low, high = distribution["low"], distribution["high"]
+        return (low + high) / 2, (high - low) ** 2 / 12
+    low, high = distribution["low"], distribution["high"]
+    span = high - low
+    return (low + high - 1) / 2, (span * span - 1) / 12
+
+
+def chi2_upper(dof: int, z: float = Z) -> float:
+    """Wilson-Hilferty upper quantile of the chi-square distribution."""
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+
+
+def stats_problems(m: dict[str, Any]) -> list[str]:
+    """Reasons a SampleStats measurement looks wrong (empty when it looks right)."""
+    problems = []
+    n = m["n"]
+    if m["nonfinite"]:
+        problems.append(f"{m['nonfinite']} non-finite samples")
+    if m.get("out_of_range", 0):
+        problems.append(f"{m['out_of_range']} samples out of range")
+    expected_zeros = n * m.get("p_zero", 0.0)
+    if m["zeros"] > expected_zeros + Z * math.sqrt(expected_zeros + 1) + 3:
+        problems.append(f"{m['zeros']} zeros, about {expected_zeros:.3g} expected")
+    mean, var = _moments(m["distribution"])
+    scale = math.sqrt(var) if var > 0 else 1.0
+    grid = 0.0
+    if m["distribution"]["kind"] == "uniform":
+        grid = 2.0 ** -DIGITS.get(m["dtype"], 53) * (m["distribution"]["high"] - m["distribution"]["low"])
+    if abs(m["mean"] - mean) > Z * scale / math.sqrt(n) + grid:
+        problems.append(f"mean {m['mean']} far from {mean}")
+    if var > 0 and abs(m["var"] / var - 1) > Z * math.sqrt(2.0 / n) + 4 * grid / scale:
+        problems.append(f"variance {m['var']} far from {var}")
+    if "chi2" in m and m["chi2"] > chi2_upper(m["chi2_dof"]):
+        problems.append(f"chi-square {m['chi2']:.1f} with {m['chi2_dof']} dof")
+    return problems
+
+
+def classify(measurement: dict[str, Any]) -> str:
+    """The class of any measurement: pass or how it failed."""
+    kind = measurement["kind"]
+    if kind == "compare":
+        return classify_compare(measurement)
+    if kind == "invariant":
+        return classify_invariant(measurement)
+    if kind == "stats":
+        problems = stats_problems(measurement)
+        if not problems:
+            return "pass"
+        if measurement["n"] and measurement["zeros"] == measurement["n"]:
+            return "all_zeros"
+        if measurement["nonfinite"]:
+            return "nan_inf"
+        return "mismatch"
+    raise ValueError(f"unknown measurement kind {kind}")

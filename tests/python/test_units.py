@@ -1,0 +1,373 @@
+"""Unit tests of the worker's building blocks (in process)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PACKAGE_DIR
+from gpuprobe.worker import catalog, envinfo, patterns, stats
+from gpuprobe.worker.compare import CompareAccumulator
+from gpuprobe.worker.probes import copy_run, dtype_run
+
+torch = pytest.importorskip("torch")
+
+
+# -- seeds and patterns ------------------------------------------------------------------------
+
+
+def test_derive_seed_is_stable_and_separates_probes() -> None:
+    a = patterns.derive_seed(1234, "copy.h2d.pageable.tiny.nonblocking")
+    assert a == patterns.derive_seed(1234, "copy.h2d.pageable.tiny.nonblocking")
+    assert 0 <= a < 2**63
+    others = {
+        patterns.derive_seed(1235, "copy.h2d.pageable.tiny.nonblocking"),
+        patterns.derive_seed(1234, "copy.h2d.pinned.tiny.nonblocking"),
+        patterns.derive_seed(1234, "copy.h2d.pageable.tiny.nonblocking", "trial1"),
+    }
+    assert a not in others and len(others) == 3
+    # Independent of Python's per-process hash randomization.
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from gpuprobe.worker.patterns import derive_seed; print(derive_seed(1234, 'x.y'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(PACKAGE_DIR)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONHASHSEED="77"),
+    )
+    assert int(out.stdout) == patterns.derive_seed(1234, "x.y")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_patterns_are_finite_nonzero_and_not_periodic(dtype: str) -> None:
+    n = 1 << 18
+    values = patterns.pattern(torch, n, dtype, seed=99)
+    assert values.dtype == getattr(torch, dtype) and values.numel() == n
+    as_float = values.float()
+    assert bool(torch.isfinite(as_float).all()) and not bool((as_float == 0).any())
+    bits = values.view(torch.int16 if dtype != "float32" else torch.int32)
+    for shift in (1, 1 << 10, 1 << 16):
+        same = (bits[shift:] == bits[:-shift]).float().mean().item()
+        assert same < 0.01, (shift, same)
+    assert torch.equal(values, patterns.pattern(torch, n, dtype, seed=99))
+    assert not torch.equal(values, patterns.pattern(torch, n, dtype, seed=100))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_large_patterns_vary_from_block_to_block(dtype: str) -> None:
+    block = patterns.BLOCK
+    n = 3 * block + 5
+    values = patterns.pattern(torch, n, dtype, seed=4)
+    as_float = values.float()
+    assert bool(torch.isfinite(as_float).all()) and not bool((as_float == 0).any())
+    bits = values.view(torch.int16 if dtype != "float32" else torch.int32)
+    first = patterns._bits_for(torch, patterns.hash32(torch, 0, block, 4), dtype)
+    assert torch.equal(bits[:block], first)
+    for k in (1, 2):
+        same = (bits[k * block : (k + 1) * block] == bits[:block]).float().mean().item()
+        assert same < 0.01, (k, same)
+    assert torch.equal(values, patterns.pattern(torch, n, dtype, seed=4))
+
+
+def test_pattern_index_wraparound_is_detectable() -> None:
+    # Elements 2^31 apart differ: a copy that wraps its index at 2^31 cannot pass.
+    seed = 5
+    low = patterns.hash32(torch, 0, 4096, seed)
+    high = patterns.hash32(torch, 1 << 31, (1 << 31) + 4096, seed)
+    assert int((low == high).sum()) == 0
+
+
+def test_canaries_are_outside_the_pattern_range() -> None:
+    for dtype in ("float32", "float16", "bfloat16"):
+        values = patterns.pattern(torch, 1 << 16, dtype, seed=3)
+        canary = patterns.fill_canary(torch, torch.empty(4, dtype=getattr(torch, dtype)))
+        assert bool(torch.isfinite(canary.float()).all()) and not bool((canary == 0).any())
+        assert canary.float().abs().max() > values.float().abs().max()
+        view = torch.int16 if dtype != "float32" else torch.int32
+        assert not bool((values.view(view) == patterns.canary_value(dtype)).any())
+
+
+# -- comparison ------------------------------------------------------------------------------
+
+
+def test_compare_counts_and_classes() -> None:
+    ref = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    acc = CompareAccumulator(torch)
+    acc.add(ref.clone(), ref)
+    acc.add(torch.zeros(4), ref)
+    acc.add(torch.tensor([1.0, 0.0, float("nan"), 4.0]), ref)
+    canary = patterns.canary_value("float32")
+    stale = patterns.fill_canary(torch, torch.empty(4))
+    stale[0] = 1.0
+    acc.add(stale, ref, canary=canary)
+    s = acc.stats()
+    assert s["kind"] == "compare" and s["n"] == 16 and s["trials"] == 4
+    assert s["mismatches"] == 4 + 2 + 3
+    assert s["zeros_where_nonzero"] == 5 and s["nonfinite_where_finite"] == 1 and s["unchanged"] == 3
+    assert s["failed_trials"] == 3 and s["all_zero_trials"] == 1
+    first = s["first_mismatch"]
+    assert first["trial"] == 1 and first["index"] == 0
+    assert first["expected"] == "1.0 (0x3f800000)" and first["found"] == "0.0 (0x00000000)"
+
+
+def test_compare_nan_payloads_and_negative_zero() -> None:
+    ref = torch.tensor([float("nan"), 0.0, 1.0], dtype=torch.float32).to(torch.bfloat16)
+    out = ref.clone()
+    out.view(torch.int16)[0] = 0x7FFF  # another NaN payload
+    strict, lenient = CompareAccumulator(torch), CompareAccumulator(torch)
+    assert strict.add(out, ref) == 1
+    assert lenient.add(out, ref, nan_equal=True) == 0
+    signed = CompareAccumulator(torch)
+    assert signed.add(torch.tensor([-0.0]), torch.tensor([0.0])) == 1  # bits differ
+
+
+def test_segmented_compare_finds_all_zero_copies() -> None:
+    sizes = torch.tensor([1, 3, 2, 4])
+    ref = torch.arange(1.0, 11.0)
+    out = ref.clone()
+    out[1:4] = 0  # copy 1 entirely zero
+    out[7] = 0  # copy 3 partly zero
+    acc = CompareAccumulator(torch)
+    acc.add_segmented(out, ref, sizes)
+    s = acc.stats()
+    assert s["trials"] == 4 and s["failed_trials"] == 2 and s["all_zero_trials"] == 1
+    assert s["mismatches"] == 4 and s["zeros_where_nonzero"] == 4
+    assert s["first_mismatch"]["trial"] == 1 and s["first_mismatch"]["index"] == 0
+
+
+def test_compare_handles_chunks_and_wrong_shapes() -> None:
+    n = (1 << 24) + 5
+    ref = torch.ones(n, dtype=torch.float16)
+    out = ref.clone()
+    out[-1] = 0
+    acc = CompareAccumulator(torch)
+    assert acc.add(out, ref) == 1
+    assert acc.stats()["first_mismatch"]["index"] == n - 1
+    wrong = CompareAccumulator(torch)
+    assert wrong.add(torch.ones(3), torch.ones(4)) == 4
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def test_p_zero_choices() -> None:
+    assert stats.p_zero_uniform("float32") == 2.0**-24
+    assert stats.p_zero_uniform("float16") == 2.0**-11
+    assert stats.p_zero_uniform("bfloat16") == 2.0**-8
+    assert stats.p_zero_uniform("float64") == 2.0**-24
+    assert stats.p_zero_normal("float32") == pytest.approx(2.0**-23)
+    # float16: P(|x| < 2^-25) = erf(2^-25 / sqrt 2), about 2.4e-8, plus the allowance.
+    assert stats.p_zero_normal("float16") == pytest.approx(math.erf(2.0**-25 / math.sqrt(2)) + 2.0**-23)
+    assert stats.p_zero_uniform_int(-5, 5) == 0.1 and stats.p_zero_uniform_int(1, 5) == 0.0
+
+
+def test_sample_stats_of_known_samples() -> None:
+    samples = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0, float("nan")])
+    s = stats.sample_stats(torch, samples, {"kind": "uniform", "low": 0.0, "high": 1.0}, "float32")
+    assert s["n"] == 6 and s["nonfinite"] == 1 and s["zeros"] == 1 and s["out_of_range"] == 1
+    assert s["mean"] == 0.5 and s["var"] == pytest.approx(0.15625)
+    assert s["min"] == 0.0 and s["max"] == 1.0 and s["chi2_dof"] == 63
+
+
+def test_chi_square_is_near_its_dof_for_good_samples_and_huge_for_bad() -> None:
+    g = torch.Generator().manual_seed(1)
+    good = stats.sample_stats(
+        torch, torch.randn(1 << 18, generator=g), {"kind": "normal", "mean": 0.0, "std": 1.0}, "float32"
+    )
+    assert 20 < good["chi2"] < 140
+    bad = stats.sample_stats(
+        torch, torch.rand(1 << 18, generator=g), {"kind": "normal", "mean": 0.0, "std": 1.0}, "float32"
+    )
+    assert bad["chi2"] > 10_000
+    ints = stats.sample_stats(
+        torch, torch.randint(0, 128, (1 << 16,), generator=g), {"kind": "uniform_int", "low": 0, "high": 128}, "int64"
+    )
+    assert 20 < ints["chi2"] < 140
+    odd_range = stats.sample_stats(
+        torch, torch.randint(0, 100, (100,)), {"kind": "uniform_int", "low": 0, "high": 100}, "int64"
+    )
+    assert "chi2" not in odd_range
+
+
+# -- environment facts -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "rocm", "environ", "expected"),
+    [
+        ("2.10.0+rocm7.1", True, {}, None),
+        (
+            "2.10.0+rocm7.1",
+            True,
+            {"PYTORCH_HIP_ALLOC_CONF": "a:1", "PYTORCH_CUDA_ALLOC_CONF": "b:2"},
+            {"variable": "PYTORCH_CUDA_ALLOC_CONF", "value": "b:2", "shadowed": ["PYTORCH_HIP_ALLOC_CONF"]},
+        ),
+        (
+            "2.8.0+rocm6.4",
+            True,
+            {"PYTORCH_ALLOC_CONF": "a:1", "PYTORCH_HIP_ALLOC_CONF": "c:3"},
+            {"variable": "PYTORCH_HIP_ALLOC_CONF", "value": "c:3", "shadowed": ["PYTORCH_ALLOC_CONF"]},
+        ),
+        ("2.8.0+cu128", False, {"PYTORCH_HIP_ALLOC_CONF": "c:3"}, None),
+        (
+            "2.9.1+cu130",
+            False,
+            {"PYTORCH_ALLOC_CONF": "a:1", "PYTORCH_CUDA_ALLOC_CONF": "b:2", "PYTORCH_HIP_ALLOC_CONF": "c:3"},
+            {
+                "variable": "PYTORCH_ALLOC_CONF",
+                "value": "a:1",
+                "shadowed": ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"],
+            },
+        ),
+    ],
+)
+def test_allocator_conf_precedence(version: str, rocm: bool, environ: dict, expected: dict | None) -> None:
+    # 2.10.0 with only PYTORCH_HIP... and CUDA set: ALLOC_CONF (first in order) is absent.
+    assert envinfo.allocator_conf(version, rocm, environ) == expected
+
+
+def test_torch_version_parsing() -> None:
+    assert envinfo.torch_version_tuple("2.10.0a0+rocm7.11.0a20251122") == (2, 10)
+    assert envinfo.torch_version_tuple("garbage") == (0, 0)
+
+
+def test_device_problem_reasons() -> None:
+    assert envinfo.device_problem(torch, "cpu") is None
+    assert "unknown device" in envinfo.device_problem(torch, "gpu0")
+    if not torch.cuda.is_available():
+        assert envinfo.device_problem(torch, "cuda:0") is not None
+
+
+# -- catalogue ---------------------------------------------------------------------------------
+
+
+def test_tiers_nest() -> None:
+    quick = {p.id for p in catalog.probes_in_tier("quick")}
+    standard = {p.id for p in catalog.probes_in_tier("standard")}
+    full = {p.id for p in catalog.probes_in_tier("full")}
+    soak = {p.id for p in catalog.probes_in_tier("soak")}
+    assert quick < standard < full and soak == standard
+
+
+def test_quick_dtype_matrix_is_the_float_matrix_on_the_device() -> None:
+    quick = [p for p in catalog.probes_in_tier("quick") if p.id.startswith("dtype.")]
+    assert len(quick) == 4 * 3 * 3
+    assert all(p.params["where"] == "device" for p in quick)
+    assert {p.params["method"] for p in quick} == {"to", "type", "float", "half", "bfloat16", "double"}
+
+
+def test_every_probe_implementation_resolves() -> None:
+    for probe in catalog.all_probes().values():
+        assert callable(probe.resolve()), probe.id
+
+
+# -- probe building blocks--------------------------------------------------------------------------
+
+
+def test_dtype_inputs_respect_the_defined_domain() -> None:
+    for src in ("float32", "float16", "bfloat16", "float64", "float8_e4m3fn"):
+        values = dtype_run.build_inputs(torch, src, "int8", 7).to(torch.float64)
+        assert bool(torch.isfinite(values).all())
+        assert bool((values.trunc() >= -128).all()) and bool((values.trunc() <= 127).all())
+        to_fp8 = dtype_run.build_inputs(torch, src, "float8_e4m3fn", 7).to(torch.float64)
+        assert not bool(torch.isinf(to_fp8).any()) and not bool((to_fp8.abs() > 448).any())
+    wide = dtype_run.build_inputs(torch, "int64", "float16", 7)
+    assert bool((wide.abs() <= 2**24).all())
+    ties = dtype_run.build_inputs(torch, "float32", "float16", 7).to(torch.float64)
+    assert bool((ties == 1 + 2.0**-11).any()) or bool((ties == 2.0**-25).any())  # exact ties present
+
+
+def test_send_to_device_keeps_structure() -> None:
+    batch = {"a": torch.ones(2), "b": [torch.zeros(1), "text"], "c": (torch.ones(1),), "d": 3}
+    moved = copy_run.send_to_device(batch, torch.device("cpu"), non_blocking=False, torch=torch)
+    assert set(moved) == set(batch) and moved["b"][1] == "text" and isinstance(moved["c"], tuple) and moved["d"] == 3
+    assert torch.equal(moved["a"], batch["a"]) and moved["a"].data_ptr() != batch["a"].data_ptr()
+
+
+def test_memory_check_skips_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuprobe.worker.context import ProbeContext, SkipProbe
+
+    monkeypatch.setattr(copy_run, "_host_available_bytes", lambda: 2 << 30)
+    ctx = ProbeContext(torch, "cpu", 1, "copy.roundtrip.pageable.huge.blocking.fp16")
+    with pytest.raises(SkipProbe, match="GiB of free host memory"):
+        copy_run._require_memory(ctx, 4 << 30, 4 << 30)
+
+
+# -- the user-facing package -------------------------------------------------------------------
+
+
+def test_package_import_is_light() -> None:
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import gpuprobe; "
+        "print(gpuprobe.__version__, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(PACKAGE_DIR)], capture_output=True, text=True, check=True)
+    version, has_torch = out.stdout.split()
+    assert version.count(".") == 2 and has_torch == "False"
+    assert (PACKAGE_DIR / "gpuprobe" / "py.typed").exists()
+
+
+def test_find_gpuprobe_bin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sysconfig
+
+    import gpuprobe
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setattr(gpuprobe, "_candidate_dirs", lambda: [str(empty)])
+    with pytest.raises(gpuprobe.GpuprobeNotFoundError) as info:
+        gpuprobe.find_gpuprobe_bin()
+    assert isinstance(info.value, FileNotFoundError) and str(empty) in str(info.value)
+    monkeypatch.undo()
+
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    binary = scripts / ("gpuprobe" + (sysconfig.get_config_var("EXE") or ""))
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    real_get_path = sysconfig.get_path
+    monkeypatch.setattr(
+        sysconfig,
+        "get_path",
+        lambda name, *a, **k: str(scripts) if name == "scripts" and not a and not k else real_get_path(name, *a, **k),
+    )
+    assert gpuprobe.find_gpuprobe_bin() == str(binary)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="exec on Unix only")
+def test_python_m_gpuprobe_execs_the_binary_with_this_interpreter(tmp_path: Path) -> None:
+    # A `pip install --target` layout: <target>/gpuprobe and <target>/bin/gpuprobe.
+    target = tmp_path / "target"
+    (target / "bin").mkdir(parents=True)
+    os.symlink(PACKAGE_DIR / "gpuprobe", target / "gpuprobe")
+    fake = target / "bin" / "gpuprobe"
+    fake.write_text('#!/bin/sh\necho "python=$GPUPROBE_PYTHON args=$*"\n')
+    fake.chmod(0o755)
+    code = (
+        "import sys, runpy; sys.path.insert(0, sys.argv[1]); "
+        "sys.argv = ['gpuprobe', 'check', '--tier', 'quick']; runpy.run_module('gpuprobe', run_name='__main__')"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"python={sys.executable} args=check --tier quick"
+
+
+def test_docs_counts_match_the_catalogue() -> None:
+    import re
+
+    text = (PACKAGE_DIR.parent / "docs" / "probes.md").read_text(encoding="utf-8")
+    for family in ("copy", "rng", "dtype"):
+        row = re.search(rf"^\| {family} \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", text, re.MULTILINE)
+        assert row, family
+        probes = [p for p in catalog.all_probes().values() if p.id.startswith(family + ".")]
+        counts = [sum(1 for p in probes if p.tier == tier) for tier in ("quick", "standard", "full")]
+        assert [int(g) for g in row.groups()] == [*counts, len(probes)], family
+    assert "## Judging" in text and "(written by the judge's author)" in text
+    for preset in sorted((PACKAGE_DIR.parent / "simulate" / "presets").glob("*.toml")):
+        assert f"| `{preset.stem}` |" in text, preset.stem
