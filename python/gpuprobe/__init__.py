@@ -11,7 +11,7 @@ import os
 import sys
 import sysconfig
 
-__all__ = ["__version__", "GpuprobeNotFoundError", "find_gpuprobe_bin"]
+__all__ = ["__version__", "GpuprobeNotFoundError", "ProfileError", "apply_profile", "find_gpuprobe_bin"]
 
 __version__ = "0.1.0"
 
@@ -74,3 +74,6 @@ def find_gpuprobe_bin() -> str:
         f"could not find the {name} binary; looked in: {', '.join(searched)}. "
         "Install it with `pip install gpuprobe` or `cargo install gpuprobe`."
     )
+
+
+from .profile import ProfileError, apply_profile  # noqa: E402  (needs find_gpuprobe_bin above)

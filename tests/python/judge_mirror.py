@@ -101,3 +101,68 @@ def classify(measurement: dict[str, Any]) -> str:
             return "nan_inf"
         return "mismatch"
     raise ValueError(f"unknown measurement kind {kind}")
+
+
+# -- the tolerance rule (docs/probes.md, "Judging" / "tolerance"; judge.rs judge_tolerance) ------
+
+#: The judge's base tolerance by rule dtype (normwise relative error against float64).
+DTYPE_TOLERANCE = {
+    "float64": 1e-12,
+    "fp64": 1e-12,
+    "float32": 1e-5,
+    "fp32": 1e-5,
+    "tf32": 2e-3,
+    "float16": 4e-3,
+    "fp16": 4e-3,
+    "bfloat16": 3e-2,
+    "bf16": 3e-2,
+    "float8_e4m3fn": 0.15,
+    "fp8_e4m3": 0.15,
+    "float8_e5m2": 0.3,
+    "fp8_e5m2": 0.3,
+}
+
+
+def _failure_class(m: dict[str, Any]) -> str:
+    """The judge's classification order for a comparison that failed."""
+    if m.get("nonfinite_where_finite", 0) > 0:
+        return "nan_inf"
+    failed = m.get("failed_trials", 0)
+    if failed > 0 and m.get("all_zero_trials", 0) == failed:
+        return "all_zeros"
+    if m["mismatches"] > 0 and m.get("zeros_where_nonzero", 0) == m["mismatches"]:
+        return "partial_zeros"
+    if m["mismatches"] > 0 and m.get("unchanged", 0) == m["mismatches"]:
+        return "unchanged"
+    return "mismatch"
+
+
+def judge_tolerance(m: dict[str, Any], rule: dict[str, Any]) -> str:
+    """pass, or the failure class, for a ``compare`` measurement under the tolerance rule:
+    the normwise relative error ``max_rel_err`` must not exceed the dtype's tolerance times
+    the rule's ``scale``; NaN/Inf where the reference is finite always fails, and so does an
+    output still holding its canary (``unchanged``), as judge.rs does."""
+    tolerance = DTYPE_TOLERANCE[rule["dtype"]] * rule.get("scale", 1.0)
+    rel = m.get("max_rel_err")
+    within = rel is not None and rel <= tolerance
+    if m.get("nonfinite_where_finite", 0) == 0 and within and m.get("unchanged", 0) == 0:
+        return "pass"
+    failed = m.get("failed_trials", 0)
+    if m.get("nonfinite_where_finite", 0) > 0 or (failed > 0 and m.get("all_zero_trials", 0) == failed):
+        return _failure_class(m)
+    mismatches = m["mismatches"]
+    if mismatches > 0 and (m.get("zeros_where_nonzero", 0) == mismatches or m.get("unchanged", 0) == mismatches):
+        return _failure_class(m)
+    return "mismatch"
+
+
+def judge(measurement: dict[str, Any], rule: dict[str, Any]) -> str:
+    """pass or the failure class of a measurement under the probe's declared rule."""
+    kind = rule["kind"]
+    if kind == "measure":
+        return "pass"
+    if kind == "tolerance":
+        if measurement["kind"] != "compare":
+            raise ValueError(f"tolerance rule with a {measurement['kind']} measurement")
+        return judge_tolerance(measurement, rule)
+    return classify(measurement)

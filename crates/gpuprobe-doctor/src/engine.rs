@@ -323,7 +323,7 @@ pub fn worker_command(
 pub fn to_result(spec: &ProbeSpec, raw: RawResult, config: &EngineConfig) -> ProbeResult {
     let mut stderr_tail = raw.output_tail;
     let (verdict, observation) = match raw.outcome {
-        RawOutcome::Observed(observation) => (judge(spec, &observation), Some(observation)),
+        RawOutcome::Observed(observation) => (judge(spec, &observation), Some(*observation)),
         RawOutcome::Skip(reason) => (Verdict::Skip { reason }, None),
         RawOutcome::Error {
             error_type,
@@ -373,18 +373,28 @@ pub fn to_result(spec: &ProbeSpec, raw: RawResult, config: &EngineConfig) -> Pro
     }
 }
 
+/// The `needs` marker of probes that run only when `--only` names them: deliberate faults
+/// (an illegal memory access, a kernel that never ends) that prove the isolation, and that
+/// must never run as part of a tier.
+pub const EXPLICIT_ONLY: &str = "explicit";
+
 /// Probe selection from a catalogue: by tier and by `--only` patterns (globs over probe
 /// ids, `*` matching any run of characters; a pattern without `*` matches ids that start
-/// with it followed by a dot, or the id itself).
+/// with it followed by a dot, or the id itself). Probes marked [`EXPLICIT_ONLY`] are
+/// selected only by an `--only` pattern, whatever the tier.
 pub fn select(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<ProbeSpec> {
+    let named = |spec: &ProbeSpec| {
+        only.iter()
+            .any(|pattern| id_matches(pattern, spec.id.as_str()))
+    };
     catalog
         .iter()
-        .filter(|spec| tier.includes(spec.tier))
         .filter(|spec| {
-            only.is_empty()
-                || only
-                    .iter()
-                    .any(|pattern| id_matches(pattern, spec.id.as_str()))
+            if spec.needs.iter().any(|n| n == EXPLICIT_ONLY) {
+                named(spec)
+            } else {
+                tier.includes(spec.tier) && (only.is_empty() || named(spec))
+            }
         })
         .cloned()
         .collect()
@@ -516,6 +526,36 @@ pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deliberate_faults_run_only_when_named() {
+        let spec = |id: &str, tier: Tier, needs: &[&str]| ProbeSpec {
+            id: ProbeId::new(id),
+            tier,
+            layer: gpuprobe_model::probe::Layer::Framework,
+            rule: gpuprobe_model::probe::Rule::BitExact,
+            backend: Backend::Python,
+            timeout_s: 1.0,
+            description: String::new(),
+            needs: needs.iter().map(|s| s.to_string()).collect(),
+            isolated: false,
+        };
+        let catalog = vec![
+            spec("copy.a", Tier::Quick, &[]),
+            spec("fault.spin", Tier::Quick, &[EXPLICIT_ONLY]),
+        ];
+        let ids =
+            |selected: Vec<ProbeSpec>| selected.into_iter().map(|s| s.id.0).collect::<Vec<_>>();
+        assert_eq!(ids(select(&catalog, Tier::Full, &[])), ["copy.a"]);
+        assert_eq!(
+            ids(select(&catalog, Tier::Quick, &["fault".into()])),
+            ["fault.spin"]
+        );
+        assert_eq!(
+            ids(select(&catalog, Tier::Quick, &["*".into()])),
+            ["copy.a", "fault.spin"]
+        );
+    }
 
     #[test]
     fn selection_patterns() {

@@ -3,10 +3,12 @@
 //! - [`judge`] turns observations into verdicts by each probe's declared rule;
 //! - [`engine`] executes a plan of probes through supervised workers, judges each result
 //!   and appends it to the run directory as it arrives;
-//! - [`diagnose`] places failures on a layer of the stack with the evidence for it.
+//! - [`diagnose`] places failures on a layer of the stack with the evidence for it;
+//! - [`fix`] searches for the settings that cure a run's failures (`gpuprobe fix`).
 
 pub mod diagnose;
 pub mod engine;
+pub mod fix;
 pub mod judge;
 
 pub use judge::judge;

@@ -2,11 +2,13 @@
 //!
 //! - [`terminal`]: the table and findings a user reads after `gpuprobe check`;
 //! - [`json`]: the machine-readable report and its published JSON Schema;
-//! - [`matrix`]: the measured dtype-conversion matrix.
+//! - [`matrix`]: the measured dtype-conversion matrix;
+//! - [`fix`]: the account of a workaround search (`gpuprobe fix`).
 //!
 //! Renderers take a finished [`gpuprobe_model::Report`] and return text; they never decide
 //! anything about the results.
 
+pub mod fix;
 pub mod json;
 pub mod matrix;
 pub mod style;

@@ -135,60 +135,6 @@ pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> Wo
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn explicit_wins() {
-        let choice =
-            find_python(Some(Path::new("/x/python")), &env(&[("VIRTUAL_ENV", "/v")])).unwrap();
-        assert_eq!(choice.chosen_by, "--python");
-    }
-
-    #[test]
-    fn virtualenv_before_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::write(bin.join("python"), "").unwrap();
-        let choice = find_python(
-            None,
-            &env(&[
-                ("VIRTUAL_ENV", dir.path().to_str().unwrap()),
-                ("PATH", "/usr/bin"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(choice.chosen_by, "VIRTUAL_ENV");
-        assert_eq!(choice.executable, bin.join("python"));
-    }
-
-    #[test]
-    fn nothing_found_is_a_clear_error() {
-        let err = find_python(None, &env(&[("PATH", "/nonexistent-dir")])).unwrap_err();
-        assert!(err.to_string().contains("--python"), "{err}");
-    }
-
-    #[test]
-    fn package_is_embedded_and_extracts() {
-        assert!(
-            embedded_file_count() > 0,
-            "the build embedded no Python files"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        extract_package(dir.path()).unwrap();
-        assert!(dir.path().join("gpuprobe/worker/main.py").is_file());
-    }
-}
-
 /// Runs a worker in a non-probing mode (`catalog` or `env`) and returns every event it sent
 /// up to `done`; fails with the reason when it cannot start, hangs or dies first.
 pub fn query_worker(
@@ -316,4 +262,58 @@ pub fn fetch_env(
         Err(err) => env.torch_error = Some(err),
     }
     env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn explicit_wins() {
+        let choice =
+            find_python(Some(Path::new("/x/python")), &env(&[("VIRTUAL_ENV", "/v")])).unwrap();
+        assert_eq!(choice.chosen_by, "--python");
+    }
+
+    #[test]
+    fn virtualenv_before_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        fs::create_dir_all(&bin).unwrap();
+        fs::write(bin.join("python"), "").unwrap();
+        let choice = find_python(
+            None,
+            &env(&[
+                ("VIRTUAL_ENV", dir.path().to_str().unwrap()),
+                ("PATH", "/usr/bin"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(choice.chosen_by, "VIRTUAL_ENV");
+        assert_eq!(choice.executable, bin.join("python"));
+    }
+
+    #[test]
+    fn nothing_found_is_a_clear_error() {
+        let err = find_python(None, &env(&[("PATH", "/nonexistent-dir")])).unwrap_err();
+        assert!(err.to_string().contains("--python"), "{err}");
+    }
+
+    #[test]
+    fn package_is_embedded_and_extracts() {
+        assert!(
+            embedded_file_count() > 0,
+            "the build embedded no Python files"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        extract_package(dir.path()).unwrap();
+        assert!(dir.path().join("gpuprobe/worker/main.py").is_file());
+    }
 }

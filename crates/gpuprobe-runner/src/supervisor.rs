@@ -56,7 +56,7 @@ impl Default for SupervisorConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RawOutcome {
     /// The probe reported facts.
-    Observed(Observation),
+    Observed(Box<Observation>),
     /// The probe does not apply.
     Skip(String),
     /// The probe raised.
@@ -358,7 +358,9 @@ fn run_one_worker(
                     let elapsed = elapsed_s.or_else(|| started.map(|s| s.elapsed().as_secs_f64()));
                     let is_error = matches!(outcome, Outcome::Error { .. });
                     let raw = match outcome {
-                        Outcome::Observed { observation } => RawOutcome::Observed(observation),
+                        Outcome::Observed { observation } => {
+                            RawOutcome::Observed(Box::new(observation))
+                        }
                         Outcome::Skip { reason } => RawOutcome::Skip(reason),
                         Outcome::Error {
                             error_type,

@@ -1,5 +1,6 @@
 //! The command line: clap definitions only.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -28,6 +29,16 @@ pub enum Command {
     Memtest(MemtestArgs),
     /// The knowledge base of known issues.
     Kb(KbArgs),
+    /// Searches for settings that cure the failing probes, proves them by re-running the
+    /// probes in fresh workers, and writes a profile.
+    Fix(FixArgs),
+    /// Runs a command with a profile applied, watching it for crashes and hangs.
+    Run(RunArgs),
+    /// Profiles written by `fix`: show, check against this machine, export.
+    Profile(ProfileArgs),
+    /// Starts a job for `run` with a clean signal mask (internal).
+    #[command(name = "__exec-job", hide = true)]
+    ExecJob(ExecJobArgs),
     /// Runs probes in a worker process (internal; used by `check`).
     #[command(name = "__native-worker", hide = true)]
     NativeWorker(NativeWorkerArgs),
@@ -186,4 +197,178 @@ pub struct NativeWorkerArgs {
     /// The worker plan (JSON).
     #[arg(long)]
     pub plan: PathBuf,
+}
+
+/// Options of `fix`.
+#[derive(Debug, Args)]
+pub struct FixArgs {
+    /// Start from this finished run (its report.json and plan.json) instead of running a
+    /// check first.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["tier", "only", "device", "simulate", "no_native"])]
+    pub from: Option<PathBuf>,
+    /// How much the starting check runs.
+    #[arg(long, value_enum, default_value = "quick")]
+    pub tier: TierArg,
+    /// Devices the starting check tests: `all`, indices like `0,2`, or `cpu`.
+    #[arg(long, default_value = "all")]
+    pub device: String,
+    /// Run only probes whose id matches (as in `check`). Repeatable. Sentinels are still
+    /// drawn from every probe of the tier in the families that ran.
+    #[arg(long = "only", value_name = "PATTERN")]
+    pub only: Vec<String>,
+    /// The Python interpreter to probe.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Fault simulation (test and demo mode), as in `check`. Every output says SIMULATED.
+    #[arg(long, value_name = "SPEC")]
+    pub simulate: Option<String>,
+    /// Skip the native (CUDA/HIP runtime) probes.
+    #[arg(long)]
+    pub no_native: bool,
+    /// Where to keep the search (default: ~/.local/state/gpuprobe/runs/fix-<time>).
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// The most trials (fresh-worker runs, one set of settings each) the search may use,
+    /// baseline and verification included.
+    #[arg(long, default_value_t = 40, value_name = "N")]
+    pub max_runs: u32,
+    /// Try only these settings (`NAME=VALUE`, or `NAME` to run without it); repeatable.
+    /// Each must be a catalogue setting.
+    #[arg(long = "candidate", value_name = "SETTING")]
+    pub candidate: Vec<String>,
+    /// Sentinel probes per family without failures (families with failures get two more).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub sentinels: usize,
+    /// Where to write the profile (default: profile.toml in the run directory).
+    #[arg(long, value_name = "FILE")]
+    pub profile_out: Option<PathBuf>,
+    /// Print the account as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Multiply every probe's timeout.
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    pub timeout_scale: f64,
+    /// Seconds a worker may take to start.
+    #[arg(long, default_value_t = 180.0, value_name = "SECONDS")]
+    pub startup_timeout: f64,
+    /// Seed for every random input.
+    #[arg(long, default_value_t = 20261122)]
+    pub seed: u64,
+    /// Show worker messages of the starting check.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// Where `run --fallback` may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FallbackArg {
+    /// Rerun on the CPU with every GPU hidden.
+    Cpu,
+}
+
+/// Options of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The profile to apply (validated; refused when proven on another stack).
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Run the command N times and report the crash and hang rates.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
+    /// Treat the job as hung after this many seconds without output and without GPU
+    /// activity, and kill its process group.
+    #[arg(long, value_name = "SECONDS")]
+    pub hang_timeout: Option<f64>,
+    /// When the GPU stack is judged unsafe (the job crashed or hung on the GPU, or the
+    /// profile records failures it could not cure), run the job on the CPU with every GPU
+    /// hidden. Never silent: gpuprobe says so on stderr.
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub fallback: Option<FallbackArg>,
+    /// Stay on the GPU whatever happens (overrides --fallback).
+    #[arg(long)]
+    pub force_gpu: bool,
+    /// Apply a profile proven on a different stack.
+    #[arg(long)]
+    pub force: bool,
+    /// The interpreter whose torch the profile's stack is compared with (default: as
+    /// `check` picks it).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Also write the runs, rates and exit codes as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// The command and its arguments (after `--`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Options of `profile`.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: ProfileAction,
+}
+
+/// Export formats of `profile export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormatArg {
+    /// `NAME=VALUE` lines (a `.env` file).
+    Env,
+    /// `export NAME='VALUE'` lines for a shell.
+    Shell,
+    /// JSON: `{"set": {...}, "unset": [...], ...}`.
+    Json,
+}
+
+/// `profile` actions.
+#[derive(Debug, Subcommand)]
+pub enum ProfileAction {
+    /// Shows a profile: settings, why, what it cures, what is still failing.
+    Show {
+        /// The profile.
+        profile: PathBuf,
+    },
+    /// Validates a profile and compares the stack it was proven on with this machine.
+    Check {
+        /// The profile.
+        profile: PathBuf,
+        /// The interpreter whose torch to compare.
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+    },
+    /// Prints this machine's stack key: the facts a profile's proof is tied to (GPU ISAs,
+    /// kernel, driver, runtime, torch), as TOML like a profile's `[proven_on]`.
+    Stack {
+        /// The interpreter whose torch to read.
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+    },
+    /// Prints the profile's settings for a `.env` file, a shell, or a program (JSON).
+    Export {
+        /// The profile.
+        profile: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "shell")]
+        format: ExportFormatArg,
+        /// Refuse (exit 2) when the profile was proven on a different stack.
+        #[arg(long)]
+        check_stack: bool,
+        /// The interpreter whose torch to compare (with --check-stack).
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+    },
+}
+
+/// Options of the hidden job launcher.
+#[derive(Debug, Args)]
+pub struct ExecJobArgs {
+    /// The command and its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<OsString>,
 }

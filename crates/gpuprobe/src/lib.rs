@@ -14,7 +14,10 @@ use gpuprobe_model::ExitStatus;
 pub mod cli;
 mod commands;
 mod paths;
+mod profiles;
 mod progress;
+mod session;
+mod stack;
 mod time;
 
 /// An error the user can fix (exit 2), as opposed to an internal failure (exit 3).
@@ -49,7 +52,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     match commands::dispatch(cli.command) {
-        Ok(status) => ExitCode::from(status.code()),
+        Ok(code) => ExitCode::from(code),
         Err(err) => {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;

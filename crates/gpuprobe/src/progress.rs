@@ -63,7 +63,7 @@ impl ProgressView {
             }
             Progress::Log(message) => {
                 if self.verbose {
-                    self.bar.println(message.to_string());
+                    self.bar.println(message);
                 }
             }
         }

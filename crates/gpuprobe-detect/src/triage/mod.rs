@@ -270,7 +270,10 @@ fn infer_os(fp: &mut Fingerprint, recognized: &[Recognized]) {
     ];
     if let Some(block) = recognized.iter().find(|r| linux_only.contains(&r.tool)) {
         fp.host.os = Some("linux".to_owned());
-        fp.extra.insert("triage.os_inferred_from".to_owned(), block.tool.name().to_owned());
+        fp.extra.insert(
+            "triage.os_inferred_from".to_owned(),
+            block.tool.name().to_owned(),
+        );
     }
 }
 

@@ -404,7 +404,11 @@ fn a_linux_only_tool_proves_the_os_and_a_portable_one_does_not() {
     }]);
     assert_eq!(linux.fingerprint.host.os.as_deref(), Some("linux"));
     assert_eq!(
-        linux.fingerprint.extra.get("triage.os_inferred_from").map(String::as_str),
+        linux
+            .fingerprint
+            .extra
+            .get("triage.os_inferred_from")
+            .map(String::as_str),
         Some("rocminfo")
     );
     // nvidia-smi also runs on Windows: it says nothing about the OS.

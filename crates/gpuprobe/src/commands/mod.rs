@@ -6,22 +6,31 @@ use gpuprobe_model::ExitStatus;
 use crate::cli::Command;
 
 mod check;
-mod env;
-mod kb;
+pub(crate) mod env;
+mod fix;
+pub(crate) mod kb;
 mod memtest;
 mod native_worker;
+mod profile;
+mod run;
 mod triage;
 
-/// Runs one command and returns the exit status it earned.
-pub fn dispatch(command: Command) -> Result<ExitStatus> {
-    match command {
-        Command::Check(args) => check::run(args),
-        Command::Env(args) => env::run(args),
-        Command::Triage(args) => triage::run(args),
-        Command::Kb(args) => kb::run(args),
-        Command::Memtest(args) => memtest::run(args),
-        Command::NativeWorker(args) => native_worker::run(args),
-    }
+/// Runs one command and returns the exit code it earned: a documented [`ExitStatus`]
+/// code, or for `run` the job's own exit code.
+pub fn dispatch(command: Command) -> Result<u8> {
+    let status: ExitStatus = match command {
+        Command::Check(args) => check::run(args)?,
+        Command::Env(args) => env::run(args)?,
+        Command::Triage(args) => triage::run(args)?,
+        Command::Kb(args) => kb::run(args)?,
+        Command::Memtest(args) => memtest::run(args)?,
+        Command::NativeWorker(args) => native_worker::run(args)?,
+        Command::Fix(args) => fix::run(args)?,
+        Command::Profile(args) => profile::run(args)?,
+        Command::Run(args) => return run::run(args),
+        Command::ExecJob(args) => return Ok(run::exec_job(&args.command)),
+    };
+    Ok(status.code())
 }
 
 /// The process environment as a map (tests pass their own maps to the pieces below).

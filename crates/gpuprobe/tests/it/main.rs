@@ -1,9 +1,14 @@
 //! Integration tests of the gpuprobe binary: the engine end to end against the real Python
 //! worker and a real CPU PyTorch (the interpreter named by `GPUPROBE_TEST_PYTHON`, which
 //! `scripts/test.sh` sets up), the protocol under crashes, hangs, garbage and broken
-//! interpreters, resume after a kill, and the other commands.
+//! interpreters, resume after a kill, the workaround search (`fix`), the job launcher
+//! (`run`) and profiles, and the other commands.
 
 mod check;
 mod commands;
+mod fix;
+#[cfg(feature = "gpu-tests")]
+mod gpu_faults;
 mod protocol;
+mod run;
 mod support;

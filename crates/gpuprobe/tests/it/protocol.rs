@@ -15,10 +15,19 @@ fn processes_mentioning(text: &str) -> usize {
         .map(|entries| {
             entries
                 .flatten()
-                .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .chars()
+                        .all(|c| c.is_ascii_digit())
+                })
                 .filter(|e| {
                     std::fs::read(e.path().join("cmdline"))
-                        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " ").contains(text))
+                        .map(|raw| {
+                            String::from_utf8_lossy(&raw)
+                                .replace('\0', " ")
+                                .contains(text)
+                        })
                         .unwrap_or(false)
                 })
                 .count()
@@ -281,7 +290,10 @@ fn a_killed_run_keeps_its_results_and_resumes_to_completion() {
     let marker = run.to_string_lossy().to_string();
     let gone_by = Instant::now() + Duration::from_secs(10);
     while processes_mentioning(&marker) > 0 {
-        assert!(Instant::now() < gone_by, "a worker of the killed run is still running");
+        assert!(
+            Instant::now() < gone_by,
+            "a worker of the killed run is still running"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 

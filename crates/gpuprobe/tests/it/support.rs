@@ -22,9 +22,14 @@ pub fn python() -> PathBuf {
     venv
 }
 
-/// The gpuprobe binary under test.
+/// The gpuprobe binary under test: the one cargo built with these tests, or the one named by
+/// `GPUPROBE_TEST_BIN` (a test binary copied to another machine, where cargo's path does not
+/// exist).
 pub fn gpuprobe() -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gpuprobe"));
+    let program = std::env::var_os("GPUPROBE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gpuprobe")));
+    let mut command = std::process::Command::new(program);
     // Tests must not depend on the developer's environment.
     command
         .env_remove("VIRTUAL_ENV")

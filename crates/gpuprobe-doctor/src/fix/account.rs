@@ -1,0 +1,355 @@
+//! The search result as a [`FixAccount`] (what the user reads, `--json`) and a
+//! [`Profile`] (what `gpuprobe run` and `apply_profile` apply).
+
+use gpuprobe_model::ExitStatus;
+use gpuprobe_model::finding::Cost;
+use gpuprobe_model::profile::{
+    CandidateTrial, FixAccount, FixOutcome, PROFILE_VERSION, Profile, ProfileSetting, RunBudget,
+    StackKey, TargetStatus,
+};
+
+use super::candidates::CandidateSet;
+use super::search::SearchResult;
+
+/// Facts about the run that the search itself does not know.
+#[derive(Debug, Clone, Default)]
+pub struct AccountHeader {
+    /// gpuprobe version.
+    pub tool_version: String,
+    /// Start time, RFC 3339 UTC.
+    pub started_at: String,
+    /// Wall time, seconds.
+    pub wall_s: f64,
+    /// The simulation source, when simulated.
+    pub simulation: Option<String>,
+    /// The fix's run directory.
+    pub run_dir: Option<String>,
+    /// The run whose failures were the starting point.
+    pub source_run: Option<String>,
+    /// The stack.
+    pub stack: StackKey,
+    /// `--max-runs`.
+    pub max_runs: u32,
+    /// How the cost was measured, in words (the search leaves this to the caller).
+    pub cost_method: String,
+    /// Remarks from the caller.
+    pub notes: Vec<String>,
+}
+
+/// The outcome a search earns.
+pub fn outcome_of(result: &SearchResult, testable: usize) -> FixOutcome {
+    let reproduced = result
+        .targets
+        .iter()
+        .filter(|t| t.status != TargetStatus::Flaky)
+        .count();
+    let cured = result
+        .targets
+        .iter()
+        .filter(|t| t.status == TargetStatus::Cured)
+        .count();
+    if result.targets.is_empty() {
+        FixOutcome::NothingToFix
+    } else if reproduced == 0 {
+        FixOutcome::NotReproduced
+    } else if testable == 0 {
+        FixOutcome::NothingTestable
+    } else if cured == result.targets.len() {
+        FixOutcome::AllCured
+    } else if cured > 0 {
+        FixOutcome::PartlyCured
+    } else {
+        FixOutcome::NoneCured
+    }
+}
+
+/// The exit status an outcome earns (docs/exit-codes.md): 0 nothing to fix or everything
+/// cured, 1 failures remain, 4 nothing testable.
+pub fn exit_status_of(outcome: FixOutcome) -> ExitStatus {
+    match outcome {
+        FixOutcome::NothingToFix | FixOutcome::AllCured => ExitStatus::AllPassed,
+        FixOutcome::NothingTestable => ExitStatus::NothingTested,
+        FixOutcome::PartlyCured | FixOutcome::NoneCured | FixOutcome::NotReproduced => {
+            ExitStatus::ProblemsFound
+        }
+    }
+}
+
+/// The account of a search.
+pub fn build(header: AccountHeader, candidates: &CandidateSet, result: SearchResult) -> FixAccount {
+    let outcome = outcome_of(&result, candidates.testable.len());
+    let exit_status = exit_status_of(outcome);
+    let mut trials = result.candidates;
+    for skipped in &candidates.not_tried {
+        trials.push(CandidateTrial {
+            setting: skipped.candidate.change.clone(),
+            title: skipped.candidate.title.clone(),
+            sources: skipped.candidate.sources.clone(),
+            cost: skipped.candidate.cost.clone(),
+            tried: false,
+            not_tried_because: Some(skipped.reason.clone()),
+            cured: vec![],
+            broke: vec![],
+            worsened: vec![],
+            elapsed_s: None,
+        });
+    }
+    let mut cost = result.cost;
+    if let Some(cost) = cost.as_mut() {
+        cost.method = header.cost_method.clone();
+    }
+    let mut notes = candidates.notes.clone();
+    notes.extend(result.notes);
+    notes.extend(header.notes);
+    FixAccount {
+        tool_version: header.tool_version,
+        started_at: header.started_at,
+        wall_s: header.wall_s,
+        simulated: header.simulation.is_some(),
+        simulation: header.simulation,
+        run_dir: header.run_dir,
+        source_run: header.source_run,
+        stack: header.stack,
+        targets: result.targets,
+        sentinels: result.sentinels,
+        candidates: trials,
+        groups: result.groups,
+        chosen: result.chosen,
+        verification: result.verification,
+        cost,
+        reported: candidates.reported.clone(),
+        budget: RunBudget {
+            max_runs: header.max_runs,
+            ..result.budget
+        },
+        outcome,
+        exit_status,
+        exit_code: exit_status.code(),
+        profile: None,
+        notes,
+    }
+}
+
+/// The account when the starting run had no failure.
+pub fn nothing_to_fix(header: AccountHeader) -> FixAccount {
+    FixAccount {
+        tool_version: header.tool_version,
+        started_at: header.started_at,
+        wall_s: header.wall_s,
+        simulated: header.simulation.is_some(),
+        simulation: header.simulation,
+        run_dir: header.run_dir,
+        source_run: header.source_run,
+        stack: header.stack,
+        targets: vec![],
+        sentinels: vec![],
+        candidates: vec![],
+        groups: vec![],
+        chosen: vec![],
+        verification: None,
+        cost: None,
+        reported: vec![],
+        budget: RunBudget {
+            max_runs: header.max_runs,
+            ..RunBudget::default()
+        },
+        outcome: FixOutcome::NothingToFix,
+        exit_status: ExitStatus::AllPassed,
+        exit_code: 0,
+        profile: None,
+        notes: header.notes,
+    }
+}
+
+/// Cost tags and note in words (`slower; copies use shader time`).
+pub fn cost_words(cost: &Cost) -> String {
+    let mut parts: Vec<String> = cost.tags().iter().map(|t| t.to_string()).collect();
+    if let Some(note) = &cost.note {
+        parts.push(note.clone());
+    }
+    parts.join("; ")
+}
+
+fn probe_ids<'a>(ids: impl Iterator<Item = &'a gpuprobe_model::profile::ProbeRef>) -> Vec<String> {
+    let refs: Vec<&gpuprobe_model::profile::ProbeRef> = ids.collect();
+    let single_device = refs.windows(2).all(|w| w[0].device == w[1].device);
+    let mut out: Vec<String> = refs
+        .iter()
+        .map(|r| {
+            if single_device {
+                r.probe.to_string()
+            } else {
+                r.to_string()
+            }
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The profile the account amounts to (written when there were failures to cure).
+pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) -> Profile {
+    let status_ids = |status: TargetStatus| {
+        probe_ids(
+            account
+                .targets
+                .iter()
+                .filter(move |t| t.status == status)
+                .map(|t| &t.failure.at),
+        )
+    };
+    let mut env = std::collections::BTreeMap::new();
+    let mut unset = Vec::new();
+    for change in &account.chosen {
+        match &change.value {
+            Some(value) => {
+                env.insert(change.variable.clone(), value.clone());
+            }
+            None => unset.push(change.variable.clone()),
+        }
+    }
+    let settings = account
+        .chosen
+        .iter()
+        .map(|change| {
+            let options: Vec<_> = search
+                .chosen_options
+                .iter()
+                .filter(|o| o.changes.contains(change))
+                .collect();
+            let cures = probe_ids(options.iter().flat_map(|o| o.cures.iter()).filter(|at| {
+                account
+                    .targets
+                    .iter()
+                    .any(|t| &t.failure.at == *at && t.status == TargetStatus::Cured)
+            }));
+            let together_with: Vec<String> = options
+                .iter()
+                .flat_map(|o| o.changes.iter())
+                .filter(|c| *c != change)
+                .map(|c| c.describe())
+                .collect();
+            let trial = account.candidates.iter().find(|c| &c.setting == change);
+            ProfileSetting {
+                setting: change.describe(),
+                cures,
+                together_with,
+                sources: trial.map(|t| t.sources.clone()).unwrap_or_default(),
+                cost: trial.map(|t| cost_words(&t.cost)).unwrap_or_default(),
+            }
+        })
+        .collect();
+    let describe_reported = |r: &gpuprobe_model::profile::ReportedChange| {
+        let mut line = r.description.clone();
+        if let Some(setting) = &r.setting {
+            line.push_str(&format!(" [{setting}]"));
+        }
+        let cost = cost_words(&r.cost);
+        if !cost.is_empty() {
+            line.push_str(&format!(" ({cost})"));
+        }
+        if !r.sources.is_empty() {
+            line.push_str(&format!(" — {}", r.sources.join(", ")));
+        }
+        line
+    };
+    let is_system =
+        |kind: &str| matches!(kind, "kernel_param" | "firmware" | "upgrade" | "downgrade");
+    Profile {
+        profile_version: PROFILE_VERSION,
+        created_by: format!("gpuprobe {}", account.tool_version),
+        created_at: created_at.to_string(),
+        simulated: account.simulated,
+        env,
+        unset,
+        cures: status_ids(TargetStatus::Cured),
+        still_failing: status_ids(TargetStatus::NotCured),
+        flaky: status_ids(TargetStatus::Flaky),
+        system_changes: account
+            .reported
+            .iter()
+            .filter(|r| is_system(&r.kind))
+            .map(describe_reported)
+            .collect(),
+        other_changes: account
+            .reported
+            .iter()
+            .filter(|r| !is_system(&r.kind))
+            .map(describe_reported)
+            .collect(),
+        measured_cost: account
+            .cost
+            .as_ref()
+            .map(|c| format!("{} ({})", c.summary(), c.method)),
+        evidence: account.run_dir.clone(),
+        proven_on: account.stack.clone(),
+        settings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fix::search::nothing_to_try;
+    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
+    use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
+
+    fn failure(probe: &str) -> ProbeResult {
+        ProbeResult {
+            probe: ProbeId::new(probe),
+            device: DeviceRef::Cpu,
+            layer: Layer::Framework,
+            verdict: Verdict::Fail {
+                class: FailClass::AllZeros,
+                detail: "zeros".into(),
+            },
+            observation: None,
+            elapsed_s: None,
+            stderr_tail: vec![],
+            kernel_log: vec![],
+            settings: vec![],
+            simulated: true,
+        }
+    }
+
+    #[test]
+    fn outcomes_and_exit_codes() {
+        let mut result = nothing_to_try(&[failure("a.b"), failure("c.d")]);
+        assert_eq!(outcome_of(&result, 0), FixOutcome::NothingTestable);
+        assert_eq!(exit_status_of(FixOutcome::NothingTestable).code(), 4);
+        assert_eq!(outcome_of(&result, 3), FixOutcome::NoneCured);
+        result.targets[0].status = TargetStatus::Cured;
+        assert_eq!(outcome_of(&result, 3), FixOutcome::PartlyCured);
+        assert_eq!(exit_status_of(FixOutcome::PartlyCured).code(), 1);
+        result.targets[1].status = TargetStatus::Flaky;
+        assert_eq!(
+            outcome_of(&result, 3),
+            FixOutcome::PartlyCured,
+            "a failure that did not reproduce is not cured"
+        );
+        result.targets[0].status = TargetStatus::Flaky;
+        assert_eq!(outcome_of(&result, 3), FixOutcome::NotReproduced);
+        result.targets[0].status = TargetStatus::Cured;
+        result.targets[1].status = TargetStatus::Cured;
+        assert_eq!(outcome_of(&result, 3), FixOutcome::AllCured);
+        assert_eq!(exit_status_of(FixOutcome::AllCured).code(), 0);
+        assert_eq!(exit_status_of(FixOutcome::NothingToFix).code(), 0);
+    }
+
+    #[test]
+    fn an_uncured_search_still_makes_a_profile_that_records_it() {
+        let result = nothing_to_try(&[failure("dtype.bf16.fp32.to.device")]);
+        let header = AccountHeader {
+            tool_version: "0.1.0".into(),
+            simulation: Some("bf16-fp32-zeros".into()),
+            max_runs: 40,
+            ..AccountHeader::default()
+        };
+        let candidates = CandidateSet::default();
+        let account = build(header, &candidates, result.clone());
+        assert_eq!(account.exit_code, 4);
+        let profile = profile(&account, &result, "2026-11-22T10:00:00Z");
+        assert!(profile.env.is_empty() && profile.simulated);
+        assert_eq!(profile.still_failing, vec!["dtype.bf16.fp32.to.device"]);
+    }
+}

@@ -1,0 +1,342 @@
+//! Profile files: reading them strictly, refusing anything that is not a catalogue setting,
+//! writing them, and exporting them as `.env`, shell or JSON.
+//!
+//! A profile may only set or remove process settings the workaround catalogue allows. A
+//! variable that would load code into the process (`LD_PRELOAD`, `LD_LIBRARY_PATH`,
+//! `PYTHONPATH`, `PYTHONSTARTUP`, ...), a path-valued variable, a value with shell
+//! characters, or a key gpuprobe does not know (a profile cannot carry commands or touch
+//! system files) is refused with the reason. Kernel parameters and firmware changes are
+//! text in `system_changes`: reported, never applied.
+
+use std::path::Path;
+
+use gpuprobe_kb::catalogue::Catalogue;
+use gpuprobe_model::profile::{PROFILE_VERSION, Profile};
+
+/// Variables that change which code a process loads or where it finds it.
+const CODE_LOADING: &[&str] = &[
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "LD_BIND_NOW",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "PYTHONINSPECT",
+    "PATH",
+    "HSA_TOOLS_LIB",
+    "HIP_PATH",
+    "ROCM_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+];
+
+/// Keys a profile may have, and the keys of its tables.
+const TOP_KEYS: &[&str] = &[
+    "profile_version",
+    "created_by",
+    "created_at",
+    "simulated",
+    "env",
+    "unset",
+    "cures",
+    "still_failing",
+    "flaky",
+    "system_changes",
+    "other_changes",
+    "measured_cost",
+    "evidence",
+    "proven_on",
+    "setting",
+];
+const STACK_KEYS: &[&str] = &["gpus", "kernel", "driver", "runtime", "torch"];
+const SETTING_KEYS: &[&str] = &["setting", "cures", "together_with", "sources", "cost"];
+
+/// Why a profile cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError(pub String);
+
+impl std::fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+/// Reads and validates a profile.
+pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ProfileError(format!("cannot read profile {}: {e}", path.display())))?;
+    parse(&text, &path.display().to_string())
+}
+
+/// Parses and validates profile text (`origin` names it in messages).
+pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+    let table: toml::Table = toml::from_str(text)
+        .map_err(|e| ProfileError(format!("{origin} is not a valid profile: {e}")))?;
+    let unknown = |key: &str, place: &str| {
+        ProfileError(format!(
+            "{origin}: unknown key `{key}`{place}: a profile holds only settings and the facts \
+             that justify them (docs/profiles.md); it cannot run commands or change system files"
+        ))
+    };
+    for key in table.keys() {
+        if !TOP_KEYS.contains(&key.as_str()) {
+            return Err(unknown(key, ""));
+        }
+    }
+    if let Some(toml::Value::Table(stack)) = table.get("proven_on") {
+        for key in stack.keys() {
+            if !STACK_KEYS.contains(&key.as_str()) {
+                return Err(unknown(key, " in [proven_on]"));
+            }
+        }
+    }
+    if let Some(toml::Value::Array(settings)) = table.get("setting") {
+        for setting in settings {
+            if let toml::Value::Table(setting) = setting {
+                for key in setting.keys() {
+                    if !SETTING_KEYS.contains(&key.as_str()) {
+                        return Err(unknown(key, " in [[setting]]"));
+                    }
+                }
+            }
+        }
+    }
+    let profile: Profile = toml::from_str(text)
+        .map_err(|e| ProfileError(format!("{origin} is not a valid profile: {e}")))?;
+    if profile.profile_version > PROFILE_VERSION {
+        return Err(ProfileError(format!(
+            "{origin} has profile_version {}; this gpuprobe reads version {PROFILE_VERSION} (upgrade gpuprobe)",
+            profile.profile_version
+        )));
+    }
+    let problems = setting_problems(&profile, &gpuprobe_kb::catalogue::embedded());
+    if !problems.is_empty() {
+        return Err(ProfileError(format!(
+            "{origin} is refused: {}",
+            problems.join("; ")
+        )));
+    }
+    Ok(profile)
+}
+
+/// Every setting of `profile` the catalogue does not allow, with the reason.
+pub fn setting_problems(profile: &Profile, catalogue: &Catalogue) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, value) in &profile.env {
+        if CODE_LOADING.contains(&name.as_str()) {
+            problems.push(format!(
+                "{name}: would change what code the process loads; profiles may only hold \
+                 catalogue settings (gpuprobe never applies it)"
+            ));
+            continue;
+        }
+        if let Err(refused) = catalogue.check_setting(name, value) {
+            problems.push(refused.to_string());
+        }
+    }
+    for name in &profile.unset {
+        if profile.env.contains_key(name) {
+            problems.push(format!("{name} is both set and unset"));
+        } else if catalogue.entry_for_variable(name).is_none() {
+            problems.push(format!(
+                "unset {name}: not a setting of the workaround catalogue; profiles may only hold catalogue settings"
+            ));
+        }
+    }
+    problems
+}
+
+/// Writes a profile as TOML, with a header comment saying what it is.
+pub fn write(path: &Path, profile: &Profile) -> Result<(), ProfileError> {
+    let body = toml::to_string(profile)
+        .map_err(|e| ProfileError(format!("cannot serialize the profile: {e}")))?;
+    let mut text = String::from(
+        "# gpuprobe profile: process settings proven by `gpuprobe fix` to cure failing probes\n\
+         # on the stack in [proven_on]. Apply with `gpuprobe run --profile FILE -- CMD` or\n\
+         # `gpuprobe.apply_profile(FILE)`; export with `gpuprobe profile export FILE`.\n\
+         # Only catalogue settings are accepted (docs/profiles.md).\n",
+    );
+    if profile.simulated {
+        text.push_str(
+            "# SIMULATED: made under fault simulation; its settings are not proven on real hardware.\n",
+        );
+    }
+    text.push('\n');
+    text.push_str(&body);
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| ProfileError(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    std::fs::write(path, text)
+        .map_err(|e| ProfileError(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// `NAME=VALUE` lines (a `.env` file).
+    Env,
+    /// `export NAME='VALUE'` and `unset NAME` lines.
+    Shell,
+    /// `{"set": {...}, "unset": [...], ...}`.
+    Json,
+}
+
+fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}
+
+/// The profile's settings in `format`.
+pub fn export(profile: &Profile, format: ExportFormat) -> String {
+    let mut out = String::new();
+    match format {
+        ExportFormat::Env => {
+            out.push_str(&format!(
+                "# gpuprobe profile{} proven on {}\n",
+                if profile.simulated {
+                    " (SIMULATED)"
+                } else {
+                    ""
+                },
+                profile.proven_on.describe()
+            ));
+            for (name, value) in &profile.env {
+                out.push_str(&format!("{name}={value}\n"));
+            }
+            for name in &profile.unset {
+                out.push_str(&format!(
+                    "# unset {name}  (a .env file cannot remove a variable: remove it from your environment)\n"
+                ));
+            }
+        }
+        ExportFormat::Shell => {
+            out.push_str(&format!(
+                "# gpuprobe profile{} proven on {}\n",
+                if profile.simulated {
+                    " (SIMULATED)"
+                } else {
+                    ""
+                },
+                profile.proven_on.describe()
+            ));
+            for (name, value) in &profile.env {
+                out.push_str(&format!("export {name}={}\n", shell_quote(value)));
+            }
+            for name in &profile.unset {
+                out.push_str(&format!("unset {name}\n"));
+            }
+        }
+        ExportFormat::Json => {
+            let value = serde_json::json!({
+                "set": profile.env,
+                "unset": profile.unset,
+                "simulated": profile.simulated,
+                "proven_on": profile.proven_on,
+                "cures": profile.cures,
+                "still_failing": profile.still_failing,
+                "system_changes": profile.system_changes,
+            });
+            out = serde_json::to_string_pretty(&value).unwrap_or_default();
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::profile::{ProfileSetting, StackKey};
+
+    fn sample() -> Profile {
+        let mut profile = Profile {
+            profile_version: PROFILE_VERSION,
+            created_by: "gpuprobe 0.1.0".into(),
+            created_at: "2026-11-22T10:00:00Z".into(),
+            proven_on: StackKey {
+                gpus: vec!["gfx1100".into()],
+                kernel: Some("6.17.0".into()),
+                ..Default::default()
+            },
+            cures: vec!["copy.h2d.pageable.tiny.nonblocking".into()],
+            system_changes: vec!["amdgpu.cwsr_enable=0 (needs root)".into()],
+            settings: vec![ProfileSetting {
+                setting: "HSA_ENABLE_SDMA=0".into(),
+                cures: vec!["copy.h2d.pageable.tiny.nonblocking".into()],
+                sources: vec!["CAT-SDMA-OFF".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        profile.env.insert("HSA_ENABLE_SDMA".into(), "0".into());
+        profile.unset.push("HSA_OVERRIDE_GFX_VERSION".into());
+        profile
+    }
+
+    fn to_text(profile: &Profile) -> String {
+        toml::to_string(profile).unwrap()
+    }
+
+    #[test]
+    fn round_trip_through_toml() {
+        let profile = sample();
+        let parsed = parse(&to_text(&profile), "p.toml").unwrap();
+        assert_eq!(parsed, profile);
+    }
+
+    #[test]
+    fn code_loading_and_foreign_settings_are_refused() {
+        for (name, value, words) in [
+            ("LD_PRELOAD", "/tmp/evil.so", "would change what code"),
+            ("PYTHONPATH", "/tmp", "would change what code"),
+            ("PYTHONSTARTUP", "/tmp/x.py", "would change what code"),
+            (
+                "MY_LIBRARY_DIR",
+                "/opt/lib",
+                "not a setting of the workaround catalogue",
+            ),
+            (
+                "HIP_DISABLE_IPC",
+                "1",
+                "not a setting of the workaround catalogue",
+            ),
+            ("HSA_ENABLE_SDMA", "/etc/passwd", "paths"),
+            ("HSA_ENABLE_SDMA", "7", "not allowed"),
+        ] {
+            let mut profile = sample();
+            profile.env.insert(name.into(), value.into());
+            let err = parse(&to_text(&profile), "p.toml").unwrap_err();
+            assert!(err.0.contains(name), "{err}");
+            assert!(err.0.contains(words), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let text = format!("{}\nexec = \"rm -rf /\"\n", to_text(&sample()));
+        let err = parse(&text, "p.toml").unwrap_err();
+        assert!(err.0.contains("unknown key `exec`"), "{err}");
+        let text = to_text(&sample()).replace("[proven_on]", "[proven_on]\nsysctl = \"x\"");
+        let err = parse(&text, "p.toml").unwrap_err();
+        assert!(err.0.contains("`sysctl` in [proven_on]"), "{err}");
+    }
+
+    #[test]
+    fn exports() {
+        let profile = sample();
+        let env = export(&profile, ExportFormat::Env);
+        assert!(env.contains("\nHSA_ENABLE_SDMA=0\n"), "{env}");
+        assert!(env.contains("# unset HSA_OVERRIDE_GFX_VERSION"));
+        let shell = export(&profile, ExportFormat::Shell);
+        assert!(shell.contains("export HSA_ENABLE_SDMA='0'\n"), "{shell}");
+        assert!(shell.contains("unset HSA_OVERRIDE_GFX_VERSION\n"));
+        let json: serde_json::Value =
+            serde_json::from_str(&export(&profile, ExportFormat::Json)).unwrap();
+        assert_eq!(json["set"]["HSA_ENABLE_SDMA"], "0");
+        assert_eq!(json["unset"][0], "HSA_OVERRIDE_GFX_VERSION");
+    }
+}

@@ -1,0 +1,708 @@
+//! A probe session: the steps `check` and `fix` share. Find the interpreter, extract the
+//! probe package, fetch the probe catalogue, plan the devices (GPU 0 plus the others its
+//! worker reports, or the listed ones; the CPU under simulation without a GPU), run the
+//! plan through the engine, and build the report with fingerprint, knowledge-base
+//! matches, lint and diagnosis.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use gpuprobe_doctor::engine::{self, EngineConfig, Lane, PlannedTask, RunPlan, Settings};
+use gpuprobe_kb::KbMatch;
+use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
+use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec, Tier};
+use gpuprobe_model::protocol::{SimulationSpec, WorkerEvent};
+use gpuprobe_model::report::{Report, Summary};
+use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::{ExitStatus, REPORT_SCHEMA_VERSION};
+use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
+use gpuprobe_runner::{PythonChoice, RunDir, SupervisorConfig, Task, python, simulation};
+
+use crate::cli::TierArg;
+use crate::progress::ProgressView;
+use crate::{paths, user_error};
+
+/// The tier a command-line value names.
+pub fn tier_of(arg: TierArg) -> Tier {
+    match arg {
+        TierArg::Quick => Tier::Quick,
+        TierArg::Standard => Tier::Standard,
+        TierArg::Full => Tier::Full,
+        TierArg::Soak => Tier::Soak,
+    }
+}
+
+/// Which devices the user asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeviceRequest {
+    /// Every GPU the framework sees.
+    All,
+    /// These devices.
+    Listed(Vec<DeviceRef>),
+}
+
+/// Parses `--device`: `all`, `cpu`, or GPU indices.
+pub fn parse_devices(text: &str) -> Result<DeviceRequest> {
+    if text.trim().eq_ignore_ascii_case("all") {
+        return Ok(DeviceRequest::All);
+    }
+    let mut devices = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let device = DeviceRef::parse(part).ok_or_else(|| {
+            user_error(format!(
+                "--device: {part:?} is not `all`, `cpu` or a GPU index"
+            ))
+        })?;
+        if !devices.contains(&device) {
+            devices.push(device);
+        }
+    }
+    if devices.is_empty() {
+        return Err(user_error("--device: no device given"));
+    }
+    Ok(DeviceRequest::Listed(devices))
+}
+
+/// What a new session runs (the options `check` and `fix` share).
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The command recorded in the plan and report (`check`, `fix`).
+    pub command: &'static str,
+    /// Tier.
+    pub tier: Tier,
+    /// `--device`.
+    pub device: String,
+    /// `--only` patterns.
+    pub only: Vec<String>,
+    /// `--python`.
+    pub python: Option<PathBuf>,
+    /// `--simulate`.
+    pub simulate: Option<String>,
+    /// Where the run directory goes (default: a fresh one under the state directory).
+    pub run_dir: Option<PathBuf>,
+    /// Skip native probes.
+    pub no_native: bool,
+    /// Timeout multiplier.
+    pub timeout_scale: f64,
+    /// Worker start-up limit, seconds.
+    pub startup_timeout: f64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl SessionOptions {
+    /// Rejects option values no session can run with.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.timeout_scale > 0.0 && self.timeout_scale.is_finite()) {
+            return Err(user_error("--timeout-scale must be a positive number"));
+        }
+        Ok(())
+    }
+}
+
+/// Supervisor limits for a session, logging into `log_dir`.
+pub fn supervisor_config(
+    timeout_scale: f64,
+    startup_timeout: f64,
+    log_dir: PathBuf,
+) -> SupervisorConfig {
+    SupervisorConfig {
+        startup_timeout: Duration::from_secs_f64(startup_timeout.max(1.0)),
+        between_probes_timeout: Duration::from_secs(120),
+        timeout_scale,
+        log_dir: Some(log_dir),
+    }
+}
+
+/// Everything a session needs once the plan is known.
+pub struct Prepared {
+    /// The run directory.
+    pub run_dir: RunDir,
+    /// The plan (also in `plan.json`).
+    pub plan: RunPlan,
+    /// How workers start.
+    pub config: EngineConfig,
+    /// Every probe the workers know (Python, then native).
+    pub catalog: Vec<ProbeSpec>,
+    /// The devices asked for.
+    pub device_request: DeviceRequest,
+    /// Remarks for the report.
+    pub notes: Vec<String>,
+    /// The interpreter.
+    pub python: Option<PythonChoice>,
+}
+
+/// A finished session.
+pub struct Completed {
+    /// The report (also in `report.json`).
+    pub report: Report,
+    /// The run directory.
+    pub run_dir: RunDir,
+    /// The plan, with any devices added while it ran.
+    pub plan: RunPlan,
+    /// How workers were started.
+    pub config: EngineConfig,
+    /// Every probe the workers know.
+    pub catalog: Vec<ProbeSpec>,
+    /// The interpreter.
+    pub python: Option<PythonChoice>,
+    /// Knowledge-base matches behind the report's KB findings.
+    pub matches: Vec<KbMatch>,
+}
+
+/// Starts fingerprinting this machine in the background (tools, kernel log).
+pub fn spawn_collector(env: &BTreeMap<String, String>) -> JoinHandle<Fingerprint> {
+    let env = env.clone();
+    std::thread::spawn(move || {
+        gpuprobe_detect::collect(
+            &gpuprobe_detect::Root::live(),
+            &env,
+            &crate::commands::env::live_options(true),
+        )
+    })
+}
+
+/// Plans a new session: run directory, interpreter, probe package, catalogue, devices.
+pub fn prepare_new(
+    options: &SessionOptions,
+    env: &BTreeMap<String, String>,
+    started_at: &str,
+) -> Result<Prepared> {
+    options.validate()?;
+    let tier = options.tier;
+    let device_request = parse_devices(&options.device)?;
+    let simulate: Option<SimulationSpec> = options
+        .simulate
+        .as_deref()
+        .map(simulation::resolve)
+        .transpose()
+        .map_err(|e| user_error(e.to_string()))?;
+    let run_path = options
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| paths::new_run_dir(env, options.command));
+    let run_dir = RunDir::create(&run_path).map_err(|e| user_error(e.to_string()))?;
+    let mut notes = Vec::new();
+
+    let python = match python::find_python(options.python.as_deref(), env) {
+        Ok(choice) => Some(choice),
+        Err(err) => {
+            notes.push(err.to_string());
+            None
+        }
+    };
+    let package_dir = python::extract_package(&run_dir.path().join("python"))
+        .with_context(|| "cannot extract the probe package into the run directory")?;
+    let mut catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &mut notes);
+    if !options.no_native {
+        catalog.extend(gpuprobe_gpu::native_catalog());
+    }
+
+    let selected = engine::select(&catalog, tier, &options.only);
+    if selected.is_empty() && !catalog.is_empty() {
+        return Err(user_error(format!(
+            "no probe of the {} tier matches --only {}",
+            tier.name(),
+            options.only.join(" --only ")
+        )));
+    }
+    let devices = initial_devices(&device_request, simulate.is_some(), &mut notes);
+    let tasks: Vec<PlannedTask> = devices
+        .iter()
+        .flat_map(|device| {
+            selected
+                .iter()
+                .filter(move |spec| applies_to(spec, *device))
+                .map(move |spec| PlannedTask {
+                    spec: spec.clone(),
+                    device: *device,
+                })
+        })
+        .collect();
+    let plan = RunPlan {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: options.command.into(),
+        tier,
+        only: options.only.clone(),
+        devices: match &device_request {
+            DeviceRequest::All => None,
+            DeviceRequest::Listed(list) => Some(list.clone()),
+        },
+        python: python.as_ref().map(|p| p.executable.display().to_string()),
+        python_chosen_by: python.as_ref().map(|p| p.chosen_by.clone()),
+        native: !options.no_native,
+        seed: options.seed,
+        simulate: simulate.clone(),
+        settings: Settings::default(),
+        tasks,
+        started_at: started_at.to_string(),
+    };
+    run_dir
+        .write_json(PLAN_FILE, &plan)
+        .map_err(|e| user_error(e.to_string()))?;
+    let config = EngineConfig {
+        python: python.clone(),
+        package_dir: Some(package_dir),
+        native_program: std::env::current_exe().ok(),
+        seed: options.seed,
+        simulate,
+        settings: Settings::default(),
+        supervisor: supervisor_config(
+            options.timeout_scale,
+            options.startup_timeout,
+            run_dir.workers_dir(),
+        ),
+        options: native_library_hints(python.as_ref()),
+    };
+    Ok(Prepared {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        notes,
+        python,
+    })
+}
+
+/// Reopens a run directory to finish it (`check --resume`) or to build on it (`fix
+/// --from`): its plan, the interpreter it used (unless `python_override` replaces it), the
+/// catalogue, and a freshly extracted probe package. The package and the catalogue query
+/// go into `work` (the run directory itself when resuming, the new run's when building on
+/// an old one, which is then only read).
+pub fn prepare_existing(
+    dir: &Path,
+    work: Option<&RunDir>,
+    python_override: Option<&Path>,
+    supervisor: SupervisorConfig,
+    env: &BTreeMap<String, String>,
+) -> Result<Prepared> {
+    let run_dir = RunDir::open(dir).map_err(|e| user_error(e.to_string()))?;
+    let work = work.cloned().unwrap_or_else(|| run_dir.clone());
+    let plan: RunPlan = run_dir
+        .read_json(PLAN_FILE)
+        .map_err(|e| user_error(e.to_string()))?;
+    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
+    let python = match (python_override, &plan.python) {
+        (Some(p), _) => Some(PythonChoice {
+            executable: p.to_path_buf(),
+            chosen_by: "--python".into(),
+        }),
+        (None, Some(p)) => Some(PythonChoice {
+            executable: PathBuf::from(p),
+            chosen_by: plan
+                .python_chosen_by
+                .clone()
+                .unwrap_or_else(|| "plan".into()),
+        }),
+        (None, None) => python::find_python(None, env).ok(),
+    };
+    let package_dir = python::extract_package(&work.path().join("python"))
+        .with_context(|| "cannot extract the probe package into the run directory")?;
+    let mut catalog = python_catalog(python.as_ref(), &package_dir, &work, &mut notes);
+    if plan.native {
+        catalog.extend(gpuprobe_gpu::native_catalog());
+    }
+    let device_request = match &plan.devices {
+        None => DeviceRequest::All,
+        Some(list) => DeviceRequest::Listed(list.clone()),
+    };
+    let config = EngineConfig {
+        python: python.clone(),
+        package_dir: Some(package_dir),
+        native_program: std::env::current_exe().ok(),
+        seed: plan.seed,
+        simulate: plan.simulate.clone(),
+        settings: plan.settings.clone(),
+        supervisor,
+        options: native_library_hints(python.as_ref()),
+    };
+    Ok(Prepared {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        notes,
+        python,
+    })
+}
+
+/// Native probes test a GPU runtime: they do not apply to the CPU as device under test.
+pub fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
+    !(spec.backend == Backend::Native && device == DeviceRef::Cpu)
+}
+
+/// Where the native worker should also look for GPU runtime libraries: the user's
+/// site-packages (pip-installed ROCm and CUDA libraries) and torch's own `lib`, derived
+/// from the interpreter's location without starting it.
+fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde_json::Value> {
+    let mut options = BTreeMap::new();
+    let Some(prefix) = python
+        .and_then(|p| p.executable.parent())
+        .and_then(Path::parent)
+    else {
+        return options;
+    };
+    let mut sites: Vec<String> = Vec::new();
+    for lib in ["lib", "lib64"] {
+        let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with("python3") {
+                let site = entry.path().join("site-packages");
+                if site.is_dir() {
+                    sites.push(site.display().to_string());
+                }
+            }
+        }
+    }
+    sites.sort();
+    if let Some(torch_lib) = sites
+        .iter()
+        .map(|s| Path::new(s).join("torch/lib"))
+        .find(|p| p.is_dir())
+    {
+        options.insert(
+            "torch_lib_dir".into(),
+            serde_json::json!(torch_lib.display().to_string()),
+        );
+    }
+    if !sites.is_empty() {
+        options.insert("site_packages".into(), serde_json::json!(sites));
+    }
+    options
+}
+
+/// The Python probe catalogue, from the user's interpreter, or from any `python3` when that
+/// one cannot even start (the probes are then listed and reported NOT-TESTED with the
+/// reason instead of vanishing).
+fn python_catalog(
+    python: Option<&PythonChoice>,
+    package_dir: &Path,
+    run_dir: &RunDir,
+    notes: &mut Vec<String>,
+) -> Vec<ProbeSpec> {
+    let plan_path = run_dir.workers_dir().join("catalog.json");
+    let timeout = Duration::from_secs(60);
+    let mut candidates: Vec<PathBuf> = python
+        .map(|p| vec![p.executable.clone()])
+        .unwrap_or_default();
+    candidates.push(PathBuf::from("python3"));
+    for (i, interpreter) in candidates.iter().enumerate() {
+        let result = python::fetch_catalog(
+            |plan| python::worker_command(interpreter, package_dir, plan),
+            &plan_path,
+            timeout,
+        );
+        match result {
+            Ok(catalog) => {
+                if i > 0 {
+                    notes.push(format!("probe list taken from {}", interpreter.display()));
+                }
+                return catalog;
+            }
+            Err(err) => notes.push(err),
+        }
+    }
+    Vec::new()
+}
+
+/// The devices to plan before any worker has reported: the listed ones, or GPU 0 (the
+/// worker's hello then says how many GPUs there are). With simulation on a machine
+/// without a GPU, the CPU is the device under test.
+fn initial_devices(
+    request: &DeviceRequest,
+    simulate: bool,
+    notes: &mut Vec<String>,
+) -> Vec<DeviceRef> {
+    match request {
+        DeviceRequest::Listed(list) => list.clone(),
+        DeviceRequest::All => {
+            if simulate && !gpu_present() {
+                notes.push(
+                    "no GPU on this machine: simulating on the CPU as the device under test".into(),
+                );
+                vec![DeviceRef::Cpu]
+            } else {
+                vec![DeviceRef::Gpu(0)]
+            }
+        }
+    }
+}
+
+/// Whether this machine shows any AMD or NVIDIA GPU (PCI display controllers or device
+/// nodes), without loading any GPU library.
+pub fn gpu_present() -> bool {
+    if Path::new("/dev/kfd").exists()
+        || Path::new("/dev/nvidia0").exists()
+        || Path::new("/dev/dxg").exists()
+    {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let read =
+            |name: &str| std::fs::read_to_string(entry.path().join(name)).unwrap_or_default();
+        let class = read("class");
+        let vendor = read("vendor");
+        class.trim().starts_with("0x03") && matches!(vendor.trim(), "0x1002" | "0x10de")
+    })
+}
+
+/// Runs what is left of the plan and builds the report (written to `report.json`).
+pub fn execute(
+    prepared: Prepared,
+    verbose: bool,
+    collector: JoinHandle<Fingerprint>,
+    started: Instant,
+    started_at: &str,
+) -> Result<Completed> {
+    let Prepared {
+        run_dir,
+        mut plan,
+        config,
+        catalog,
+        device_request,
+        mut notes,
+        python,
+    } = prepared;
+    let (previous, torn) = run_dir
+        .load_results()
+        .map_err(|e| user_error(e.to_string()))?;
+    if torn > 0 {
+        notes.push(format!(
+            "{torn} unreadable line(s) in results.jsonl were ignored (a run killed mid-write)"
+        ));
+    }
+    let lanes = plan.remaining_lanes(&previous);
+    let view = ProgressView::new(&format!("{} tier", plan.tier.name()), verbose);
+    for _ in &previous {
+        view.update(&engine::Progress::Planned(1));
+    }
+
+    let selected: Vec<ProbeSpec> = engine::select(&catalog, plan.tier, &plan.only);
+    let mut planned_devices: Vec<DeviceRef> = plan.tasks.iter().map(|t| t.device).collect();
+    planned_devices.dedup();
+    let mut added_tasks: Vec<PlannedTask> = Vec::new();
+    let mut expand = |backend: Backend, device: DeviceRef, hello: &WorkerEvent| -> Vec<Lane> {
+        // Device 0's Python worker tells how many GPUs torch sees; plan the others.
+        if device_request != DeviceRequest::All
+            || backend != Backend::Python
+            || device != DeviceRef::Gpu(0)
+        {
+            return Vec::new();
+        }
+        let WorkerEvent::Hello {
+            torch: Some(torch), ..
+        } = hello
+        else {
+            return Vec::new();
+        };
+        let mut lanes = Vec::new();
+        for info in torch.devices.iter().skip(1) {
+            let device = DeviceRef::Gpu(info.index);
+            if planned_devices.contains(&device) {
+                continue;
+            }
+            planned_devices.push(device);
+            let tasks: Vec<Task> = selected
+                .iter()
+                .filter(|spec| applies_to(spec, device))
+                .map(|spec| Task {
+                    spec: spec.clone(),
+                    device,
+                })
+                .collect();
+            added_tasks.extend(tasks.iter().map(|t| PlannedTask {
+                spec: t.spec.clone(),
+                device,
+            }));
+            lanes.extend(engine::lanes_for(tasks));
+        }
+        lanes
+    };
+    let execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
+        view.update(&event)
+    });
+    view.finish();
+    if !added_tasks.is_empty() {
+        plan.tasks.extend(added_tasks);
+        let _ = run_dir.write_json(PLAN_FILE, &plan);
+    }
+    for err in &execution.write_errors {
+        notes.push(format!("could not record a result: {err}"));
+    }
+    if verbose {
+        notes.extend(execution.logs.iter().cloned());
+    }
+
+    let mut results = previous;
+    results.extend(execution.results);
+    let mut fingerprint = collector.join().unwrap_or_else(|_| Fingerprint {
+        source: "live".into(),
+        ..Default::default()
+    });
+    if let Some(python_env) = python_env_from(python.as_ref(), &execution.hellos) {
+        gpuprobe_detect::merge_python(&mut fingerprint, python_env);
+    }
+    let knowledge = crate::commands::kb::load(None)?;
+    let matches = gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results);
+    let kb_findings: Vec<_> = matches.iter().map(|m| m.to_finding()).collect();
+    let findings = gpuprobe_doctor::diagnose::assemble(
+        gpuprobe_doctor::diagnose::diagnose(&results, &fingerprint),
+        kb_findings,
+        gpuprobe_kb::lint(&fingerprint),
+    );
+    let summary = Summary::of(&results);
+    let exit_status = exit_status_for(&results, &findings);
+    let report = Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: plan.command.clone(),
+        run_dir: Some(run_dir.path().display().to_string()),
+        started_at: started_at.to_string(),
+        wall_s: started.elapsed().as_secs_f64(),
+        tier: plan.tier,
+        simulation: config.simulate.clone(),
+        fingerprint,
+        results,
+        findings,
+        summary,
+        exit_status,
+        exit_code: exit_status.code(),
+        notes,
+    };
+    run_dir
+        .write_json(REPORT_FILE, &report)
+        .map_err(|e| user_error(e.to_string()))?;
+    Ok(Completed {
+        report,
+        run_dir,
+        plan,
+        config,
+        catalog,
+        python,
+        matches,
+    })
+}
+
+/// The exit status a set of results earns (docs/exit-codes.md).
+pub fn exit_status_for(
+    results: &[ProbeResult],
+    findings: &[gpuprobe_model::Finding],
+) -> ExitStatus {
+    let judged = results
+        .iter()
+        .any(|r| r.verdict.is_judged() || r.verdict.is_problem());
+    if results.iter().any(|r| r.verdict.is_problem())
+        || findings
+            .iter()
+            .any(|f| f.severity == gpuprobe_model::Severity::Error)
+    {
+        ExitStatus::ProblemsFound
+    } else if !judged {
+        ExitStatus::NothingTested
+    } else {
+        ExitStatus::AllPassed
+    }
+}
+
+/// The interpreter and framework as the Python workers reported them.
+fn python_env_from(
+    python: Option<&PythonChoice>,
+    hellos: &[engine::HelloRecord],
+) -> Option<PythonEnv> {
+    let choice = python?;
+    let mut python_env = PythonEnv {
+        executable: choice.executable.display().to_string(),
+        chosen_by: choice.chosen_by.clone(),
+        ..Default::default()
+    };
+    // Prefer a hello that carries torch facts (device 0's), else any.
+    let hello = hellos
+        .iter()
+        .filter(|h| h.backend == Backend::Python)
+        .max_by_key(|h| matches!(&h.event, WorkerEvent::Hello { torch: Some(_), .. }));
+    if let Some(engine::HelloRecord {
+        event:
+            WorkerEvent::Hello {
+                python_version,
+                torch,
+                unusable,
+                packages,
+                ..
+            },
+        ..
+    }) = hello
+    {
+        python_env.version = python_version.clone();
+        python_env.torch = torch.clone();
+        python_env.torch_error = unusable.clone();
+        python_env.packages = packages.clone();
+    }
+    Some(python_env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_lists() {
+        assert_eq!(parse_devices("all").unwrap(), DeviceRequest::All);
+        assert_eq!(
+            parse_devices("0,2,0").unwrap(),
+            DeviceRequest::Listed(vec![DeviceRef::Gpu(0), DeviceRef::Gpu(2)])
+        );
+        assert_eq!(
+            parse_devices("cpu").unwrap(),
+            DeviceRequest::Listed(vec![DeviceRef::Cpu])
+        );
+        assert!(parse_devices("gpu").is_err());
+    }
+
+    #[test]
+    fn exit_status_rules() {
+        use gpuprobe_model::probe::{Layer, ProbeId};
+        use gpuprobe_model::verdict::Verdict;
+        let result = |verdict| ProbeResult {
+            probe: ProbeId::new("a.b"),
+            device: DeviceRef::Gpu(0),
+            layer: Layer::Framework,
+            verdict,
+            observation: None,
+            elapsed_s: None,
+            stderr_tail: vec![],
+            kernel_log: vec![],
+            settings: vec![],
+            simulated: false,
+        };
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass)], &[]),
+            ExitStatus::AllPassed
+        );
+        assert_eq!(
+            exit_status_for(
+                &[
+                    result(Verdict::Pass),
+                    result(Verdict::Hang { timeout_s: 1.0 })
+                ],
+                &[]
+            ),
+            ExitStatus::ProblemsFound
+        );
+        assert_eq!(
+            exit_status_for(&[result(Verdict::NotTested { reason: "x".into() })], &[]),
+            ExitStatus::NothingTested
+        );
+        assert_eq!(exit_status_for(&[], &[]), ExitStatus::NothingTested);
+    }
+}
