@@ -14,15 +14,16 @@
 #                                       the `it` binary cargo prints)
 #   .dev/fam/pylib      pytest and its pure-Python dependencies, used when python3 lacks pytest
 # Writes to $OUT (default ./families-out). Each step has its own time limit, and all of them
-# together stay within TOTAL seconds (default 230), so a stuck step cannot take the others
-# with it and the outputs survive a limit on the whole command.
+# together stay within TOTAL seconds (default 900; TOTAL=230 under a 240 s limit on the whole
+# command), so a stuck step cannot take the others with it and the outputs survive.
+# Measured 2026-11-22: bench/families/h100-run1.txt, bench/families/h200x2-run2.txt.
 set -u
 MODE=${1:-single}
 BIN=${BIN:-$PWD/.dev/fam/gpuprobe}
 TESTS=${TESTS:-$PWD/.dev/fam/it-gpu}
 OUT=${OUT:-$PWD/families-out}
 PY=${PY:-$(command -v python3)}
-TOTAL=${TOTAL:-230}
+TOTAL=${TOTAL:-900}
 mkdir -p "$OUT"
 chmod +x "$BIN" "$TESTS" 2>/dev/null
 if ! "$PY" -c "import pytest" 2>/dev/null; then
@@ -91,19 +92,19 @@ EOF
 
 if [ "$MODE" = single ]; then
     # 1. The standard tier of every family on GPU 0 (native layer included), timed.
-    json_step standard-all 75 "$BIN" check --tier standard --device 0 --json --python "$PY" \
+    json_step standard-all 150 "$BIN" check --tier standard --device 0 --json --python "$PY" \
         --run-dir /tmp/fam-standard
     cp /tmp/fam-standard/results.jsonl "$OUT/standard-all-results.jsonl" 2>/dev/null
     summarize "$OUT/standard-all.json" >"$OUT/standard-all-summary.txt"
     # 2. The gated real-fault tests (and no false alarm from alloc/pipeline/dist).
-    step gated-tests 80 env GPUPROBE_TEST_BIN="$BIN" GPUPROBE_TEST_PYTHON="$PY" \
+    step gated-tests 150 env GPUPROBE_TEST_BIN="$BIN" GPUPROBE_TEST_PYTHON="$PY" \
         "$TESTS" gpu_faults --test-threads 1
     # 3. pytest's gpu-marked fault tests (the worker alone, without the supervisor); the
     #    families' false-alarm test is the gated one above, the soak is step 4.
-    step pytest-gpu 45 "$PY" -m pytest tests/python/test_families.py -m gpu -k "not soak and not no_false_alarm" \
+    step pytest-gpu 120 "$PY" -m pytest tests/python/test_families.py -m gpu -k "not soak and not no_false_alarm" \
         -q -s -p no:cacheprovider
     # 4. The soak probe through the CLI, with a 10 s load (environment fallback of soak_seconds).
-    json_step soak 35 env GPUPROBE_SOAK_SECONDS=10 "$BIN" check --only soak --device 0 --json --no-native \
+    json_step soak 60 env GPUPROBE_SOAK_SECONDS=10 "$BIN" check --only soak --device 0 --json --no-native \
         --python "$PY" --run-dir /tmp/fam-soak
     summarize "$OUT/soak.json" >"$OUT/soak-summary.txt"
 else
@@ -113,19 +114,19 @@ else
     # span both), timed, and the copy family's peer probe.
     (
         export CUDA_VISIBLE_DEVICES=0
-        step gated-tests 110 env GPUPROBE_TEST_BIN="$BIN" GPUPROBE_TEST_PYTHON="$PY" \
+        step gated-tests 150 env GPUPROBE_TEST_BIN="$BIN" GPUPROBE_TEST_PYTHON="$PY" \
             "$TESTS" gpu_faults --test-threads 1
     ) &
     (
         export CUDA_VISIBLE_DEVICES=1
-        step pytest-gpu 65 "$PY" -m pytest tests/python/test_families.py -m gpu -k "not no_false_alarm" \
+        step pytest-gpu 120 "$PY" -m pytest tests/python/test_families.py -m gpu -k "not no_false_alarm" \
             -q -s -p no:cacheprovider
-        json_step soak 40 env GPUPROBE_SOAK_SECONDS=10 "$BIN" check --only soak --device 0 --json --no-native \
+        json_step soak 60 env GPUPROBE_SOAK_SECONDS=10 "$BIN" check --only soak --device 0 --json --no-native \
             --python "$PY" --run-dir /tmp/fam-soak
         summarize "$OUT/soak.json" >"$OUT/soak-summary.txt"
     ) &
     wait
-    json_step families-standard 100 "$BIN" check --tier standard --only alloc --only pipeline --only dist \
+    json_step families-standard 150 "$BIN" check --tier standard --only alloc --only pipeline --only dist \
         --only copy.p2p --json --no-native --python "$PY" --run-dir /tmp/fam-families
     cp /tmp/fam-families/results.jsonl "$OUT/families-standard-results.jsonl" 2>/dev/null
     summarize "$OUT/families-standard.json" >"$OUT/families-standard-summary.txt"

@@ -119,13 +119,15 @@ def test_catalogue_covers_the_design() -> None:
     assert (large_n["m"], large_n["k"], large_n["n"]) == (4, 4, 9530399)
     gib = ops["ops.matmul.bf16.2gib"].params
     assert gib["m"] * gib["n"] * 2 > 2 << 30 and gib["m"] % 256 != 0 and gib["canary"]
-    # Every backend x dtype x head_dim 32/64/128 at seq 4096, with masks and gradients.
+    # Every backend x dtype x head_dim 32/64/128 at seq 1024, with masks and gradients; the
+    # reported length 4096 on the default backend.
     for dtype in ("bf16", "fp16"):
         for backend in ("math", "flash", "efficient", "cudnn", "default"):
             for head_dim in (32, 64, 128):
-                assert f"nn.sdpa.{dtype}.{backend}.d{head_dim}.s4096" in nn
+                assert f"nn.sdpa.{dtype}.{backend}.d{head_dim}.s1024" in nn
             for suffix in ("causal", "padding", "allmasked", "bwd", "causal.bwd"):
-                assert f"nn.sdpa.{dtype}.{backend}.d64.s4096.{suffix}" in nn
+                assert f"nn.sdpa.{dtype}.{backend}.d64.s1024.{suffix}" in nn
+    assert {"nn.sdpa.bf16.default.d128.s4096.causal", "nn.sdpa.fp16.default.d128.s4096.causal"} <= set(nn)
     # Reductions at threshold shapes, the index-width cases in full.
     assert {"ops.reduce.all.bool.huge", "ops.reduce.any.bool.huge", "ops.reduce.sum.fp16.huge"} <= set(ops)
     assert ops["ops.reduce.all.bool.huge"].params["numel"] > 1 << 31
@@ -200,8 +202,8 @@ def test_math_probes_report_normwise_errors(healthy: WorkerRun, specs: dict[str,
 
 def test_cpu_sizes_are_declared(healthy: WorkerRun) -> None:
     results = healthy.results()
-    sdpa = results["nn.sdpa.bf16.flash.d128.s4096"]["observation"]["metrics"]
-    assert sdpa["scaled_down_on_cpu"] is True and sdpa["gpu_seq"] == 4096 and sdpa["shape"] == "1x2x256x128"
+    sdpa = results["nn.sdpa.bf16.flash.d128.s1024"]["observation"]["metrics"]
+    assert sdpa["scaled_down_on_cpu"] is True and sdpa["gpu_seq"] == 1024 and sdpa["shape"] == "1x2x256x128"
     quick = results["nn.sdpa.bf16.default.d64.s128"]["observation"]["metrics"]
     assert "scaled_down_on_cpu" not in quick and quick["shape"] == "1x2x128x64"
     large_n = results["ops.matmul.fp32.large_n"]["observation"]["metrics"]
@@ -211,7 +213,7 @@ def test_cpu_sizes_are_declared(healthy: WorkerRun) -> None:
 
 def test_fully_masked_rows_are_reported_not_judged(healthy: WorkerRun) -> None:
     for backend in ("math", "flash", "default"):
-        result = healthy.results()[f"nn.sdpa.bf16.{backend}.d64.s4096.allmasked"]
+        result = healthy.results()[f"nn.sdpa.bf16.{backend}.d64.s1024.allmasked"]
         metrics = result["observation"]["metrics"]
         measurement = result["observation"]["measurement"]
         # Four query rows have no key to attend; they are described, not compared.
@@ -256,12 +258,12 @@ COMBINED_PROBES = [
     "ops.sentinel.reduce.fp32",
     # sdpa-bf16-nan
     "nn.sdpa.bf16.default.d64.s128",
-    "nn.sdpa.bf16.flash.d64.s4096",
-    "nn.sdpa.bf16.flash.d64.s4096.causal.bwd",
-    "nn.sdpa.bf16.math.d64.s4096",
-    "nn.sdpa.bf16.math.d64.s4096.causal.bwd",
-    "nn.sdpa.fp16.flash.d64.s4096",
-    "nn.sdpa.fp16.default.d64.s4096.bwd",
+    "nn.sdpa.bf16.flash.d64.s1024",
+    "nn.sdpa.bf16.flash.d64.s1024.causal.bwd",
+    "nn.sdpa.bf16.math.d64.s1024",
+    "nn.sdpa.bf16.math.d64.s1024.causal.bwd",
+    "nn.sdpa.fp16.flash.d64.s1024",
+    "nn.sdpa.fp16.default.d64.s1024.bwd",
     # conv-zeros
     "nn.conv2d.bf16",
     "nn.conv2d.fp32.bwd",
@@ -330,18 +332,18 @@ def test_sdpa_bf16_nan(combined: tuple[WorkerRun, dict[str, str]]) -> None:
     run, got = combined
     for probe in (
         "nn.sdpa.bf16.default.d64.s128",
-        "nn.sdpa.bf16.flash.d64.s4096",
-        "nn.sdpa.bf16.flash.d64.s4096.causal.bwd",
+        "nn.sdpa.bf16.flash.d64.s1024",
+        "nn.sdpa.bf16.flash.d64.s1024.causal.bwd",
     ):
         assert got[probe] == "nan_inf", probe
     # Gradients too: every one of the four trials of the backward probe is NaN.
-    bwd = run.measurement("nn.sdpa.bf16.flash.d64.s4096.causal.bwd")
+    bwd = run.measurement("nn.sdpa.bf16.flash.d64.s1024.causal.bwd")
     assert bwd["trials"] == bwd["failed_trials"] == 4
     for probe in (
-        "nn.sdpa.bf16.math.d64.s4096",
-        "nn.sdpa.bf16.math.d64.s4096.causal.bwd",
-        "nn.sdpa.fp16.flash.d64.s4096",
-        "nn.sdpa.fp16.default.d64.s4096.bwd",
+        "nn.sdpa.bf16.math.d64.s1024",
+        "nn.sdpa.bf16.math.d64.s1024.causal.bwd",
+        "nn.sdpa.fp16.flash.d64.s1024",
+        "nn.sdpa.fp16.default.d64.s1024.bwd",
     ):
         assert got[probe] == "pass", probe
 

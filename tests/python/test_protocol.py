@@ -13,7 +13,7 @@ from conftest import PACKAGE_DIR, SHARED_SEED, run_plan, run_worker
 
 ID_PATTERN = re.compile(r"^[a-z0-9]+(\.[a-z0-9_]+)+$")
 RULE_KINDS = {"bit_exact", "statistical", "invariant", "tolerance", "measure"}
-SPEC_KEYS = {"id", "tier", "layer", "rule", "backend", "timeout_s", "description", "needs", "isolated"}
+SPEC_KEYS = {"id", "tier", "layer", "rule", "backend", "timeout_s", "description", "needs", "isolated", "placement"}
 
 
 def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> None:
@@ -22,11 +22,15 @@ def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> Non
     for spec in catalog_specs:
         assert set(spec) <= SPEC_KEYS, spec
         assert ID_PATTERN.match(spec["id"]), spec["id"]
-        assert spec["id"].split(".")[0] in {"copy", "rng", "dtype"}
+        family = spec["id"].split(".")[0]
+        assert family in {"copy", "rng", "dtype", "ops", "nn", "alloc", "pipeline", "dist", "soak", "fault"}
         assert spec["tier"] in {"quick", "standard", "full", "soak"}
-        assert spec["layer"] == "framework"
+        assert spec["layer"] == ("pipeline" if family == "pipeline" else "framework"), spec["id"]
         assert spec["backend"] == "python"
         assert spec["rule"]["kind"] in RULE_KINDS
+        assert spec.get("placement", "shared") in {"shared", "side", "exclusive"}
+        if spec["id"].startswith(("alloc.usable", "alloc.largest")):
+            assert spec["placement"] == "exclusive", "a probe that fills device memory must run alone"
         assert spec["timeout_s"] > 0
         assert spec["description"]
         if spec["rule"]["kind"] == "statistical":
@@ -94,11 +98,12 @@ def test_env_mode_reports_torch_and_allocator_conf() -> None:
     assert run.hello["python_version"] == ".".join(str(v) for v in sys.version_info[:3])
     assert "numpy" in run.hello["packages"]
     assert "unusable" not in run.hello
-    # torch >= 2.9 reads PYTORCH_ALLOC_CONF first; the other one is shadowed.
+    # Released torch (measured: 2.11, 2.15) reads PYTORCH_CUDA_ALLOC_CONF first; the other
+    # one is shadowed.
     assert info["allocator_conf"] == {
-        "variable": "PYTORCH_ALLOC_CONF",
-        "value": "expandable_segments:True",
-        "shadowed": ["PYTORCH_CUDA_ALLOC_CONF"],
+        "variable": "PYTORCH_CUDA_ALLOC_CONF",
+        "value": "max_split_size_mb:64",
+        "shadowed": ["PYTORCH_ALLOC_CONF"],
     }
 
 

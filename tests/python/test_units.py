@@ -221,16 +221,40 @@ def test_chi_square_is_near_its_dof_for_good_samples_and_huge_for_bad() -> None:
             False,
             {"PYTORCH_ALLOC_CONF": "a:1", "PYTORCH_CUDA_ALLOC_CONF": "b:2", "PYTORCH_HIP_ALLOC_CONF": "c:3"},
             {
-                "variable": "PYTORCH_ALLOC_CONF",
-                "value": "a:1",
-                "shadowed": ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"],
+                "variable": "PYTORCH_CUDA_ALLOC_CONF",
+                "value": "b:2",
+                "shadowed": ["PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"],
             },
+        ),
+        (
+            "2.15.0+cu132",
+            False,
+            {"PYTORCH_ALLOC_CONF": "a:1", "PYTORCH_HIP_ALLOC_CONF": "c:3"},
+            {"variable": "PYTORCH_HIP_ALLOC_CONF", "value": "c:3", "shadowed": ["PYTORCH_ALLOC_CONF"]},
         ),
     ],
 )
 def test_allocator_conf_precedence(version: str, rocm: bool, environ: dict, expected: dict | None) -> None:
-    # 2.10.0 with only PYTORCH_HIP... and CUDA set: ALLOC_CONF (first in order) is absent.
     assert envinfo.allocator_conf(version, rocm, environ) == expected
+
+
+def test_allocator_conf_is_measured_when_torch_says_what_it_parsed() -> None:
+    import torch
+
+    if getattr(torch._C, "_accelerator_getAllocatorSettings", None) is None:
+        pytest.skip("this torch does not expose its parsed allocator settings")
+    environ = {"PYTORCH_ALLOC_CONF": "a:1", "PYTORCH_CUDA_ALLOC_CONF": "b:2"}
+
+    class Reads:
+        """A stand-in torch whose allocator parsed PYTORCH_ALLOC_CONF."""
+
+        class _C:
+            @staticmethod
+            def _accelerator_getAllocatorSettings() -> str:
+                return "a:1"
+
+    conf = envinfo.allocator_conf("2.15.0", False, environ, torch=Reads)
+    assert conf == {"variable": "PYTORCH_ALLOC_CONF", "value": "a:1", "shadowed": ["PYTORCH_CUDA_ALLOC_CONF"]}
 
 
 def test_torch_version_parsing() -> None:
@@ -362,12 +386,14 @@ def test_docs_counts_match_the_catalogue() -> None:
     import re
 
     text = (PACKAGE_DIR.parent / "docs" / "probes.md").read_text(encoding="utf-8")
-    for family in ("copy", "rng", "dtype"):
-        row = re.search(rf"^\| {family} \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", text, re.MULTILINE)
+    families = {p.id.split(".")[0] for p in catalog.all_probes().values()}
+    for family in families:
+        row = re.search(rf"^\| {family} \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", text, re.MULTILINE)
         assert row, family
         probes = [p for p in catalog.all_probes().values() if p.id.startswith(family + ".")]
-        counts = [sum(1 for p in probes if p.tier == tier) for tier in ("quick", "standard", "full")]
-        assert [int(g) for g in row.groups()] == [*counts, len(probes)], family
+        named = [p for p in probes if "explicit" in p.needs]
+        counts = [sum(1 for p in probes if p.tier == tier and p not in named) for tier in ("quick", "standard", "full")]
+        assert [int(g) for g in row.groups()] == [*counts, len(named), len(probes)], family
     assert "## Judging" in text and "### statistical" in text
     for preset in sorted((PACKAGE_DIR.parent / "simulate" / "presets").glob("*.toml")):
         assert f"| `{preset.stem}` |" in text, preset.stem

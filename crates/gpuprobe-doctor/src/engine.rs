@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
 
-use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec, Tier};
+use gpuprobe_model::probe::{Backend, DeviceRef, Placement, ProbeId, ProbeSpec, Tier};
 use gpuprobe_model::protocol::{
     PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
 };
@@ -78,6 +78,9 @@ pub struct Lane {
     pub backend: Backend,
     /// The device.
     pub device: DeviceRef,
+    /// How the lane shares its device: shared and side lanes run side by side; exclusive
+    /// lanes run one at a time, once nothing else runs on their device.
+    pub placement: Placement,
     /// The probes.
     pub tasks: Vec<Task>,
 }
@@ -121,7 +124,7 @@ pub struct Execution {
 
 enum LaneMessage {
     Event(usize, SupervisorEvent),
-    LaneDone,
+    LaneDone(usize),
 }
 
 /// Decides, on a worker's hello, whether more lanes are needed.
@@ -139,7 +142,9 @@ pub fn execute(
     let (sender, receiver) = mpsc::channel::<LaneMessage>();
     let mut specs: HashMap<(ProbeId, DeviceRef), ProbeSpec> = HashMap::new();
     let mut lane_info: Vec<(Backend, DeviceRef)> = Vec::new();
-    let mut running = 0usize;
+    // Lanes running, per device; exclusive lanes waiting for their device to be free.
+    let mut running: HashMap<DeviceRef, usize> = HashMap::new();
+    let mut waiting: Vec<Lane> = Vec::new();
 
     thread::scope(|scope| {
         let start_lane = |lane: Lane,
@@ -158,7 +163,7 @@ pub fn execute(
                 let mut make_command = |tasks: &[Task]| -> Result<WorkerCommand, RunnerError> {
                     batch += 1;
                     let name = format!(
-                        "plan-{}-{}-{batch}.json",
+                        "plan-{}-{}-{lane_id}-{batch}.json",
                         backend_name(lane.backend),
                         device_file_name(lane.device)
                     );
@@ -169,30 +174,86 @@ pub fn execute(
                 let mut forward = |event: SupervisorEvent| {
                     let _ = sender.send(LaneMessage::Event(lane_id, event));
                 };
+                // Each lane logs its workers in a folder of its own: lanes run side by side.
+                let mut supervisor = config.supervisor.clone();
+                if let Some(dir) = &supervisor.log_dir {
+                    let lane_dir = dir.join(format!(
+                        "{}-{}-{lane_id}",
+                        backend_name(lane.backend),
+                        device_file_name(lane.device)
+                    ));
+                    supervisor.log_dir = std::fs::create_dir_all(&lane_dir).ok().map(|_| lane_dir);
+                }
                 supervise(
                     lane.tasks,
                     &mut make_command,
-                    &config.supervisor,
+                    &supervisor,
                     None,
                     &mut forward,
                 );
-                let _ = sender.send(LaneMessage::LaneDone);
+                let _ = sender.send(LaneMessage::LaneDone(lane_id));
             });
+        };
+        // Starts shared and side lanes at once; queues exclusive ones.
+        let admit = |lanes: Vec<Lane>,
+                     running: &mut HashMap<DeviceRef, usize>,
+                     waiting: &mut Vec<Lane>,
+                     specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
+                     lane_info: &mut Vec<(Backend, DeviceRef)>| {
+            for lane in lanes {
+                if lane.tasks.is_empty() {
+                    continue;
+                }
+                if lane.placement == Placement::Exclusive {
+                    waiting.push(lane);
+                } else {
+                    *running.entry(lane.device).or_default() += 1;
+                    start_lane(lane, specs, lane_info);
+                }
+            }
+        };
+        // Starts the next exclusive lane of every device that has nothing running.
+        let release = |running: &mut HashMap<DeviceRef, usize>,
+                       waiting: &mut Vec<Lane>,
+                       specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
+                       lane_info: &mut Vec<(Backend, DeviceRef)>| {
+            let idle: Vec<DeviceRef> = waiting
+                .iter()
+                .map(|l| l.device)
+                .filter(|d| running.get(d).copied().unwrap_or(0) == 0)
+                .collect();
+            for device in idle {
+                if running.get(&device).copied().unwrap_or(0) > 0 {
+                    continue;
+                }
+                if let Some(index) = waiting.iter().position(|l| l.device == device) {
+                    let lane = waiting.remove(index);
+                    *running.entry(device).or_default() += 1;
+                    start_lane(lane, specs, lane_info);
+                }
+            }
         };
 
         let planned: usize = lanes.iter().map(|l| l.tasks.len()).sum();
         on_progress(Progress::Planned(planned));
-        for lane in lanes {
-            if lane.tasks.is_empty() {
-                continue;
-            }
-            running += 1;
-            start_lane(lane, &mut specs, &mut lane_info);
-        }
-        while running > 0 {
+        admit(
+            lanes,
+            &mut running,
+            &mut waiting,
+            &mut specs,
+            &mut lane_info,
+        );
+        release(&mut running, &mut waiting, &mut specs, &mut lane_info);
+        while running.values().any(|n| *n > 0) {
             let Ok(message) = receiver.recv() else { break };
             match message {
-                LaneMessage::LaneDone => running -= 1,
+                LaneMessage::LaneDone(lane_id) => {
+                    let device = lane_info[lane_id].1;
+                    if let Some(count) = running.get_mut(&device) {
+                        *count = count.saturating_sub(1);
+                    }
+                    release(&mut running, &mut waiting, &mut specs, &mut lane_info);
+                }
                 LaneMessage::Event(lane_id, event) => {
                     let (backend, device) = lane_info[lane_id];
                     match event {
@@ -202,13 +263,14 @@ pub fn execute(
                             if added > 0 {
                                 on_progress(Progress::Planned(added));
                             }
-                            for lane in new_lanes {
-                                if lane.tasks.is_empty() {
-                                    continue;
-                                }
-                                running += 1;
-                                start_lane(lane, &mut specs, &mut lane_info);
-                            }
+                            admit(
+                                new_lanes,
+                                &mut running,
+                                &mut waiting,
+                                &mut specs,
+                                &mut lane_info,
+                            );
+                            release(&mut running, &mut waiting, &mut specs, &mut lane_info);
                             execution.hellos.push(HelloRecord {
                                 backend,
                                 device,
@@ -470,6 +532,9 @@ pub struct RunPlan {
     /// Settings applied to workers.
     #[serde(default)]
     pub settings: Settings,
+    /// Options passed to the probes (`soak_seconds`).
+    #[serde(default)]
+    pub options: BTreeMap<String, serde_json::Value>,
     /// Every planned (probe, device).
     pub tasks: Vec<PlannedTask>,
     /// When the run started (RFC 3339).
@@ -503,24 +568,33 @@ impl RunPlan {
     }
 }
 
-/// Groups tasks into lanes by (backend, device), keeping their order.
+/// Groups tasks into lanes by (backend, device, placement), keeping their order; side
+/// probes get one lane per family, so each family's slow parts overlap with the others.
 pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
-    let mut lanes: Vec<Lane> = Vec::new();
+    let mut lanes: Vec<(Option<String>, Lane)> = Vec::new();
     for task in tasks {
         let backend = task.spec.backend;
-        match lanes
-            .iter_mut()
-            .find(|l| l.backend == backend && l.device == task.device)
-        {
-            Some(lane) => lane.tasks.push(task),
-            None => lanes.push(Lane {
-                backend,
-                device: task.device,
-                tasks: vec![task],
-            }),
+        let placement = task.spec.placement;
+        let family = (placement == Placement::Side).then(|| task.spec.id.family().to_string());
+        match lanes.iter_mut().find(|(f, l)| {
+            l.backend == backend
+                && l.device == task.device
+                && l.placement == placement
+                && *f == family
+        }) {
+            Some((_, lane)) => lane.tasks.push(task),
+            None => lanes.push((
+                family,
+                Lane {
+                    backend,
+                    device: task.device,
+                    placement,
+                    tasks: vec![task],
+                },
+            )),
         }
     }
-    lanes
+    lanes.into_iter().map(|(_, lane)| lane).collect()
 }
 
 #[cfg(test)]
@@ -539,6 +613,7 @@ mod tests {
             description: String::new(),
             needs: needs.iter().map(|s| s.to_string()).collect(),
             isolated: false,
+            placement: Default::default(),
         };
         let catalog = vec![
             spec("copy.a", Tier::Quick, &[]),

@@ -456,6 +456,7 @@ mod tests {
             description: String::new(),
             needs: vec![],
             isolated: false,
+            placement: Default::default(),
         }
     }
 

@@ -24,7 +24,7 @@ pub use fingerprint::Fingerprint;
 pub use observation::{
     CompareStats, Distribution, InvariantCheck, Measurement, Observation, SampleStats,
 };
-pub use probe::{Backend, DeviceRef, Layer, ProbeId, ProbeSpec, Rule, Tier};
+pub use probe::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
 pub use profile::Profile;
 pub use report::{Report, Summary};
 pub use verdict::{FailClass, ProbeResult, Verdict};

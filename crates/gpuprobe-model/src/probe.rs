@@ -63,10 +63,12 @@ pub enum Tier {
 }
 
 impl Tier {
-    /// Whether a probe declared at `probe_tier` runs when the user asked for `self`.
+    /// Whether a probe declared at `probe_tier` runs when the user asked for `self`. The
+    /// soak tier runs the quick and standard probes and its own (sustained load, the full
+    /// VRAM test), not the large cases of `full`.
     pub fn includes(self, probe_tier: Tier) -> bool {
         match self {
-            Tier::Soak => probe_tier <= Tier::Standard,
+            Tier::Soak => probe_tier <= Tier::Standard || probe_tier == Tier::Soak,
             _ => probe_tier <= self,
         }
     }
@@ -197,6 +199,37 @@ pub struct ProbeSpec {
     /// Whether the probe needs a worker process of its own (large or risky cases).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub isolated: bool,
+    /// How the probe may share its device with other probes running at the same time.
+    #[serde(default, skip_serializing_if = "Placement::is_default")]
+    pub placement: Placement,
+}
+
+/// How a probe shares its device with the probes that run beside it. A device's probes
+/// run in parallel lanes (the native lane, the main framework lane, a side lane); a probe
+/// that fills device memory must not overlap with any of them.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// In its backend's main lane, beside the other lanes.
+    #[default]
+    Shared,
+    /// In a side lane of its family, beside the main lane: it uses little device memory,
+    /// and its time goes to work that overlaps well with other lanes (starting processes
+    /// that import the framework, DataLoader workers, collective ranks, float64 references
+    /// computed on the host).
+    Side,
+    /// Alone on the device, after every other probe on it has finished: it fills device
+    /// memory or measures what is free.
+    Exclusive,
+}
+
+impl Placement {
+    /// Whether this is the default placement (omitted in JSON).
+    pub fn is_default(&self) -> bool {
+        *self == Placement::Shared
+    }
 }
 
 /// The device a probe runs on.
@@ -266,7 +299,9 @@ mod tests {
         assert!(!Tier::Quick.includes(Tier::Standard));
         assert!(Tier::Full.includes(Tier::Standard));
         assert!(Tier::Soak.includes(Tier::Quick));
+        assert!(Tier::Soak.includes(Tier::Soak));
         assert!(!Tier::Soak.includes(Tier::Full));
+        assert!(!Tier::Full.includes(Tier::Soak));
     }
 
     #[test]

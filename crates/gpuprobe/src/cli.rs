@@ -105,6 +105,10 @@ pub struct CheckArgs {
     /// Seed for every random input (a run is reproducible from it).
     #[arg(long, default_value_t = 20261122)]
     pub seed: u64,
+    /// Seconds of sustained load in the soak tier, between the cold and the loaded runs of
+    /// its sentinel probes.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub soak_seconds: f64,
     /// Show worker messages (library warnings, restarts).
     #[arg(short, long)]
     pub verbose: bool,

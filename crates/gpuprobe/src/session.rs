@@ -91,6 +91,9 @@ pub struct SessionOptions {
     pub startup_timeout: f64,
     /// Seed.
     pub seed: u64,
+    /// Options for the probes themselves (`soak_seconds`), recorded in the plan so a
+    /// resumed run uses them too.
+    pub probe_options: BTreeMap<String, serde_json::Value>,
 }
 
 impl SessionOptions {
@@ -237,6 +240,7 @@ pub fn prepare_new(
         seed: options.seed,
         simulate: simulate.clone(),
         settings: Settings::default(),
+        options: options.probe_options.clone(),
         tasks,
         started_at: started_at.to_string(),
     };
@@ -255,7 +259,7 @@ pub fn prepare_new(
             options.startup_timeout,
             run_dir.workers_dir(),
         ),
-        options: native_library_hints(python.as_ref()),
+        options: worker_options(&options.probe_options, python.as_ref()),
     };
     Ok(Prepared {
         run_dir,
@@ -318,7 +322,7 @@ pub fn prepare_existing(
         simulate: plan.simulate.clone(),
         settings: plan.settings.clone(),
         supervisor,
-        options: native_library_hints(python.as_ref()),
+        options: worker_options(&plan.options, python.as_ref()),
     };
     Ok(Prepared {
         run_dir,
@@ -339,6 +343,17 @@ pub fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
 /// Where the native worker should also look for GPU runtime libraries: the user's
 /// site-packages (pip-installed ROCm and CUDA libraries) and torch's own `lib`, derived
 /// from the interpreter's location without starting it.
+/// The options every worker's plan carries: the probe options, plus where the native worker
+/// should look for runtime libraries.
+fn worker_options(
+    probe_options: &BTreeMap<String, serde_json::Value>,
+    python: Option<&PythonChoice>,
+) -> BTreeMap<String, serde_json::Value> {
+    let mut options = native_library_hints(python);
+    options.extend(probe_options.clone());
+    options
+}
+
 fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde_json::Value> {
     let mut options = BTreeMap::new();
     let Some(prefix) = python

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuprobe_detect::{CollectOptions, Root};
-use gpuprobe_model::fingerprint::Fingerprint;
+use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
 use gpuprobe_model::profile::StackKey;
 use gpuprobe_runner::python;
 
@@ -107,30 +107,35 @@ pub fn key_of(fp: &Fingerprint, torch: Option<&TorchFiles>) -> StackKey {
     if let Some(version) = fp.nvidia.as_ref().and_then(|d| d.version.clone()) {
         drivers.push(format!("nvidia {version}"));
     }
-    let runtime = fp
+    // The runtime the user's jobs run on: the one torch was built for, else the one of the
+    // GPUs' vendor. A stray library of the other vendor (a distro HIP package on a CUDA
+    // host) must not become the stack's runtime.
+    let rocm = fp
         .rocm
         .as_ref()
         .and_then(|r| r.version.clone().or_else(|| r.hip_version.clone()))
-        .map(|v| format!("rocm {v}"))
-        .or_else(|| {
-            fp.cuda
-                .as_ref()
-                .and_then(|c| c.runtime_version.clone())
-                .map(|v| format!("cuda {v}"))
-        })
-        .or_else(|| {
-            let torch = torch?;
-            torch
-                .hip
-                .as_ref()
-                .map(|v| format!("hip {v} (torch build)"))
-                .or_else(|| {
-                    torch
-                        .cuda
-                        .as_ref()
-                        .map(|v| format!("cuda {v} (torch build)"))
-                })
-        });
+        .map(|v| format!("rocm {v}"));
+    let cuda = fp
+        .cuda
+        .as_ref()
+        .and_then(|c| c.runtime_version.clone())
+        .map(|v| format!("cuda {v}"));
+    let torch_hip = torch
+        .and_then(|t| t.hip.as_ref())
+        .map(|v| format!("hip {v} (torch build)"));
+    let torch_cuda = torch
+        .and_then(|t| t.cuda.as_ref())
+        .map(|v| format!("cuda {v} (torch build)"));
+    let has_vendor = |vendor: Vendor| fp.gpus.iter().any(|g| g.vendor == vendor);
+    let runtime = if torch_hip.is_some() {
+        rocm.or(torch_hip)
+    } else if torch_cuda.is_some() {
+        cuda.or(torch_cuda)
+    } else if has_vendor(Vendor::Nvidia) && !has_vendor(Vendor::Amd) {
+        cuda.or(rocm)
+    } else {
+        rocm.or(cuda)
+    };
     StackKey {
         gpus,
         kernel: fp.host.kernel_release.clone(),
@@ -152,7 +157,7 @@ pub fn live_key(python_path: Option<&Path>, env: &BTreeMap<String, String>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+    use gpuprobe_model::fingerprint::{CudaInfo, GpuInfo, RocmInfo};
 
     #[test]
     fn key_prefers_the_native_isa_and_names_each_fact() {
@@ -176,5 +181,32 @@ mod tests {
         assert_eq!(key.torch.as_deref(), Some("2.11.0+rocm7.2"));
         assert_eq!(key.runtime.as_deref(), Some("hip 7.2.26015 (torch build)"));
         assert_eq!(key.driver, None);
+    }
+
+    #[test]
+    fn a_stray_hip_library_on_a_cuda_host_is_not_the_runtime() {
+        // The NVIDIA test host carries a distro libamdhip64.so.5 (HIP 5.7).
+        let fp = Fingerprint {
+            gpus: vec![GpuInfo::new(Vendor::Nvidia)],
+            rocm: Some(RocmInfo {
+                hip_version: Some("5.7.31921".into()),
+                ..RocmInfo::default()
+            }),
+            cuda: Some(CudaInfo {
+                runtime_version: Some("13.0.2".into()),
+                ..CudaInfo::default()
+            }),
+            ..Fingerprint::default()
+        };
+        let torch = TorchFiles {
+            version: Some("2.11.0+cu130".into()),
+            cuda: Some("13.0".into()),
+            hip: None,
+        };
+        assert_eq!(
+            key_of(&fp, Some(&torch)).runtime.as_deref(),
+            Some("cuda 13.0.2")
+        );
+        assert_eq!(key_of(&fp, None).runtime.as_deref(), Some("cuda 13.0.2"));
     }
 }

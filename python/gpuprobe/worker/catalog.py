@@ -40,6 +40,11 @@ class ProbeDef:
     layer: str = "framework"
     needs: tuple[str, ...] = ()
     isolated: bool = False
+    #: How the probe shares its device with the lanes beside it (``ProbeSpec.placement``):
+    #: ``shared`` (the main lane), ``side`` (a second lane: the time goes to starting
+    #: processes, little device memory is used) or ``exclusive`` (alone on the device, after
+    #: everything else: it fills device memory or measures what is free).
+    placement: str = "shared"
 
     def spec(self) -> dict[str, Any]:
         """The ``ProbeSpec`` JSON object (protocol.rs / probe.rs)."""
@@ -56,6 +61,8 @@ class ProbeDef:
             out["needs"] = list(self.needs)
         if self.isolated:
             out["isolated"] = True
+        if self.placement != "shared":
+            out["placement"] = self.placement
         return out
 
     def resolve(self) -> Callable[..., Any]:
@@ -67,15 +74,29 @@ class ProbeDef:
 
 _CATALOG: dict[str, ProbeDef] | None = None
 
+#: The families' spec modules, in catalogue order. Each must import nothing heavy and
+#: provide ``specs() -> list[ProbeDef]``. One line per family.
+FAMILY_MODULES = (
+    "gpuprobe.worker.probes.copy_specs",
+    "gpuprobe.worker.probes.rng_specs",
+    "gpuprobe.worker.probes.dtype_specs",
+    "gpuprobe.worker.probes.ops_specs",
+    "gpuprobe.worker.probes.nn_specs",
+    "gpuprobe.worker.probes.alloc_specs",
+    "gpuprobe.worker.probes.pipeline_specs",
+    "gpuprobe.worker.probes.dist_specs",
+    "gpuprobe.worker.probes.soak_specs",
+    "gpuprobe.worker.probes.fault_specs",
+)
+
 
 def all_probes() -> dict[str, ProbeDef]:
     """Every probe this worker knows, by id, in catalogue order (built once)."""
     global _CATALOG
     if _CATALOG is None:
-        from gpuprobe.worker.probes import copy_specs, dtype_specs, rng_specs
-
         catalog: dict[str, ProbeDef] = {}
-        for family in (copy_specs, rng_specs, dtype_specs):
+        for module_name in FAMILY_MODULES:
+            family = importlib.import_module(module_name)
             for probe in family.specs():
                 if probe.id in catalog:
                     raise ValueError(f"duplicate probe id {probe.id!r}")
@@ -89,7 +110,7 @@ def all_probes() -> dict[str, ProbeDef]:
 def probes_in_tier(tier: str) -> list[ProbeDef]:
     """The probes a run at ``tier`` includes (each tier includes the ones below it)."""
     if tier == "soak":
-        wanted = {"quick", "standard"}
+        wanted = {"quick", "standard", "soak"}
     else:
         wanted = set(TIERS[: TIERS.index(tier) + 1])
     return [p for p in all_probes().values() if p.tier in wanted]

@@ -49,26 +49,49 @@ def torch_version_tuple(version: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2)))
 
 
-def allocator_conf(version: str, is_rocm: bool, environ: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """The allocator-config variable this torch version reads, its value, and the others set.
+def allocator_conf(
+    version: str, is_rocm: bool, environ: dict[str, str] | None = None, torch: Any = None
+) -> dict[str, Any] | None:
+    """The allocator-config variable this torch reads, its value, and the others set.
 
-    torch ≥ 2.9 reads PYTORCH_ALLOC_CONF, then PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds)
-    PYTORCH_HIP_ALLOC_CONF; older versions read PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds)
-    PYTORCH_HIP_ALLOC_CONF, and ignore PYTORCH_ALLOC_CONF. Only the first one found is parsed
-    (known-issues.md §2e); every other one that is set is listed as shadowed.
+    Only the first variable found is parsed; every other one that is set is shadowed.
+    When ``torch`` is given and exposes the settings it parsed
+    (``torch._C._accelerator_getAllocatorSettings``), the variable whose value torch holds
+    is the answer: measured, not assumed. Otherwise the order measured on released torch
+    applies: torch 2.11 (CUDA build) and 2.15 read PYTORCH_CUDA_ALLOC_CONF, then
+    PYTORCH_HIP_ALLOC_CONF, then PYTORCH_ALLOC_CONF, without a deprecation warning (the
+    reverse order described for newer c10 sources in known-issues.md §2e is not what these
+    releases do); torch before 2.9 reads PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds)
+    PYTORCH_HIP_ALLOC_CONF, and ignores PYTORCH_ALLOC_CONF.
     """
     env = os.environ if environ is None else environ
     if torch_version_tuple(version) >= (2, 9):
-        order = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"]
+        order = ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
     else:
-        order = ["PYTORCH_CUDA_ALLOC_CONF"]
-    if is_rocm:
-        order.append("PYTORCH_HIP_ALLOC_CONF")
+        order = ["PYTORCH_CUDA_ALLOC_CONF"] + (["PYTORCH_HIP_ALLOC_CONF"] if is_rocm else [])
     read = next((name for name in order if name in env), None)
+    measured = _measured_variable(torch, env)
+    if measured is not None:
+        read = measured
     if read is None:
         return None
     shadowed = [name for name in ALLOC_VARS if name != read and name in env]
-    return {"variable": read, "value": env[read], "shadowed": shadowed}
+    out: dict[str, Any] = {"variable": read, "value": env[read], "shadowed": shadowed}
+    return out
+
+
+def _measured_variable(torch: Any, env: Any) -> str | None:
+    """The set variable whose value torch's parsed allocator settings equal, when exactly one
+    matches (two set to the same value cannot be told apart, and need not be)."""
+    getter = getattr(getattr(torch, "_C", None), "_accelerator_getAllocatorSettings", None)
+    if getter is None:
+        return None
+    try:
+        settings = str(getter()).strip()
+    except Exception:  # noqa: BLE001 - an introspection helper; fall back to the rule
+        return None
+    matches = [name for name in ALLOC_VARS if name in env and env[name].strip() == settings]
+    return matches[0] if len(matches) == 1 else None
 
 
 def _device_info(torch: Any, index: int, is_rocm: bool) -> dict[str, Any]:
@@ -128,7 +151,7 @@ def torch_info(torch: Any) -> dict[str, Any]:
             except Exception as exc:  # noqa: BLE001 - keep the others
                 devices.append({"index": index, "name": f"(unreadable: {exc})"})
     info["devices"] = devices
-    conf = allocator_conf(version, bool(hip))
+    conf = allocator_conf(version, bool(hip), torch=torch)
     if conf is not None:
         info["allocator_conf"] = conf
     info["lib_dir"] = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "lib")

@@ -234,6 +234,9 @@ def _missing_need(torch: Any, device: str, need: str) -> str | None:
         if missing:
             return f"this torch {torch.__version__} has no {', '.join('torch.' + n for n in missing)}"
         return None
+    if need == "explicit":
+        # Selection matter (the supervisor plans it only when named), nothing to check here.
+        return None
     if need == "multi_gpu":
         count = torch.cuda.device_count() if device != "cpu" else 0
         if count < 2:

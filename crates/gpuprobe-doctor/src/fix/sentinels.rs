@@ -196,6 +196,7 @@ mod tests {
             description: String::new(),
             needs: vec![],
             isolated: false,
+            placement: Default::default(),
         }
     }
 

@@ -145,16 +145,16 @@ pub fn state(facts: &Facts<'_>) -> AllocState {
                 .collect(),
             "reported by the torch worker".to_string(),
         ),
-        (None, Some(version)) if newest_precedence(version) => (
-            VARIABLES.to_vec(),
+        (None, Some(version)) if reads_generic_name(version) => (
+            vec![CUDA_ALLOC_CONF, HIP_ALLOC_CONF, ALLOC_CONF],
             format!(
-                "torch {version} reads PYTORCH_ALLOC_CONF, then PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_HIP_ALLOC_CONF"
+                "torch {version} reads PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_HIP_ALLOC_CONF, then PYTORCH_ALLOC_CONF (measured on torch 2.11 and 2.15)"
             ),
         ),
         (None, Some(version)) => (
             vec![CUDA_ALLOC_CONF, HIP_ALLOC_CONF, ALLOC_CONF],
             format!(
-                "torch {version} reads PYTORCH_CUDA_ALLOC_CONF first, then (ROCm builds) PYTORCH_HIP_ALLOC_CONF; PYTORCH_ALLOC_CONF only in transitional versions, last"
+                "torch {version} reads PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds) PYTORCH_HIP_ALLOC_CONF, and ignores PYTORCH_ALLOC_CONF"
             ),
         ),
         (None, None) => (VARIABLES.to_vec(), "torch version unknown".to_string()),
@@ -168,16 +168,26 @@ pub fn state(facts: &Facts<'_>) -> AllocState {
     } else if version.is_some() {
         set.iter()
             .map(|(name, _)| *name)
-            // The HIP alias is read by ROCm builds only.
-            .find(|name| *name != HIP_ALLOC_CONF || rocm)
+            // Before 2.9 the HIP alias is read by ROCm builds only, and the generic name
+            // not at all.
+            .find(|name| {
+                let new = version.as_ref().is_some_and(reads_generic_name);
+                match *name {
+                    HIP_ALLOC_CONF => rocm || new,
+                    ALLOC_CONF => new,
+                    _ => true,
+                }
+            })
     } else {
         None
     };
     AllocState { set, read, basis }
 }
 
-/// Whether a torch version uses the newest precedence (`PYTORCH_ALLOC_CONF` first, ≥ 2.9).
-pub fn newest_precedence(version: &Pep440Version) -> bool {
+/// Whether a torch version reads `PYTORCH_ALLOC_CONF` at all (≥ 2.9). Released versions
+/// read it last, after both older names (measured on torch 2.11 and 2.15: no deprecation
+/// warning either), so setting it beside `PYTORCH_CUDA_ALLOC_CONF` leaves it unread.
+pub fn reads_generic_name(version: &Pep440Version) -> bool {
     Pep440Version::parse("2.9.0.dev0").is_ok_and(|boundary| *version >= boundary)
 }
 

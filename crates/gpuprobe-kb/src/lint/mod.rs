@@ -210,15 +210,6 @@ pub const RULES: &[LintRule] = &[
         &[TORCH_ALLOC, TORCH_CUDA_NOTES]
     ),
     rule!(
-        "LINT-ALLOC-CONF-DEPRECATED",
-        Info,
-        Config,
-        "PYTORCH_CUDA_ALLOC_CONF is deprecated in this torch",
-        "PYTORCH_CUDA_ALLOC_CONF is set and torch is ≥ 2.9, which warns \"PYTORCH_CUDA_ALLOC_CONF is deprecated, use PYTORCH_ALLOC_CONF instead\".",
-        "Rename it to PYTORCH_ALLOC_CONF.",
-        &[TORCH_ALLOC]
-    ),
-    rule!(
         "LINT-ALLOC-CONF-UNKNOWN-KEY",
         Warning,
         Config,

@@ -6,7 +6,7 @@ use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, Vendor};
 use gpuprobe_model::{Confidence, Cost, Evidence, Remedy};
 
 use super::Sink;
-use super::alloc_conf::{self, CUDA_ALLOC_CONF};
+use super::alloc_conf;
 use crate::facts::{Facts, OVERRIDE_VAR};
 use crate::isa::{self, GfxIsa};
 use crate::version::{DottedReq, DottedVersion, Pep440Version};
@@ -435,22 +435,6 @@ fn check_alloc_conf(facts: &Facts<'_>, sink: &mut Sink) {
             explanation,
             evidence.clone(),
             remedies,
-        );
-    }
-    if let (Some(version), Some(value)) = (facts.torch_version(), facts.env(CUDA_ALLOC_CONF))
-        && alloc_conf::newest_precedence(&version)
-    {
-        sink.emit(
-            "LINT-ALLOC-CONF-DEPRECATED",
-            format!("{CUDA_ALLOC_CONF} is deprecated in torch {version}; use PYTORCH_ALLOC_CONF"),
-            "torch ≥ 2.9 reads PYTORCH_ALLOC_CONF first and warns about the old name.".to_string(),
-            vec![setting_evidence(CUDA_ALLOC_CONF, value)],
-            vec![Remedy {
-                description: format!("Rename {CUDA_ALLOC_CONF} to PYTORCH_ALLOC_CONF"),
-                kind: "env".to_string(),
-                setting: Some(format!("PYTORCH_ALLOC_CONF={value}")),
-                cost: Cost::default(),
-            }],
         );
     }
     for (name, value) in &state.set {

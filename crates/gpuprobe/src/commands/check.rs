@@ -39,6 +39,11 @@ fn options(args: &CheckArgs) -> SessionOptions {
         timeout_scale: args.timeout_scale,
         startup_timeout: args.startup_timeout,
         seed: args.seed,
+        probe_options: [(
+            "soak_seconds".to_string(),
+            serde_json::json!(args.soak_seconds),
+        )]
+        .into(),
     }
 }
 

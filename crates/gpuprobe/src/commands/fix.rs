@@ -302,6 +302,7 @@ fn start_with_check(
         timeout_scale: args.timeout_scale,
         startup_timeout: args.startup_timeout,
         seed: args.seed,
+        probe_options: Default::default(),
     };
     options.validate()?;
     let collector = session::spawn_collector(env);

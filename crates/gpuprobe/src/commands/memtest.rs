@@ -71,6 +71,7 @@ pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
         seed: 0,
         simulate: None,
         settings: Settings::default(),
+        options: options.clone(),
         tasks: vec![engine::PlannedTask {
             spec: spec.clone(),
             device,

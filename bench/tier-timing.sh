@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Quick tier wall time against the floor of any PyTorch GPU job, measured in the same run.
+# A tier's wall time against the floor of any PyTorch GPU job, measured in the same run, and
+# the time per probe family.
 #
 # The floor is `python3 -c "import torch; torch.zeros(1, device='cuda')"`: importing torch and
 # creating a CUDA/HIP context, which every GPU job pays. Runs are interleaved (floor, check,
@@ -7,11 +8,12 @@
 # the script prints a table and the medians, and counts false alarms (any verdict other than
 # PASS or SKIP on a healthy machine).
 #
-# usage: bench/quick-tier.sh [GPUPROBE_BINARY] [OUT_DIR] [RUNS]
+# usage: bench/tier-timing.sh [TIER] [GPUPROBE_BINARY] [OUT_DIR] [RUNS]
 set -euo pipefail
-bin="${1:-gpuprobe}"
-out="${2:-bench-quick-out}"
-runs="${3:-5}"
+tier="${1:-quick}"
+bin="${2:-gpuprobe}"
+out="${3:-bench-$tier-out}"
+runs="${4:-5}"
 python="${PYTHON:-python3}"
 mkdir -p "$out"
 now() { date +%s.%N; }
@@ -24,9 +26,9 @@ for i in $(seq 1 "$runs"); do
     s=$(now); "$python" -c "import torch; torch.zeros(1, device='cuda')"; e=$(now)
     floor=$(elapsed "$s" "$e")
     rm -rf "$out/run-$i"
-    s=$(now); "$bin" check --json --run-dir "$out/run-$i" > "$out/quick-$i.json" || true; e=$(now)
+    s=$(now); "$bin" check --tier "$tier" --json --run-dir "$out/run-$i" > "$out/$tier-$i.json" || true; e=$(now)
     check=$(elapsed "$s" "$e")
-    problems=$("$python" - "$out/quick-$i.json" <<'PY'
+    problems=$("$python" - "$out/$tier-$i.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
 bad = [r for r in report["results"] if r["verdict"]["verdict"] not in ("pass", "skip")]
@@ -37,10 +39,24 @@ PY
     printf '%-4s %-10s %-10s %-10s %s\n' "$i" "$floor" "$check" "$ratio" "$problems" | tee -a "$out/summary.txt"
     floors+=("$floor"); checks+=("$check")
 done
-"$python" - "${floors[*]}" "${checks[*]}" <<'PY' | tee -a "$out/summary.txt"
+"$python" - "${floors[*]}" "${checks[*]}" "$tier" <<'PY' | tee -a "$out/summary.txt"
 import statistics, sys
 floors = [float(x) for x in sys.argv[1].split()]
 checks = [float(x) for x in sys.argv[2].split()]
 f, c = statistics.median(floors), statistics.median(checks)
-print(f"median floor {f:.2f} s, median quick tier {c:.2f} s, ratio {c / f:.2f} (target <= 2)")
+print(f"median floor {f:.2f} s, median {sys.argv[3]} tier {c:.2f} s, ratio {c / f:.2f}")
+PY
+# Seconds of probe time per family and lane (the lanes run side by side), from the last run.
+"$python" - "$out/$tier-$runs.json" <<'PY' | tee -a "$out/summary.txt"
+import collections, json, sys
+report = json.load(open(sys.argv[1]))
+families = collections.defaultdict(float)
+counts = collections.Counter()
+for r in report["results"]:
+    family = r["probe"].split(".")[0]
+    families[family] += r.get("elapsed_s") or 0.0
+    counts[family] += 1
+print("probe seconds per family (last run):")
+for family, seconds in sorted(families.items(), key=lambda kv: -kv[1]):
+    print(f"  {family:10} {counts[family]:4} probes {seconds:7.2f} s")
 PY

@@ -1,0 +1,3 @@
+//! Integration tests of the engine with scripted workers.
+
+mod placement;
