@@ -50,6 +50,13 @@ def gpuprobe_bin() -> str:
     return binary
 
 
+@pytest.fixture(autouse=True)
+def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test models a program that has not imported torch yet: other test modules of this
+    session import it into this process, which apply_profile() rightly refuses."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+
+
 PROFILE = """\
 profile_version = 1
 created_by = "gpuprobe 0.1.0"

@@ -268,7 +268,7 @@ def specs() -> list[ProbeDef]:
     )
     add(_roundtrip_large("pageable", "1gib", "blocking", "standard", GIB_ELEMS, "float32"))
     # One 1 GiB round trip (pageable: the staging path) in standard; the others in full.
-    add(_roundtrip_large("pinned", "1gib", "nonblocking", "full", GIB_ELEMS, "float32"))
+    add(_roundtrip_large("pinned", "1gib", "nonblocking", "full", GIB_ELEMS, "float32", isolated=True))
     add(
         ProbeDef(
             id="copy.d2d.1gib.clone",
@@ -278,6 +278,7 @@ def specs() -> list[ProbeDef]:
             impl=f"{_RUN}:run_d2d",
             params={"method": "clone", "shapes": [[GIB_ELEMS]], "dtype": "float32"},
             timeout_s=180.0,
+            isolated=True,
         )
     )
     add(
@@ -317,6 +318,6 @@ def _roundtrip_large(
         ),
         impl=f"{_RUN}:run_roundtrip",
         params={"memory": memory, "numel": numel, "dtype": dtype, "non_blocking": sync == "nonblocking", "timed": True},
-        timeout_s=600.0 if isolated else (240.0 if numel >= GIB_ELEMS else 60.0),
+        timeout_s=600.0 if numel > GIB_ELEMS else (240.0 if numel == GIB_ELEMS else 60.0),
         isolated=isolated,
     )
