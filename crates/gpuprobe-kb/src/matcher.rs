@@ -1161,7 +1161,8 @@ impl KbMatch {
                     next_steps.push("gpuprobe fix".to_string());
                 }
                 if let Some(first) = self.confirming.first() {
-                    next_steps.push(format!("gpuprobe repro {}", first.probe));
+                    // Re-running the confirming probe alone shows whether it fails every time.
+                    next_steps.push(format!("gpuprobe check --only {}", first.probe));
                 }
             }
             MatchStatus::Suspected => {

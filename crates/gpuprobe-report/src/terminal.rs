@@ -344,10 +344,11 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                 out,
                 "   {:<9} {}",
                 "",
-                style.dim(&format!(
-                    "… {} more pieces of evidence in the JSON report",
-                    finding.evidence.len() - 4
-                ))
+                style.dim(&{
+                    let more = finding.evidence.len() - 4;
+                    let pieces = if more == 1 { "piece" } else { "pieces" };
+                    format!("… {more} more {pieces} of evidence in the JSON report")
+                })
             );
         }
         if !finding.remedies.is_empty() {

@@ -249,7 +249,7 @@ fn rkb001_is_confirmed_by_failing_pageable_tiny_copies_with_passing_pinned() {
         finding
             .next_steps
             .iter()
-            .any(|s| s == "gpuprobe repro copy.h2d.pageable.tiny.nonblocking")
+            .any(|s| s == "gpuprobe check --only copy.h2d.pageable.tiny.nonblocking")
     );
     assert!(
         finding
