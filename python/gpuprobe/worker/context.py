@@ -92,3 +92,16 @@ def gbps(nbytes: int, seconds: float) -> float | None:
     if seconds <= 1e-6:
         return None
     return round(nbytes / seconds / 1e9, 3)
+
+
+def host_available_bytes() -> int | None:
+    """``MemAvailable`` from /proc/meminfo (what the host can give without swapping), or None
+    where it cannot be read; probes that would not fit skip instead of pushing into swap."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

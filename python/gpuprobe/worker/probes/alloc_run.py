@@ -26,7 +26,7 @@ from typing import Any
 
 from gpuprobe.worker import catalog, envinfo, ops, ops_pipeline, simulate
 from gpuprobe.worker.compare import CompareAccumulator
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, host_available_bytes
 from gpuprobe.worker.patterns import derive_seed, pattern
 from gpuprobe.worker.probes import children
 
@@ -44,16 +44,6 @@ CHILD = "gpuprobe.worker.probes.alloc_child"
 # -- shared helpers ------------------------------------------------------------------------------
 
 
-def host_available_bytes() -> int | None:
-    """``MemAvailable`` from /proc/meminfo, or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def cpu_budget_bytes() -> int:

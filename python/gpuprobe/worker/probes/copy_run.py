@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from gpuprobe.worker import ops, simulate
 from gpuprobe.worker.compare import CompareAccumulator
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, gbps
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, gbps, host_available_bytes
 from gpuprobe.worker.patterns import canary_value, fill_canary, pattern
 
 #: Largest element count of one tiny copy: 15 float32 = 60 bytes (≤ 64 B, RKB-001).
@@ -57,22 +57,13 @@ def _release(ctx: ProbeContext) -> None:
         ctx.torch.cuda.empty_cache()
 
 
-def _host_available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def _require_memory(ctx: ProbeContext, host_bytes: int, device_bytes: int) -> None:
     """Skips the probe when the host or the device lacks the memory it needs (with a margin)."""
     if not ctx.is_gpu:
         host_bytes += device_bytes
-    available = _host_available_bytes()
+    available = host_available_bytes()
     if available is not None and host_bytes * 1.1 + (1 << 30) > available:
         raise SkipProbe(
             f"needs about {host_bytes / 2**30:.1f} GiB of free host memory; {available / 2**30:.1f} GiB available"

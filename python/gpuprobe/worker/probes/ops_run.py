@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuprobe.worker import ops, ops_math
 from gpuprobe.worker.compare import CompareAccumulator, bits_of, format_value
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, host_available_bytes
 from gpuprobe.worker.patterns import canary_value, fill_canary, pattern
 
 #: Base tolerances of the judge (crates/gpuprobe-doctor/src/judge.rs, docs/probes.md
@@ -406,16 +406,6 @@ def uniform(ctx: ProbeContext, shape: Any, low: float, high: float, dtype: str, 
     return values.to(dtype_of(torch, dtype))
 
 
-def host_available_bytes() -> int | None:
-    """``MemAvailable`` from /proc/meminfo, or None where unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def require_memory(ctx: ProbeContext, host_bytes: int, device_bytes: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpuprobe.worker import ops, ops_pipeline, simulate
 from gpuprobe.worker.compare import CompareAccumulator
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, host_available_bytes
 from gpuprobe.worker.patterns import pattern
 from gpuprobe.worker.probes.copy_run import send_to_device
 from gpuprobe.worker.probes.pipeline_data import LatentDataset
@@ -236,12 +236,6 @@ def run_send_to_device(ctx: ProbeContext) -> ProbeOutput:
     return ProbeOutput(stages.acc.stats(), metrics, sorted(set(notes)))
 
 
-def _host_available_bytes() -> int | None:
-    from gpuprobe.worker.probes.alloc_run import host_available_bytes
-
-    return host_available_bytes()
-
-
 def run_save_load(ctx: ProbeContext, *, fmt: str, large: bool) -> ProbeOutput:
     """Tensors written from the device, reloaded onto the host and onto the device."""
     torch = ctx.torch
@@ -265,7 +259,7 @@ def run_save_load(ctx: ProbeContext, *, fmt: str, large: bool) -> ProbeOutput:
         }
     nbytes = sum((2 if d == "bfloat16" else 4) * _numel(s) for d, s in shapes.values())
     if large:
-        available = _host_available_bytes()
+        available = host_available_bytes()
         if available is not None and 4 * nbytes + (1 << 30) > available:
             raise SkipProbe(f"needs about {4 * nbytes / 2**30:.1f} GiB of free host memory")
         if ctx.is_gpu and 2 * nbytes + (1 << 30) > ctx.torch.cuda.mem_get_info(ctx.device)[0]:
