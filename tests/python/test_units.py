@@ -319,12 +319,13 @@ def test_send_to_device_keeps_structure() -> None:
 
 
 def test_memory_check_skips_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuprobe.worker import context
     from gpuprobe.worker.context import ProbeContext, SkipProbe
 
-    monkeypatch.setattr(copy_run, "host_available_bytes", lambda: 2 << 30)
+    monkeypatch.setattr(context, "host_available_bytes", lambda: 2 << 30)
     ctx = ProbeContext(torch, "cpu", 1, "copy.roundtrip.pageable.huge.blocking.fp16")
     with pytest.raises(SkipProbe, match="GiB of free host memory"):
-        copy_run._require_memory(ctx, 4 << 30, 4 << 30)
+        context.require_memory(ctx, 4 << 30, 4 << 30)
 
 
 # -- the user-facing package -------------------------------------------------------------------

@@ -105,3 +105,20 @@ def host_available_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def require_memory(ctx: ProbeContext, host_bytes: int, device_bytes: int) -> None:
+    """Skips the probe when the host or the device lacks the memory it needs (with a margin)."""
+    if not ctx.is_gpu:
+        host_bytes += device_bytes
+    available = host_available_bytes()
+    if available is not None and host_bytes * 1.1 + (1 << 30) > available:
+        raise SkipProbe(
+            f"needs about {host_bytes / 2**30:.1f} GiB of free host memory; {available / 2**30:.1f} GiB available"
+        )
+    if ctx.is_gpu:
+        free, _total = ctx.torch.cuda.mem_get_info(ctx.device)
+        if device_bytes * 1.05 + (256 << 20) > free:
+            raise SkipProbe(
+                f"needs about {device_bytes / 2**30:.1f} GiB of free device memory; {free / 2**30:.1f} GiB free"
+            )

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from gpuprobe.worker import ops, simulate
 from gpuprobe.worker.compare import CompareAccumulator
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, gbps, host_available_bytes
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, gbps, require_memory
 from gpuprobe.worker.patterns import canary_value, fill_canary, pattern
 
 #: Largest element count of one tiny copy: 15 float32 = 60 bytes (≤ 64 B, RKB-001).
@@ -55,25 +55,6 @@ def _release(ctx: ProbeContext) -> None:
     gc.collect()
     if ctx.is_gpu:
         ctx.torch.cuda.empty_cache()
-
-
-
-
-def _require_memory(ctx: ProbeContext, host_bytes: int, device_bytes: int) -> None:
-    """Skips the probe when the host or the device lacks the memory it needs (with a margin)."""
-    if not ctx.is_gpu:
-        host_bytes += device_bytes
-    available = host_available_bytes()
-    if available is not None and host_bytes * 1.1 + (1 << 30) > available:
-        raise SkipProbe(
-            f"needs about {host_bytes / 2**30:.1f} GiB of free host memory; {available / 2**30:.1f} GiB available"
-        )
-    if ctx.is_gpu:
-        free, _total = ctx.torch.cuda.mem_get_info(ctx.device)
-        if device_bytes * 1.05 + (256 << 20) > free:
-            raise SkipProbe(
-                f"needs about {device_bytes / 2**30:.1f} GiB of free device memory; {free / 2**30:.1f} GiB free"
-            )
 
 
 def _run_threads(count: int, body: Callable[[int], None]) -> None:
@@ -256,7 +237,7 @@ def run_d2d(ctx: ProbeContext, *, method: str, shapes: list[list[int]], dtype: s
     seconds = 0.0
     for trial, shape in enumerate(shapes):
         numel = math.prod(shape)
-        _require_memory(ctx, 2 * numel * 4, 2 * numel * 4)
+        require_memory(ctx, 2 * numel * 4, 2 * numel * 4)
         ref = pattern(torch, numel, dtype, ctx.derive_seed(f"trial{trial}"), tuple(shape))
         device_data = ops.stage(ref, ctx.device)
         out = _device_canary(ctx, shape, dtype) if method == "copy_" else None
@@ -285,7 +266,7 @@ def run_roundtrip(
     pinned = memory == "pinned"
     itemsize = 4 if dtype == "float32" else 2
     nbytes = numel * itemsize
-    _require_memory(ctx, 2 * nbytes, nbytes)
+    require_memory(ctx, 2 * nbytes, nbytes)
     seed = ctx.derive_seed("data")
     if pinned:
         src = torch.empty(numel, dtype=_dtype(ctx, dtype), pin_memory=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.worker import ops, ops_math
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, require_memory
 from gpuprobe.worker.patterns import derive_seed
 from gpuprobe.worker.probes.nn_specs import CPU_SEQ
 from gpuprobe.worker.probes.ops_run import (
@@ -30,7 +30,6 @@ from gpuprobe.worker.probes.ops_run import (
     dtype_of,
     precision_context,
     release,
-    require_memory,
     tf32_notes,
 )
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuprobe.worker import ops, ops_math
 from gpuprobe.worker.compare import CompareAccumulator, bits_of, format_value
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, host_available_bytes
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, require_memory
 from gpuprobe.worker.patterns import canary_value, fill_canary, pattern
 
 #: Base tolerances of the judge (crates/gpuprobe-doctor/src/judge.rs, docs/probes.md
@@ -404,25 +404,6 @@ def uniform(ctx: ProbeContext, shape: Any, low: float, high: float, dtype: str, 
     values = torch.rand(tuple(shape), generator=ctx.cpu_generator(tag), dtype=torch.float32)
     values.mul_(high - low).add_(low)
     return values.to(dtype_of(torch, dtype))
-
-
-
-
-def require_memory(ctx: ProbeContext, host_bytes: int, device_bytes: int) -> None:
-    """Skips the probe when the host or the device lacks the memory it needs (with a margin)."""
-    if not ctx.is_gpu:
-        host_bytes += device_bytes
-    available = host_available_bytes()
-    if available is not None and host_bytes * 1.1 + (1 << 30) > available:
-        raise SkipProbe(
-            f"needs about {host_bytes / 2**30:.1f} GiB of free host memory; {available / 2**30:.1f} GiB available"
-        )
-    if ctx.is_gpu:
-        free, _total = ctx.torch.cuda.mem_get_info(ctx.device)
-        if device_bytes * 1.05 + (256 << 20) > free:
-            raise SkipProbe(
-                f"needs about {device_bytes / 2**30:.1f} GiB of free device memory; {free / 2**30:.1f} GiB free"
-            )
 
 
 def release(ctx: ProbeContext) -> None:
