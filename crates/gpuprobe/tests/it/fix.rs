@@ -600,3 +600,57 @@ fn fix_usage_errors_exit_2() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a gpuprobe run"));
 }
+
+/// The field-note symptoms that no setting cured for their reporters (bf16→fp32 zeros,
+/// randn zeros, a GPU page-fault abort): the search tries the candidates, says that none
+/// cured them, and the profile records them as still failing, with no settings.
+#[test]
+fn field_note_symptoms_that_no_setting_cures_are_reported_uncured() {
+    let dir = tempfile::tempdir().unwrap();
+    for (preset, probe) in [
+        ("bf16-fp32-zeros", "dtype.bf16.fp32.to.device"),
+        ("randn-zeros", "rng.randn.fp32"),
+        ("crash", "copy.roundtrip.pageable.large.blocking"),
+    ] {
+        let run_dir = dir.path().join(preset);
+        let (output, account) = fix_json(
+            &run_dir,
+            &[
+                "--simulate",
+                preset,
+                "--only",
+                probe,
+                "--candidate",
+                "HSA_ENABLE_SDMA=0",
+                "--candidate",
+                "AMD_SERIALIZE_KERNEL=3",
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{preset}: {stderr}");
+        assert_eq!(account.outcome, FixOutcome::NoneCured, "{preset}");
+        assert!(account.simulated, "{preset}");
+        assert!(account.chosen.is_empty(), "{preset}: {:?}", account.chosen);
+        assert_eq!(
+            status_of(&account, probe),
+            TargetStatus::NotCured,
+            "{preset}"
+        );
+        assert_eq!(account.candidates.len(), 2, "{preset}");
+        assert!(
+            account
+                .candidates
+                .iter()
+                .all(|c| c.tried && c.cured.is_empty()),
+            "{preset}: {:?}",
+            account.candidates
+        );
+        let profile = read_profile(account.profile.as_ref().expect("a profile"));
+        assert!(profile.env.is_empty(), "{preset}");
+        assert!(
+            profile.still_failing.iter().any(|p| p == probe),
+            "{preset}: {:?}",
+            profile.still_failing
+        );
+    }
+}
