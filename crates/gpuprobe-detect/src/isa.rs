@@ -1,5 +1,4 @@
-//! GPU identity tables and decoders: AMD ISA names (`gfx1151`) from KFD
-//! `gfx_target_version` and from `HSA_OVERRIDE_GFX_VERSION`, the gfx family table
+//! GPU identity tables: ISA strings split into name and target features, the gfx family table
 //! (products, APU status, ROCm support), small PCI-id tables for AMD and NVIDIA parts,
 //! the libdrm `amdgpu.ids` marketing-name file, and NVIDIA compute capability by name.
 //!
@@ -7,53 +6,6 @@
 //! research (§4); NVIDIA compute capabilities follow NVIDIA's "CUDA GPUs" list.
 
 use std::fmt;
-
-/// Decodes a KFD `gfx_target_version` into an ISA name.
-///
-/// The value is `major * 10000 + minor * 100 + stepping` in decimal; minor and stepping
-/// are printed as one hex digit each in the ISA name: 110501 → `gfx1151`,
-/// 90402 → `gfx942`, 90010 → `gfx90a`, 90012 → `gfx90c`, 100300 → `gfx1030`.
-pub fn gfx_from_target_version(version: u64) -> Option<String> {
-    let major = version / 10000;
-    let minor = (version / 100) % 100;
-    let stepping = version % 100;
-    if major == 0 || minor > 15 || stepping > 15 {
-        return None;
-    }
-    Some(format!("gfx{major}{minor:x}{stepping:x}"))
-}
-
-/// Why an `HSA_OVERRIDE_GFX_VERSION` value cannot be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OverrideError {
-    /// Not three dot-separated decimal numbers.
-    #[error("`{0}` is not major.minor.stepping in decimal (e.g. 10.3.0)")]
-    Syntax(String),
-    /// Minor or stepping does not fit one hex digit of an ISA name.
-    #[error("`{0}` has a minor or stepping above 15, which no ISA name can express")]
-    OutOfRange(String),
-}
-
-/// Decodes an `HSA_OVERRIDE_GFX_VERSION` value (`10.3.0` → `gfx1030`, `11.5.1` →
-/// `gfx1151`, `9.0.10` → `gfx90a`). libhsakmt reads it as three decimal numbers.
-pub fn gfx_from_override(value: &str) -> Result<String, OverrideError> {
-    let parts: Vec<&str> = value.trim().split('.').collect();
-    let [major, minor, stepping] = parts.as_slice() else {
-        return Err(OverrideError::Syntax(value.to_owned()));
-    };
-    let parse = |s: &str| {
-        s.parse::<u64>()
-            .map_err(|_| OverrideError::Syntax(value.to_owned()))
-    };
-    let (major, minor, stepping) = (parse(major)?, parse(minor)?, parse(stepping)?);
-    if major == 0 {
-        return Err(OverrideError::Syntax(value.to_owned()));
-    }
-    if minor > 15 || stepping > 15 {
-        return Err(OverrideError::OutOfRange(value.to_owned()));
-    }
-    Ok(format!("gfx{major}{minor:x}{stepping:x}"))
-}
 
 /// Splits an ISA string into its name and target features:
 /// `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-` → (`gfx90a`, [`sramecc+`, `xnack-`]).
@@ -581,32 +533,6 @@ pub fn lookup_amdgpu_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn target_versions_decode_with_hex_digits() {
-        assert_eq!(gfx_from_target_version(110501).as_deref(), Some("gfx1151"));
-        assert_eq!(gfx_from_target_version(90402).as_deref(), Some("gfx942"));
-        assert_eq!(gfx_from_target_version(90010).as_deref(), Some("gfx90a"));
-        assert_eq!(gfx_from_target_version(90012).as_deref(), Some("gfx90c"));
-        assert_eq!(gfx_from_target_version(100300).as_deref(), Some("gfx1030"));
-        assert_eq!(gfx_from_target_version(0), None);
-        assert_eq!(gfx_from_target_version(91700), None);
-    }
-
-    #[test]
-    fn overrides_decode() {
-        assert_eq!(gfx_from_override("10.3.0").as_deref(), Ok("gfx1030"));
-        assert_eq!(gfx_from_override("11.5.1").as_deref(), Ok("gfx1151"));
-        assert_eq!(gfx_from_override("9.0.10").as_deref(), Ok("gfx90a"));
-        assert!(matches!(
-            gfx_from_override("gfx1030"),
-            Err(OverrideError::Syntax(_))
-        ));
-        assert!(matches!(
-            gfx_from_override("9.0.16"),
-            Err(OverrideError::OutOfRange(_))
-        ));
-    }
 
     #[test]
     fn isa_features_split() {

@@ -11,6 +11,7 @@
 pub mod exit;
 pub mod finding;
 pub mod fingerprint;
+pub mod isa;
 pub mod observation;
 pub mod probe;
 pub mod profile;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::{FirmwareVersion, GpuInfo, Vendor};
+use gpuprobe_model::isa::GfxIsa;
 
 use crate::isa;
 use crate::merge::{add_firmware, fill, merge_gpu, push_unique, unreadable};
@@ -125,7 +126,8 @@ fn kfd(root: &Root, fp: &mut Fingerprint) {
         let mut gpu = GpuInfo::new(Vendor::Amd);
         gpu.native_isa = props
             .get("gfx_target_version")
-            .and_then(|v| isa::gfx_from_target_version(*v));
+            .and_then(|v| GfxIsa::from_target_version(*v))
+            .map(|isa| isa.name());
         let domain = props.get("domain").copied().unwrap_or(0);
         gpu.pci_bus = props.get("location_id").filter(|l| **l != 0).and_then(|l| {
             bdf_from_location(

@@ -464,7 +464,9 @@ fn gfx1030_native_with_override_set() {
         fp.env.get("HSA_OVERRIDE_GFX_VERSION").map(String::as_str),
         Some("10.3.0")
     );
-    let decoded = isa::gfx_from_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"]).expect("decodes");
+    let decoded = gpuprobe_model::isa::decode_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"])
+        .expect("decodes")
+        .name();
     assert_eq!(
         Some(decoded.as_str()),
         g.native_isa.as_deref(),
@@ -507,7 +509,9 @@ fn rx6700xt_gfx1031_with_override_to_gfx1030() {
         g.name.as_deref(),
         Some("AMD Radeon RX 6700/6700 XT/6750 XT (Navi 22)")
     );
-    let decoded = isa::gfx_from_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"]).expect("decodes");
+    let decoded = gpuprobe_model::isa::decode_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"])
+        .expect("decodes")
+        .name();
     assert_eq!(decoded, "gfx1030");
     assert_ne!(Some(decoded.as_str()), g.native_isa.as_deref());
     assert_eq!(
