@@ -245,8 +245,8 @@ impl<'a> Facts<'a> {
             return Some((apu, "reported"));
         }
         let native = self.native_isa(gpu)?;
-        isa::arch_facts(&native.name())?
-            .apu
+        isa::gfx_facts(&native.name())?
+            .apu()
             .map(|apu| (apu, "ISA table"))
     }
 }

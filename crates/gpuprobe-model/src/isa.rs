@@ -122,6 +122,364 @@ pub fn decode_override(value: &str) -> Result<GfxIsa, OverrideError> {
     })
 }
 
+/// Whether a part shares system memory (APU / unified memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integration {
+    /// Discrete GPU with its own memory.
+    Discrete,
+    /// Integrated GPU (APU) using system memory.
+    Integrated,
+    /// Depends on the part (gfx942: MI300A is an APU, MI300X is not).
+    Depends,
+}
+
+/// What is known about one ISA (known-issues.md §4): the one table the fingerprint (names,
+/// APU status) and the lint and matcher (Instinct, minimum ROCm) read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GfxFacts {
+    /// ISA name (`gfx1151`).
+    pub isa: &'static str,
+    /// Family (`RDNA3.5`, `CDNA3`).
+    pub family: &'static str,
+    /// Products using it.
+    pub products: &'static str,
+    /// APU status.
+    pub integration: Integration,
+    /// An Instinct (data-centre) part.
+    pub instinct: bool,
+    /// Lowest ROCm release that supports it on Linux, where the research gives one.
+    pub min_rocm: Option<&'static str>,
+    /// Official ROCm support on Linux, in words.
+    pub rocm_support: &'static str,
+}
+
+impl GfxFacts {
+    /// Whether the ISA is an APU; `None` where it depends on the part (gfx942).
+    pub fn apu(&self) -> Option<bool> {
+        match self.integration {
+            Integration::Discrete => Some(false),
+            Integration::Integrated => Some(true),
+            Integration::Depends => None,
+        }
+    }
+}
+
+impl fmt::Display for GfxFacts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}: {})", self.isa, self.family, self.products)
+    }
+}
+
+use Integration::{Depends, Discrete, Integrated};
+
+/// The ISA table of known-issues.md §4.
+pub const GFX_TABLE: &[GfxFacts] = &[
+    GfxFacts {
+        isa: "gfx900",
+        family: "GCN5",
+        products: "Vega 56/64, MI25",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "dropped",
+    },
+    GfxFacts {
+        isa: "gfx902",
+        family: "GCN5 APU",
+        products: "Raven Ridge Vega iGPU",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "never official",
+    },
+    GfxFacts {
+        isa: "gfx909",
+        family: "GCN5 APU",
+        products: "Picasso Vega iGPU",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "never official",
+    },
+    GfxFacts {
+        isa: "gfx90c",
+        family: "GCN5 APU",
+        products: "Renoir/Cezanne Vega iGPU (e.g. Ryzen 5700G)",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "never official",
+    },
+    GfxFacts {
+        isa: "gfx906",
+        family: "GCN5",
+        products: "MI50/MI60, Radeon VII, Radeon Pro VII",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "deprecated, then removed in ROCm 6.x",
+    },
+    GfxFacts {
+        isa: "gfx908",
+        family: "CDNA1",
+        products: "Instinct MI100",
+        integration: Discrete,
+        instinct: true,
+        min_rocm: None,
+        rocm_support: "official (Instinct)",
+    },
+    GfxFacts {
+        isa: "gfx90a",
+        family: "CDNA2",
+        products: "Instinct MI210, MI250, MI250X",
+        integration: Discrete,
+        instinct: true,
+        min_rocm: None,
+        rocm_support: "official",
+    },
+    GfxFacts {
+        isa: "gfx940",
+        family: "CDNA3",
+        products: "pre-production MI300",
+        integration: Discrete,
+        instinct: true,
+        min_rocm: None,
+        rocm_support: "removed in ROCm 7.0",
+    },
+    GfxFacts {
+        isa: "gfx941",
+        family: "CDNA3",
+        products: "pre-production MI300",
+        integration: Discrete,
+        instinct: true,
+        min_rocm: None,
+        rocm_support: "removed in ROCm 7.0",
+    },
+    GfxFacts {
+        isa: "gfx942",
+        family: "CDNA3",
+        products: "MI300X, MI325X (discrete); MI300A (APU)",
+        integration: Depends,
+        instinct: true,
+        min_rocm: None,
+        rocm_support: "official",
+    },
+    GfxFacts {
+        isa: "gfx950",
+        family: "CDNA4",
+        products: "MI350X, MI355X",
+        integration: Discrete,
+        instinct: true,
+        min_rocm: Some("7.0.0"),
+        rocm_support: "ROCm 7.0+",
+    },
+    GfxFacts {
+        isa: "gfx1010",
+        family: "RDNA1",
+        products: "RX 5700/5700 XT/5600 XT, Pro W5700 (Navi10)",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "never official",
+    },
+    GfxFacts {
+        isa: "gfx1011",
+        family: "RDNA1",
+        products: "Navi12: Pro 5600M, V520",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "never official",
+    },
+    GfxFacts {
+        isa: "gfx1012",
+        family: "RDNA1",
+        products: "RX 5500/5300 (Navi14)",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "never official",
+    },
+    GfxFacts {
+        isa: "gfx1013",
+        family: "RDNA1",
+        products: "Cyan Skillfish (BC-250, shared GDDR6)",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "unofficial",
+    },
+    GfxFacts {
+        isa: "gfx1030",
+        family: "RDNA2",
+        products: "Navi21: RX 6800/6800 XT/6900 XT/6950 XT, Pro W6800, V620",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "official for W6800 and V620 only",
+    },
+    GfxFacts {
+        isa: "gfx1031",
+        family: "RDNA2",
+        products: "Navi22: RX 6700 XT/6750 XT, 6800M",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "unofficial (override 10.3.0)",
+    },
+    GfxFacts {
+        isa: "gfx1032",
+        family: "RDNA2",
+        products: "Navi23: RX 6600/6600 XT/6650 XT",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "unofficial (override 10.3.0)",
+    },
+    GfxFacts {
+        isa: "gfx1033",
+        family: "RDNA2 APU",
+        products: "Van Gogh (Steam Deck)",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "unofficial",
+    },
+    GfxFacts {
+        isa: "gfx1034",
+        family: "RDNA2",
+        products: "Navi24: RX 6500 XT/6400",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "unofficial (override 10.3.0)",
+    },
+    GfxFacts {
+        isa: "gfx1035",
+        family: "RDNA2 APU",
+        products: "Rembrandt: Radeon 680M/660M",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "unofficial",
+    },
+    GfxFacts {
+        isa: "gfx1036",
+        family: "RDNA2 APU",
+        products: "Raphael/Granite Ridge desktop iGPU (2 CU)",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "unofficial",
+    },
+    GfxFacts {
+        isa: "gfx1100",
+        family: "RDNA3",
+        products: "Navi31: RX 7900 XTX/XT/GRE, Pro W7900/W7800",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "official since ROCm 5.7",
+    },
+    GfxFacts {
+        isa: "gfx1101",
+        family: "RDNA3",
+        products: "Navi32: RX 7800 XT/7700 XT/7700, Pro W7700, V710",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "official",
+    },
+    GfxFacts {
+        isa: "gfx1102",
+        family: "RDNA3",
+        products: "Navi33: RX 7600 (XT), Pro W7600",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "official",
+    },
+    GfxFacts {
+        isa: "gfx1103",
+        family: "RDNA3 APU",
+        products: "Phoenix/Hawk Point: Radeon 780M/760M/740M",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "listed under Ryzen (inbox driver)",
+    },
+    GfxFacts {
+        isa: "gfx1150",
+        family: "RDNA3.5",
+        products: "Strix Point: Radeon 890M/880M",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "listed (Ryzen matrix, inbox driver)",
+    },
+    GfxFacts {
+        isa: "gfx1151",
+        family: "RDNA3.5",
+        products: "Strix Halo: Radeon 8060S/8050S/8040S, 8065S",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: Some("7.2.0"),
+        rocm_support: "ROCm 7.2.0+ on kernels with the KFD fixes",
+    },
+    GfxFacts {
+        isa: "gfx1152",
+        family: "RDNA3.5",
+        products: "Krackan Point: Radeon 860M",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "around ROCm 7.13",
+    },
+    GfxFacts {
+        isa: "gfx1153",
+        family: "RDNA3.5",
+        products: "Radeon 840M/820M",
+        integration: Integrated,
+        instinct: false,
+        min_rocm: None,
+        rocm_support: "around ROCm 7.13",
+    },
+    GfxFacts {
+        isa: "gfx1200",
+        family: "RDNA4",
+        products: "Navi44: RX 9060 / 9060 XT",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: Some("6.4.0"),
+        rocm_support: "official (ROCm 6.4.x+)",
+    },
+    GfxFacts {
+        isa: "gfx1201",
+        family: "RDNA4",
+        products: "Navi48: RX 9070 / 9070 XT / 9070 GRE, Radeon AI PRO R9700",
+        integration: Discrete,
+        instinct: false,
+        min_rocm: Some("6.4.0"),
+        rocm_support: "official (ROCm 6.4.x+)",
+    },
+    GfxFacts {
+        isa: "gfx1250",
+        family: "next Instinct",
+        products: "preview",
+        integration: Discrete,
+        instinct: true,
+        min_rocm: None,
+        rocm_support: "preview",
+    },
+];
+
+/// The facts for an ISA (`gfx90a`, `gfx90a:xnack-`, `amdgcn-amd-amdhsa--gfx1151`), when it is
+/// in the table.
+pub fn gfx_facts(isa: &str) -> Option<&'static GfxFacts> {
+    let name = GfxIsa::parse(isa)?.name();
+    GFX_TABLE.iter().find(|facts| facts.isa == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +535,30 @@ mod tests {
             decode_override("9.0.16"),
             Err(OverrideError::OutOfRange(_))
         ));
+    }
+
+    #[test]
+    fn the_table_names_every_isa_once_and_parses_back() {
+        let mut seen = std::collections::BTreeSet::new();
+        for facts in GFX_TABLE {
+            assert!(seen.insert(facts.isa), "{} twice", facts.isa);
+            assert_eq!(GfxIsa::parse(facts.isa).unwrap().name(), facts.isa);
+        }
+    }
+
+    #[test]
+    fn lookups_ignore_features_and_triples() {
+        assert_eq!(gfx_facts("gfx90a:sramecc+:xnack-").unwrap().family, "CDNA2");
+        assert_eq!(
+            gfx_facts("amdgcn-amd-amdhsa--gfx1151").unwrap().apu(),
+            Some(true)
+        );
+        assert_eq!(gfx_facts("gfx942").unwrap().apu(), None);
+        assert_eq!(gfx_facts("gfx1100").unwrap().apu(), Some(false));
+        assert!(gfx_facts("gfx942").unwrap().instinct);
+        assert!(!gfx_facts("gfx1201").unwrap().instinct);
+        assert_eq!(gfx_facts("gfx1151").unwrap().min_rocm, Some("7.2.0"));
+        assert_eq!(gfx_facts("gfx1999"), None);
+        assert_eq!(gfx_facts("sm_90"), None);
     }
 }

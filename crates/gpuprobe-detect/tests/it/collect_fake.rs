@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use gpuprobe_detect::{CollectOptions, collect, isa, render_text};
+use gpuprobe_detect::{CollectOptions, collect, render_text};
 use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::{DriverSource, Vendor};
 
@@ -515,7 +515,7 @@ fn rx6700xt_gfx1031_with_override_to_gfx1030() {
     assert_eq!(decoded, "gfx1030");
     assert_ne!(Some(decoded.as_str()), g.native_isa.as_deref());
     assert_eq!(
-        isa::gfx_info("gfx1031").map(|i| i.rocm_support),
+        gpuprobe_model::isa::gfx_facts("gfx1031").map(|i| i.rocm_support),
         Some("unofficial (override 10.3.0)")
     );
 }

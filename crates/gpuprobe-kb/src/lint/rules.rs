@@ -678,7 +678,7 @@ fn check_stack(facts: &Facts<'_>, sink: &mut Sink) {
     if let Some(rocm) = facts.rocm() {
         for (index, _, native) in &gpus {
             let Some(native) = native else { continue };
-            let Some(minimum) = isa::arch_facts(&native.name()).and_then(|f| f.min_rocm) else {
+            let Some(minimum) = isa::gfx_facts(&native.name()).and_then(|f| f.min_rocm) else {
                 continue;
             };
             let Ok(minimum_version) = DottedVersion::parse(minimum) else {
