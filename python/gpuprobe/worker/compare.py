@@ -58,8 +58,9 @@ def format_value(torch: Any, t: Any, index: int) -> str:
     return str(element[0].item())
 
 
-class CompareAccumulator:
-    """Accumulates ``CompareStats`` over trials; ``stats()`` returns the JSON object."""
+class CompareCounts:
+    """The counters of a ``CompareStats`` measurement, shared by the bit-exact and the
+    tolerance accumulators; ``stats()`` returns the JSON object."""
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
@@ -72,6 +73,32 @@ class CompareAccumulator:
         self.failed_trials = 0
         self.all_zero_trials = 0
         self.first_mismatch: dict[str, Any] | None = None
+
+    def extra_stats(self) -> dict[str, Any]:
+        """Fields a subclass adds to the measurement (errors, ULPs)."""
+        return {}
+
+    def stats(self) -> dict[str, Any]:
+        """The ``CompareStats`` measurement object (``kind: compare``)."""
+        out: dict[str, Any] = {
+            "kind": "compare",
+            "n": self.n,
+            "mismatches": self.mismatches,
+            "zeros_where_nonzero": self.zeros_where_nonzero,
+            "nonfinite_where_finite": self.nonfinite_where_finite,
+            "unchanged": self.unchanged,
+            "trials": max(self.trials, 1),
+            "failed_trials": self.failed_trials,
+            "all_zero_trials": self.all_zero_trials,
+            **self.extra_stats(),
+        }
+        if self.first_mismatch is not None:
+            out["first_mismatch"] = self.first_mismatch
+        return out
+
+
+class CompareAccumulator(CompareCounts):
+    """Accumulates bit-exact ``CompareStats`` over trials."""
 
     # -- single trial ------------------------------------------------------------------------
 
@@ -210,19 +237,3 @@ class CompareAccumulator:
                 "found": format_value(torch, out_flat, index),
             }
 
-    def stats(self) -> dict[str, Any]:
-        """The ``CompareStats`` measurement object (``kind: compare``)."""
-        out: dict[str, Any] = {
-            "kind": "compare",
-            "n": self.n,
-            "mismatches": self.mismatches,
-            "zeros_where_nonzero": self.zeros_where_nonzero,
-            "nonfinite_where_finite": self.nonfinite_where_finite,
-            "unchanged": self.unchanged,
-            "trials": max(self.trials, 1),
-            "failed_trials": self.failed_trials,
-            "all_zero_trials": self.all_zero_trials,
-        }
-        if self.first_mismatch is not None:
-            out["first_mismatch"] = self.first_mismatch
-        return out

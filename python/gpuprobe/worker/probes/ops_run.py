@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuprobe.worker import ops, ops_math
-from gpuprobe.worker.compare import CompareAccumulator, bits_of, format_value
+from gpuprobe.worker.compare import CompareAccumulator, CompareCounts, bits_of, format_value
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, require_memory
 from gpuprobe.worker.patterns import canary_value, fill_canary, pattern
 
@@ -65,7 +65,7 @@ def dtype_of(torch: Any, name: str) -> Any:
 # Tolerance comparison.
 
 
-class ToleranceAccumulator:
+class ToleranceAccumulator(CompareCounts):
     """``CompareStats`` for the ``tolerance`` rule, accumulated over trials.
 
     ``tolerance`` is the bound the judge applies (the dtype's tolerance times the probe's
@@ -87,21 +87,12 @@ class ToleranceAccumulator:
     of that dtype (report only; the judge does not use it)."""
 
     def __init__(self, torch: Any, tolerance: float, *, ulp_dtype: str | None = None) -> None:
-        self.torch = torch
+        super().__init__(torch)
         self.tolerance = float(tolerance)
         self.ulp_dtype = ulp_dtype
-        self.n = 0
-        self.mismatches = 0
-        self.zeros_where_nonzero = 0
-        self.nonfinite_where_finite = 0
-        self.unchanged = 0
-        self.trials = 0
-        self.failed_trials = 0
-        self.all_zero_trials = 0
         self.max_abs_err = 0.0
         self.max_rel_err = 0.0
         self.max_ulp: int | None = None
-        self.first_mismatch: dict[str, Any] | None = None
 
     # -- one trial, possibly in chunks ---------------------------------------------------------
 
@@ -290,26 +281,11 @@ class ToleranceAccumulator:
         self.max_rel_err = max(self.max_rel_err, worst)
         return worst
 
-    def stats(self) -> dict[str, Any]:
-        """The ``CompareStats`` measurement object (``kind: compare``)."""
-        out: dict[str, Any] = {
-            "kind": "compare",
-            "n": self.n,
-            "mismatches": self.mismatches,
-            "zeros_where_nonzero": self.zeros_where_nonzero,
-            "nonfinite_where_finite": self.nonfinite_where_finite,
-            "unchanged": self.unchanged,
-            "trials": max(self.trials, 1),
-            "failed_trials": self.failed_trials,
-            "all_zero_trials": self.all_zero_trials,
-            "max_abs_err": self.max_abs_err,
-            "max_rel_err": self.max_rel_err,
-        }
+    def extra_stats(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {"max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err}
         if self.max_ulp is not None:
-            out["max_ulp"] = self.max_ulp
-        if self.first_mismatch is not None:
-            out["first_mismatch"] = self.first_mismatch
-        return out
+            extra["max_ulp"] = self.max_ulp
+        return extra
 
 
 class _TrialSums:
