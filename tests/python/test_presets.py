@@ -249,3 +249,24 @@ def test_a_malformed_spec_is_refused() -> None:
     assert run.hello["simulated"] is True
     assert any("unknown key" in log["message"] for log in run.of("log"))
     assert not run.of("begin")
+
+
+def test_the_rust_validator_and_the_worker_know_the_same_ops_and_effects() -> None:
+    """gpuprobe validates fault specs (crates/gpuprobe-runner/src/simulation.rs) before the
+    worker applies them: an op or effect only one side knows would be refused there, or
+    accepted there and then refused by the worker mid-run."""
+    import re
+
+    from conftest import REPO
+
+    from gpuprobe.worker import simulate
+
+    rust = (REPO / "crates" / "gpuprobe-runner" / "src" / "simulation.rs").read_text(encoding="utf-8")
+
+    def listed(name: str) -> set[str]:
+        body = re.search(rf"pub const {name}: &\[&str\] = &\[(.*?)\];", rust, re.S)
+        assert body, name
+        return set(re.findall(r'"([a-z0-9_]+)"', body.group(1)))
+
+    assert listed("KNOWN_OPS") == set(simulate.OPS)
+    assert listed("KNOWN_EFFECTS") == set(simulate.EFFECTS)
