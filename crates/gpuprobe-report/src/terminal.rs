@@ -336,7 +336,11 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                 out,
                 "   {:<9} {}",
                 "",
-                style.dim(&format!("{}: {}", evidence.kind, evidence.text))
+                style.dim(&format!(
+                    "{}: {}",
+                    evidence.kind,
+                    shorten_evidence(&evidence.text)
+                ))
             );
         }
         if finding.evidence.len() > 4 {
@@ -381,4 +385,61 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
         }
     }
     out
+}
+
+/// The most characters of one piece of evidence the terminal shows. Some evidence lists
+/// every path a library search tried, which can run to thousands of characters; the JSON
+/// report keeps the whole text.
+const EVIDENCE_CHARS: usize = 300;
+
+fn shorten_evidence(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(EVIDENCE_CHARS) {
+        None => text.into(),
+        Some((cut, _)) => format!("{}… (whole text in the JSON report)", &text[..cut]).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::{Confidence, Evidence, FindingLayer, Severity};
+
+    fn finding_with(text: &str) -> Finding {
+        Finding {
+            id: "DIAG-NOTHING-TESTED".into(),
+            source: "diagnosis".into(),
+            severity: Severity::Warning,
+            layer: FindingLayer::Framework,
+            title: "nothing could be tested".into(),
+            explanation: String::new(),
+            confidence: Confidence::Confirmed,
+            evidence: vec![Evidence::new("not tested", text)],
+            remedies: Vec::new(),
+            citations: Vec::new(),
+            next_steps: Vec::new(),
+            related: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn long_evidence_is_cut_on_a_character_boundary_and_points_to_the_json() {
+        let long = format!(
+            "tried: {}",
+            "/opt/rocm/lib/libamdhip64.so.6, ü ".repeat(100)
+        );
+        let text = render_findings(&[finding_with(&long)], Style::PLAIN);
+        let line = text.lines().find(|l| l.contains("tried:")).unwrap();
+        assert!(
+            line.ends_with("… (whole text in the JSON report)"),
+            "{line}"
+        );
+        assert!(line.chars().count() < EVIDENCE_CHARS + 60, "{line}");
+    }
+
+    #[test]
+    fn short_evidence_is_shown_whole() {
+        let text = render_findings(&[finding_with("import torch failed")], Style::PLAIN);
+        assert!(text.contains("not tested: import torch failed\n"), "{text}");
+        assert!(!text.contains("JSON report"));
+    }
 }
