@@ -16,6 +16,7 @@ compares equal to NaN whatever its payload).
 from __future__ import annotations
 
 from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
+from gpuprobe.worker.ops import SHORTCUTS  # ops imports torch lazily: the catalogue stays torch-free
 
 _RUN = "gpuprobe.worker.probes.dtype_run"
 
@@ -35,18 +36,6 @@ DTYPES = {
 
 #: The quick-tier matrix.
 FLOATS = ("fp32", "fp16", "bf16", "fp64")
-
-#: Shortcut method by target dtype name (``ops.SHORTCUTS``, repeated here to stay torch-free).
-SHORTCUTS = {
-    "float32": "float",
-    "float16": "half",
-    "bfloat16": "bfloat16",
-    "float64": "double",
-    "int8": "char",
-    "int32": "int",
-    "int64": "long",
-    "bool": "bool",
-}
 
 
 def methods_for(target: str) -> list[str]:
