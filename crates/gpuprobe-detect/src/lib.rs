@@ -27,7 +27,8 @@ mod text;
 pub mod triage;
 
 pub use collect::{
-    CollectOptions, collect, is_relevant_env_var, relevant_env, scan_python_libraries,
+    CaptureError, Captured, CollectOptions, capture, collect, is_relevant_env_var, relevant_env,
+    scan_python_libraries,
 };
 pub use merge::merge_python;
 pub use parse::ParseError;

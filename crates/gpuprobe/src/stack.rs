@@ -6,10 +6,9 @@
 //! `fix` records the key the same way, so the two always compare like with like.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use gpuprobe_detect::{CollectOptions, Root};
 use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
@@ -42,28 +41,13 @@ pub struct TorchFiles {
 /// torch's version in `interpreter`'s environment, or `None` when it has no torch or does
 /// not answer within five seconds.
 pub fn torch_files(interpreter: &Path) -> Option<TorchFiles> {
-    let mut child = Command::new(interpreter)
-        .args(["-c", TORCH_VERSION_SNIPPET])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break,
-            Ok(Some(_)) | Err(_) => return None,
-            Ok(None) if Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-        }
+    let mut command = Command::new(interpreter);
+    command.args(["-c", TORCH_VERSION_SNIPPET]);
+    let out = gpuprobe_detect::capture(command, Duration::from_secs(5)).ok()?;
+    if !out.status.success() {
+        return None;
     }
-    let mut text = String::new();
-    child.stdout.take()?.read_to_string(&mut text).ok()?;
+    let text = out.stdout;
     let mut lines = text.lines().map(|l| l.trim().to_string());
     let nonempty = |s: Option<String>| s.filter(|s| !s.is_empty());
     let files = TorchFiles {

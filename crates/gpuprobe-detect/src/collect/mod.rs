@@ -23,6 +23,7 @@ use gpuprobe_model::fingerprint::Vendor;
 
 pub use env::{is_relevant_env_var, relevant_env};
 pub use libs::scan_python_libraries;
+pub use tools::{CaptureError, Captured, capture};
 
 use crate::merge::derive_gpu_facts;
 use crate::root::Root;

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuprobe_model::Fingerprint;
@@ -58,39 +58,49 @@ fn find(env: &BTreeMap<String, String>, name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Runs a tool with a time limit and returns its stdout.
-pub(crate) fn run(
-    env: &BTreeMap<String, String>,
-    name: &str,
-    args: &[&str],
-    timeout: Duration,
-) -> Result<String, ToolError> {
-    let program = find(env, name).ok_or(ToolError::NotFound)?;
-    let mut child = Command::new(program)
-        .args(args)
+/// What a program printed, once it exited within its time limit.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Its standard output (lossy UTF-8).
+    pub stdout: String,
+    /// Its standard error (lossy UTF-8).
+    pub stderr: String,
+}
+
+/// Why [`capture`] has no output to give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CaptureError {
+    /// Could not be started.
+    #[error("could not start: {0}")]
+    Spawn(String),
+    /// Ran past the limit and was killed.
+    #[error("killed after {0:?} (no answer)")]
+    Timeout(Duration),
+}
+
+/// Runs `command` (stdin closed, stdout and stderr captured) and waits at most `timeout`
+/// for it to exit; past that it is killed. The pipes are drained on threads, so a program
+/// that prints more than a pipe holds cannot block on it.
+pub fn capture(mut command: Command, timeout: Duration) -> Result<Captured, CaptureError> {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .env("LC_ALL", "C")
         .spawn()
-        .map_err(|e| ToolError::Spawn(e.to_string()))?;
-    // Drain the pipes on threads so a chatty tool cannot block on a full pipe.
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let out_thread = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_end(&mut buf);
-        }
-        buf
-    });
-    let err_thread = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_end(&mut buf);
-        }
-        buf
-    });
+        .map_err(|e| CaptureError::Spawn(e.to_string()))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -100,25 +110,46 @@ pub(crate) fn run(
                 let _ = child.wait();
                 // The reader threads end when the pipes close; a grandchild holding them
                 // open would keep them alive, so they are not joined.
-                return Err(ToolError::Timeout(timeout));
+                return Err(CaptureError::Timeout(timeout));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(ToolError::Spawn(e.to_string())),
+            // Short polls: callers on `gpuprobe run`'s start-up path wait on this.
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(CaptureError::Spawn(e.to_string())),
         }
     };
-    let out = String::from_utf8_lossy(&out_thread.join().unwrap_or_default()).into_owned();
-    let err = String::from_utf8_lossy(&err_thread.join().unwrap_or_default()).into_owned();
-    if !status.success() && out.trim().is_empty() {
+    Ok(Captured {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+/// Runs a tool with a time limit and returns its stdout.
+pub(crate) fn run(
+    env: &BTreeMap<String, String>,
+    name: &str,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<String, ToolError> {
+    let program = find(env, name).ok_or(ToolError::NotFound)?;
+    let mut command = Command::new(program);
+    command.args(args).env("LC_ALL", "C");
+    let out = capture(command, timeout).map_err(|e| match e {
+        CaptureError::Spawn(why) => ToolError::Spawn(why),
+        CaptureError::Timeout(limit) => ToolError::Timeout(limit),
+    })?;
+    if !out.status.success() && out.stdout.trim().is_empty() {
         return Err(ToolError::Failed {
-            status: status.to_string(),
-            stderr: err
+            status: out.status.to_string(),
+            stderr: out
+                .stderr
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or_default()
                 .to_owned(),
         });
     }
-    Ok(out)
+    Ok(out.stdout)
 }
 
 pub(super) fn run_all(
@@ -236,6 +267,36 @@ mod tests {
         assert_eq!(
             run(&path_env(), "echo", &["hello"], Duration::from_secs(5)).as_deref(),
             Ok("hello\n")
+        );
+    }
+
+    #[test]
+    fn capture_reads_more_than_a_pipe_holds_and_keeps_the_status() {
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            "head -c 1000000 /dev/zero | tr '\\0' x; echo oops >&2; exit 3",
+        ]);
+        let out = capture(command, Duration::from_secs(10)).unwrap();
+        assert_eq!(out.stdout.len(), 1_000_000);
+        assert_eq!(out.stderr, "oops\n");
+        assert_eq!(out.status.code(), Some(3));
+    }
+
+    #[test]
+    fn capture_says_why_it_has_nothing() {
+        assert!(matches!(
+            capture(
+                Command::new("/nonexistent/gpuprobe-tool"),
+                Duration::from_secs(1)
+            ),
+            Err(CaptureError::Spawn(_))
+        ));
+        let mut sleeper = Command::new("sleep");
+        sleeper.arg("30");
+        assert_eq!(
+            capture(sleeper, Duration::from_millis(200)).unwrap_err(),
+            CaptureError::Timeout(Duration::from_millis(200))
         );
     }
 }

@@ -227,32 +227,14 @@ impl ActivitySource {
                 (!values.is_empty()).then(|| values.iter().any(|&v| v > 0))
             }
             ActivitySource::NvidiaSmi(program) => {
-                let mut child = Command::new(program)
-                    .args([
-                        "--query-gpu=utilization.gpu",
-                        "--format=csv,noheader,nounits",
-                    ])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .ok()?;
-                let deadline = Instant::now() + Duration::from_secs(5);
-                loop {
-                    match child.try_wait() {
-                        Ok(Some(_)) => break,
-                        Ok(None) if Instant::now() < deadline => {
-                            thread::sleep(Duration::from_millis(20))
-                        }
-                        _ => {
-                            let _ = child.kill();
-                            let _ = child.wait();
-                            return None;
-                        }
-                    }
-                }
-                let mut text = String::new();
-                child.stdout.take()?.read_to_string(&mut text).ok()?;
+                let mut command = Command::new(program);
+                command.args([
+                    "--query-gpu=utilization.gpu",
+                    "--format=csv,noheader,nounits",
+                ]);
+                let text = gpuprobe_detect::capture(command, Duration::from_secs(5))
+                    .ok()?
+                    .stdout;
                 let values: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
                 (!values.is_empty()).then(|| values.iter().any(|&v| v > 0))
             }
