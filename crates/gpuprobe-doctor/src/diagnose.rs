@@ -404,18 +404,7 @@ mod tests {
     use gpuprobe_model::probe::ProbeId;
 
     fn result(id: &str, layer: Layer, verdict: Verdict) -> ProbeResult {
-        ProbeResult {
-            probe: ProbeId::new(id),
-            device: DeviceRef::Gpu(0),
-            layer,
-            verdict,
-            observation: None,
-            elapsed_s: None,
-            stderr_tail: vec![],
-            kernel_log: vec![],
-            settings: vec![],
-            simulated: false,
-        }
+        ProbeResult::new(ProbeId::new(id), DeviceRef::Gpu(0), layer, verdict)
     }
 
     fn zeros() -> Verdict {

@@ -175,3 +175,22 @@ pub struct ProbeResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
 }
+
+impl ProbeResult {
+    /// A result with its verdict and nothing else recorded (no observation, timing, logs
+    /// or settings; not simulated).
+    pub fn new(probe: ProbeId, device: DeviceRef, layer: Layer, verdict: Verdict) -> Self {
+        ProbeResult {
+            probe,
+            device,
+            layer,
+            verdict,
+            observation: None,
+            elapsed_s: None,
+            stderr_tail: Vec::new(),
+            kernel_log: Vec::new(),
+            settings: Vec::new(),
+            simulated: false,
+        }
+    }
+}

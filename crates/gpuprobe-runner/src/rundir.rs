@@ -152,16 +152,13 @@ mod tests {
 
     fn result(id: &str) -> ProbeResult {
         ProbeResult {
-            probe: ProbeId::new(id),
-            device: DeviceRef::Cpu,
-            layer: Layer::Framework,
-            verdict: Verdict::Pass,
-            observation: None,
             elapsed_s: Some(0.1),
-            stderr_tail: vec![],
-            kernel_log: vec![],
-            settings: vec![],
-            simulated: false,
+            ..ProbeResult::new(
+                ProbeId::new(id),
+                DeviceRef::Cpu,
+                Layer::Framework,
+                Verdict::Pass,
+            )
         }
     }
 

@@ -688,17 +688,13 @@ mod tests {
     fn exit_status_rules() {
         use gpuprobe_model::probe::{Layer, ProbeId};
         use gpuprobe_model::verdict::Verdict;
-        let result = |verdict| ProbeResult {
-            probe: ProbeId::new("a.b"),
-            device: DeviceRef::Gpu(0),
-            layer: Layer::Framework,
-            verdict,
-            observation: None,
-            elapsed_s: None,
-            stderr_tail: vec![],
-            kernel_log: vec![],
-            settings: vec![],
-            simulated: false,
+        let result = |verdict| {
+            ProbeResult::new(
+                ProbeId::new("a.b"),
+                DeviceRef::Gpu(0),
+                Layer::Framework,
+                verdict,
+            )
         };
         assert_eq!(
             exit_status_for(&[result(Verdict::Pass)], &[]),

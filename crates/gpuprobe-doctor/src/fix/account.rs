@@ -296,19 +296,16 @@ mod tests {
 
     fn failure(probe: &str) -> ProbeResult {
         ProbeResult {
-            probe: ProbeId::new(probe),
-            device: DeviceRef::Cpu,
-            layer: Layer::Framework,
-            verdict: Verdict::Fail {
-                class: FailClass::AllZeros,
-                detail: "zeros".into(),
-            },
-            observation: None,
-            elapsed_s: None,
-            stderr_tail: vec![],
-            kernel_log: vec![],
-            settings: vec![],
             simulated: true,
+            ..ProbeResult::new(
+                ProbeId::new(probe),
+                DeviceRef::Cpu,
+                Layer::Framework,
+                Verdict::Fail {
+                    class: FailClass::AllZeros,
+                    detail: "zeros".into(),
+                },
+            )
         }
     }
 

@@ -487,21 +487,15 @@ mod tests {
     use gpuprobe_model::verdict::FailClass;
 
     fn failure(probe: &str) -> ProbeResult {
-        ProbeResult {
-            probe: ProbeId::new(probe),
-            device: DeviceRef::Gpu(0),
-            layer: Layer::Framework,
-            verdict: Verdict::Fail {
+        ProbeResult::new(
+            ProbeId::new(probe),
+            DeviceRef::Gpu(0),
+            Layer::Framework,
+            Verdict::Fail {
                 class: FailClass::AllZeros,
                 detail: "zeros".into(),
             },
-            observation: None,
-            elapsed_s: None,
-            stderr_tail: vec![],
-            kernel_log: vec![],
-            settings: vec![],
-            simulated: false,
-        }
+        )
     }
 
     fn amd_linux() -> Fingerprint {

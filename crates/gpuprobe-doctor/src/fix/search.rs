@@ -1066,23 +1066,21 @@ mod tests {
 
     fn result(probe: &str, pass: bool) -> ProbeResult {
         ProbeResult {
-            probe: ProbeId::new(probe),
-            device: DeviceRef::Cpu,
-            layer: Layer::Framework,
-            verdict: if pass {
-                Verdict::Pass
-            } else {
-                Verdict::Fail {
-                    class: FailClass::AllZeros,
-                    detail: "zeros".into(),
-                }
-            },
-            observation: None,
             elapsed_s: Some(1.0),
-            stderr_tail: vec![],
-            kernel_log: vec![],
-            settings: vec![],
             simulated: true,
+            ..ProbeResult::new(
+                ProbeId::new(probe),
+                DeviceRef::Cpu,
+                Layer::Framework,
+                if pass {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail {
+                        class: FailClass::AllZeros,
+                        detail: "zeros".into(),
+                    }
+                },
+            )
         }
     }
 

@@ -202,16 +202,8 @@ mod tests {
 
     fn result(id: &str, verdict: Verdict, elapsed: f64) -> ProbeResult {
         ProbeResult {
-            probe: ProbeId::new(id),
-            device: DeviceRef::Cpu,
-            layer: Layer::Framework,
-            verdict,
-            observation: None,
             elapsed_s: Some(elapsed),
-            stderr_tail: vec![],
-            kernel_log: vec![],
-            settings: vec![],
-            simulated: false,
+            ..ProbeResult::new(ProbeId::new(id), DeviceRef::Cpu, Layer::Framework, verdict)
         }
     }
 

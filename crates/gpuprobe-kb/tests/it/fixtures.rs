@@ -224,16 +224,13 @@ pub fn strix_halo_mes_0x83() -> Fingerprint {
 /// A probe result on a device.
 pub fn result(probe: &str, device: u32, verdict: Verdict) -> ProbeResult {
     ProbeResult {
-        probe: ProbeId::new(probe),
-        device: DeviceRef::Gpu(device),
-        layer: Layer::Framework,
-        verdict,
-        observation: None,
         elapsed_s: Some(0.5),
-        stderr_tail: Vec::new(),
-        kernel_log: Vec::new(),
-        settings: Vec::new(),
-        simulated: false,
+        ..ProbeResult::new(
+            ProbeId::new(probe),
+            DeviceRef::Gpu(device),
+            Layer::Framework,
+            verdict,
+        )
     }
 }
 
