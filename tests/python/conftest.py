@@ -81,11 +81,14 @@ def run_worker(
     module: bool = False,
     idle_after_begin: float | None = None,
     stack_dump_before_kill: bool = False,
+    stdin_after_hello: bytes | None = None,
 ) -> WorkerRun:
     """Runs the worker on ``plan`` with its events on descriptor 3, as the supervisor does.
 
     The process group is killed after ``timeout`` seconds, or when the last event is a
-    ``begin`` and nothing followed for ``idle_after_begin`` seconds (a hang)."""
+    ``begin`` and nothing followed for ``idle_after_begin`` seconds (a hang). With
+    ``stdin_after_hello``, stdin is a pipe that gets those bytes, then end of input, once the
+    hello has arrived (what the supervisor does for a worker that waits for the start line)."""
     with tempfile.TemporaryDirectory() as tmp:
         plan_path = os.path.join(tmp, "plan.json")
         with open(plan_path, "w", encoding="utf-8") as handle:
@@ -121,7 +124,7 @@ def run_worker(
         started = time.perf_counter()
         proc = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_after_hello is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env,
@@ -154,6 +157,10 @@ def run_worker(
         seen, last_change = 0, time.perf_counter()
         while proc.poll() is None:
             now = time.perf_counter()
+            if proc.stdin is not None and lines:
+                proc.stdin.write(stdin_after_hello or b"")
+                proc.stdin.close()
+                proc.stdin = None
             if len(lines) != seen:
                 seen, last_change = len(lines), now
             stalled = (

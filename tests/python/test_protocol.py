@@ -196,3 +196,23 @@ def test_same_seed_repeats_observations(quick_and_standard: tuple) -> None:
         assert again.measurement(probe) == shared.measurement(probe), probe
     other = run_plan(["rng.randn.fp32"], seed=SHARED_SEED + 1)
     assert other.measurement("rng.randn.fp32")["mean"] != shared.measurement("rng.randn.fp32")["mean"]
+
+
+@pytest.mark.parametrize("start", [b"start\n", b""])
+def test_a_waiting_worker_runs_only_after_the_start_line(start: bytes) -> None:
+    plan = {
+        "protocol": 1,
+        "mode": "run",
+        "device": "cpu",
+        "probes": ["dtype.bf16.fp32.to.device"],
+        "seed": SHARED_SEED,
+        "wait_for_start": True,
+    }
+    run = run_worker(plan, timeout=120, stdin_after_hello=start)
+    assert run.returncode == 0, run.stderr
+    kinds = [e["event"] for e in run.events]
+    if start:
+        assert kinds == ["hello", "begin", "result", "done"], kinds
+    else:
+        # End of input: the supervisor is gone, so nothing runs and nothing more is said.
+        assert kinds == ["hello"], kinds

@@ -16,7 +16,7 @@ use gpuprobe_model::protocol::{
     PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
 };
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
-use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
+use gpuprobe_runner::supervisor::{StartGate, SupervisorEvent, supervise};
 use gpuprobe_runner::worker::WorkerCommand;
 use gpuprobe_runner::{
     PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig, Task,
@@ -130,7 +130,36 @@ enum LaneMessage {
 /// Decides, on a worker's hello, whether more lanes are needed.
 pub type Expander<'a> = dyn FnMut(Backend, DeviceRef, &WorkerEvent) -> Vec<Lane> + 'a;
 
+/// The variable that caps a worker's CPU threads (PyTorch's intra-op pool reads it at import,
+/// and the worker's own children inherit it).
+pub const THREADS_VARIABLE: &str = "OMP_NUM_THREADS";
+
+/// CPU threads for each of `parallel_workers` workers that run side by side on `cores`
+/// cores: an even share, rounded up (a little oversubscription costs less than idle cores).
+///
+/// Without a cap every PyTorch worker starts one thread per core; five lanes on a 16-core
+/// H100 host then ran the standard tier 2.8× slower (76-87 s against 28.6 s with 4 threads
+/// each, bench/RESULTS.md), most of it in the spin-waits of oversubscribed thread pools.
+pub fn worker_threads(cores: usize, parallel_workers: usize) -> usize {
+    cores.max(1).div_ceil(parallel_workers.max(1))
+}
+
+/// A lane as the scheduler tracks it.
+struct LaneState {
+    backend: Backend,
+    device: DeviceRef,
+    /// Counted in `running` (false while it waits behind its start gate).
+    counted: bool,
+}
+
 /// Runs the lanes (and any the expander adds), judging and recording every result.
+///
+/// Shared and side lanes start at once. Exclusive lanes run one at a time on their device,
+/// once every other lane there has finished; the first exclusive lane of each device starts
+/// its worker at once anyway, behind a closed [`StartGate`], so that its framework import and
+/// device setup (about 5 s for PyTorch on CUDA) overlap with the other lanes' work. Each
+/// worker's CPU threads are capped ([`worker_threads`]) unless the user's environment or the
+/// run's settings name [`THREADS_VARIABLE`].
 pub fn execute(
     lanes: Vec<Lane>,
     config: &EngineConfig,
@@ -141,20 +170,33 @@ pub fn execute(
     let mut execution = Execution::default();
     let (sender, receiver) = mpsc::channel::<LaneMessage>();
     let mut specs: HashMap<(ProbeId, DeviceRef), ProbeSpec> = HashMap::new();
-    let mut lane_info: Vec<(Backend, DeviceRef)> = Vec::new();
-    // Lanes running, per device; exclusive lanes waiting for their device to be free.
+    let mut lane_states: Vec<LaneState> = Vec::new();
+    // Lanes running, per device; exclusive lanes not started yet; started exclusive lanes
+    // waiting behind their gate (lane id, gate).
     let mut running: HashMap<DeviceRef, usize> = HashMap::new();
     let mut waiting: Vec<Lane> = Vec::new();
+    let mut gated: Vec<(usize, StartGate)> = Vec::new();
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let cap_threads = std::env::var_os(THREADS_VARIABLE).is_none()
+        && !config.settings.set.contains_key(THREADS_VARIABLE)
+        && !config.settings.unset.iter().any(|k| k == THREADS_VARIABLE);
 
     thread::scope(|scope| {
         let start_lane = |lane: Lane,
+                          gate: Option<StartGate>,
+                          threads: usize,
                           specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                          lane_info: &mut Vec<(Backend, DeviceRef)>| {
+                          lane_states: &mut Vec<LaneState>|
+         -> usize {
             for task in &lane.tasks {
                 specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
             }
-            let lane_id = lane_info.len();
-            lane_info.push((lane.backend, lane.device));
+            let lane_id = lane_states.len();
+            lane_states.push(LaneState {
+                backend: lane.backend,
+                device: lane.device,
+                counted: gate.is_none(),
+            });
             let sender = sender.clone();
             let config = config.clone();
             let plan_dir = run_dir.workers_dir();
@@ -168,14 +210,25 @@ pub fn execute(
                         device_file_name(lane.device)
                     );
                     let plan_path = plan_dir.join(name);
-                    write_plan(&plan_path, lane.device, tasks, &config)?;
-                    worker_command(lane.backend, &config, &plan_path)
+                    // Only a worker started before the gate opened waits; one that replaces
+                    // a crashed worker later starts at once.
+                    let wait = gate.as_ref().is_some_and(|g| !g.is_open());
+                    write_plan(&plan_path, lane.device, tasks, &config, wait)?;
+                    let mut command = worker_command(lane.backend, &config, &plan_path)?;
+                    command.waits_for_start = wait;
+                    if cap_threads && lane.backend == Backend::Python {
+                        command
+                            .env
+                            .insert(THREADS_VARIABLE.into(), threads.to_string());
+                    }
+                    Ok(command)
                 };
                 let mut forward = |event: SupervisorEvent| {
                     let _ = sender.send(LaneMessage::Event(lane_id, event));
                 };
                 // Each lane logs its workers in a folder of its own: lanes run side by side.
                 let mut supervisor = config.supervisor.clone();
+                supervisor.start_gate = gate.clone();
                 if let Some(dir) = &supervisor.log_dir {
                     let lane_dir = dir.join(format!(
                         "{}-{}-{lane_id}",
@@ -193,43 +246,76 @@ pub fn execute(
                 );
                 let _ = sender.send(LaneMessage::LaneDone(lane_id));
             });
+            lane_id
         };
-        // Starts shared and side lanes at once; queues exclusive ones.
+        // Python lanes that compete for the CPU now (a gated lane only waits).
+        let python_running = |lane_states: &[LaneState]| {
+            lane_states
+                .iter()
+                .filter(|l| l.counted && l.backend == Backend::Python)
+                .count()
+        };
+        // Starts shared and side lanes at once; queues exclusive ones, except the first of
+        // each device, which starts behind a closed gate.
         let admit = |lanes: Vec<Lane>,
                      running: &mut HashMap<DeviceRef, usize>,
                      waiting: &mut Vec<Lane>,
+                     gated: &mut Vec<(usize, StartGate)>,
                      specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                     lane_info: &mut Vec<(Backend, DeviceRef)>| {
+                     lane_states: &mut Vec<LaneState>| {
+            let lanes: Vec<Lane> = lanes.into_iter().filter(|l| !l.tasks.is_empty()).collect();
+            let parallel = python_running(lane_states)
+                + lanes
+                    .iter()
+                    .filter(|l| l.backend == Backend::Python && l.placement != Placement::Exclusive)
+                    .count();
+            let threads = worker_threads(cores, parallel);
             for lane in lanes {
-                if lane.tasks.is_empty() {
-                    continue;
-                }
                 if lane.placement == Placement::Exclusive {
-                    waiting.push(lane);
+                    let device_has_one = waiting.iter().any(|l| l.device == lane.device)
+                        || gated
+                            .iter()
+                            .any(|(id, _)| lane_states[*id].device == lane.device);
+                    if device_has_one {
+                        waiting.push(lane);
+                    } else {
+                        let gate = StartGate::new();
+                        let id = start_lane(lane, Some(gate.clone()), threads, specs, lane_states);
+                        gated.push((id, gate));
+                    }
                 } else {
                     *running.entry(lane.device).or_default() += 1;
-                    start_lane(lane, specs, lane_info);
+                    start_lane(lane, None, threads, specs, lane_states);
                 }
             }
         };
-        // Starts the next exclusive lane of every device that has nothing running.
+        // On every device with nothing running: opens the gate of its started exclusive
+        // lane, or else starts its next queued exclusive lane.
         let release = |running: &mut HashMap<DeviceRef, usize>,
                        waiting: &mut Vec<Lane>,
+                       gated: &mut Vec<(usize, StartGate)>,
                        specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                       lane_info: &mut Vec<(Backend, DeviceRef)>| {
-            let idle: Vec<DeviceRef> = waiting
-                .iter()
-                .map(|l| l.device)
-                .filter(|d| running.get(d).copied().unwrap_or(0) == 0)
-                .collect();
-            for device in idle {
+                       lane_states: &mut Vec<LaneState>| {
+            let mut devices: Vec<DeviceRef> = waiting.iter().map(|l| l.device).collect();
+            devices.extend(gated.iter().map(|(id, _)| lane_states[*id].device));
+            devices.dedup();
+            for device in devices {
                 if running.get(&device).copied().unwrap_or(0) > 0 {
                     continue;
                 }
-                if let Some(index) = waiting.iter().position(|l| l.device == device) {
-                    let lane = waiting.remove(index);
+                if let Some(index) = gated
+                    .iter()
+                    .position(|(id, _)| lane_states[*id].device == device)
+                {
+                    let (id, gate) = gated.remove(index);
+                    lane_states[id].counted = true;
                     *running.entry(device).or_default() += 1;
-                    start_lane(lane, specs, lane_info);
+                    gate.open();
+                } else if let Some(index) = waiting.iter().position(|l| l.device == device) {
+                    let lane = waiting.remove(index);
+                    let threads = worker_threads(cores, python_running(lane_states) + 1);
+                    *running.entry(device).or_default() += 1;
+                    start_lane(lane, None, threads, specs, lane_states);
                 }
             }
         };
@@ -240,22 +326,42 @@ pub fn execute(
             lanes,
             &mut running,
             &mut waiting,
+            &mut gated,
             &mut specs,
-            &mut lane_info,
+            &mut lane_states,
         );
-        release(&mut running, &mut waiting, &mut specs, &mut lane_info);
-        while running.values().any(|n| *n > 0) {
+        release(
+            &mut running,
+            &mut waiting,
+            &mut gated,
+            &mut specs,
+            &mut lane_states,
+        );
+        while running.values().any(|n| *n > 0) || !gated.is_empty() {
             let Ok(message) = receiver.recv() else { break };
             match message {
                 LaneMessage::LaneDone(lane_id) => {
-                    let device = lane_info[lane_id].1;
-                    if let Some(count) = running.get_mut(&device) {
-                        *count = count.saturating_sub(1);
+                    let state = &mut lane_states[lane_id];
+                    if state.counted {
+                        state.counted = false;
+                        if let Some(count) = running.get_mut(&state.device) {
+                            *count = count.saturating_sub(1);
+                        }
+                    } else {
+                        // Ended before its gate opened (its worker could not start).
+                        gated.retain(|(id, _)| *id != lane_id);
                     }
-                    release(&mut running, &mut waiting, &mut specs, &mut lane_info);
+                    release(
+                        &mut running,
+                        &mut waiting,
+                        &mut gated,
+                        &mut specs,
+                        &mut lane_states,
+                    );
                 }
                 LaneMessage::Event(lane_id, event) => {
-                    let (backend, device) = lane_info[lane_id];
+                    let (backend, device) =
+                        (lane_states[lane_id].backend, lane_states[lane_id].device);
                     match event {
                         SupervisorEvent::Hello(hello) => {
                             let new_lanes = expand(backend, device, &hello);
@@ -267,10 +373,17 @@ pub fn execute(
                                 new_lanes,
                                 &mut running,
                                 &mut waiting,
+                                &mut gated,
                                 &mut specs,
-                                &mut lane_info,
+                                &mut lane_states,
                             );
-                            release(&mut running, &mut waiting, &mut specs, &mut lane_info);
+                            release(
+                                &mut running,
+                                &mut waiting,
+                                &mut gated,
+                                &mut specs,
+                                &mut lane_states,
+                            );
                             execution.hellos.push(HelloRecord {
                                 backend,
                                 device,
@@ -328,6 +441,7 @@ fn write_plan(
     device: DeviceRef,
     tasks: &[Task],
     config: &EngineConfig,
+    wait_for_start: bool,
 ) -> Result<(), RunnerError> {
     let plan = WorkerPlan {
         protocol: PROTOCOL_VERSION,
@@ -337,6 +451,7 @@ fn write_plan(
         seed: config.seed,
         simulate: config.simulate.clone(),
         options: config.options.clone(),
+        wait_for_start,
     };
     let text =
         serde_json::to_string_pretty(&plan).map_err(|e| RunnerError::Protocol(e.to_string()))?;
@@ -373,6 +488,7 @@ pub fn worker_command(
                 ],
                 env: BTreeMap::new(),
                 remove_env: Vec::new(),
+                waits_for_start: false,
             }
         }
     };
@@ -630,6 +746,16 @@ mod tests {
             ids(select(&catalog, Tier::Quick, &["*".into()])),
             ["copy.a", "fault.spin"]
         );
+    }
+
+    #[test]
+    fn worker_threads_share_the_cores_rounding_up() {
+        assert_eq!(worker_threads(16, 5), 4);
+        assert_eq!(worker_threads(16, 4), 4);
+        assert_eq!(worker_threads(16, 1), 16);
+        assert_eq!(worker_threads(16, 0), 16, "no competing lanes: all cores");
+        assert_eq!(worker_threads(2, 5), 1, "never below one thread");
+        assert_eq!(worker_threads(0, 3), 1);
     }
 
     #[test]

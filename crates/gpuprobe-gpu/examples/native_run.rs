@@ -27,6 +27,7 @@ fn parse_args() -> Result<WorkerPlan, Box<dyn std::error::Error>> {
         seed: 20261122,
         simulate: None,
         options: BTreeMap::new(),
+        wait_for_start: false,
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {

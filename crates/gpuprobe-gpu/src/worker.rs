@@ -180,6 +180,11 @@ fn run_plan(plan: &WorkerPlan, emit: &mut dyn FnMut(&WorkerEvent)) {
         skip_all(reason, emit);
         return;
     }
+    // Started ahead of its turn: wait before creating a context, so that nothing is
+    // allocated on the device while other lanes still use it.
+    if plan.wait_for_start && !start_line_arrived(std::io::stdin().lock()) {
+        return;
+    }
     let backend = match runtimes.open(ordinal) {
         Ok(backend) => backend,
         Err(
@@ -208,6 +213,14 @@ fn run_plan(plan: &WorkerPlan, emit: &mut dyn FnMut(&WorkerEvent)) {
         }
     };
     run_probes(plan, &runtimes, backend.as_ref(), device, emit);
+}
+
+/// Reads the supervisor's start line; false at end of input (the supervisor is gone) or on
+/// anything else, and the worker then exits without running a probe.
+fn start_line_arrived(mut input: impl std::io::BufRead) -> bool {
+    let mut line = String::new();
+    matches!(input.read_line(&mut line), Ok(n) if n > 0)
+        && line.trim_end() == gpuprobe_model::protocol::START_LINE
 }
 
 fn run_probes(
@@ -338,7 +351,16 @@ mod tests {
             seed: 1,
             simulate: None,
             options: BTreeMap::new(),
+            wait_for_start: false,
         }
+    }
+
+    #[test]
+    fn only_the_start_line_starts_a_waiting_worker() {
+        assert!(start_line_arrived(&b"start\n"[..]));
+        assert!(start_line_arrived(&b"start"[..]));
+        assert!(!start_line_arrived(&b""[..]));
+        assert!(!start_line_arrived(&b"stop\n"[..]));
     }
 
     #[test]

@@ -112,6 +112,7 @@ impl FakeGpu {
             seed: 7,
             simulate: None,
             options,
+            wait_for_start: false,
         }
     }
 }

@@ -19,6 +19,7 @@ fn run(probes: &[&str], options: serde_json::Value) -> Vec<(String, Outcome)> {
         seed: 11,
         simulate: None,
         options: serde_json::from_value::<BTreeMap<_, _>>(options).unwrap(),
+        wait_for_start: false,
     };
     let mut out = Vec::new();
     run_worker(&plan, &mut |event| {

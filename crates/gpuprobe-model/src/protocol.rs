@@ -52,7 +52,17 @@ pub struct WorkerPlan {
     /// Probe options (`soak_seconds`, ...).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, serde_json::Value>,
+    /// When true (mode `run`), the worker starts, says hello, then waits for a line
+    /// [`START_LINE`] on stdin before its first probe. The engine starts the worker of an
+    /// exclusive lane this way while the other lanes of its device still run, so the
+    /// framework import and device setup overlap with their work; end of input means the
+    /// supervisor is gone and the worker exits without running anything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_for_start: bool,
 }
+
+/// The line (without its newline) a supervisor writes to a waiting worker's stdin.
+pub const START_LINE: &str = "start";
 
 /// What a probe run came to, as the worker saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

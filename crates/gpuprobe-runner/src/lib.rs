@@ -26,7 +26,7 @@ pub mod worker;
 pub use error::RunnerError;
 pub use python::{PythonChoice, find_python};
 pub use rundir::RunDir;
-pub use supervisor::{RawOutcome, RawResult, SupervisorConfig, Task};
+pub use supervisor::{RawOutcome, RawResult, StartGate, SupervisorConfig, Task};
 pub use worker::WorkerCommand;
 
 /// Files embedded at build time.

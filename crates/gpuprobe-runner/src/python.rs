@@ -132,6 +132,7 @@ pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> Wo
         args,
         env: BTreeMap::new(),
         remove_env: Vec::new(),
+        waits_for_start: false,
     }
 }
 
@@ -155,6 +156,7 @@ pub fn query_worker(
         seed: 0,
         simulate: None,
         options: BTreeMap::new(),
+        wait_for_start: false,
     };
     let text = serde_json::to_string(&plan).map_err(|e| e.to_string())?;
     fs::write(plan_path, text).map_err(|e| format!("cannot write {}: {e}", plan_path.display()))?;

@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use gpuprobe_model::observation::Observation;
@@ -39,6 +40,49 @@ pub struct SupervisorConfig {
     pub timeout_scale: f64,
     /// Directory for worker logs (`worker-N.log`); none keeps only the tails.
     pub log_dir: Option<PathBuf>,
+    /// For workers that wait for the start line: the gate that says when. None starts them
+    /// right after their hello.
+    pub start_gate: Option<StartGate>,
+}
+
+/// When a worker started ahead of its turn may begin its probes: the engine opens it once the
+/// lanes it must not overlap have finished. Clones share one gate; once open it stays open.
+#[derive(Debug, Clone, Default)]
+pub struct StartGate {
+    open: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl StartGate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens the gate, waking every waiter.
+    pub fn open(&self) {
+        let (lock, signal) = &*self.open;
+        if let Ok(mut open) = lock.lock() {
+            *open = true;
+        }
+        signal.notify_all();
+    }
+
+    /// Whether the gate is open.
+    pub fn is_open(&self) -> bool {
+        self.open.0.lock().map(|open| *open).unwrap_or(true)
+    }
+
+    /// Blocks until the gate is open.
+    pub fn wait(&self) {
+        let (lock, signal) = &*self.open;
+        let Ok(mut open) = lock.lock() else { return };
+        while !*open {
+            match signal.wait(open) {
+                Ok(guard) => open = guard,
+                Err(_) => return,
+            }
+        }
+    }
 }
 
 impl Default for SupervisorConfig {
@@ -48,6 +92,7 @@ impl Default for SupervisorConfig {
             between_probes_timeout: Duration::from_secs(60),
             timeout_scale: 1.0,
             log_dir: None,
+            start_gate: None,
         }
     }
 }
@@ -313,6 +358,14 @@ fn run_one_worker(
                         worker.wait();
                         finish_all(remaining, &reason, on_event);
                         return true;
+                    }
+                    if command.waits_for_start {
+                        // Ready but not yet its turn: no deadline runs while it waits, since
+                        // what it waits for is other lanes, each under its own limits.
+                        if let Some(gate) = &config.start_gate {
+                            gate.wait();
+                        }
+                        worker.start();
                     }
                     deadline = Instant::now() + config.between_probes_timeout;
                 }

@@ -10,14 +10,14 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use command_fds::{CommandFdExt, FdMapping};
-use gpuprobe_model::protocol::{EVENT_FD, WorkerEvent};
+use gpuprobe_model::protocol::{EVENT_FD, START_LINE, WorkerEvent};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
@@ -37,6 +37,9 @@ pub struct WorkerCommand {
     pub env: BTreeMap<String, String>,
     /// Variables to remove from the inherited environment.
     pub remove_env: Vec<String>,
+    /// Whether its plan says `wait_for_start`: the worker then gets a pipe as stdin and
+    /// waits, after its hello, for [`RunningWorker::start`].
+    pub waits_for_start: bool,
 }
 
 /// What arrives from a worker.
@@ -83,11 +86,13 @@ pub struct RunningWorker {
     events: Receiver<WorkerMessage>,
     tail: Arc<Mutex<VecDeque<String>>>,
     readers: Vec<thread::JoinHandle<()>>,
+    /// The start line's pipe, for a worker that waits for it.
+    start: Option<ChildStdin>,
 }
 
 impl RunningWorker {
-    /// Starts `cmd` with the event pipe on fd 3, stdin closed, and stdout/stderr appended to
-    /// `log` (when given) and kept in a tail.
+    /// Starts `cmd` with the event pipe on fd 3, stdin closed (a pipe for the start line when
+    /// it waits for one), and stdout/stderr appended to `log` (when given) and kept in a tail.
     pub fn spawn(cmd: &WorkerCommand, log: Option<&Path>) -> Result<RunningWorker, RunnerError> {
         let (event_reader, event_writer) =
             std::io::pipe().map_err(|source| RunnerError::Spawn {
@@ -97,7 +102,11 @@ impl RunningWorker {
         let mut command = Command::new(&cmd.program);
         command
             .args(&cmd.args)
-            .stdin(Stdio::null())
+            .stdin(if cmd.waits_for_start {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Own process group: a hang is ended by killing the group, which also takes
@@ -122,6 +131,7 @@ impl RunningWorker {
         // The command still owns our copy of the pipe's write end; drop it so that the
         // reader sees end-of-file when the worker exits.
         drop(command);
+        let start = child.stdin.take();
 
         let log_file = match log {
             Some(path) => Some(Arc::new(Mutex::new(
@@ -174,7 +184,17 @@ impl RunningWorker {
             events,
             tail,
             readers,
+            start,
         })
+    }
+
+    /// Lets a worker that waits for the start line begin its probes (once; later calls and
+    /// workers that do not wait are no-ops). A worker that already died is noticed through
+    /// its event pipe, so a failed write is not an error here.
+    pub fn start(&mut self) {
+        if let Some(mut pipe) = self.start.take() {
+            let _ = writeln!(pipe, "{START_LINE}");
+        }
     }
 
     /// The worker's process id.

@@ -34,6 +34,8 @@ from gpuprobe.worker.context import ProbeContext, SkipProbe
 from gpuprobe.worker.events import EventStream
 
 PROTOCOL_VERSION = 1
+#: What the supervisor writes on stdin to start a worker that waits (``protocol::START_LINE``).
+START_LINE = "start"
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -215,6 +217,9 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
         # The supervisor marks every planned probe NOT-TESTED with this reason.
         events.emit({"event": "done"})
         return EXIT_OK
+    if plan.get("wait_for_start") and not start_line_arrived(sys.stdin):
+        # Started ahead of its turn (an exclusive lane) and the supervisor went away first.
+        return EXIT_OK
     if engine is not None:
         events.log("info", f"fault simulation active ({engine.source or 'unnamed'})")
         for message in engine.messages:
@@ -226,6 +231,15 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
             return status
     events.emit({"event": "done"})
     return EXIT_OK
+
+
+def start_line_arrived(stream: Any) -> bool:
+    """Waits for the supervisor's start line (plan ``wait_for_start``); False at end of input."""
+    try:
+        line = stream.readline() if stream is not None else ""
+    except (OSError, ValueError):
+        return False
+    return line.rstrip("\r\n") == START_LINE
 
 
 def _missing_need(torch: Any, device: str, need: str) -> str | None:

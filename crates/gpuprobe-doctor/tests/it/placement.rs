@@ -1,5 +1,6 @@
 //! Lanes by placement: shared and side lanes of a device overlap, an exclusive lane runs
-//! alone on its device after every other lane there has finished.
+//! alone on its device after every other lane there has finished (its worker starts early
+//! and waits for the start line), and each Python worker's CPU threads are capped.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -8,10 +9,12 @@ use std::time::Duration;
 
 use gpuprobe_doctor::engine::{self, EngineConfig, Settings};
 use gpuprobe_model::probe::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
-use gpuprobe_runner::{RunDir, SupervisorConfig, Task};
+use gpuprobe_runner::{PythonChoice, RunDir, SupervisorConfig, Task};
 
-/// A native "worker" that speaks the protocol: each probe sleeps 0.4 s and logs its start
-/// and end times to `log`.
+/// A "worker" that speaks the protocol: it logs `hello <time> <OMP_NUM_THREADS>` once it has
+/// started, waits for the start line when its plan says so (logging `start <time>`), then
+/// each probe sleeps 0.4 s and logs `<probe> <start> <end>` to `log`. It serves as the
+/// native program and as the "Python interpreter" (it finds `--plan` among any arguments).
 fn scripted_worker(dir: &Path, log: &Path) -> std::path::PathBuf {
     let script = dir.join("worker.py");
     std::fs::write(
@@ -22,11 +25,18 @@ import json, os, sys, time
 plan = json.load(open(sys.argv[sys.argv.index("--plan") + 1]))
 out = os.fdopen(3, "w", buffering=1)
 def emit(event): out.write(json.dumps(event) + "\n")
+def note(line):
+    with open({log:?}, "a") as f: f.write(line + "\n")
+name = plan["probes"][0]
+note(f"hello:{{name}} {{time.time()}} {{os.environ.get('OMP_NUM_THREADS', '-')}}")
 emit({{"event": "hello", "protocol": 1, "pid": os.getpid(), "worker": "native"}})
+if plan.get("wait_for_start"):
+    if sys.stdin.readline().strip() != "start": sys.exit(0)
+    note(f"start:{{name}} {{time.time()}} -")
 for probe in plan["probes"]:
     emit({{"event": "begin", "probe": probe, "device": plan["device"]}})
     start = time.time(); time.sleep(0.4); end = time.time()
-    with open({log:?}, "a") as f: f.write(f"{{probe}} {{start}} {{end}}\n")
+    note(f"{{probe}} {{start}} {{end}}")
     emit({{"event": "result", "probe": probe, "device": plan["device"], "outcome": "observed",
           "observation": {{"probe": probe, "device": plan["device"], "measurement": {{"kind": "metrics"}}}}}})
 emit({{"event": "done"}})
@@ -39,14 +49,59 @@ emit({{"event": "done"}})
     script
 }
 
+/// The log's lines by their first word: (second, third) words.
+fn read_log(log: &Path) -> BTreeMap<String, (String, String)> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let parts: Vec<&str> = line.split(' ').collect();
+            (
+                parts[0].to_string(),
+                (parts[1].to_string(), parts[2].to_string()),
+            )
+        })
+        .collect()
+}
+
+fn seconds(text: &str) -> f64 {
+    text.parse().unwrap()
+}
+
+fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
+    EngineConfig {
+        python: Some(PythonChoice {
+            executable: worker.to_path_buf(),
+            chosen_by: "test".into(),
+        }),
+        package_dir: Some(dir.to_path_buf()),
+        native_program: Some(worker.to_path_buf()),
+        seed: 1,
+        simulate: None,
+        settings,
+        supervisor: SupervisorConfig {
+            startup_timeout: Duration::from_secs(30),
+            between_probes_timeout: Duration::from_secs(30),
+            timeout_scale: 1.0,
+            log_dir: Some(dir.join("logs")),
+            start_gate: None,
+        },
+        options: BTreeMap::new(),
+    }
+}
+
 fn task(id: &str, placement: Placement) -> Task {
+    task_on(id, placement, Backend::Native)
+}
+
+fn task_on(id: &str, placement: Placement, backend: Backend) -> Task {
     Task {
         spec: ProbeSpec {
             id: ProbeId::new(id),
             tier: Tier::Quick,
             layer: Layer::Runtime,
             rule: Rule::Measure,
-            backend: Backend::Native,
+            backend,
             timeout_s: 30.0,
             description: String::new(),
             needs: vec![],
@@ -63,21 +118,7 @@ fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
     let log = dir.path().join("times.log");
     let worker = scripted_worker(dir.path(), &log);
     let run_dir = RunDir::create(&dir.path().join("run")).unwrap();
-    let config = EngineConfig {
-        python: None,
-        package_dir: None,
-        native_program: Some(worker),
-        seed: 1,
-        simulate: None,
-        settings: Settings::default(),
-        supervisor: SupervisorConfig {
-            startup_timeout: Duration::from_secs(30),
-            between_probes_timeout: Duration::from_secs(30),
-            timeout_scale: 1.0,
-            log_dir: Some(dir.path().join("logs")),
-        },
-        options: BTreeMap::new(),
-    };
+    let config = config(dir.path(), &worker, Settings::default());
     let tasks = vec![
         task("t.fill", Placement::Exclusive),
         task("t.main.a", Placement::Shared),
@@ -101,18 +142,13 @@ fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
     );
     assert_eq!(execution.results.len(), 6, "{:?}", execution.logs);
 
-    let times: BTreeMap<String, (f64, f64)> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let parts: Vec<&str> = line.split(' ').collect();
-            (
-                parts[0].to_string(),
-                (parts[1].parse().unwrap(), parts[2].parse().unwrap()),
-            )
-        })
+    let log = read_log(&log);
+    let times: BTreeMap<&String, (f64, f64)> = log
+        .iter()
+        .filter(|(name, _)| name.starts_with("t.") || name.starts_with("u."))
+        .map(|(name, (start, end))| (name, (seconds(start), seconds(end))))
         .collect();
-    let fill = times["t.fill"];
+    let fill = times[&"t.fill".to_string()];
     for (probe, (_, end)) in times.iter().filter(|(p, _)| p.as_str() != "t.fill") {
         assert!(
             *end <= fill.0,
@@ -121,10 +157,93 @@ fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
         );
     }
     // The side lane ran beside the main lane: their first probes overlap in time.
-    let (main_start, main_end) = times["t.main.a"];
-    let (side_start, side_end) = times["t.side.a"];
+    let (main_start, main_end) = times[&"t.main.a".to_string()];
+    let (side_start, side_end) = times[&"t.side.a".to_string()];
     assert!(
         side_start < main_end && main_start < side_end,
         "main {main_start}-{main_end}, side {side_start}-{side_end}"
     );
+    // The exclusive lane's worker started at once (its hello came before the shared lane
+    // finished), waited, and was started only once the device was free.
+    let (hello, _) = &log["hello:t.fill"];
+    let (start, _) = &log["start:t.fill"];
+    assert!(
+        seconds(hello) < main_end,
+        "exclusive worker said hello at {hello}, after the shared lane ended at {main_end}"
+    );
+    for (probe, (_, end)) in times.iter().filter(|(p, _)| p.as_str() != "t.fill") {
+        assert!(
+            *end <= seconds(start),
+            "{probe} ended at {end} after the exclusive worker was started at {start}"
+        );
+    }
+}
+
+#[test]
+fn an_exclusive_lane_alone_on_its_device_starts_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("times.log");
+    let worker = scripted_worker(dir.path(), &log);
+    let run_dir = RunDir::create(&dir.path().join("run")).unwrap();
+    let config = config(dir.path(), &worker, Settings::default());
+    let lanes = engine::lanes_for(vec![
+        task("t.fill", Placement::Exclusive),
+        task("t.fill.second", Placement::Exclusive),
+    ]);
+    let execution = engine::execute(
+        lanes,
+        &config,
+        &run_dir,
+        &mut |_, _, _| Vec::new(),
+        &mut |_| {},
+    );
+    assert_eq!(execution.results.len(), 2, "{:?}", execution.logs);
+    assert!(
+        execution.results.iter().all(|r| !r.verdict.is_problem()),
+        "{:?}",
+        execution.results
+    );
+}
+
+#[test]
+fn python_workers_get_a_share_of_the_cores_unless_the_settings_choose() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = |settings: Settings| {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("times.log");
+        let worker = scripted_worker(dir.path(), &log);
+        let run_dir = RunDir::create(&dir.path().join("run")).unwrap();
+        let config = config(dir.path(), &worker, settings);
+        let lanes = engine::lanes_for(vec![
+            task_on("p.main", Placement::Shared, Backend::Python),
+            task_on("p.side", Placement::Side, Backend::Python),
+            task_on("n.main", Placement::Shared, Backend::Native),
+        ]);
+        let execution = engine::execute(
+            lanes,
+            &config,
+            &run_dir,
+            &mut |_, _, _| Vec::new(),
+            &mut |_| {},
+        );
+        assert_eq!(execution.results.len(), 3, "{:?}", execution.logs);
+        read_log(&log)
+    };
+    let log = run(Settings::default());
+    // A value in the environment is the user's choice and is passed through untouched.
+    let share = std::env::var(engine::THREADS_VARIABLE)
+        .unwrap_or_else(|_| engine::worker_threads(cores, 2).to_string());
+    assert_eq!(
+        log["hello:p.main"].1, share,
+        "two Python lanes share {cores} cores"
+    );
+    assert_eq!(log["hello:p.side"].1, share);
+    assert_eq!(log["hello:n.main"].1, "-", "native workers are not capped");
+
+    let mut settings = Settings::default();
+    settings
+        .set
+        .insert(engine::THREADS_VARIABLE.into(), "3".into());
+    let log = run(settings);
+    assert_eq!(log["hello:p.main"].1, "3", "the run's settings win");
 }
