@@ -16,7 +16,7 @@ use gpuprobe_model::protocol::{
     PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
 };
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
-use gpuprobe_runner::supervisor::{StartGate, SupervisorEvent, supervise};
+use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
 use gpuprobe_runner::worker::WorkerCommand;
 use gpuprobe_runner::{
     PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig, Task,
@@ -24,6 +24,7 @@ use gpuprobe_runner::{
 use serde::{Deserialize, Serialize};
 
 use crate::judge::judge;
+use crate::schedule::{Launch, Scheduler};
 
 /// Process settings applied to every worker of a run (a profile, or a `fix` candidate).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,32 +135,12 @@ pub type Expander<'a> = dyn FnMut(Backend, DeviceRef, &WorkerEvent) -> Vec<Lane>
 /// and the worker's own children inherit it).
 pub const THREADS_VARIABLE: &str = "OMP_NUM_THREADS";
 
-/// CPU threads for each of `parallel_workers` workers that run side by side on `cores`
-/// cores: an even share, rounded up (a little oversubscription costs less than idle cores).
-///
-/// Without a cap every PyTorch worker starts one thread per core; five lanes on a 16-core
-/// H100 host then ran the standard tier 2.8× slower (76-87 s against 28.6 s with 4 threads
-/// each, bench/RESULTS.md), most of it in the spin-waits of oversubscribed thread pools.
-pub fn worker_threads(cores: usize, parallel_workers: usize) -> usize {
-    cores.max(1).div_ceil(parallel_workers.max(1))
-}
-
-/// A lane as the scheduler tracks it.
-struct LaneState {
-    backend: Backend,
-    device: DeviceRef,
-    /// Counted in `running` (false while it waits behind its start gate).
-    counted: bool,
-}
-
 /// Runs the lanes (and any the expander adds), judging and recording every result.
 ///
-/// Shared and side lanes start at once. Exclusive lanes run one at a time on their device,
-/// once every other lane there has finished; the first exclusive lane of each device starts
-/// its worker at once anyway, behind a closed [`StartGate`], so that its framework import and
-/// device setup (about 5 s for PyTorch on CUDA) overlap with the other lanes' work. Each
-/// worker's CPU threads are capped ([`worker_threads`]) unless the user's environment or the
-/// run's settings name [`THREADS_VARIABLE`].
+/// The [`Scheduler`] decides when each lane starts: shared and side lanes at once, exclusive
+/// lanes alone on their device, the first of them launched early behind a start gate. Each
+/// Python worker's CPU threads are capped by its launch's budget unless the user's
+/// environment or the run's settings name [`THREADS_VARIABLE`].
 pub fn execute(
     lanes: Vec<Lane>,
     config: &EngineConfig,
@@ -170,198 +151,40 @@ pub fn execute(
     let mut execution = Execution::default();
     let (sender, receiver) = mpsc::channel::<LaneMessage>();
     let mut specs: HashMap<(ProbeId, DeviceRef), ProbeSpec> = HashMap::new();
-    let mut lane_states: Vec<LaneState> = Vec::new();
-    // Lanes running, per device; exclusive lanes not started yet; started exclusive lanes
-    // waiting behind their gate (lane id, gate).
-    let mut running: HashMap<DeviceRef, usize> = HashMap::new();
-    let mut waiting: Vec<Lane> = Vec::new();
-    let mut gated: Vec<(usize, StartGate)> = Vec::new();
-    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let mut scheduler = Scheduler::new(thread::available_parallelism().map_or(1, |n| n.get()));
     let cap_threads = std::env::var_os(THREADS_VARIABLE).is_none()
         && !config.settings.set.contains_key(THREADS_VARIABLE)
         && !config.settings.unset.iter().any(|k| k == THREADS_VARIABLE);
 
     thread::scope(|scope| {
-        let start_lane = |lane: Lane,
-                          gate: Option<StartGate>,
-                          threads: usize,
-                          specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                          lane_states: &mut Vec<LaneState>|
-         -> usize {
-            for task in &lane.tasks {
-                specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
-            }
-            let lane_id = lane_states.len();
-            lane_states.push(LaneState {
-                backend: lane.backend,
-                device: lane.device,
-                counted: gate.is_none(),
-            });
-            let sender = sender.clone();
-            let config = config.clone();
-            let plan_dir = run_dir.workers_dir();
-            scope.spawn(move || {
-                let mut batch = 0usize;
-                let mut make_command = |tasks: &[Task]| -> Result<WorkerCommand, RunnerError> {
-                    batch += 1;
-                    let name = format!(
-                        "plan-{}-{}-{lane_id}-{batch}.json",
-                        backend_name(lane.backend),
-                        device_file_name(lane.device)
-                    );
-                    let plan_path = plan_dir.join(name);
-                    // Only a worker started before the gate opened waits; one that replaces
-                    // a crashed worker later starts at once.
-                    let wait = gate.as_ref().is_some_and(|g| !g.is_open());
-                    write_plan(&plan_path, lane.device, tasks, &config, wait)?;
-                    let mut command = worker_command(lane.backend, &config, &plan_path)?;
-                    command.waits_for_start = wait;
-                    if cap_threads && lane.backend == Backend::Python {
-                        command
-                            .env
-                            .insert(THREADS_VARIABLE.into(), threads.to_string());
-                    }
-                    Ok(command)
-                };
-                let mut forward = |event: SupervisorEvent| {
-                    let _ = sender.send(LaneMessage::Event(lane_id, event));
-                };
-                // Each lane logs its workers in a folder of its own: lanes run side by side.
-                let mut supervisor = config.supervisor.clone();
-                supervisor.start_gate = gate.clone();
-                if let Some(dir) = &supervisor.log_dir {
-                    let lane_dir = dir.join(format!(
-                        "{}-{}-{lane_id}",
-                        backend_name(lane.backend),
-                        device_file_name(lane.device)
-                    ));
-                    supervisor.log_dir = std::fs::create_dir_all(&lane_dir).ok().map(|_| lane_dir);
+        let start = |launches: Vec<Launch>,
+                     specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>| {
+            for launch in launches {
+                for task in &launch.lane.tasks {
+                    specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
                 }
-                supervise(
-                    lane.tasks,
-                    &mut make_command,
-                    &supervisor,
-                    None,
-                    &mut forward,
-                );
-                let _ = sender.send(LaneMessage::LaneDone(lane_id));
-            });
-            lane_id
-        };
-        // Python lanes that compete for the CPU now (a gated lane only waits).
-        let python_running = |lane_states: &[LaneState]| {
-            lane_states
-                .iter()
-                .filter(|l| l.counted && l.backend == Backend::Python)
-                .count()
-        };
-        // Starts shared and side lanes at once; queues exclusive ones, except the first of
-        // each device, which starts behind a closed gate.
-        let admit = |lanes: Vec<Lane>,
-                     running: &mut HashMap<DeviceRef, usize>,
-                     waiting: &mut Vec<Lane>,
-                     gated: &mut Vec<(usize, StartGate)>,
-                     specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                     lane_states: &mut Vec<LaneState>| {
-            let lanes: Vec<Lane> = lanes.into_iter().filter(|l| !l.tasks.is_empty()).collect();
-            let parallel = python_running(lane_states)
-                + lanes
-                    .iter()
-                    .filter(|l| l.backend == Backend::Python && l.placement != Placement::Exclusive)
-                    .count();
-            let threads = worker_threads(cores, parallel);
-            for lane in lanes {
-                if lane.placement == Placement::Exclusive {
-                    let device_has_one = waiting.iter().any(|l| l.device == lane.device)
-                        || gated
-                            .iter()
-                            .any(|(id, _)| lane_states[*id].device == lane.device);
-                    if device_has_one {
-                        waiting.push(lane);
-                    } else {
-                        let gate = StartGate::new();
-                        let id = start_lane(lane, Some(gate.clone()), threads, specs, lane_states);
-                        gated.push((id, gate));
-                    }
-                } else {
-                    *running.entry(lane.device).or_default() += 1;
-                    start_lane(lane, None, threads, specs, lane_states);
-                }
-            }
-        };
-        // On every device with nothing running: opens the gate of its started exclusive
-        // lane, or else starts its next queued exclusive lane.
-        let release = |running: &mut HashMap<DeviceRef, usize>,
-                       waiting: &mut Vec<Lane>,
-                       gated: &mut Vec<(usize, StartGate)>,
-                       specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                       lane_states: &mut Vec<LaneState>| {
-            let mut devices: Vec<DeviceRef> = waiting.iter().map(|l| l.device).collect();
-            devices.extend(gated.iter().map(|(id, _)| lane_states[*id].device));
-            devices.dedup();
-            for device in devices {
-                if running.get(&device).copied().unwrap_or(0) > 0 {
-                    continue;
-                }
-                if let Some(index) = gated
-                    .iter()
-                    .position(|(id, _)| lane_states[*id].device == device)
-                {
-                    let (id, gate) = gated.remove(index);
-                    lane_states[id].counted = true;
-                    *running.entry(device).or_default() += 1;
-                    gate.open();
-                } else if let Some(index) = waiting.iter().position(|l| l.device == device) {
-                    let lane = waiting.remove(index);
-                    let threads = worker_threads(cores, python_running(lane_states) + 1);
-                    *running.entry(device).or_default() += 1;
-                    start_lane(lane, None, threads, specs, lane_states);
-                }
+                let sender = sender.clone();
+                scope.spawn(move || {
+                    run_lane(launch, config, run_dir, cap_threads, &mut |event| {
+                        let _ = sender.send(event);
+                    })
+                });
             }
         };
 
         let planned: usize = lanes.iter().map(|l| l.tasks.len()).sum();
         on_progress(Progress::Planned(planned));
-        admit(
-            lanes,
-            &mut running,
-            &mut waiting,
-            &mut gated,
-            &mut specs,
-            &mut lane_states,
-        );
-        release(
-            &mut running,
-            &mut waiting,
-            &mut gated,
-            &mut specs,
-            &mut lane_states,
-        );
-        while running.values().any(|n| *n > 0) || !gated.is_empty() {
+        start(scheduler.admit(lanes), &mut specs);
+        while scheduler.busy() {
             let Ok(message) = receiver.recv() else { break };
             match message {
                 LaneMessage::LaneDone(lane_id) => {
-                    let state = &mut lane_states[lane_id];
-                    if state.counted {
-                        state.counted = false;
-                        if let Some(count) = running.get_mut(&state.device) {
-                            *count = count.saturating_sub(1);
-                        }
-                    } else {
-                        // Ended before its gate opened (its worker could not start).
-                        gated.retain(|(id, _)| *id != lane_id);
-                    }
-                    release(
-                        &mut running,
-                        &mut waiting,
-                        &mut gated,
-                        &mut specs,
-                        &mut lane_states,
-                    );
+                    start(scheduler.finished(lane_id), &mut specs);
                 }
                 LaneMessage::Event(lane_id, event) => {
-                    let (backend, device) =
-                        (lane_states[lane_id].backend, lane_states[lane_id].device);
+                    let Some((backend, device)) = scheduler.lane(lane_id) else {
+                        continue;
+                    };
                     match event {
                         SupervisorEvent::Hello(hello) => {
                             let new_lanes = expand(backend, device, &hello);
@@ -369,21 +192,7 @@ pub fn execute(
                             if added > 0 {
                                 on_progress(Progress::Planned(added));
                             }
-                            admit(
-                                new_lanes,
-                                &mut running,
-                                &mut waiting,
-                                &mut gated,
-                                &mut specs,
-                                &mut lane_states,
-                            );
-                            release(
-                                &mut running,
-                                &mut waiting,
-                                &mut gated,
-                                &mut specs,
-                                &mut lane_states,
-                            );
+                            start(scheduler.admit(new_lanes), &mut specs);
                             execution.hellos.push(HelloRecord {
                                 backend,
                                 device,
@@ -420,6 +229,64 @@ pub fn execute(
         }
     });
     execution
+}
+
+/// Supervises one launched lane to its end, sending its events and then `LaneDone`.
+fn run_lane(
+    launch: Launch,
+    config: &EngineConfig,
+    run_dir: &RunDir,
+    cap_threads: bool,
+    send: &mut dyn FnMut(LaneMessage),
+) {
+    let Launch {
+        id,
+        lane,
+        gate,
+        threads,
+    } = launch;
+    let plan_dir = run_dir.workers_dir();
+    let mut batch = 0usize;
+    let mut make_command = |tasks: &[Task]| -> Result<WorkerCommand, RunnerError> {
+        batch += 1;
+        let name = format!(
+            "plan-{}-{}-{id}-{batch}.json",
+            backend_name(lane.backend),
+            device_file_name(lane.device)
+        );
+        let plan_path = plan_dir.join(name);
+        // Only a worker started before the gate opened waits; one that replaces a crashed
+        // worker later starts at once.
+        let wait = gate.as_ref().is_some_and(|g| !g.is_open());
+        write_plan(&plan_path, lane.device, tasks, config, wait)?;
+        let mut command = worker_command(lane.backend, config, &plan_path)?;
+        command.waits_for_start = wait;
+        if cap_threads && lane.backend == Backend::Python {
+            command
+                .env
+                .insert(THREADS_VARIABLE.into(), threads.to_string());
+        }
+        Ok(command)
+    };
+    // Each lane logs its workers in a folder of its own: lanes run side by side.
+    let mut supervisor = config.supervisor.clone();
+    supervisor.start_gate = gate.clone();
+    if let Some(dir) = &supervisor.log_dir {
+        let lane_dir = dir.join(format!(
+            "{}-{}-{id}",
+            backend_name(lane.backend),
+            device_file_name(lane.device)
+        ));
+        supervisor.log_dir = std::fs::create_dir_all(&lane_dir).ok().map(|_| lane_dir);
+    }
+    supervise(
+        lane.tasks,
+        &mut make_command,
+        &supervisor,
+        None,
+        &mut |event| send(LaneMessage::Event(id, event)),
+    );
+    send(LaneMessage::LaneDone(id));
 }
 
 fn backend_name(backend: Backend) -> &'static str {
@@ -746,16 +613,6 @@ mod tests {
             ids(select(&catalog, Tier::Quick, &["*".into()])),
             ["copy.a", "fault.spin"]
         );
-    }
-
-    #[test]
-    fn worker_threads_share_the_cores_rounding_up() {
-        assert_eq!(worker_threads(16, 5), 4);
-        assert_eq!(worker_threads(16, 4), 4);
-        assert_eq!(worker_threads(16, 1), 16);
-        assert_eq!(worker_threads(16, 0), 16, "no competing lanes: all cores");
-        assert_eq!(worker_threads(2, 5), 1, "never below one thread");
-        assert_eq!(worker_threads(0, 3), 1);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! - [`judge`] turns observations into verdicts by each probe's declared rule;
 //! - [`engine`] executes a plan of probes through supervised workers, judges each result
 //!   and appends it to the run directory as it arrives;
+//! - [`schedule`] decides when each of the engine's lanes starts and how many CPU threads
+//!   its workers get;
 //! - [`diagnose`] places failures on a layer of the stack with the evidence for it;
 //! - [`fix`] searches for the settings that cure a run's failures (`gpuprobe fix`).
 
@@ -10,5 +12,6 @@ pub mod diagnose;
 pub mod engine;
 pub mod fix;
 pub mod judge;
+pub mod schedule;
 
 pub use judge::judge;

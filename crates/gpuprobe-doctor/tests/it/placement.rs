@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use gpuprobe_doctor::engine::{self, EngineConfig, Settings};
+use gpuprobe_doctor::engine::{self, EngineConfig, Execution, Settings};
 use gpuprobe_model::probe::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
 use gpuprobe_runner::{PythonChoice, RunDir, SupervisorConfig, Task};
 
@@ -90,6 +90,18 @@ fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
     }
 }
 
+/// Runs `tasks` grouped into lanes, with the scripted worker and `settings`, in `dir`.
+fn execute(dir: &Path, worker: &Path, settings: Settings, tasks: Vec<Task>) -> Execution {
+    let run_dir = RunDir::create(&dir.join("run")).unwrap();
+    engine::execute(
+        engine::lanes_for(tasks),
+        &config(dir, worker, settings),
+        &run_dir,
+        &mut |_, _, _| Vec::new(),
+        &mut |_| {},
+    )
+}
+
 fn task(id: &str, placement: Placement) -> Task {
     task_on(id, placement, Backend::Native)
 }
@@ -117,8 +129,6 @@ fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("times.log");
     let worker = scripted_worker(dir.path(), &log);
-    let run_dir = RunDir::create(&dir.path().join("run")).unwrap();
-    let config = config(dir.path(), &worker, Settings::default());
     let tasks = vec![
         task("t.fill", Placement::Exclusive),
         task("t.main.a", Placement::Shared),
@@ -127,19 +137,12 @@ fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
         task("t.side.b", Placement::Side),
         task("u.side.c", Placement::Side),
     ];
-    let lanes = engine::lanes_for(tasks);
     assert_eq!(
-        lanes.len(),
+        engine::lanes_for(tasks.clone()).len(),
         4,
         "one lane per placement, and per family for side probes"
     );
-    let execution = engine::execute(
-        lanes,
-        &config,
-        &run_dir,
-        &mut |_, _, _| Vec::new(),
-        &mut |_| {},
-    );
+    let execution = execute(dir.path(), &worker, Settings::default(), tasks);
     assert_eq!(execution.results.len(), 6, "{:?}", execution.logs);
 
     let log = read_log(&log);
@@ -184,19 +187,11 @@ fn an_exclusive_lane_alone_on_its_device_starts_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("times.log");
     let worker = scripted_worker(dir.path(), &log);
-    let run_dir = RunDir::create(&dir.path().join("run")).unwrap();
-    let config = config(dir.path(), &worker, Settings::default());
-    let lanes = engine::lanes_for(vec![
+    let tasks = vec![
         task("t.fill", Placement::Exclusive),
         task("t.fill.second", Placement::Exclusive),
-    ]);
-    let execution = engine::execute(
-        lanes,
-        &config,
-        &run_dir,
-        &mut |_, _, _| Vec::new(),
-        &mut |_| {},
-    );
+    ];
+    let execution = execute(dir.path(), &worker, Settings::default(), tasks);
     assert_eq!(execution.results.len(), 2, "{:?}", execution.logs);
     assert!(
         execution.results.iter().all(|r| !r.verdict.is_problem()),
@@ -212,27 +207,19 @@ fn python_workers_get_a_share_of_the_cores_unless_the_settings_choose() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("times.log");
         let worker = scripted_worker(dir.path(), &log);
-        let run_dir = RunDir::create(&dir.path().join("run")).unwrap();
-        let config = config(dir.path(), &worker, settings);
-        let lanes = engine::lanes_for(vec![
+        let tasks = vec![
             task_on("p.main", Placement::Shared, Backend::Python),
             task_on("p.side", Placement::Side, Backend::Python),
             task_on("n.main", Placement::Shared, Backend::Native),
-        ]);
-        let execution = engine::execute(
-            lanes,
-            &config,
-            &run_dir,
-            &mut |_, _, _| Vec::new(),
-            &mut |_| {},
-        );
+        ];
+        let execution = execute(dir.path(), &worker, settings, tasks);
         assert_eq!(execution.results.len(), 3, "{:?}", execution.logs);
         read_log(&log)
     };
     let log = run(Settings::default());
     // A value in the environment is the user's choice and is passed through untouched.
     let share = std::env::var(engine::THREADS_VARIABLE)
-        .unwrap_or_else(|_| engine::worker_threads(cores, 2).to_string());
+        .unwrap_or_else(|_| gpuprobe_doctor::schedule::worker_threads(cores, 2).to_string());
     assert_eq!(
         log["hello:p.main"].1, share,
         "two Python lanes share {cores} cores"

@@ -1,0 +1,345 @@
+//! Which lanes run when, and with how many CPU threads: the engine's scheduling decisions,
+//! kept apart from the threads and processes that carry them out so they can be tested
+//! alone.
+//!
+//! - Shared and side lanes start as soon as they are admitted.
+//! - Exclusive lanes run one at a time on their device, once every other lane there has
+//!   finished. The first exclusive lane of each device is launched at once anyway, behind a
+//!   closed [`StartGate`]: its worker imports the framework and says hello while the other
+//!   lanes work, and the gate opens when the device is free. Later exclusive lanes of that
+//!   device are launched only then.
+//! - Each launch carries a CPU thread budget ([`worker_threads`]) from the Python lanes that
+//!   compete for the host's cores at that moment.
+
+use std::collections::HashMap;
+
+use gpuprobe_model::probe::{Backend, DeviceRef, Placement};
+use gpuprobe_runner::StartGate;
+
+use crate::engine::Lane;
+
+/// CPU threads for each of `parallel_workers` workers that run side by side on `cores`
+/// cores: an even share, rounded up (a little oversubscription costs less than idle cores).
+///
+/// Without a cap every PyTorch worker starts one thread per core; five lanes on a 16-core
+/// H100 host then ran the standard tier 2.8× slower (76-87 s against 28.6 s with 4 threads
+/// each, bench/RESULTS.md), most of it in the spin-waits of oversubscribed thread pools.
+pub fn worker_threads(cores: usize, parallel_workers: usize) -> usize {
+    cores.max(1).div_ceil(parallel_workers.max(1))
+}
+
+/// A lane to start now.
+pub struct Launch {
+    /// Its id (the order of launches, from 0).
+    pub id: usize,
+    /// The lane.
+    pub lane: Lane,
+    /// For an exclusive lane launched ahead of its turn: the gate that starts its probes.
+    pub gate: Option<StartGate>,
+    /// CPU threads for its workers.
+    pub threads: usize,
+}
+
+struct LaneState {
+    backend: Backend,
+    device: DeviceRef,
+    /// Competing for its device and the CPU (false while behind its gate, and once done).
+    active: bool,
+}
+
+/// The scheduling state of one run.
+pub struct Scheduler {
+    cores: usize,
+    lanes: Vec<LaneState>,
+    /// Active lanes per device.
+    running: HashMap<DeviceRef, usize>,
+    /// Exclusive lanes not launched yet, in order.
+    queued: Vec<Lane>,
+    /// Launched exclusive lanes whose gate is still closed: (lane id, gate).
+    gated: Vec<(usize, StartGate)>,
+}
+
+impl Scheduler {
+    /// A scheduler for a host with `cores` CPU cores.
+    pub fn new(cores: usize) -> Self {
+        Scheduler {
+            cores,
+            lanes: Vec::new(),
+            running: HashMap::new(),
+            queued: Vec::new(),
+            gated: Vec::new(),
+        }
+    }
+
+    /// Takes new lanes (empty ones are dropped) and says which to launch now, followed by
+    /// whatever [`Scheduler::release`] frees.
+    pub fn admit(&mut self, lanes: Vec<Lane>) -> Vec<Launch> {
+        let lanes: Vec<Lane> = lanes.into_iter().filter(|l| !l.tasks.is_empty()).collect();
+        let competing = self.python_active()
+            + lanes
+                .iter()
+                .filter(|l| l.backend == Backend::Python && l.placement != Placement::Exclusive)
+                .count();
+        let threads = worker_threads(self.cores, competing);
+        let mut launches = Vec::new();
+        for lane in lanes {
+            if lane.placement != Placement::Exclusive {
+                launches.push(self.launch(lane, None, threads));
+            } else if self.has_exclusive(lane.device) {
+                self.queued.push(lane);
+            } else {
+                let gate = StartGate::new();
+                let launch = self.launch(lane, Some(gate.clone()), threads);
+                self.gated.push((launch.id, gate));
+                launches.push(launch);
+            }
+        }
+        launches.extend(self.release());
+        launches
+    }
+
+    /// On every device with no active lane: opens the gate of its launched exclusive lane,
+    /// or else launches its next queued one.
+    pub fn release(&mut self) -> Vec<Launch> {
+        let mut launches = Vec::new();
+        let mut devices: Vec<DeviceRef> = self.queued.iter().map(|l| l.device).collect();
+        devices.extend(self.gated.iter().map(|(id, _)| self.lanes[*id].device));
+        for device in devices {
+            if self.running.get(&device).copied().unwrap_or(0) > 0 {
+                continue;
+            }
+            if let Some(index) = self
+                .gated
+                .iter()
+                .position(|(id, _)| self.lanes[*id].device == device)
+            {
+                let (id, gate) = self.gated.remove(index);
+                self.activate(id);
+                gate.open();
+            } else if let Some(index) = self.queued.iter().position(|l| l.device == device) {
+                let lane = self.queued.remove(index);
+                let threads = worker_threads(self.cores, self.python_active() + 1);
+                launches.push(self.launch(lane, None, threads));
+            }
+        }
+        launches
+    }
+
+    /// Records that lane `id` has finished (a gated lane may finish before its gate opens,
+    /// when its worker cannot start) and says what that frees.
+    pub fn finished(&mut self, id: usize) -> Vec<Launch> {
+        let Some(state) = self.lanes.get_mut(id) else {
+            return Vec::new();
+        };
+        if state.active {
+            state.active = false;
+            if let Some(count) = self.running.get_mut(&state.device) {
+                *count = count.saturating_sub(1);
+            }
+        }
+        self.gated.retain(|(gated, _)| *gated != id);
+        self.release()
+    }
+
+    /// Whether any lane is active or waits behind its gate.
+    pub fn busy(&self) -> bool {
+        self.running.values().any(|n| *n > 0) || !self.gated.is_empty()
+    }
+
+    /// The backend and device of lane `id`.
+    pub fn lane(&self, id: usize) -> Option<(Backend, DeviceRef)> {
+        self.lanes.get(id).map(|l| (l.backend, l.device))
+    }
+
+    fn launch(&mut self, lane: Lane, gate: Option<StartGate>, threads: usize) -> Launch {
+        let id = self.lanes.len();
+        self.lanes.push(LaneState {
+            backend: lane.backend,
+            device: lane.device,
+            active: false,
+        });
+        if gate.is_none() {
+            self.activate(id);
+        }
+        Launch {
+            id,
+            lane,
+            gate,
+            threads,
+        }
+    }
+
+    fn activate(&mut self, id: usize) {
+        let state = &mut self.lanes[id];
+        state.active = true;
+        *self.running.entry(state.device).or_default() += 1;
+    }
+
+    fn has_exclusive(&self, device: DeviceRef) -> bool {
+        self.queued.iter().any(|l| l.device == device)
+            || self
+                .gated
+                .iter()
+                .any(|(id, _)| self.lanes[*id].device == device)
+    }
+
+    /// Python lanes that compete for the CPU now (a gated lane only waits).
+    fn python_active(&self) -> usize {
+        self.lanes
+            .iter()
+            .filter(|l| l.active && l.backend == Backend::Python)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::probe::{Layer, ProbeId, ProbeSpec, Rule, Tier};
+    use gpuprobe_runner::Task;
+
+    fn lane(backend: Backend, device: u32, placement: Placement) -> Lane {
+        let spec = ProbeSpec {
+            id: ProbeId::new("t.probe"),
+            tier: Tier::Quick,
+            layer: Layer::Framework,
+            rule: Rule::Measure,
+            backend,
+            timeout_s: 1.0,
+            description: String::new(),
+            needs: vec![],
+            isolated: false,
+            placement,
+        };
+        Lane {
+            backend,
+            device: DeviceRef::Gpu(device),
+            placement,
+            tasks: vec![Task {
+                spec,
+                device: DeviceRef::Gpu(device),
+            }],
+        }
+    }
+
+    fn ids(launches: &[Launch]) -> Vec<usize> {
+        launches.iter().map(|l| l.id).collect()
+    }
+
+    #[test]
+    fn worker_threads_share_the_cores_rounding_up() {
+        assert_eq!(worker_threads(16, 5), 4);
+        assert_eq!(worker_threads(16, 4), 4);
+        assert_eq!(worker_threads(16, 1), 16);
+        assert_eq!(worker_threads(16, 0), 16, "no competing lanes: all cores");
+        assert_eq!(worker_threads(2, 5), 1, "never below one thread");
+        assert_eq!(worker_threads(0, 3), 1);
+    }
+
+    #[test]
+    fn the_first_exclusive_lane_launches_at_once_behind_a_gate_that_opens_when_the_device_is_free()
+    {
+        let mut scheduler = Scheduler::new(16);
+        let launches = scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Exclusive),
+            lane(Backend::Native, 0, Placement::Exclusive),
+            lane(Backend::Native, 0, Placement::Shared),
+        ]);
+        // Shared, side, the first exclusive (gated) and the native shared lane; the second
+        // exclusive lane is queued.
+        assert_eq!(ids(&launches), [0, 1, 2, 3]);
+        let gate = launches[2]
+            .gate
+            .clone()
+            .expect("the exclusive lane is gated");
+        assert!(
+            launches
+                .iter()
+                .filter(|l| l.id != 2)
+                .all(|l| l.gate.is_none())
+        );
+        assert!(!gate.is_open());
+        // Two Python lanes compete for 16 cores: 8 threads each.
+        assert!(launches.iter().all(|l| l.threads == 8));
+
+        assert!(scheduler.finished(0).is_empty());
+        assert!(scheduler.finished(3).is_empty());
+        assert!(!gate.is_open(), "the side lane still runs");
+        assert!(scheduler.finished(1).is_empty());
+        assert!(gate.is_open(), "the device is free");
+        assert!(scheduler.busy());
+
+        // The native exclusive lane follows the Python one, not beside it.
+        let next = scheduler.finished(2);
+        assert_eq!(ids(&next), [4]);
+        assert!(next[0].gate.is_none());
+        assert_eq!(next[0].lane.backend, Backend::Native);
+        assert!(scheduler.finished(4).is_empty());
+        assert!(!scheduler.busy());
+    }
+
+    #[test]
+    fn devices_are_scheduled_apart() {
+        let mut scheduler = Scheduler::new(32);
+        let first = scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Exclusive),
+        ]);
+        let gate0 = first[1].gate.clone().unwrap();
+        // GPU 1's lanes arrive later (after GPU 0's hello); its exclusive lane gets a gate
+        // of its own, and the busy GPU 0 does not hold it back.
+        let second = scheduler.admit(vec![lane(Backend::Python, 1, Placement::Exclusive)]);
+        let gate1 = second[0].gate.clone().unwrap();
+        assert!(gate1.is_open(), "nothing else runs on GPU 1");
+        assert!(!gate0.is_open());
+        assert!(scheduler.finished(0).is_empty());
+        assert!(gate0.is_open());
+    }
+
+    #[test]
+    fn a_gated_lane_that_ends_before_its_gate_opens_frees_nothing_it_never_held() {
+        let mut scheduler = Scheduler::new(8);
+        let launches = scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Exclusive),
+            lane(Backend::Python, 0, Placement::Exclusive),
+        ]);
+        assert_eq!(ids(&launches), [0, 1]);
+        // The gated worker could not start: its lane ends early. The shared lane still
+        // holds the device, so the queued exclusive lane must still wait.
+        assert!(scheduler.finished(1).is_empty());
+        assert!(scheduler.busy());
+        let next = scheduler.finished(0);
+        assert_eq!(ids(&next), [2]);
+        assert!(scheduler.finished(2).is_empty());
+        assert!(!scheduler.busy());
+    }
+
+    #[test]
+    fn thread_budgets_follow_the_python_lanes_that_compete() {
+        let mut scheduler = Scheduler::new(16);
+        let launches = scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Native, 0, Placement::Shared),
+        ]);
+        assert!(
+            launches.iter().all(|l| l.threads == 4),
+            "16 cores, 5 Python lanes"
+        );
+        // A second GPU's lanes join the 5 that run: 10 compete.
+        let more = scheduler.admit(vec![
+            lane(Backend::Python, 1, Placement::Shared),
+            lane(Backend::Python, 1, Placement::Side),
+            lane(Backend::Python, 1, Placement::Side),
+            lane(Backend::Python, 1, Placement::Side),
+            lane(Backend::Python, 1, Placement::Side),
+        ]);
+        assert!(more.iter().all(|l| l.threads == 2));
+    }
+}
