@@ -424,13 +424,26 @@ pub fn to_result(spec: &ProbeSpec, raw: RawResult, config: &EngineConfig) -> Pro
 pub const EXPLICIT_ONLY: &str = "explicit";
 
 /// Probe selection from a catalogue: by tier and by `--only` patterns (globs over probe
-/// ids, `*` matching any run of characters; a pattern without `*` matches ids that start
-/// with it followed by a dot, or the id itself). Probes marked [`EXPLICIT_ONLY`] are
+/// ids, `*` matching any run of characters). A pattern without `*` that is the full id of a
+/// catalogued probe names that probe alone (so `check --only <id>` re-runs exactly it; add
+/// `.*` for the variants below it); any other pattern without `*` matches ids that start
+/// with it followed by a dot (`copy`, `copy.h2d`). Probes marked [`EXPLICIT_ONLY`] are
 /// selected only by an `--only` pattern, whatever the tier.
 pub fn select(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<ProbeSpec> {
+    let is_probe_id = |pattern: &str| catalog.iter().any(|spec| spec.id.as_str() == pattern);
+    let patterns: Vec<(&str, bool)> = only
+        .iter()
+        .map(|pattern| (pattern.as_str(), is_probe_id(pattern)))
+        .collect();
     let named = |spec: &ProbeSpec| {
-        only.iter()
-            .any(|pattern| id_matches(pattern, spec.id.as_str()))
+        let id = spec.id.as_str();
+        patterns.iter().any(|(pattern, exact)| {
+            if *exact {
+                id == *pattern
+            } else {
+                id_matches(pattern, id)
+            }
+        })
     };
     catalog
         .iter()
@@ -613,6 +626,50 @@ mod tests {
             ids(select(&catalog, Tier::Quick, &["*".into()])),
             ["copy.a", "fault.spin"]
         );
+    }
+
+    #[test]
+    fn a_full_probe_id_names_that_probe_alone() {
+        let spec = |id: &str| ProbeSpec {
+            id: ProbeId::new(id),
+            tier: Tier::Quick,
+            layer: gpuprobe_model::probe::Layer::Framework,
+            rule: gpuprobe_model::probe::Rule::BitExact,
+            backend: Backend::Python,
+            timeout_s: 1.0,
+            description: String::new(),
+            needs: vec![],
+            isolated: false,
+            placement: Default::default(),
+        };
+        let catalog = vec![
+            spec("copy.h2d.medium"),
+            spec("copy.h2d.medium.fp16"),
+            spec("copy.h2d.small.fp16"),
+        ];
+        let ids = |only: &[&str]| {
+            let only: Vec<String> = only.iter().map(|s| s.to_string()).collect();
+            select(&catalog, Tier::Quick, &only)
+                .into_iter()
+                .map(|s| s.id.0)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&["copy.h2d.medium"]), ["copy.h2d.medium"]);
+        assert_eq!(
+            ids(&["copy.h2d.medium.*"]),
+            ["copy.h2d.medium.fp16"],
+            "variants by glob"
+        );
+        assert_eq!(
+            ids(&["copy.h2d"]),
+            [
+                "copy.h2d.medium",
+                "copy.h2d.medium.fp16",
+                "copy.h2d.small.fp16"
+            ],
+            "a prefix that is no probe id still selects everything below it"
+        );
+        assert_eq!(ids(&["copy.h2d.small"]), ["copy.h2d.small.fp16"]);
     }
 
     #[test]

@@ -68,7 +68,8 @@ pub struct CheckArgs {
     #[arg(long, default_value = "all")]
     pub device: String,
     /// Run only probes whose id matches (glob over ids, e.g. `copy.*` or `*bf16*`;
-    /// a plain prefix like `copy` selects the family). Repeatable.
+    /// a plain prefix like `copy` selects the family; a full probe id selects that probe
+    /// alone). Repeatable.
     #[arg(long = "only", value_name = "PATTERN")]
     pub only: Vec<String>,
     /// The Python interpreter to probe (default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH).

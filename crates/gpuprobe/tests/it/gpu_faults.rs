@@ -19,8 +19,8 @@ use crate::support::*;
 /// The probe that follows the deliberate faults in catalogue order: a bit-exact round trip
 /// and an exact matmul on the same GPU.
 const RECOVERY: &str = "fault.recovery.roundtrip";
-/// A copy probe that runs before the faults (catalogue order), as the baseline. No other id
-/// extends it (`--only X` also selects `X.*`), so the run holds exactly three probes.
+/// A copy probe that runs before the faults (catalogue order), as the baseline. A full id
+/// selects that probe alone, so the run holds exactly three probes.
 const BEFORE: &str = "copy.d2d.medium.clone";
 
 /// `gpuprobe check --json` on GPU 0 with the test interpreter, Python probes only.
