@@ -458,6 +458,25 @@ pub fn select(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<ProbeSp
         .collect()
 }
 
+/// The `--only` patterns that select nothing in `tier`, each with the first tier (in the
+/// order standard, full, soak) where it would select something, or `None` when no probe of
+/// the catalogue matches it at all.
+pub fn unmatched_patterns(
+    catalog: &[ProbeSpec],
+    tier: Tier,
+    only: &[String],
+) -> Vec<(String, Option<Tier>)> {
+    only.iter()
+        .filter(|pattern| select(catalog, tier, std::slice::from_ref(pattern)).is_empty())
+        .map(|pattern| {
+            let elsewhere = [Tier::Standard, Tier::Full, Tier::Soak]
+                .into_iter()
+                .find(|other| !select(catalog, *other, std::slice::from_ref(pattern)).is_empty());
+            (pattern.clone(), elsewhere)
+        })
+        .collect()
+}
+
 /// Whether a probe id matches a selection pattern.
 pub fn id_matches(pattern: &str, id: &str) -> bool {
     if pattern.contains('*') {
@@ -625,6 +644,51 @@ mod tests {
         assert_eq!(
             ids(select(&catalog, Tier::Quick, &["*".into()])),
             ["copy.a", "fault.spin"]
+        );
+    }
+
+    #[test]
+    fn patterns_that_select_nothing_say_where_their_probes_are() {
+        let spec = |id: &str, tier: Tier| ProbeSpec {
+            id: ProbeId::new(id),
+            tier,
+            layer: gpuprobe_model::probe::Layer::Runtime,
+            rule: gpuprobe_model::probe::Rule::BitExact,
+            backend: Backend::Native,
+            timeout_s: 1.0,
+            description: String::new(),
+            needs: vec![],
+            isolated: false,
+            placement: Default::default(),
+        };
+        let catalog = vec![
+            spec("native.copy.small", Tier::Quick),
+            spec("native.copy.huge", Tier::Full),
+            spec("native.memtest.full", Tier::Soak),
+        ];
+        let only: Vec<String> = [
+            "native.copy",
+            "native.memtest.full",
+            "native.copy.huge",
+            "nope",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            unmatched_patterns(&catalog, Tier::Quick, &only),
+            [
+                ("native.memtest.full".to_string(), Some(Tier::Soak)),
+                ("native.copy.huge".to_string(), Some(Tier::Full)),
+                ("nope".to_string(), None),
+            ]
+        );
+        assert_eq!(
+            unmatched_patterns(&catalog, Tier::Full, &only),
+            [
+                ("native.memtest.full".to_string(), Some(Tier::Soak)),
+                ("nope".to_string(), None),
+            ]
         );
     }
 

@@ -206,13 +206,34 @@ pub fn prepare_new(
     }
 
     let selected = engine::select(&catalog, tier, &options.only);
+    let unmatched: Vec<String> = if catalog.is_empty() {
+        Vec::new()
+    } else {
+        engine::unmatched_patterns(&catalog, tier, &options.only)
+            .into_iter()
+            .map(|(pattern, elsewhere)| match elsewhere {
+                Some(other) => format!(
+                    "--only {pattern} matches no probe of the {} tier; it matches probes of the {} tier (--tier {})",
+                    tier.name(),
+                    other.name(),
+                    other.name()
+                ),
+                None => format!("--only {pattern} matches no probe in any tier"),
+            })
+            .collect()
+    };
     if selected.is_empty() && !catalog.is_empty() {
         return Err(user_error(format!(
-            "no probe of the {} tier matches --only {}",
+            "no probe of the {} tier matches --only {}{}",
             tier.name(),
-            options.only.join(" --only ")
+            options.only.join(" --only "),
+            unmatched
+                .iter()
+                .map(|line| format!("\n  {line}"))
+                .collect::<String>()
         )));
     }
+    notes.extend(unmatched);
     let devices = initial_devices(&device_request, simulate.is_some(), &mut notes);
     let tasks: Vec<PlannedTask> = devices
         .iter()

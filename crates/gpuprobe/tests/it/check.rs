@@ -164,3 +164,25 @@ fn every_preset_is_listed_and_resolves() {
         assert!(text.contains(preset), "{preset} missing from:\n{text}");
     }
 }
+
+#[test]
+fn an_only_pattern_outside_the_tier_says_which_tier_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (output, report) = check_json(
+        &dir.path().join("run"),
+        &["--only", "native.memtest.full", "--only", "no.such.probe"],
+    );
+    assert!(report.is_none());
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "--only native.memtest.full matches no probe of the quick tier; it matches probes of the soak tier (--tier soak)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--only no.such.probe matches no probe in any tier"),
+        "{stderr}"
+    );
+}
