@@ -70,6 +70,10 @@ pub struct EngineConfig {
     pub supervisor: SupervisorConfig,
     /// Probe options passed in each plan.
     pub options: BTreeMap<String, serde_json::Value>,
+    /// How many devices the first lanes stand for: more than 1 when they are GPU 0's and the
+    /// other GPUs' lanes will join once its worker has counted them. Only the CPU thread
+    /// budgets use it, so that GPU 0's workers do not take the whole host.
+    pub expected_devices: usize,
 }
 
 /// Probes of one worker kind on one device, run in order.
@@ -151,7 +155,10 @@ pub fn execute(
     let mut execution = Execution::default();
     let (sender, receiver) = mpsc::channel::<LaneMessage>();
     let mut specs: HashMap<(ProbeId, DeviceRef), ProbeSpec> = HashMap::new();
-    let mut scheduler = Scheduler::new(thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut scheduler = Scheduler::new(
+        thread::available_parallelism().map_or(1, |n| n.get()),
+        config.expected_devices,
+    );
     let cap_threads = std::env::var_os(THREADS_VARIABLE).is_none()
         && !config.settings.set.contains_key(THREADS_VARIABLE)
         && !config.settings.unset.iter().any(|k| k == THREADS_VARIABLE);

@@ -9,7 +9,8 @@
 //!   lanes work, and the gate opens when the device is free. Later exclusive lanes of that
 //!   device are launched only then.
 //! - Each launch carries a CPU thread budget ([`worker_threads`]) from the Python lanes that
-//!   compete for the host's cores at that moment.
+//!   compete for the host's cores at that moment; the first admission counts its lanes once
+//!   per expected device, since the other GPUs' lanes join it moments later.
 
 use std::collections::HashMap;
 
@@ -50,6 +51,7 @@ struct LaneState {
 /// The scheduling state of one run.
 pub struct Scheduler {
     cores: usize,
+    expected_devices: usize,
     lanes: Vec<LaneState>,
     /// Active lanes per device.
     running: HashMap<DeviceRef, usize>,
@@ -60,10 +62,12 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// A scheduler for a host with `cores` CPU cores.
-    pub fn new(cores: usize) -> Self {
+    /// A scheduler for a host with `cores` CPU cores, whose first admitted lanes stand for
+    /// `expected_devices` devices (1 when they are all the lanes there will be).
+    pub fn new(cores: usize, expected_devices: usize) -> Self {
         Scheduler {
             cores,
+            expected_devices: expected_devices.max(1),
             lanes: Vec::new(),
             running: HashMap::new(),
             queued: Vec::new(),
@@ -75,11 +79,15 @@ impl Scheduler {
     /// whatever [`Scheduler::release`] frees.
     pub fn admit(&mut self, lanes: Vec<Lane>) -> Vec<Launch> {
         let lanes: Vec<Lane> = lanes.into_iter().filter(|l| !l.tasks.is_empty()).collect();
-        let competing = self.python_active()
-            + lanes
-                .iter()
-                .filter(|l| l.backend == Backend::Python && l.placement != Placement::Exclusive)
-                .count();
+        let new_python = lanes
+            .iter()
+            .filter(|l| l.backend == Backend::Python && l.placement != Placement::Exclusive)
+            .count();
+        let competing = if self.lanes.is_empty() {
+            new_python * self.expected_devices
+        } else {
+            self.python_active() + new_python
+        };
         let threads = worker_threads(self.cores, competing);
         let mut launches = Vec::new();
         for lane in lanes {
@@ -239,7 +247,7 @@ mod tests {
     #[test]
     fn the_first_exclusive_lane_launches_at_once_behind_a_gate_that_opens_when_the_device_is_free()
     {
-        let mut scheduler = Scheduler::new(16);
+        let mut scheduler = Scheduler::new(16, 1);
         let launches = scheduler.admit(vec![
             lane(Backend::Python, 0, Placement::Shared),
             lane(Backend::Python, 0, Placement::Side),
@@ -282,7 +290,7 @@ mod tests {
 
     #[test]
     fn devices_are_scheduled_apart() {
-        let mut scheduler = Scheduler::new(32);
+        let mut scheduler = Scheduler::new(32, 1);
         let first = scheduler.admit(vec![
             lane(Backend::Python, 0, Placement::Shared),
             lane(Backend::Python, 0, Placement::Exclusive),
@@ -300,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_gated_lane_that_ends_before_its_gate_opens_frees_nothing_it_never_held() {
-        let mut scheduler = Scheduler::new(8);
+        let mut scheduler = Scheduler::new(8, 1);
         let launches = scheduler.admit(vec![
             lane(Backend::Python, 0, Placement::Shared),
             lane(Backend::Python, 0, Placement::Exclusive),
@@ -319,7 +327,7 @@ mod tests {
 
     #[test]
     fn thread_budgets_follow_the_python_lanes_that_compete() {
-        let mut scheduler = Scheduler::new(16);
+        let mut scheduler = Scheduler::new(16, 1);
         let launches = scheduler.admit(vec![
             lane(Backend::Python, 0, Placement::Shared),
             lane(Backend::Python, 0, Placement::Side),
@@ -341,5 +349,28 @@ mod tests {
             lane(Backend::Python, 1, Placement::Side),
         ]);
         assert!(more.iter().all(|l| l.threads == 2));
+    }
+
+    #[test]
+    fn the_first_lanes_leave_cores_for_the_gpus_still_to_come() {
+        // 8 GPUs on 128 cores: GPU 0's 5 Python lanes get a fortieth of the host each, not
+        // a fifth, since 35 more lanes join them once GPU 0's worker has counted the GPUs.
+        let mut scheduler = Scheduler::new(128, 8);
+        let first = scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Side),
+        ]);
+        assert!(first.iter().all(|l| l.threads == 4), "⌈128 / 40⌉");
+        let second = scheduler.admit(vec![
+            lane(Backend::Python, 1, Placement::Shared),
+            lane(Backend::Python, 1, Placement::Side),
+        ]);
+        assert!(
+            second.iter().all(|l| l.threads == 19),
+            "⌈128 / 7⌉: the lanes that run"
+        );
     }
 }

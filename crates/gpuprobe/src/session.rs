@@ -282,6 +282,12 @@ pub fn prepare_new(
             run_dir.workers_dir(),
         ),
         options: worker_options(&options.probe_options, python.as_ref()),
+        expected_devices: if devices == [DeviceRef::Gpu(0)] && device_request == DeviceRequest::All
+        {
+            gpu_count_hint()
+        } else {
+            1
+        },
     };
     Ok(Prepared {
         run_dir,
@@ -345,6 +351,9 @@ pub fn prepare_existing(
         settings: plan.settings.clone(),
         supervisor,
         options: worker_options(&plan.options, python.as_ref()),
+        // What is left is regrouped from the planned tasks, which already name every GPU
+        // the first run found.
+        expected_devices: 1,
     };
     Ok(Prepared {
         run_dir,
@@ -476,22 +485,44 @@ fn initial_devices(
 /// Whether this machine shows any AMD or NVIDIA GPU (PCI display controllers or device
 /// nodes), without loading any GPU library.
 pub fn gpu_present() -> bool {
-    if Path::new("/dev/kfd").exists()
+    Path::new("/dev/kfd").exists()
         || Path::new("/dev/nvidia0").exists()
         || Path::new("/dev/dxg").exists()
-    {
-        return true;
-    }
+        || pci_gpu_count() > 0
+}
+
+/// AMD and NVIDIA display controllers on the PCI bus.
+fn pci_gpu_count() -> usize {
     let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") else {
-        return false;
+        return 0;
     };
-    entries.flatten().any(|entry| {
-        let read =
-            |name: &str| std::fs::read_to_string(entry.path().join(name)).unwrap_or_default();
-        let class = read("class");
-        let vendor = read("vendor");
-        class.trim().starts_with("0x03") && matches!(vendor.trim(), "0x1002" | "0x10de")
-    })
+    entries
+        .flatten()
+        .filter(|entry| {
+            let read =
+                |name: &str| std::fs::read_to_string(entry.path().join(name)).unwrap_or_default();
+            let class = read("class");
+            let vendor = read("vendor");
+            class.trim().starts_with("0x03") && matches!(vendor.trim(), "0x1002" | "0x10de")
+        })
+        .count()
+}
+
+/// About how many GPUs the framework will see, before it is asked: the PCI display
+/// controllers, or fewer when a `*_VISIBLE_DEVICES` variable lists fewer. Only sizes the
+/// workers' CPU thread budgets, so an integrated GPU counted too costs little.
+fn gpu_count_hint() -> usize {
+    let visible = [
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+    ]
+    .iter()
+    .filter_map(|name| std::env::var(name).ok())
+    .map(|list| list.split(',').filter(|d| !d.trim().is_empty()).count())
+    .min();
+    let pci = pci_gpu_count();
+    visible.map_or(pci, |listed| listed.min(pci)).max(1)
 }
 
 /// Runs what is left of the plan and builds the report (written to `report.json`).

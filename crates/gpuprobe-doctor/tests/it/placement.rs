@@ -87,6 +87,7 @@ fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
             start_gate: None,
         },
         options: BTreeMap::new(),
+        expected_devices: 1,
     }
 }
 

@@ -97,6 +97,7 @@ pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
             start_gate: None,
         },
         options,
+        expected_devices: 1,
     };
     let lanes = engine::lanes_for(vec![Task { spec, device }]);
     let execution = engine::execute(
