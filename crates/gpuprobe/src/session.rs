@@ -282,6 +282,7 @@ pub fn prepare_new(
             run_dir.workers_dir(),
         ),
         options: worker_options(&options.probe_options, python.as_ref()),
+        // Only GPU 0 is planned so far; the other GPUs join once its worker has counted them.
         expected_devices: if devices == [DeviceRef::Gpu(0)] && device_request == DeviceRequest::All
         {
             gpu_count_hint()
