@@ -622,20 +622,14 @@ pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::spec;
 
     #[test]
     fn deliberate_faults_run_only_when_named() {
         let spec = |id: &str, tier: Tier, needs: &[&str]| ProbeSpec {
-            id: ProbeId::new(id),
             tier,
-            layer: gpuprobe_model::probe::Layer::Framework,
-            rule: gpuprobe_model::probe::Rule::BitExact,
-            backend: Backend::Python,
-            timeout_s: 1.0,
-            description: String::new(),
             needs: needs.iter().map(|s| s.to_string()).collect(),
-            isolated: false,
-            placement: Default::default(),
+            ..spec(id)
         };
         let catalog = vec![
             spec("copy.a", Tier::Quick, &[]),
@@ -657,16 +651,9 @@ mod tests {
     #[test]
     fn patterns_that_select_nothing_say_where_their_probes_are() {
         let spec = |id: &str, tier: Tier| ProbeSpec {
-            id: ProbeId::new(id),
             tier,
-            layer: gpuprobe_model::probe::Layer::Runtime,
-            rule: gpuprobe_model::probe::Rule::BitExact,
             backend: Backend::Native,
-            timeout_s: 1.0,
-            description: String::new(),
-            needs: vec![],
-            isolated: false,
-            placement: Default::default(),
+            ..spec(id)
         };
         let catalog = vec![
             spec("native.copy.small", Tier::Quick),
@@ -701,18 +688,6 @@ mod tests {
 
     #[test]
     fn a_full_probe_id_names_that_probe_alone() {
-        let spec = |id: &str| ProbeSpec {
-            id: ProbeId::new(id),
-            tier: Tier::Quick,
-            layer: gpuprobe_model::probe::Layer::Framework,
-            rule: gpuprobe_model::probe::Rule::BitExact,
-            backend: Backend::Python,
-            timeout_s: 1.0,
-            description: String::new(),
-            needs: vec![],
-            isolated: false,
-            placement: Default::default(),
-        };
         let catalog = vec![
             spec("copy.h2d.medium"),
             spec("copy.h2d.medium.fp16"),

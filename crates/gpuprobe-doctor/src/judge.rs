@@ -443,20 +443,12 @@ fn uniform_bounds(
 mod tests {
     use super::*;
     use gpuprobe_model::observation::MismatchExample;
-    use gpuprobe_model::probe::{Backend, DeviceRef, Layer, ProbeId, Tier};
+    use gpuprobe_model::probe::{DeviceRef, ProbeId};
 
     fn spec(rule: Rule) -> ProbeSpec {
         ProbeSpec {
-            id: ProbeId::new("t.case"),
-            tier: Tier::Quick,
-            layer: Layer::Framework,
             rule,
-            backend: Backend::Python,
-            timeout_s: 10.0,
-            description: String::new(),
-            needs: vec![],
-            isolated: false,
-            placement: Default::default(),
+            ..crate::test_support::spec("t.case")
         }
     }
 

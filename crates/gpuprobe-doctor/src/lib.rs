@@ -13,5 +13,7 @@ pub mod engine;
 pub mod fix;
 pub mod judge;
 pub mod schedule;
+#[cfg(test)]
+mod test_support;
 
 pub use judge::judge;

@@ -203,21 +203,14 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{Layer, ProbeId, ProbeSpec, Rule, Tier};
+    use gpuprobe_model::probe::ProbeSpec;
     use gpuprobe_runner::Task;
 
     fn lane(backend: Backend, device: u32, placement: Placement) -> Lane {
         let spec = ProbeSpec {
-            id: ProbeId::new("t.probe"),
-            tier: Tier::Quick,
-            layer: Layer::Framework,
-            rule: Rule::Measure,
             backend,
-            timeout_s: 1.0,
-            description: String::new(),
-            needs: vec![],
-            isolated: false,
             placement,
+            ..crate::test_support::spec("t.probe")
         };
         Lane {
             backend,

@@ -182,23 +182,10 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{Backend, Layer, ProbeId, Rule, Tier};
+    use gpuprobe_model::probe::{Layer, ProbeId};
     use gpuprobe_model::verdict::FailClass;
 
-    fn spec(id: &str) -> ProbeSpec {
-        ProbeSpec {
-            id: ProbeId::new(id),
-            tier: Tier::Quick,
-            layer: Layer::Framework,
-            rule: Rule::BitExact,
-            backend: Backend::Python,
-            timeout_s: 10.0,
-            description: String::new(),
-            needs: vec![],
-            isolated: false,
-            placement: Default::default(),
-        }
-    }
+    use crate::test_support::spec;
 
     fn result(id: &str, verdict: Verdict, elapsed: f64) -> ProbeResult {
         ProbeResult {
