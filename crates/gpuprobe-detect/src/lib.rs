@@ -27,8 +27,8 @@ mod text;
 pub mod triage;
 
 pub use collect::{
-    CaptureError, Captured, CollectOptions, capture, collect, is_relevant_env_var, relevant_env,
-    scan_python_libraries,
+    CaptureError, Captured, CollectOptions, capture, collect, compute_gpu_count,
+    is_relevant_env_var, relevant_env, scan_python_libraries,
 };
 pub use merge::merge_python;
 pub use parse::ParseError;

@@ -483,47 +483,40 @@ fn initial_devices(
     }
 }
 
-/// Whether this machine shows any AMD or NVIDIA GPU (PCI display controllers or device
-/// nodes), without loading any GPU library.
+/// Whether this machine shows any AMD or NVIDIA GPU (device nodes, or PCI GPUs), without
+/// loading any GPU library.
 pub fn gpu_present() -> bool {
     Path::new("/dev/kfd").exists()
         || Path::new("/dev/nvidia0").exists()
         || Path::new("/dev/dxg").exists()
-        || pci_gpu_count() > 0
+        || gpuprobe_detect::compute_gpu_count(&gpuprobe_detect::Root::live()) > 0
 }
 
-/// AMD and NVIDIA display controllers on the PCI bus.
-fn pci_gpu_count() -> usize {
-    let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|entry| {
-            let read =
-                |name: &str| std::fs::read_to_string(entry.path().join(name)).unwrap_or_default();
-            let class = read("class");
-            let vendor = read("vendor");
-            class.trim().starts_with("0x03") && matches!(vendor.trim(), "0x1002" | "0x10de")
-        })
-        .count()
-}
-
-/// About how many GPUs the framework will see, before it is asked: the PCI display
-/// controllers, or fewer when a `*_VISIBLE_DEVICES` variable lists fewer. Only sizes the
+/// About how many GPUs the framework will see, before it is asked: the AMD and NVIDIA GPUs
+/// on the PCI bus, or fewer when a `*_VISIBLE_DEVICES` variable lists fewer. Only sizes the
 /// workers' CPU thread budgets, so an integrated GPU counted too costs little.
 fn gpu_count_hint() -> usize {
-    let visible = [
+    let visible: Vec<String> = [
         "CUDA_VISIBLE_DEVICES",
         "HIP_VISIBLE_DEVICES",
         "ROCR_VISIBLE_DEVICES",
     ]
     .iter()
     .filter_map(|name| std::env::var(name).ok())
-    .map(|list| list.split(',').filter(|d| !d.trim().is_empty()).count())
-    .min();
-    let pci = pci_gpu_count();
-    visible.map_or(pci, |listed| listed.min(pci)).max(1)
+    .collect();
+    device_count_hint(
+        gpuprobe_detect::compute_gpu_count(&gpuprobe_detect::Root::live()),
+        &visible,
+    )
+}
+
+/// `pci` GPUs, or fewer when a visibility list names fewer; at least 1.
+fn device_count_hint(pci: usize, visible_lists: &[String]) -> usize {
+    visible_lists
+        .iter()
+        .map(|list| list.split(',').filter(|d| !d.trim().is_empty()).count())
+        .fold(pci, usize::min)
+        .max(1)
 }
 
 /// Runs what is left of the plan and builds the report (written to `report.json`).
@@ -723,6 +716,20 @@ fn python_env_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_device_count_hint_follows_the_visibility_lists() {
+        assert_eq!(device_count_hint(8, &[]), 8);
+        assert_eq!(device_count_hint(8, &["0,1".into()]), 2);
+        assert_eq!(device_count_hint(8, &["0,1,2".into(), "3".into()]), 1);
+        assert_eq!(
+            device_count_hint(2, &["0,1,2,3".into()]),
+            2,
+            "the bus has 2"
+        );
+        assert_eq!(device_count_hint(0, &[]), 1);
+        assert_eq!(device_count_hint(4, &["".into()]), 1, "none visible");
+    }
 
     #[test]
     fn device_lists() {

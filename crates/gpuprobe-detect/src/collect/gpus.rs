@@ -34,8 +34,35 @@ fn vendor_of(id: u64) -> Vendor {
     }
 }
 
-/// Every PCI display controller (class 0x03xxxx), plus AMD/NVIDIA processing
-/// accelerators (class 0x12xxxx: some Instinct parts and virtual functions).
+/// Whether a PCI function is a GPU: a display controller (class 0x03xxxx) of any vendor,
+/// or an AMD/NVIDIA processing accelerator (class 0x12xxxx: some Instinct parts and
+/// virtual functions).
+fn is_gpu(class: u64, vendor_id: u64) -> bool {
+    let base_class = class >> 16;
+    base_class == 0x03 || (base_class == 0x12 && (vendor_id == AMD || vendor_id == NVIDIA))
+}
+
+/// How many AMD and NVIDIA GPUs the PCI bus shows (the ones CUDA or ROCm can drive), without
+/// loading any GPU library; 0 when the bus cannot be read.
+pub fn compute_gpu_count(root: &Root) -> usize {
+    let Ok(devices) = root.list("/sys/bus/pci/devices") else {
+        return 0;
+    };
+    devices
+        .iter()
+        .filter(|name| {
+            let read = |file: &str| {
+                root.read_opt(&format!("/sys/bus/pci/devices/{name}/{file}"))
+                    .and_then(|v| parse_int(&v))
+            };
+            let vendor_id = read("vendor").unwrap_or(0);
+            read("class").is_some_and(|class| is_gpu(class, vendor_id))
+                && (vendor_id == AMD || vendor_id == NVIDIA)
+        })
+        .count()
+}
+
+/// Every PCI GPU ([`is_gpu`]).
 fn pci(root: &Root, fp: &mut Fingerprint) {
     let devices = match root.list("/sys/bus/pci/devices") {
         Ok(d) => d,
@@ -56,10 +83,7 @@ fn pci(root: &Root, fp: &mut Fingerprint) {
             .read_opt(&format!("{dir}/vendor"))
             .and_then(|v| parse_int(&v))
             .unwrap_or(0);
-        let base_class = class >> 16;
-        let is_gpu =
-            base_class == 0x03 || (base_class == 0x12 && (vendor_id == AMD || vendor_id == NVIDIA));
-        if !is_gpu {
+        if !is_gpu(class, vendor_id) {
             continue;
         }
         let mut gpu = GpuInfo::new(vendor_of(vendor_id));

@@ -825,3 +825,21 @@ fn wsl_and_kubernetes_are_recognised() {
         fp.unreadable
     );
 }
+
+#[test]
+fn compute_gpus_are_counted_from_the_pci_bus() {
+    let tree = Tree::new();
+    // Two Instinct parts that show as processing accelerators, an NVIDIA display GPU, a
+    // server's BMC display (not a compute GPU) and an AMD audio function (not a GPU).
+    tree.pci("0000:05:00.0", "0x120000", "0x1002", "0x74a1", "0x00")
+        .pci("0000:06:00.0", "0x120000", "0x1002", "0x74a1", "0x00")
+        .pci("0000:07:00.0", "0x030000", "0x10de", "0x2330", "0xa1")
+        .pci("0000:08:00.0", "0x030000", "0x1a03", "0x2000", "0x52")
+        .pci("0000:05:00.1", "0x040300", "0x1002", "0xab28", "0x00");
+    assert_eq!(gpuprobe_detect::compute_gpu_count(&tree.root()), 3);
+    assert_eq!(
+        gpuprobe_detect::compute_gpu_count(&Tree::new().root()),
+        0,
+        "no bus"
+    );
+}
