@@ -82,18 +82,23 @@ def _map_leaves(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
     return obj
 
 
+def _passed_through(engine: Any, tensor: Any, *, op: str, method: str, **facts: Any) -> Any:
+    """``tensor`` after the fault engine has seen it as the result of ``op`` (``facts``: the
+    other ``CallInfo`` fields, e.g. ``pinned`` or ``on_device``)."""
+    call = CallInfo(op=op, method=method, dtype=_dtype_name(tensor.dtype), nbytes=_nbytes(tensor), **facts)
+    return engine.after_call(call, tensor, sources=(tensor,))
+
+
 def dataloader_batch(batch: Any, *, method: str, pinned: bool) -> Any:
     """A batch (nested dicts/lists of tensors) as it arrived from a DataLoader."""
     engine = simulate.engine()
     if engine is None:
         return batch
-    torch = _torch()
 
     def hook(t: Any) -> Any:
-        call = CallInfo(op="dataloader", method=method, dtype=_dtype_name(t.dtype), nbytes=_nbytes(t), pinned=pinned)
-        return engine.after_call(call, t, sources=(t,))
+        return _passed_through(engine, t, op="dataloader", method=method, pinned=pinned)
 
-    return _map_leaves(batch, hook, torch)
+    return _map_leaves(batch, hook, _torch())
 
 
 def save_load(loaded: Any, *, method: str, on_device: bool) -> Any:
@@ -101,10 +106,7 @@ def save_load(loaded: Any, *, method: str, on_device: bool) -> Any:
     engine = simulate.engine()
     if engine is None:
         return loaded
-    call = CallInfo(
-        op="save_load", method=method, dtype=_dtype_name(loaded.dtype), nbytes=_nbytes(loaded), on_device=on_device
-    )
-    return engine.after_call(call, loaded, sources=(loaded,))
+    return _passed_through(engine, loaded, op="save_load", method=method, on_device=on_device)
 
 
 def collective(result: Any, *, method: str) -> Any:
@@ -112,7 +114,4 @@ def collective(result: Any, *, method: str) -> Any:
     engine = simulate.engine()
     if engine is None:
         return result
-    call = CallInfo(
-        op="collective", method=method, dtype=_dtype_name(result.dtype), nbytes=_nbytes(result), on_device=True
-    )
-    return engine.after_call(call, result, sources=(result,))
+    return _passed_through(engine, result, op="collective", method=method, on_device=True)
