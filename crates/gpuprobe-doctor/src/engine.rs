@@ -597,7 +597,12 @@ pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
     for task in tasks {
         let backend = task.spec.backend;
         let placement = task.spec.placement;
-        let family = (placement == Placement::Side).then(|| task.spec.id.family().to_string());
+        let family = (placement == Placement::Side).then(|| {
+            task.spec
+                .lane
+                .clone()
+                .unwrap_or_else(|| task.spec.id.family().to_string())
+        });
         match lanes.iter_mut().find(|(f, l)| {
             l.backend == backend
                 && l.device == task.device

@@ -15,7 +15,7 @@
 //! - invariant: any violation fails.
 
 use gpuprobe_model::observation::{
-    CompareStats, Distribution, InvariantCheck, Measurement, Observation, SampleStats,
+    CompareStats, Distribution, InvariantCheck, Measurement, Observation, SampleStats, SweepStats,
 };
 use gpuprobe_model::probe::{ProbeSpec, Rule};
 use gpuprobe_model::verdict::{FailClass, Verdict};
@@ -32,6 +32,7 @@ pub fn judge(spec: &ProbeSpec, observation: &Observation) -> Verdict {
         (Rule::Statistical { .. } | Rule::Invariant, Measurement::Invariant(check)) => {
             judge_invariant(check)
         }
+        (Rule::Sweep, Measurement::Sweep(stats)) => judge_sweep(stats),
         (rule, measurement) => Verdict::Error {
             message: format!(
                 "probe declares rule {} but reported a {} measurement (a bug in the probe)",
@@ -49,6 +50,7 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::Statistical { .. } => "statistical",
         Rule::Invariant => "invariant",
         Rule::Measure => "measure",
+        Rule::Sweep => "sweep",
     }
 }
 
@@ -58,7 +60,64 @@ fn measurement_name(measurement: &Measurement) -> &'static str {
         Measurement::Stats(_) => "stats",
         Measurement::Invariant(_) => "invariant",
         Measurement::Metrics => "metrics",
+        Measurement::Sweep(_) => "sweep",
     }
+}
+
+/// The sweep's verdict: wrong values fail (the class of the first wrong case, all-zero and
+/// zero-only outputs told apart), a device error where the reference computes is an
+/// error, everything else passes (inputs the device accepts and the CPU rejects, and cases
+/// without a usable reference, are in the observation's notes).
+fn judge_sweep(stats: &SweepStats) -> Verdict {
+    let wrong: u64 = stats.failed.values().sum();
+    let label = if stats.variant_test_name.is_empty() {
+        stats.op.clone()
+    } else {
+        format!("{}.{}", stats.op, stats.variant_test_name)
+    };
+    if let Some(first) = stats.failures.first().filter(|_| wrong > 0) {
+        let class = match first.class.as_str() {
+            "nonfinite_invented" => FailClass::NanInf,
+            _ if first.all_zero => FailClass::AllZeros,
+            _ if first.zeros => FailClass::PartialZeros,
+            _ => FailClass::Mismatch,
+        };
+        let mut at = String::new();
+        if let Some(index) = &first.index {
+            let parts: Vec<String> = index.iter().map(u64::to_string).collect();
+            at = format!("[{}]", parts.join(","));
+        }
+        let mut detail = format!(
+            "{label} {} {} {} sample {}: {}{at} {} (reference {}): {}",
+            stats.dtype,
+            first.variant,
+            first.direction,
+            first.sample,
+            first.output,
+            first.found,
+            first.expected,
+            first.detail
+        );
+        if wrong > 1 {
+            detail.push_str(&format!("; {wrong} of {} cases wrong", stats.cases));
+        }
+        return fail(class, detail);
+    }
+    if stats.device_errors > 0 {
+        let first = stats.errors.first();
+        let message = match first {
+            Some(e) => format!(
+                "{label} {} {} {} sample {}: the device raised where the CPU computes: {}",
+                stats.dtype, e.variant, e.direction, e.sample, e.message
+            ),
+            None => format!(
+                "{label} {}: the device raised where the CPU computes",
+                stats.dtype
+            ),
+        };
+        return Verdict::Error { message };
+    }
+    Verdict::Pass
 }
 
 fn fail(class: FailClass, detail: String) -> Verdict {
@@ -638,5 +697,68 @@ mod tests {
             judge(&rule, &obs(Measurement::Metrics)),
             Verdict::Error { .. }
         ));
+    }
+
+    #[test]
+    fn sweep_wrong_values_fail_errors_error_and_notes_pass() {
+        use gpuprobe_model::observation::{SweepError, SweepFailure};
+        let rule = spec(Rule::Sweep);
+        let mut stats = SweepStats {
+            op: "cumsum".into(),
+            dtype: "float32".into(),
+            cases: 20,
+            passed: 20,
+            invalid_accepted: 2,
+            ..SweepStats::default()
+        };
+        assert_eq!(
+            judge(&rule, &obs(Measurement::Sweep(Box::new(stats.clone())))),
+            Verdict::Pass
+        );
+        stats.device_errors = 1;
+        stats.errors.push(SweepError {
+            variant: "transposed".into(),
+            direction: "forward".into(),
+            sample: 2,
+            message: "RuntimeError: boom".into(),
+        });
+        let Verdict::Error { message } =
+            judge(&rule, &obs(Measurement::Sweep(Box::new(stats.clone()))))
+        else {
+            panic!("a device error is an error")
+        };
+        assert!(
+            message.contains("cumsum float32 transposed forward sample 2"),
+            "{message}"
+        );
+        stats.failed.insert("wrong_value".into(), 2);
+        stats.failures.push(SweepFailure {
+            class: "wrong_value".into(),
+            variant: "noncontig".into(),
+            direction: "backward".into(),
+            sample: 1,
+            output: "grad[0]".into(),
+            detail: "3 of 12 elements beyond the bound".into(),
+            index: Some(vec![0, 3]),
+            expected: "0.5".into(),
+            found: "0".into(),
+            zeros: true,
+            ..SweepFailure::default()
+        });
+        let verdict = judge(&rule, &obs(Measurement::Sweep(Box::new(stats.clone()))));
+        assert_eq!(verdict.fail_class(), Some(FailClass::PartialZeros));
+        let Verdict::Fail { detail, .. } = verdict else {
+            unreachable!()
+        };
+        assert!(
+            detail.contains("noncontig backward sample 1: grad[0][0,3] 0"),
+            "{detail}"
+        );
+        assert!(detail.contains("2 of 20 cases wrong"), "{detail}");
+        stats.failures[0].class = "nonfinite_invented".into();
+        assert_eq!(
+            judge(&rule, &obs(Measurement::Sweep(Box::new(stats)))).fail_class(),
+            Some(FailClass::NanInf)
+        );
     }
 }

@@ -16,5 +16,6 @@ pub fn spec(id: &str) -> ProbeSpec {
         needs: vec![],
         isolated: false,
         placement: Default::default(),
+        lane: None,
     }
 }

@@ -75,6 +75,7 @@ fn spec(
         } else {
             gpuprobe_model::probe::Placement::Shared
         },
+        lane: None,
     }
 }
 

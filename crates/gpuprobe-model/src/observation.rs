@@ -41,6 +41,104 @@ pub enum Measurement {
     Invariant(InvariantCheck),
     /// Only measured quantities (see `Observation::metrics`).
     Metrics,
+    /// One operator of the sweep in one dtype, case by case.
+    Sweep(Box<SweepStats>),
+}
+
+/// What one sweep probe (an operator of PyTorch's database in one dtype) saw over its cases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SweepStats {
+    /// The database entry's operator name.
+    pub op: String,
+    /// The entry's variant (empty for the plain entry).
+    #[serde(default)]
+    pub variant_test_name: String,
+    /// The dtype of the inputs.
+    pub dtype: String,
+    /// `value`, `structure` or `shape` (which oracle judged the outputs).
+    #[serde(default)]
+    pub oracle: String,
+    /// Cases judged (a case: one sample, one input transform, one direction).
+    pub cases: u64,
+    /// Cases that were right (including inputs both sides reject).
+    pub passed: u64,
+    /// Wrong cases by class: `wrong_value`, `nonfinite_invented`, `nan_lost`, `structure`.
+    #[serde(default)]
+    pub failed: BTreeMap<String, u64>,
+    /// Cases where the device raised while the reference computed.
+    #[serde(default)]
+    pub device_errors: u64,
+    /// Cases where the device returned values for an input the CPU rejects (reported, not
+    /// counted as wrong math).
+    #[serde(default)]
+    pub invalid_accepted: u64,
+    /// Cases not judged, by reason (no float64 reference, the reference crashed, ...).
+    #[serde(default)]
+    pub unjudged: BTreeMap<String, u64>,
+    /// The first wrong cases.
+    #[serde(default)]
+    pub failures: Vec<SweepFailure>,
+    /// The first device errors.
+    #[serde(default)]
+    pub errors: Vec<SweepError>,
+}
+
+/// One wrong case of a sweep probe.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SweepFailure {
+    /// The failure class.
+    #[serde(rename = "class")]
+    pub class: String,
+    /// The input transform (`base`, `noncontig`, `nan`, ...).
+    pub variant: String,
+    /// `forward` or `backward`.
+    pub direction: String,
+    /// The sample's index in the database's generator.
+    pub sample: u64,
+    /// Which output (`out[i]`) or gradient (`grad[i]`).
+    pub output: String,
+    /// What differs, in words.
+    pub detail: String,
+    /// The first differing element's position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<Vec<u64>>,
+    /// The reference's value there.
+    #[serde(default)]
+    pub expected: String,
+    /// The device's value there.
+    #[serde(default)]
+    pub found: String,
+    /// Every wrong element is zero.
+    #[serde(default)]
+    pub zeros: bool,
+    /// The whole output is zero where the reference is not.
+    #[serde(default)]
+    pub all_zero: bool,
+    /// Wrong elements, of `elements`.
+    #[serde(default)]
+    pub bad_elements: u64,
+    /// Elements compared.
+    #[serde(default)]
+    pub elements: u64,
+    /// Largest absolute error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_err: Option<f64>,
+    /// The bound at the reported element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<f64>,
+}
+
+/// A device error in a sweep case.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SweepError {
+    /// The input transform.
+    pub variant: String,
+    /// `forward` or `backward`.
+    pub direction: String,
+    /// The sample's index.
+    pub sample: u64,
+    /// The exception type and first line.
+    pub message: String,
 }
 
 /// Element-wise comparison of an output with its reference, over all trials.

@@ -164,6 +164,11 @@ pub enum Rule {
     Invariant,
     /// The probe only measures (bandwidth, timings); it passes when it ran.
     Measure,
+    /// The operator sweep: the probe judged each case against its float64 reference with
+    /// the sweep's documented oracles (`docs/probes.md`, "sweep") and reports the failure
+    /// classes it counted; any wrong value fails, a device error where the reference
+    /// computes is an error.
+    Sweep,
 }
 
 fn one() -> f64 {
@@ -202,6 +207,10 @@ pub struct ProbeSpec {
     /// How the probe may share its device with other probes running at the same time.
     #[serde(default, skip_serializing_if = "Placement::is_default")]
     pub placement: Placement,
+    /// The side lane a side probe runs in; absent means its family's lane. A family
+    /// spreads over several lanes by naming them (the sweep's `sweep-1` … `sweep-4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// How a probe shares its device with the probes that run beside it. A device's probes

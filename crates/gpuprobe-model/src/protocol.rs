@@ -228,6 +228,10 @@ pub struct FaultCondition {
     /// Only where the operation runs on the device under test (true) or on the CPU (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_device: Option<bool>,
+    /// Sweep cases only: input transforms (`noncontig`, `nan`, ...) or directions
+    /// (`forward`, `backward`) the fault is limited to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<String>,
 }
 
 /// How a simulated fault breaks the operation.

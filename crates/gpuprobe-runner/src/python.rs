@@ -143,6 +143,7 @@ pub fn query_worker(
     plan_path: &Path,
     mode: gpuprobe_model::protocol::WorkerMode,
     timeout: std::time::Duration,
+    options: BTreeMap<String, serde_json::Value>,
 ) -> Result<Vec<gpuprobe_model::protocol::WorkerEvent>, String> {
     use gpuprobe_model::protocol::{PROTOCOL_VERSION, WorkerEvent, WorkerPlan};
 
@@ -155,7 +156,7 @@ pub fn query_worker(
         probes: Vec::new(),
         seed: 0,
         simulate: None,
-        options: BTreeMap::new(),
+        options,
         wait_for_start: false,
     };
     let text = serde_json::to_string(&plan).map_err(|e| e.to_string())?;
@@ -208,13 +209,27 @@ pub fn query_worker(
 
 /// The probe catalogue (mode `catalog`: the framework is not imported, so this takes a
 /// fraction of a second).
+///
+/// `expand` names the families whose probes depend on the installed framework (the
+/// sweep's operators); listing them makes the worker import it.
 pub fn fetch_catalog(
     command_for: impl Fn(&Path) -> WorkerCommand,
     plan_path: &Path,
     timeout: std::time::Duration,
+    expand: &[&str],
 ) -> Result<Vec<gpuprobe_model::ProbeSpec>, String> {
     use gpuprobe_model::protocol::{WorkerEvent, WorkerMode};
-    let events = query_worker(command_for, plan_path, WorkerMode::Catalog, timeout)?;
+    let mut options = BTreeMap::new();
+    if !expand.is_empty() {
+        options.insert("expand".to_string(), serde_json::json!(expand));
+    }
+    let events = query_worker(
+        command_for,
+        plan_path,
+        WorkerMode::Catalog,
+        timeout,
+        options,
+    )?;
     let mut unusable = None;
     for event in events {
         match event {
@@ -243,7 +258,13 @@ pub fn fetch_env(
         chosen_by: choice.chosen_by.clone(),
         ..PythonEnv::default()
     };
-    match query_worker(command_for, plan_path, WorkerMode::Env, timeout) {
+    match query_worker(
+        command_for,
+        plan_path,
+        WorkerMode::Env,
+        timeout,
+        BTreeMap::new(),
+    ) {
         Ok(events) => {
             for event in events {
                 if let WorkerEvent::Hello {

@@ -33,6 +33,7 @@ pub const KNOWN_OPS: &[&str] = &[
     "collective",
     "save_load",
     "dataloader",
+    "sweep",
     "any",
 ];
 
@@ -47,6 +48,8 @@ pub const KNOWN_EFFECTS: &[&str] = &[
     "hang",
     "exception",
     "oom",
+    "drop_nan",
+    "accept_invalid",
 ];
 
 #[derive(Debug, Deserialize)]

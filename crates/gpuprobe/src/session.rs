@@ -200,7 +200,8 @@ pub fn prepare_new(
     };
     let package_dir = python::extract_package(&run_dir.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
-    let mut catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &mut notes);
+    let expand = expanded_families(tier, &options.only);
+    let mut catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &expand, &mut notes);
     if !options.no_native {
         catalog.extend(gpuprobe_gpu::native_catalog());
     }
@@ -335,7 +336,8 @@ pub fn prepare_existing(
     };
     let package_dir = python::extract_package(&work.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
-    let mut catalog = python_catalog(python.as_ref(), &package_dir, &work, &mut notes);
+    let expand = expanded_families(plan.tier, &plan.only);
+    let mut catalog = python_catalog(python.as_ref(), &package_dir, &work, &expand, &mut notes);
     if plan.native {
         catalog.extend(gpuprobe_gpu::native_catalog());
     }
@@ -426,6 +428,21 @@ fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde
     options
 }
 
+/// The families whose probes depend on the installed framework and that this run needs:
+/// the sweep's operators (PyTorch's operator database, read at run time) for the full
+/// tier, or when an `--only` pattern may name one. Listing them costs a framework import,
+/// so the quick and standard tiers do without.
+pub(crate) fn expanded_families(tier: Tier, only: &[String]) -> Vec<&'static str> {
+    let named = only
+        .iter()
+        .any(|p| p.starts_with("sweep") || p.starts_with('*'));
+    if tier == Tier::Full || named {
+        vec!["sweep"]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The Python probe catalogue, from the user's interpreter, or from any `python3` when that
 /// one cannot even start (the probes are then listed and reported NOT-TESTED with the
 /// reason instead of vanishing).
@@ -433,10 +450,12 @@ fn python_catalog(
     python: Option<&PythonChoice>,
     package_dir: &Path,
     run_dir: &RunDir,
+    expand: &[&str],
     notes: &mut Vec<String>,
 ) -> Vec<ProbeSpec> {
     let plan_path = run_dir.workers_dir().join("catalog.json");
-    let timeout = Duration::from_secs(60);
+    // Listing the sweep's operators imports the framework and its operator database.
+    let timeout = Duration::from_secs(if expand.is_empty() { 60 } else { 240 });
     let mut candidates: Vec<PathBuf> = python
         .map(|p| vec![p.executable.clone()])
         .unwrap_or_default();
@@ -446,6 +465,7 @@ fn python_catalog(
             |plan| python::worker_command(interpreter, package_dir, plan),
             &plan_path,
             timeout,
+            expand,
         );
         match result {
             Ok(catalog) => {

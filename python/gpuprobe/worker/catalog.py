@@ -45,6 +45,9 @@ class ProbeDef:
     #: processes, little device memory is used) or ``exclusive`` (alone on the device, after
     #: everything else: it fills device memory or measures what is free).
     placement: str = "shared"
+    #: The side lane's name (``ProbeSpec.lane``); side probes of one family share a lane
+    #: unless they name one (the sweep spreads over several).
+    lane: str | None = None
 
     def spec(self) -> dict[str, Any]:
         """The ``ProbeSpec`` JSON object (protocol.rs / probe.rs)."""
@@ -63,6 +66,8 @@ class ProbeDef:
             out["isolated"] = True
         if self.placement != "shared":
             out["placement"] = self.placement
+        if self.lane:
+            out["lane"] = self.lane
         return out
 
     def resolve(self) -> Callable[..., Any]:
@@ -86,6 +91,7 @@ FAMILY_MODULES = (
     "gpuprobe.worker.probes.pipeline_specs",
     "gpuprobe.worker.probes.dist_specs",
     "gpuprobe.worker.probes.soak_specs",
+    "gpuprobe.worker.probes.sweep_specs",
     "gpuprobe.worker.probes.fault_specs",
 )
 
@@ -105,6 +111,35 @@ def all_probes() -> dict[str, ProbeDef]:
                 catalog[probe.id] = probe
         _CATALOG = catalog
     return _CATALOG
+
+
+def lookup(probe_id: str) -> ProbeDef | None:
+    """The probe with this id: from the static catalogue, or a well-formed id of a family
+    whose probes depend on the installed framework (the sweep's expanded operators)."""
+    found = all_probes().get(probe_id)
+    if found is not None:
+        return found
+    from gpuprobe.worker.probes import sweep_specs
+
+    return sweep_specs.resolve(probe_id)
+
+
+def expanded(families: list[str], torch: Any) -> tuple[list[ProbeDef], list[str]]:
+    """The framework-dependent probes of ``families`` (mode ``catalog`` with ``expand``),
+    and a note per family that could not be expanded (never raises)."""
+    out: list[ProbeDef] = []
+    notes: list[str] = []
+    for family in families:
+        if family != "sweep":
+            notes.append(f"no framework-dependent probes in family {family!r}")
+            continue
+        try:
+            from gpuprobe.worker.probes import sweep_specs
+
+            out.extend(sweep_specs.expanded_specs(torch))
+        except Exception as exc:  # noqa: BLE001 - sweep.opdb reports the reason when it runs
+            notes.append(f"the sweep's operators could not be listed: {type(exc).__name__}: {exc}")
+    return out, notes
 
 
 def probes_in_tier(tier: str) -> list[ProbeDef]:

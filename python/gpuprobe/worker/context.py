@@ -41,6 +41,10 @@ class ProbeContext:
         self.probe_id = probe_id
         self.options = dict(options or {})
         self.notes: list[str] = []
+        #: Set by a probe whose device context is unusable although its result stands (a
+        #: device-side assert on an input the CPU rejects too): the worker reports the
+        #: result, then exits so that a fresh worker runs the remaining probes.
+        self.restart_worker: str | None = None
 
     def derive_seed(self, tag: str = "") -> int:
         """A seed derived from the plan seed, this probe's id and ``tag``."""

@@ -159,16 +159,29 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     mode = plan["mode"]
     if mode == "catalog":
-        return _catalog_mode(events)
+        return _catalog_mode(events, plan.get("options") or {})
     if mode == "env":
         return _env_mode(events)
     return _run_mode(events, plan)
 
 
-def _catalog_mode(events: EventStream) -> int:
-    # No torch here: listing the catalogue must stay fast and work without a framework.
+def _catalog_mode(events: EventStream, options: dict[str, Any]) -> int:
+    # No torch here unless asked: listing the catalogue must stay fast and work without a
+    # framework. Option ``expand`` (a list of families) adds the probes that depend on the
+    # installed framework (the sweep's operators); that imports torch.
     _hello(events, torch_info=None, unusable=None, packages={}, simulated=False)
-    events.emit({"event": "catalog", "probes": [p.spec() for p in catalog.all_probes().values()]})
+    probes = [p.spec() for p in catalog.all_probes().values()]
+    families = options.get("expand") or []
+    if isinstance(families, list) and families:
+        torch, why = envinfo.import_torch()
+        if torch is None:
+            events.log("warn", f"framework-dependent probes not listed: {why}")
+        else:
+            extra, notes = catalog.expanded([str(f) for f in families], torch)
+            probes.extend(p.spec() for p in extra)
+            for note in notes:
+                events.log("warn", note)
+    events.emit({"event": "catalog", "probes": probes})
     events.emit({"event": "done"})
     return EXIT_OK
 
@@ -224,9 +237,8 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
         events.log("info", f"fault simulation active ({engine.source or 'unnamed'})")
         for message in engine.messages:
             events.log("info", message)
-    probes = catalog.all_probes()
     for probe_id in plan.get("probes", []):
-        status = _run_probe(events, torch, device, plan, probes.get(probe_id), probe_id, simulated)
+        status = _run_probe(events, torch, device, plan, catalog.lookup(probe_id), probe_id, simulated)
         if status is not None:
             return status
     events.emit({"event": "done"})
@@ -274,6 +286,7 @@ def _run_probe(
     result: dict[str, Any] = {"event": "result", "probe": probe_id, "device": device}
     errored = False
     caught: list[warnings.WarningMessage] = []
+    ctx: ProbeContext | None = None
     if probe is None:
         result.update(outcome="error", type="UnknownProbe", message=f"this worker has no probe {probe_id!r}")
         errored = True
@@ -334,6 +347,10 @@ def _run_probe(
                 "elapsed_s": result["elapsed_s"],
             }
         )
+    if ctx is not None and ctx.restart_worker:
+        events.log("warn", f"device context unusable after {probe_id}: {ctx.restart_worker}; exiting so that a fresh "
+                   "worker runs the remaining probes")
+        return EXIT_CONTEXT_LOST
     if errored and device != "cpu":
         problem = _context_problem(torch, device)
         if problem is not None:

@@ -61,16 +61,33 @@ OPS = frozenset(
         "collective",
         "save_load",
         "dataloader",
+        "sweep",
         "any",
     }
 )
 
 #: Effects a fault may have (FaultEffect.kind).
-EFFECTS = frozenset({"zeros", "partial_zeros", "nan", "bitflip", "stale", "crash", "hang", "exception", "oom"})
+EFFECTS = frozenset(
+    {
+        "zeros",
+        "partial_zeros",
+        "nan",
+        "bitflip",
+        "stale",
+        "crash",
+        "hang",
+        "exception",
+        "oom",
+        # sweep only: NaN in the device's output becomes 0 (a NaN that silently disappears),
+        # and the device returns a result for an input it should reject.
+        "drop_nan",
+        "accept_invalid",
+    }
+)
 
 _FAULT_KEYS = frozenset({"name", "description", "op", "when", "effect", "cured_by", "cured_by_all", "only_when_set"})
 _WHEN_KEYS = frozenset(
-    {"methods", "dtypes", "to_dtypes", "min_bytes", "max_bytes", "pinned", "non_blocking", "on_device"}
+    {"methods", "dtypes", "to_dtypes", "min_bytes", "max_bytes", "pinned", "non_blocking", "on_device", "variants"}
 )
 _EFFECT_KEYS = frozenset({"kind", "fraction", "signal", "message"})
 
@@ -128,6 +145,10 @@ class CallInfo:
     pinned: bool | None = None
     non_blocking: bool | None = None
     on_device: bool | None = None
+    #: Input class and direction of a sweep case (``noncontig``, ``nan``, ... / ``forward``,
+    #: ``backward``).
+    variant: str | None = None
+    direction: str | None = None
 
 
 @dataclass
@@ -146,6 +167,7 @@ class Fault:
     pinned: bool | None = None
     non_blocking: bool | None = None
     on_device: bool | None = None
+    variants: tuple[str, ...] = ()
     every: int = 1
     signal_name: str = "SIGABRT"
     message: str | None = None
@@ -165,6 +187,8 @@ class Fault:
         if self.dtypes and (call.dtype is None or normalize_dtype(call.dtype) not in self.dtypes):
             return False
         if self.to_dtypes and (call.to_dtype is None or normalize_dtype(call.to_dtype) not in self.to_dtypes):
+            return False
+        if self.variants and call.variant not in self.variants and call.direction not in self.variants:
             return False
         if self.min_bytes is not None and (call.nbytes is None or call.nbytes < self.min_bytes):
             return False
@@ -266,6 +290,7 @@ def parse_fault(raw: Mapping[str, Any]) -> Fault:
         pinned=_optional_bool(when.get("pinned"), f"fault {name!r}: when.pinned"),
         non_blocking=_optional_bool(when.get("non_blocking"), f"fault {name!r}: when.non_blocking"),
         on_device=_optional_bool(when.get("on_device"), f"fault {name!r}: when.on_device"),
+        variants=_strings(when.get("variants"), f"fault {name!r}: when.variants"),
         every=max(1, round(1.0 / float(fraction))),
         signal_name=signal_name,
         message=message,

@@ -120,6 +120,7 @@ fn task_on(id: &str, placement: Placement, backend: Backend) -> Task {
             needs: vec![],
             isolated: false,
             placement,
+            lane: None,
         },
         device: DeviceRef::Gpu(0),
     }
@@ -234,4 +235,32 @@ fn python_workers_get_a_share_of_the_cores_unless_the_settings_choose() {
         .insert(engine::THREADS_VARIABLE.into(), "3".into());
     let log = run(settings);
     assert_eq!(log["hello:p.main"].1, "3", "the run's settings win");
+}
+
+#[test]
+fn side_probes_that_name_a_lane_get_it_and_the_rest_share_their_familys() {
+    let named = |id: &str, lane: &str| {
+        let mut t = task(id, Placement::Side);
+        t.spec.lane = Some(lane.to_string());
+        t
+    };
+    let lanes = gpuprobe_doctor::engine::lanes_for(vec![
+        named("sweep.add.fp32", "sweep-1"),
+        named("sweep.mul.fp32", "sweep-2"),
+        named("sweep.sub.fp32", "sweep-1"),
+        task("nn.conv2d.fp32", Placement::Side),
+        task("nn.vae.encode.fp32", Placement::Side),
+    ]);
+    let ids: Vec<Vec<&str>> = lanes
+        .iter()
+        .map(|l| l.tasks.iter().map(|t| t.spec.id.as_str()).collect())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            vec!["sweep.add.fp32", "sweep.sub.fp32"],
+            vec!["sweep.mul.fp32"],
+            vec!["nn.conv2d.fp32", "nn.vae.encode.fp32"],
+        ]
+    );
 }

@@ -1,0 +1,366 @@
+"""The sweep's view of PyTorch's operator database (``op_db``): loading, naming, rules.
+
+PyTorch ships a private database of its operators for its own tests,
+``torch.testing._internal.common_methods_invocations.op_db``: one ``OpInfo`` per operator
+variant, with sample inputs, the dtypes each device type supports, whether it is
+differentiable, and PyTorch's own tolerance overrides. The sweep drives every entry it can;
+nothing of the database is copied here, only the rules that decide how an entry is judged.
+
+The module is private and drifts between releases, so everything here degrades: a database
+that cannot be imported is a reason (``load`` never raises), an entry whose attributes are
+missing is treated as unsupported. Its import needs ``expecttest`` (PyTorch's test
+dependency); ordinary environments lack it, so a stand-in module whose ``TestCase`` is
+``unittest.TestCase`` is registered first, and only when the real one is absent.
+
+Probe ids: ``sweep.<op name>[.<variant>].<dtype>``, the name and variant with every
+character outside ``[A-Za-z0-9_.]`` replaced by ``_`` (``nn.functional.interpolate`` has a
+variant ``nearest-exact``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+#: Dtypes the sweep drives, by the short name used in probe ids.
+DTYPES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
+
+#: Operators whose results are random: compared by the structure oracle (shape, dtype,
+#: finiteness), never by value. A name matches when it equals an entry or starts with it
+#: followed by ``_`` (``nn.functional.dropout2d`` by ``nn.functional.dropout``).
+RANDOM_OPS = (
+    "bernoulli",
+    "normal",
+    "log_normal",
+    "cauchy",
+    "exponential",
+    "geometric",
+    "uniform",
+    "multinomial",
+    "poisson",
+    "rand_like",
+    "randn",
+    "randn_like",
+    "randint",
+    "randint_like",
+    "randperm",
+    "nn.functional.dropout",
+    "nn.functional.dropout1d",
+    "nn.functional.dropout2d",
+    "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout",
+    "nn.functional.rrelu",
+    "native_dropout",
+    "nn.functional.fractional_max_pool2d",
+    "nn.functional.fractional_max_pool3d",
+    # Their database samples use dropout (dropout_p > 0 in training mode).
+    "nn.functional.multi_head_attention_forward",
+    "nn.functional.scaled_dot_product_attention",
+)
+
+#: Operators whose outputs are unique only up to a choice the implementation makes
+#: (singular and eigen vectors up to sign or phase, eigenvalues of a general matrix up to
+#: order): structure oracle. A reconstruction oracle would judge them; until then they are
+#: checked for shape, dtype kind and finiteness.
+NON_UNIQUE_OPS = (
+    "svd",
+    "linalg.svd",
+    "svd_lowrank",
+    "pca_lowrank",
+    "linalg.eig",
+    "linalg.eigh",
+    "linalg.eigvals",
+    "eig",
+)
+
+#: Operators that PyTorch documents as non-deterministic on CUDA
+#: (``torch.use_deterministic_algorithms``): writes to duplicate indices land in any order.
+NONDETERMINISTIC_OPS = ("nn.functional.max_unpool1d", "nn.functional.max_unpool2d", "nn.functional.max_unpool3d")
+
+#: Inputs outside an operator's domain that CUDA rejects with a device-side assert (by
+#: design: the check runs in the kernel), which ends the process's device context; the CPU
+#: rejects them with an exception. The sweep does not feed these transforms to these ops:
+#: the outcome is known and each would cost a new worker.
+DEVICE_ASSERT_DOMAINS: dict[str, tuple[str, ...]] = {
+    "nn.functional.binary_cross_entropy": ("nan", "posinf", "neginf"),
+    "bernoulli": ("nan", "posinf", "neginf"),
+    "multinomial": ("nan", "posinf", "neginf"),
+    "__getitem__": ("empty", "size1"),
+    "index_put": ("empty", "size1"),
+}
+
+#: Operators whose output grows combinatorially with the input length: no ``tail*``.
+COMBINATORIAL_OPS = ("combinations", "cartesian_prod")
+
+#: Operators whose output is uninitialized memory (``empty`` and friends): structure oracle.
+UNINITIALIZED_OPS = ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
+
+#: Decompositions, solvers and other matrix functions. Their result on singular or
+#: non-finite input is undefined (LAPACK and cuSOLVER document garbage, an error code or a
+#: NaN, each as correct), and transforms that change values (broadcast rows, injected
+#: NaN/Inf, resized tails) make matrices singular; these operators get only the transforms
+#: that keep values (layout, empty and size-1 batches, the samples as given).
+MATRIX_FUNCTION_PREFIXES = ("linalg.", "_linalg", "torch.ops.aten._linalg")
+MATRIX_FUNCTION_OPS = (
+    "cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
+    "inverse",
+    "det",
+    "logdet",
+    "slogdet",
+    "svd",
+    "svd_lowrank",
+    "pca_lowrank",
+    "qr",
+    "lu",
+    "lu_solve",
+    "lu_unpack",
+    "geqrf",
+    "ormqr",
+    "pinverse",
+    "matrix_exp",
+    "triangular_solve",
+    "lstsq",
+    "eig",
+    "symeig",
+    "matrix_power",
+    "nn.functional.pdist",
+    "norm.nuc",
+)
+
+#: Operators whose integer outputs are positions chosen among equal values (the order of
+#: ties is unspecified, and low-precision inputs tie often). Their index outputs are judged
+#: by the values they select, not compared as numbers.
+ORDER_OPS = (
+    "sort",
+    "argsort",
+    "msort",
+    "topk",
+    "kthvalue",
+    "median",
+    "nanmedian",
+    "mode",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "cummax",
+    "cummin",
+    "nn.functional.max_pool1d",
+    "nn.functional.max_pool2d",
+    "nn.functional.max_pool3d",
+    "nn.functional.adaptive_max_pool1d",
+    "nn.functional.adaptive_max_pool2d",
+    "nn.functional.adaptive_max_pool3d",
+    "nn.functional.fractional_max_pool2d",
+    "nn.functional.fractional_max_pool3d",
+    "unique",
+    "unique_consecutive",
+)
+
+#: Entries that are not operators on dense tensors the sweep can move to a device, each
+#: with the documented reason (shown in the coverage table and as the SKIP reason).
+EXCLUDED: dict[str, str] = {}
+
+#: Default tolerances against the float64 reference, by dtype: (atol, rtol). The device
+#: result of a low-precision dtype is compared with the exact result of its own (rounded)
+#: inputs, so the bound covers the dtype's internal roundings: about 4 units in the last
+#: place for bfloat16 and float16, and 1e-5 (about 80 units) for float32, whose kernels
+#: accumulate over the samples' sizes. float64 uses PyTorch's own float64 defaults.
+BASE_TOLERANCE: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-5, 1e-5),
+    "float16": (1e-3, 4e-3),
+    "bfloat16": (1e-2, 3.2e-2),
+}
+
+
+class DatabaseUnavailable(Exception):
+    """The operator database cannot be loaded here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Database:
+    """The loaded database: the torch version and its entries, by probe-id key."""
+
+    torch_version: str
+    ops: dict[str, Any]
+
+    def entry(self, key: str) -> Any | None:
+        """The OpInfo for an op key (``sweep.<key>.<dtype>``), or None."""
+        return self.ops.get(key)
+
+
+_LOADED: Database | None = None
+_FAILURE: str | None = None
+
+
+def _install_expecttest_stand_in() -> None:
+    if "expecttest" in sys.modules:
+        return
+    try:
+        import expecttest  # noqa: F401 - the real one, when installed
+    except ImportError:
+        import unittest
+
+        stand_in = types.ModuleType("expecttest")
+        stand_in.TestCase = unittest.TestCase  # type: ignore[attr-defined]
+        sys.modules["expecttest"] = stand_in
+
+
+def op_key(name: str, variant: str) -> str:
+    """The id part of an entry: its name and variant, sanitized."""
+    raw = f"{name}.{variant}" if variant else name
+    return re.sub(r"[^A-Za-z0-9_.]", "_", raw)
+
+
+def load(torch: Any) -> Database:
+    """Imports the database once per process; raises ``DatabaseUnavailable`` with the reason."""
+    global _LOADED, _FAILURE
+    if _LOADED is not None:
+        return _LOADED
+    if _FAILURE is not None:
+        raise DatabaseUnavailable(_FAILURE)
+    version = str(getattr(torch, "__version__", "unknown"))
+    try:
+        _install_expecttest_stand_in()
+        from torch.testing._internal.common_methods_invocations import op_db  # type: ignore
+    except BaseException as exc:  # noqa: BLE001 - any import failure is a reason, never a crash
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        _FAILURE = (
+            f"PyTorch's operator database (torch.testing._internal.common_methods_invocations) "
+            f"cannot be loaded on torch {version}: {type(exc).__name__}: {exc}"
+        )
+        raise DatabaseUnavailable(_FAILURE) from exc
+    ops: dict[str, Any] = {}
+    for info in op_db:
+        name = getattr(info, "name", None)
+        if not isinstance(name, str):
+            continue
+        key = op_key(name, str(getattr(info, "variant_test_name", "") or ""))
+        ops.setdefault(key, info)
+    if not ops:
+        _FAILURE = f"PyTorch's operator database on torch {version} holds no entries"
+        raise DatabaseUnavailable(_FAILURE)
+    _LOADED = Database(torch_version=version, ops=ops)
+    return _LOADED
+
+
+def _matches(name: str, names: tuple[str, ...]) -> bool:
+    return any(name == n or name.startswith(n + "_") for n in names)
+
+
+def is_random(name: str) -> bool:
+    """Whether the op's values are random (structure oracle)."""
+    return _matches(name, RANDOM_OPS)
+
+
+def is_uninitialized(name: str) -> bool:
+    """Whether the op returns uninitialized memory (structure oracle)."""
+    return name in UNINITIALIZED_OPS
+
+
+def is_matrix_function(name: str, variant: str = "") -> bool:
+    """Whether the op is a decomposition or solver (only value-keeping transforms)."""
+    return (
+        name.startswith(MATRIX_FUNCTION_PREFIXES)
+        or name in MATRIX_FUNCTION_OPS
+        or op_key(name, variant) in MATRIX_FUNCTION_OPS
+        or name.startswith("special.") and "_polynomial_" in name
+    )
+
+
+def transform_allowed(info: Any, transform: str) -> bool:
+    """Whether the rules let ``transform`` reach this op (see the tables above)."""
+    name = info.name
+    if transform in DEVICE_ASSERT_DOMAINS.get(name, ()):
+        return False
+    if transform.startswith("tail") and name in COMBINATORIAL_OPS:
+        return False
+    return True
+
+
+def is_order_op(name: str) -> bool:
+    """Whether the op's integer outputs are tie-dependent positions."""
+    return name in ORDER_OPS
+
+
+def oracle_for(info: Any) -> str:
+    """``value`` (compare with the reference), ``structure`` (shape, dtype kind,
+    finiteness) or ``shape`` (shape and dtype kind: uninitialized memory may hold anything)."""
+    name = info.name
+    if is_uninitialized(name):
+        return "shape"
+    if (
+        is_random(name)
+        or name in NON_UNIQUE_OPS
+        or name in NONDETERMINISTIC_OPS
+        or bool(getattr(info, "has_nondeterministic_output", False))
+    ):
+        return "structure"
+    return "value"
+
+
+def exclusion(info: Any) -> str | None:
+    """Why the sweep does not drive this entry at all, or None."""
+    key = op_key(info.name, str(getattr(info, "variant_test_name", "") or ""))
+    return EXCLUDED.get(key) or EXCLUDED.get(info.name)
+
+
+def device_type(device: str) -> str:
+    """``cuda`` for ``cuda:N`` (ROCm builds too), else ``cpu``."""
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def supports(info: Any, torch: Any, dtype_name: str, dev_type: str) -> bool:
+    """Whether the database says the op supports ``dtype_name`` on ``dev_type``."""
+    try:
+        return getattr(torch, dtype_name) in info.supported_dtypes(dev_type)
+    except Exception:  # noqa: BLE001 - drifted API: unsupported
+        return False
+
+
+def supports_backward(info: Any, torch: Any, dtype_name: str, dev_type: str) -> bool:
+    """Whether the op is differentiable in ``dtype_name`` on ``dev_type``."""
+    if not bool(getattr(info, "supports_autograd", False)):
+        return False
+    try:
+        return getattr(torch, dtype_name) in info.supported_backward_dtypes(dev_type)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def tolerance(info: Any, torch: Any, dtype_name: str) -> tuple[float, float]:
+    """(atol, rtol) for this op and dtype: the base bound widened by PyTorch's own overrides.
+
+    PyTorch declares per-op tolerances as ``toleranceOverride`` decorators on its tests;
+    every override for this dtype that applies to CUDA or to all device types widens the
+    bound (the largest wins). Overrides for compilers (``TestInductor*``) and other
+    device types are not evidence about eager CUDA kernels and are ignored.
+    """
+    atol, rtol = BASE_TOLERANCE[dtype_name]
+    dtype = getattr(torch, dtype_name)
+    try:
+        from torch.testing._internal.common_device_type import toleranceOverride  # type: ignore
+    except Exception:  # noqa: BLE001
+        return atol, rtol
+    for decorate in getattr(info, "decorators", ()) or ():
+        cls_name = str(getattr(decorate, "cls_name", "") or "")
+        if cls_name.startswith("TestInductor"):
+            continue
+        dev = getattr(decorate, "device_type", None)
+        if dev not in (None, "cuda"):
+            continue
+        for decorator in getattr(decorate, "decorators", ()) or ():
+            if isinstance(decorator, toleranceOverride):
+                tol = getattr(decorator, "d", {}).get(dtype)
+                if tol is not None:
+                    atol = max(atol, float(tol.atol))
+                    rtol = max(rtol, float(tol.rtol))
+    return atol, rtol

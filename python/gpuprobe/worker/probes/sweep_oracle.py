@@ -1,0 +1,318 @@
+"""The sweep's oracles: is one device output right, given the float64 reference?
+
+Every rule that keeps a benign difference from failing is here, and each is documented in
+``docs/probes.md`` (section "sweep"):
+
+- **values:** an element passes when ``|found − ref| ≤ atol + rtol·|ref|`` (the dtype's base
+  bound widened by PyTorch's own per-op overrides, ``sweep_db.tolerance``). A tensor also
+  passes when its largest error is within ``atol + rtol·max|ref|`` (norm-wise: the error of
+  a sum of terms of mixed sign is relative to the terms, not to the small result), and when
+  its largest normalized error is at most twice that of the CPU computing the same op in the
+  same dtype (an error the dtype itself forces on any correct implementation; the CPU's
+  low-precision result is used only as this yardstick, never as the truth).
+- **non-finite values:** a NaN of the reference must be NaN on the device ("NaN lost"
+  otherwise); an infinity must be the same infinity; a NaN or infinity on the device where
+  the reference is finite fails ("NaN/Inf invented"), unless the reference lies beyond the
+  dtype's largest finite value (an overflow the dtype cannot avoid) or the CPU in the same
+  dtype overflows at that element too.
+- **integers and booleans:** equal, except the positions returned by order statistics
+  (``sweep_db.ORDER_OPS``) where ties are possible: low-precision dtypes, and transforms
+  that repeat values (``broadcast``, ``tail*``). Those positions are not compared; the values
+  they select are.
+- **structure** (random ops, uninitialized outputs, ops PyTorch marks non-deterministic):
+  shape and kind of dtype equal, and no NaN/Inf where the reference has none.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+#: Failure classes (``SweepFailure.class`` in the observation).
+WRONG_VALUE = "wrong_value"
+NONFINITE_INVENTED = "nonfinite_invented"
+NAN_LOST = "nan_lost"
+STRUCTURE = "structure"
+
+
+@dataclass
+class LeafFailure:
+    """How one output (or gradient) differs from its reference."""
+
+    cls: str
+    detail: str
+    index: list[int] | None = None
+    expected: str = ""
+    found: str = ""
+    max_err: float | None = None
+    allowed: float | None = None
+    #: Every element that is wrong came back as zero (``zeros``) and the whole output is
+    #: zero where the reference is not (``all_zero``): the classes of dropped writes.
+    zeros: bool = False
+    all_zero: bool = False
+    bad_elements: int = 0
+    elements: int = 0
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.9g}"
+
+
+def _unravel(flat_index: int, shape: tuple[int, ...]) -> list[int]:
+    out: list[int] = []
+    for size in reversed(shape):
+        size = max(int(size), 1)
+        out.append(flat_index % size)
+        flat_index //= size
+    return list(reversed(out))
+
+
+def _first(torch: Any, mask: Any) -> int:
+    return int(torch.nonzero(mask.reshape(-1))[0, 0])
+
+
+def as_comparable(torch: Any, value: Any) -> Any:
+    """A dense, real, CPU tensor for a tensor leaf (sparse → dense, complex → real pairs)."""
+    if value.layout != torch.strided:
+        value = value.to_dense()
+    value = value.detach().cpu()
+    if value.is_complex():
+        value = torch.view_as_real(value.resolve_conj())
+    return value
+
+
+def compare_leaf(
+    torch: Any,
+    found: Any,
+    expected: Any,
+    *,
+    dtype_name: str,
+    atol: float,
+    rtol: float,
+    oracle: str = "value",
+    compare_integers: bool = True,
+    same_dtype_cpu: Callable[[], Any] | None = None,
+    nonfinite_pattern: bool = True,
+    inf_input: bool = False,
+) -> LeafFailure | None:
+    """Judges one output leaf; None when it is right.
+
+    ``nonfinite_pattern`` False compares only elements finite on both sides (transforms of
+    NaN input); ``inf_input`` accepts an infinity where the reference has NaN (how ``inf −
+    inf`` arises depends on the algorithm: a Welford mean of +Inf is NaN on the CPU).
+    """
+    if not isinstance(expected, torch.Tensor) or not isinstance(found, torch.Tensor):
+        return _compare_plain(torch, found, expected, atol=atol, rtol=rtol)
+    found = as_comparable(torch, found)
+    expected = as_comparable(torch, expected)
+    if tuple(found.shape) != tuple(expected.shape):
+        return LeafFailure(
+            STRUCTURE, f"shape {tuple(found.shape)} where the reference has {tuple(expected.shape)}"
+        )
+    if found.dtype.is_floating_point != expected.dtype.is_floating_point:
+        return LeafFailure(STRUCTURE, f"dtype {found.dtype} where the reference has {expected.dtype}")
+    if found.numel() == 0 or oracle == "shape":
+        return None
+    if oracle == "structure":
+        if found.dtype.is_floating_point and bool(torch.isfinite(expected).all()):
+            invented = ~torch.isfinite(found)
+            if bool(invented.any()):
+                i = _first(torch, invented)
+                return LeafFailure(
+                    NONFINITE_INVENTED,
+                    "NaN/Inf in the output of a random or undefined-valued op whose reference has none",
+                    index=_unravel(i, tuple(found.shape)),
+                    found=_fmt(float(found.reshape(-1)[i])),
+                    bad_elements=int(invented.sum()),
+                    elements=found.numel(),
+                )
+        return None
+    if not expected.dtype.is_floating_point:
+        if not compare_integers:
+            return None
+        differ = found.to(torch.int64) != expected.to(torch.int64)
+        if bool(differ.any()):
+            i = _first(torch, differ)
+            return LeafFailure(
+                WRONG_VALUE,
+                f"{int(differ.sum())} of {differ.numel()} integer/boolean elements differ",
+                index=_unravel(i, tuple(found.shape)),
+                expected=str(int(expected.reshape(-1)[i])),
+                found=str(int(found.reshape(-1)[i])),
+                bad_elements=int(differ.sum()),
+                elements=differ.numel(),
+            )
+        return None
+    return _compare_float(torch, found, expected, dtype_name, atol, rtol, same_dtype_cpu, nonfinite_pattern, inf_input)
+
+
+def _compare_plain(torch: Any, found: Any, expected: Any, *, atol: float, rtol: float) -> LeafFailure | None:
+    if isinstance(expected, torch.Tensor) or isinstance(found, torch.Tensor):
+        return LeafFailure(STRUCTURE, f"a {type(found).__name__} where the reference has a {type(expected).__name__}")
+    if isinstance(expected, bool) or isinstance(found, bool):
+        ok = found == expected
+    elif isinstance(expected, (int, float)) and isinstance(found, (int, float)):
+        e, f = float(expected), float(found)
+        if math.isnan(e) or math.isnan(f):
+            ok = math.isnan(e) and math.isnan(f)
+        elif math.isinf(e) or math.isinf(f):
+            ok = e == f
+        else:
+            ok = abs(e - f) <= atol + rtol * abs(e)
+    elif isinstance(expected, complex) or isinstance(found, complex):
+        ok = abs(complex(found) - complex(expected)) <= atol + rtol * abs(complex(expected))
+    else:
+        try:
+            ok = bool(found == expected)
+        except Exception:  # noqa: BLE001 - incomparable values: judged different
+            ok = False
+    if ok:
+        return None
+    return LeafFailure(WRONG_VALUE, "the returned value differs", expected=repr(expected)[:80], found=repr(found)[:80])
+
+
+def _normalized_errors(torch: Any, found: Any, ref: Any, atol: float, rtol: float) -> tuple[Any, Any]:
+    """(error, error / allowed) on elements finite in both."""
+    both = torch.isfinite(found) & torch.isfinite(ref)
+    err = torch.where(both, (found - ref).abs(), torch.zeros_like(ref))
+    allowed = atol + rtol * ref.abs()
+    return err, torch.where(both, err / allowed, torch.zeros_like(ref))
+
+
+def _compare_float(
+    torch: Any,
+    found: Any,
+    expected: Any,
+    dtype_name: str,
+    atol: float,
+    rtol: float,
+    same_dtype_cpu: Callable[[], Any] | None,
+    nonfinite_pattern: bool = True,
+    inf_input: bool = False,
+) -> LeafFailure | None:
+    shape = tuple(found.shape)
+    d = found.double()
+    r = expected.double()
+    fmax = float(torch.finfo(getattr(torch, dtype_name)).max)
+    cpu_cache: list[Any] = []
+
+    def cpu_same() -> Any | None:
+        if not cpu_cache:
+            value = None
+            if same_dtype_cpu is not None and dtype_name != "float64":
+                try:
+                    value = same_dtype_cpu()
+                except Exception:  # noqa: BLE001 - no yardstick then
+                    value = None
+                if isinstance(value, torch.Tensor):
+                    value = as_comparable(torch, value)
+                    value = value.double() if tuple(value.shape) == shape else None
+                else:
+                    value = None
+            cpu_cache.append(value)
+        return cpu_cache[0]
+
+    nan_r = torch.isnan(r)
+    nan_d = torch.isnan(d)
+    lost = nan_r & ~nan_d
+    if inf_input:
+        lost = lost & ~torch.isinf(d)
+    if not nonfinite_pattern:
+        lost = lost & torch.zeros_like(lost)
+    if bool(lost.any()):
+        cpu = cpu_same()
+        if cpu is not None:
+            # The dtype itself loses this NaN on the CPU too (e.g. a different formula at
+            # that precision): not the device's.
+            lost = lost & torch.isnan(cpu)
+    if bool(lost.any()):
+        i = _first(torch, lost)
+        return LeafFailure(
+            NAN_LOST,
+            f"{int(lost.sum())} NaN of the reference came back as numbers",
+            index=_unravel(i, shape),
+            expected="nan",
+            found=_fmt(float(d.reshape(-1)[i])),
+            bad_elements=int(lost.sum()),
+            elements=d.numel(),
+        )
+    inf_r = torch.isinf(r)
+    inf_wrong = inf_r & (d != r)
+    if not nonfinite_pattern:
+        inf_wrong = inf_wrong & torch.isfinite(d)
+    if bool(inf_wrong.any()):
+        cpu = cpu_same()
+        if cpu is not None:
+            inf_wrong = inf_wrong & torch.isfinite(cpu)
+    if bool(inf_wrong.any()):
+        i = _first(torch, inf_wrong)
+        return LeafFailure(
+            WRONG_VALUE,
+            f"{int(inf_wrong.sum())} infinities of the reference differ",
+            index=_unravel(i, shape),
+            expected=_fmt(float(r.reshape(-1)[i])),
+            found=_fmt(float(d.reshape(-1)[i])),
+            bad_elements=int(inf_wrong.sum()),
+            elements=d.numel(),
+        )
+    finite_r = torch.isfinite(r)
+    overflow = finite_r & (r.abs() > fmax)
+    invented = finite_r & ~torch.isfinite(d) & ~overflow
+    if not nonfinite_pattern:
+        invented = invented & torch.zeros_like(invented)
+    if bool(invented.any()):
+        cpu = cpu_same()
+        if cpu is not None:
+            invented = invented & torch.isfinite(cpu)
+        if bool(invented.any()):
+            i = _first(torch, invented)
+            return LeafFailure(
+                NONFINITE_INVENTED,
+                f"{int(invented.sum())} NaN/Inf where the reference is finite",
+                index=_unravel(i, shape),
+                expected=_fmt(float(r.reshape(-1)[i])),
+                found=_fmt(float(d.reshape(-1)[i])),
+                bad_elements=int(invented.sum()),
+                elements=d.numel(),
+            )
+    # Values beyond the dtype's range: any value at or past the largest finite one is right.
+    saturated = overflow & ((d.abs() >= fmax * (1 - rtol)) | torch.isinf(d))
+    comparable = finite_r & torch.isfinite(d) & ~saturated & ~(finite_r & ~torch.isfinite(d))
+    err, ratio = _normalized_errors(torch, torch.where(comparable, d, r), r, atol, rtol)
+    worst = float(ratio.max()) if ratio.numel() else 0.0
+    if worst <= 1.0:
+        return None
+    scale = float(r[finite_r].abs().max()) if bool(finite_r.any()) else 0.0
+    max_err = float(err.max())
+    if max_err <= atol + rtol * scale:
+        return None
+    cpu = cpu_same()
+    if cpu is not None:
+        cpu_ok = torch.isfinite(cpu) & comparable
+        _cerr, cratio = _normalized_errors(torch, torch.where(cpu_ok, cpu, r), r, atol, rtol)
+        cpu_worst = float(cratio.max()) if cratio.numel() else 0.0
+        if worst <= 2.0 * cpu_worst:
+            return None
+    over = ratio > 1.0
+    i = int(ratio.reshape(-1).argmax())
+    zeros_where_nonzero = over & (d == 0) & (r != 0)
+    all_zero = bool((d == 0).all()) and bool((r != 0).any())
+    return LeafFailure(
+        WRONG_VALUE,
+        f"{int(over.sum())} of {d.numel()} elements beyond the bound (largest error {_fmt(max_err)}, "
+        f"{worst:.3g}× the allowed)",
+        index=_unravel(i, shape),
+        expected=_fmt(float(r.reshape(-1)[i])),
+        found=_fmt(float(d.reshape(-1)[i])),
+        max_err=max_err,
+        allowed=float(atol + rtol * abs(float(r.reshape(-1)[i]))),
+        zeros=bool(zeros_where_nonzero.sum() == over.sum()),
+        all_zero=all_zero,
+        bad_elements=int(over.sum()),
+        elements=d.numel(),
+    )

@@ -1,0 +1,265 @@
+"""The sweep's reference, computed in a process of its own.
+
+The float64 CPU reference can fail by itself: LAPACK reports parameter errors for
+non-finite input and, after that, a later call in the same process has died with SIGSEGV.
+A reference that crashes, hangs or raises is the reference's finding and must never be
+blamed on the device, and must not take the device's results down with it. So the worker
+starts one reference process per sweep lane (the GPU hidden from it, CPU only), asks it for
+each case by number (op, dtype, seed, sample, transform, direction: ``sweep_cases`` builds
+the same inputs on both sides, and a digest of them proves it), and restarts it when it
+dies. Messages are length-prefixed pickles on the process's stdin and stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from typing import Any, BinaryIO
+
+_HEADER = struct.Struct("<Q")
+#: Largest message accepted (a reference output is small: the database's samples are).
+MAX_MESSAGE = 1 << 30
+
+
+def _write(stream: BinaryIO, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
+    chunks = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read(stream: BinaryIO) -> Any:
+    header = _read_exact(stream, _HEADER.size)
+    if header is None:
+        raise EOFError("end of stream")
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_MESSAGE:
+        raise ValueError(f"message of {size} bytes")
+    data = _read_exact(stream, size)
+    if data is None:
+        raise EOFError("end of stream")
+    return pickle.loads(data)  # noqa: S301 - our own child process, over a private pipe
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]
+
+
+def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[str, Any]:
+    """Computes one reference (also used in-process by the tests)."""
+    from gpuprobe.worker.probes import sweep_cases, sweep_db
+
+    try:
+        database = sweep_db.load(torch)
+    except sweep_db.DatabaseUnavailable as exc:
+        return {"ok": False, "kind": "unavailable", "error": str(exc)}
+    info = database.entry(request["key"])
+    if info is None:
+        return {"ok": False, "kind": "unavailable", "error": f"no entry {request['key']!r}"}
+    cache_key = (request["key"], request["dtype"], request["seed"], request["requires_grad"])
+    if cache_key not in cache:
+        cache.clear()
+        try:
+            cache[cache_key] = sweep_cases.generate_samples(
+                torch, info, request["dtype"], request["seed"], request["requires_grad"]
+            )
+        except sweep_cases.CaseError as exc:
+            cache[cache_key] = exc
+    samples = cache[cache_key]
+    if isinstance(samples, Exception):
+        return {"ok": False, "kind": "unavailable", "error": str(samples)}
+    if request["sample"] >= len(samples):
+        return {"ok": False, "kind": "mismatch", "error": "the reference generated fewer samples"}
+    sample = samples[request["sample"]]
+    if sweep_cases.digest(torch, sample) != request["digest"]:
+        return {"ok": False, "kind": "mismatch", "error": "the reference built different inputs (non-deterministic sample)"}
+    case = sweep_cases.Case(request["sample"], request["transform"], request["backward"])
+    mode = request.get("mode", "reference")
+    try:
+        outputs = sweep_cases.run_case(torch, info, sample, case, request["seed"], device="cpu", upcast=mode == "reference")
+    except sweep_cases.CaseError as exc:
+        return {"ok": False, "kind": "unavailable", "error": str(exc)}
+    except NotImplementedError as exc:
+        return {"ok": False, "kind": "unsupported", "error": _error_text(exc)}
+    except Exception as exc:  # noqa: BLE001 - the reference rejects the input
+        text = _error_text(exc)
+        kind = "unsupported" if "not implemented for" in text else "rejected"
+        return {"ok": False, "kind": kind, "error": text}
+    return {"ok": True, "outputs": [_detach(torch, o) for o in outputs]}
+
+
+def _detach(torch: Any, value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        if value.layout != torch.strided:
+            value = value.to_dense()
+        return value.contiguous().clone()
+    if isinstance(value, (bool, int, float, complex, str, type(None))):
+        return value
+    try:
+        pickle.dumps(value)
+        return value
+    except Exception:  # noqa: BLE001
+        return repr(value)
+
+
+def serve() -> int:
+    """The reference process: answers requests until its stdin closes."""
+    stdin = sys.stdin.buffer
+    stdout = sys.stdout.buffer
+    # Everything else the op prints must not reach the message stream.
+    sys.stdout = sys.stderr
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import torch
+
+    cache: dict[Any, Any] = {}
+    _write(stdout, {"ok": True, "ready": True, "torch": torch.__version__})
+    while True:
+        try:
+            request = _read(stdin)
+        except (EOFError, ValueError):
+            return 0
+        try:
+            reply = handle(torch, request, cache)
+        except Exception as exc:  # noqa: BLE001 - never die on one bad request
+            reply = {"ok": False, "kind": "rejected", "error": _error_text(exc)}
+        try:
+            _write(stdout, reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            _write(stdout, {"ok": False, "kind": "unavailable", "error": f"reference not transferable: {exc}"})
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class ReferenceProcess:
+    """The worker's handle on its reference process (started on first use, restarted after
+    a death)."""
+
+    def __init__(self, start_timeout_s: float = 180.0) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.start_timeout_s = start_timeout_s
+        self.restarts = 0
+        self.start_failure: str | None = None
+
+    def _start(self) -> None:
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        env = dict(os.environ)
+        # The reference runs on the CPU only: no GPU context, no GPU memory.
+        for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+            env[name] = ""
+        env["GPUPROBE_SWEEP_REFERENCE"] = "1"
+        code = (
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from gpuprobe.worker.probes import sweep_ref; sys.exit(sweep_ref.serve())"
+        )
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", code, package_root],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=False,
+        )
+        hello = self._receive(self.start_timeout_s)
+        if not (isinstance(hello, dict) and hello.get("ready")):
+            reason = hello.get("error") if isinstance(hello, dict) else "no hello"
+            self.close()
+            raise RuntimeError(f"the reference process did not start: {reason}")
+
+    def _receive(self, timeout_s: float) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdout is not None
+        stream = self._proc.stdout
+        ready, _, _ = select.select([stream], [], [], timeout_s)
+        if not ready:
+            return {"ok": False, "kind": "timeout", "error": f"the reference took longer than {timeout_s:.0f} s"}
+        try:
+            return _read(stream)
+        except (EOFError, ValueError, pickle.UnpicklingError) as exc:
+            return {"ok": False, "kind": "crashed", "error": self._death(str(exc))}
+
+    def _death(self, why: str) -> str:
+        assert self._proc is not None
+        try:
+            code = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return f"the reference process stopped answering ({why})"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"the reference process died with {name}"
+        return f"the reference process exited with status {code}"
+
+    def compute(self, request: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
+        """One reference; a dead or hung process is reported, then replaced on the next call."""
+        if self.start_failure is not None:
+            return {"ok": False, "kind": "unavailable", "error": self.start_failure}
+        if self._proc is None or self._proc.poll() is not None:
+            if self._proc is not None:
+                self.restarts += 1
+            try:
+                self._start()
+            except (OSError, RuntimeError) as exc:
+                self.start_failure = str(exc)
+                return {"ok": False, "kind": "unavailable", "error": self.start_failure}
+        assert self._proc is not None and self._proc.stdin is not None
+        started = time.monotonic()
+        try:
+            _write(self._proc.stdin, request)
+        except (BrokenPipeError, OSError) as exc:
+            return {"ok": False, "kind": "crashed", "error": self._death(str(exc))}
+        reply = self._receive(max(1.0, timeout_s - (time.monotonic() - started)))
+        if reply.get("kind") in ("timeout", "crashed"):
+            self.close()
+        return reply
+
+    def close(self) -> None:
+        """Stops the process (it is restarted on the next ``compute``)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+_SHARED: ReferenceProcess | None = None
+
+
+def shared() -> ReferenceProcess:
+    """The worker's one reference process (shared by its sweep probes)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = ReferenceProcess()
+    return _SHARED

@@ -1,0 +1,496 @@
+"""sweep family implementation: one operator of PyTorch's database in one dtype.
+
+For each case (``sweep_cases``) the worker computes the op on the device under test and asks
+the reference process (``sweep_ref``) for the float64 CPU result of the same inputs, then
+judges every output (or gradient) with ``sweep_oracle``. What can happen to a case:
+
+- both compute: the oracle decides (``wrong_value``, ``nonfinite_invented``, ``nan_lost``,
+  ``structure``, or right);
+- the device raises where the reference computes: a device error (ERROR verdict unless a
+  wrong value was also found), with the op, variant and the exception;
+- the reference rejects the input and so does the CPU in the same dtype, but the device
+  returns values: ``invalid_accepted``, reported and not counted as wrong math;
+- both reject the input: right;
+- the reference cannot be had (unsupported in float64, crashed, timed out, built different
+  inputs): the case is not judged and the reason is counted; never blamed on the device.
+
+TF32 is switched off while a probe runs: float32 is judged as float32 (TF32 is a
+documented reduced-precision mode, enabled by default for cuDNN convolutions).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from gpuprobe.worker import simulate
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
+from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_oracle, sweep_ref
+
+#: Failures kept in the observation (the counts cover all of them).
+MAX_REPORTED = 6
+#: Wall-clock budget for one probe's cases; the rest are counted as not run.
+DEFAULT_BUDGET_S = 20.0
+#: Limit for one reference computation.
+REFERENCE_TIMEOUT_S = 60.0
+
+
+class _TF32Off:
+    """TF32 off for matrix products and cuDNN while a probe runs (restored after).
+
+    The database's import disables assignment to the global cuDNN flags (PyTorch's test
+    harness does that), so cuDNN's are set through its ``flags`` context manager, with every
+    other flag kept as it is.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.saved_matmul: Any = None
+        self.cudnn: Any = None
+
+    def __enter__(self) -> None:
+        backends = self.torch.backends
+        self.saved_matmul = backends.cuda.matmul.allow_tf32
+        backends.cuda.matmul.allow_tf32 = False
+        cudnn = backends.cudnn
+        try:
+            self.cudnn = cudnn.flags(
+                enabled=cudnn.enabled,
+                benchmark=cudnn.benchmark,
+                deterministic=cudnn.deterministic,
+                allow_tf32=False,
+            )
+            self.cudnn.__enter__()
+        except (AttributeError, TypeError, RuntimeError):
+            self.cudnn = None
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.cudnn is not None:
+            self.cudnn.__exit__(*exc)
+        self.torch.backends.cuda.matmul.allow_tf32 = self.saved_matmul
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _output_name(index: int, backward: bool) -> str:
+    return f"grad[{index}]" if backward else f"out[{index}]"
+
+
+def _to_host(torch: Any, values: list[Any]) -> list[Any]:
+    out = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
+            if value.layout != torch.strided:
+                value = value.to_dense()
+            value = value.cpu()
+        out.append(value)
+    return out
+
+
+def _fault(op_name: str, dtype_name: str, case: sweep_cases.Case) -> Any:
+    engine = simulate.engine()
+    if engine is None or not engine.wants("sweep"):
+        return None, None
+    call = simulate.CallInfo(
+        op="sweep",
+        method=op_name,
+        dtype=dtype_name,
+        on_device=True,
+        variant=case.transform,
+        direction=case.direction,
+    )
+    return engine, engine.decide(call)
+
+
+def _apply_fault(torch: Any, engine: Any, fault: Any, call_name: str, values: list[Any]) -> list[Any]:
+    """Applies a simulated fault to the device results (labelled SIMULATED in the output)."""
+    if fault is None:
+        return values
+    if fault.effect == "drop_nan":
+        return [torch.nan_to_num(v, nan=0.0) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+    call = simulate.CallInfo(op="sweep", method=call_name)
+    out = []
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.numel() > 0:
+            value = engine.apply(fault, call, value.clone())
+        out.append(value)
+    return out
+
+
+def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
+    """Sweeps one database entry in one dtype on the device under test."""
+    torch = ctx.torch
+    dtype_name = sweep_db.DTYPES[dtype]
+    try:
+        database = sweep_db.load(torch)
+    except sweep_db.DatabaseUnavailable as exc:
+        raise SkipProbe(str(exc)) from None
+    info = database.entry(key)
+    if info is None:
+        raise SkipProbe(f"torch {database.torch_version}'s operator database has no entry {key!r}")
+    excluded = sweep_db.exclusion(info)
+    if excluded:
+        raise SkipProbe(f"excluded: {excluded}")
+    dev_type = sweep_db.device_type(ctx.device_name)
+    if not sweep_db.supports(info, torch, dtype_name, dev_type):
+        raise SkipProbe(f"the database lists no {dtype_name} support for {info.name} on {dev_type}")
+    backward = sweep_db.supports_backward(info, torch, dtype_name, dev_type)
+    oracle = sweep_db.oracle_for(info)
+    atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
+    seed = ctx.derive_seed("samples") % (2**31)
+    generated_with_grad = backward
+    try:
+        samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=backward)
+    except sweep_cases.CaseError as exc:
+        if backward:
+            backward = generated_with_grad = False
+            try:
+                samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=False)
+            except sweep_cases.CaseError:
+                raise SkipProbe(str(exc)) from None
+        else:
+            raise SkipProbe(str(exc)) from None
+    if not samples:
+        raise SkipProbe("the database generated no samples for this dtype")
+    cases = sweep_cases.choose_cases(torch, info, samples, seed, backward, dtype_name)
+    budget = float(ctx.options.get("sweep_budget_s", DEFAULT_BUDGET_S))
+    reference = sweep_ref.shared()
+    tally = _Tally()
+    started = time.monotonic()
+    with _TF32Off(torch):
+        for case in cases:
+            if time.monotonic() - started > budget or tally.context_lost:
+                tally.not_run += 1
+                continue
+            # The worker log names the case a crash interrupts (the supervisor keeps its tail).
+            print(f"gpuprobe sweep: {key} {dtype} {case.transform} {case.direction} sample {case.sample}", file=sys.stderr, flush=True)
+            try:
+                _run_one(ctx, info, key, dtype_name, samples, generated_with_grad, case, seed, oracle, atol, rtol, reference, tally)
+            except _DeviceContextLost:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the harness, not the device: not judged
+                tally.unjudge("harness", f"{case.transform} {case.direction} sample {case.sample}: {_error_text(exc)}")
+    if tally.context_lost:
+        ctx.restart_worker = tally.context_lost
+    return tally.output(info, key, dtype_name, seed, oracle, atol, rtol, len(samples), reference, time.monotonic() - started)
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.cases = 0
+        self.passed = 0
+        self.failed: dict[str, int] = {}
+        self.failures: list[dict[str, Any]] = []
+        self.device_errors: list[dict[str, Any]] = []
+        self.device_error_count = 0
+        self.invalid_accepted = 0
+        self.invalid_examples: list[str] = []
+        self.unjudged: dict[str, int] = {}
+        self.unjudged_examples: list[str] = []
+        self.not_run = 0
+        self.context_lost: str | None = None
+        self.variants: set[str] = set()
+        self.directions: set[str] = set()
+
+    def unjudge(self, kind: str, text: str) -> None:
+        self.unjudged[kind] = self.unjudged.get(kind, 0) + 1
+        if len(self.unjudged_examples) < 3:
+            self.unjudged_examples.append(text)
+
+    def output(
+        self,
+        info: Any,
+        key: str,
+        dtype_name: str,
+        seed: int,
+        oracle: str,
+        atol: float,
+        rtol: float,
+        sample_count: int,
+        reference: sweep_ref.ReferenceProcess,
+        seconds: float,
+    ) -> ProbeOutput:
+        measurement = {
+            "kind": "sweep",
+            "op": info.name,
+            "variant_test_name": str(getattr(info, "variant_test_name", "") or ""),
+            "dtype": dtype_name,
+            "oracle": oracle,
+            "cases": self.cases,
+            "passed": self.passed,
+            "failed": dict(sorted(self.failed.items())),
+            "device_errors": self.device_error_count,
+            "invalid_accepted": self.invalid_accepted,
+            "unjudged": dict(sorted(self.unjudged.items())),
+            "failures": self.failures,
+            "errors": self.device_errors,
+        }
+        notes = []
+        if self.invalid_accepted:
+            notes.append(
+                f"the device accepted {self.invalid_accepted} input(s) the CPU rejects (not counted as wrong math): "
+                + "; ".join(self.invalid_examples)
+            )
+        if self.unjudged:
+            notes.append(
+                "cases without a usable reference (not judged): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.unjudged.items()))
+                + ("; e.g. " + " | ".join(self.unjudged_examples) if self.unjudged_examples else "")
+            )
+        if self.context_lost:
+            notes.append(self.context_lost)
+        if self.not_run:
+            reason = "the device context was lost" if self.context_lost else "the probe's time budget was spent"
+            notes.append(f"{self.not_run} case(s) not run: {reason}")
+        metrics = {
+            "op": info.name,
+            "dtype": dtype_name,
+            "samples": sample_count,
+            "variants": ",".join(t for t in sweep_cases.TRANSFORMS if t in self.variants),
+            "directions": ",".join(sorted(self.directions)),
+            "atol": atol,
+            "rtol": rtol,
+            "seed": seed,
+            "reference_restarts": reference.restarts,
+            "seconds": round(seconds, 3),
+            "not_run": self.not_run,
+        }
+        return ProbeOutput(measurement=measurement, metrics=metrics, notes=notes)
+
+
+def _run_one(
+    ctx: ProbeContext,
+    info: Any,
+    key: str,
+    dtype_name: str,
+    samples: list[Any],
+    generated_with_grad: bool,
+    case: sweep_cases.Case,
+    seed: int,
+    oracle: str,
+    atol: float,
+    rtol: float,
+    reference: sweep_ref.ReferenceProcess,
+    tally: _Tally,
+) -> None:
+    torch = ctx.torch
+    sample = samples[case.sample]
+    where = f"{case.transform} {case.direction} sample {case.sample}"
+    engine, fault = _fault(info.name, dtype_name, case)
+    device_values: list[Any] | None = None
+    device_error: str | None = None
+    context_lost: str | None = None
+    try:
+        if fault is not None and fault.effect in ("exception", "crash", "hang", "oom"):
+            engine.apply(fault, simulate.CallInfo(op="sweep", method=info.name), None)
+        values = sweep_cases.run_case(torch, info, sample, case, seed, device=ctx.device, upcast=False)
+        ctx.sync()
+        device_values = _to_host(torch, values)
+        if fault is not None and fault.effect != "accept_invalid":
+            device_values = _apply_fault(torch, engine, fault, info.name, device_values)
+    except sweep_cases.CaseError as exc:
+        tally.unjudge("not_applicable", f"{where}: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001 - a device error is a finding, judged below
+        device_error = _error_text(exc)
+        if fault is not None and fault.effect == "accept_invalid":
+            # Simulated: the device returns a result instead of rejecting the input.
+            device_error, device_values = None, []
+        elif ctx.is_gpu:
+            context_lost = _context_problem(torch, ctx.device)
+    request = {
+        "key": key,
+        "dtype": dtype_name,
+        "seed": seed,
+        "requires_grad": generated_with_grad,
+        "sample": case.sample,
+        "transform": case.transform,
+        "backward": case.backward,
+        "digest": sweep_cases.digest(torch, sample),
+    }
+    ref = reference.compute(request, REFERENCE_TIMEOUT_S)
+    if context_lost is not None:
+        if not ref.get("ok") and ref.get("kind") == "rejected":
+            # Both reject the input; the device did so with a device-side assert, which ends
+            # its context. The probe's result stands; the worker must be replaced.
+            tally.cases += 1
+            tally.passed += 1
+            tally.context_lost = f"{where}: the device rejected an input the CPU rejects too ({device_error}), and its context is unusable afterwards"
+            return
+        raise _DeviceContextLost(
+            f"{info.name} {dtype_name} {where}: the device raised {device_error} on an input the CPU computes, and its "
+            f"context is unusable afterwards ({context_lost})"
+        )
+    tally.variants.add(case.transform)
+    tally.directions.add(case.direction)
+    if not ref.get("ok"):
+        kind = ref.get("kind", "rejected")
+        if kind != "rejected":
+            tally.unjudge(kind, f"{where}: {ref.get('error', '')}"[:200])
+            return
+        tally.cases += 1
+        if device_error is not None:
+            tally.passed += 1  # both reject the input
+            return
+        same = reference.compute({**request, "mode": "same_dtype"}, REFERENCE_TIMEOUT_S)
+        if same.get("ok"):
+            # float64 is refused but the dtype itself computes: no reference for this case.
+            tally.cases -= 1
+            tally.unjudge("no_float64_reference", f"{where}: {ref.get('error', '')}"[:200])
+            return
+        tally.invalid_accepted += 1
+        if len(tally.invalid_examples) < 3:
+            tally.invalid_examples.append(f"{where} (CPU: {ref.get('error', '')})"[:200])
+        tally.passed += 1
+        return
+    if device_error is not None:
+        declared = _declared_limitation(device_error)
+        if declared:
+            tally.unjudge(declared, f"{where}: {device_error}"[:200])
+            return
+    tally.cases += 1
+    if device_error is not None:
+        tally.device_error_count += 1
+        if len(tally.device_errors) < MAX_REPORTED:
+            tally.device_errors.append(
+                {"variant": case.transform, "direction": case.direction, "sample": case.sample, "message": device_error}
+            )
+        return
+    expected = ref["outputs"]
+    assert device_values is not None
+    if len(expected) != len(device_values):
+        _record(
+            tally,
+            case,
+            "structure",
+            sweep_oracle.LeafFailure(
+                sweep_oracle.STRUCTURE, f"{len(device_values)} outputs where the reference has {len(expected)}"
+            ),
+            "out",
+        )
+        return
+    nonfinite_input = case.transform in ("nan", "posinf", "neginf")
+    # Integers converted from NaN/Inf are undefined (C++ float-to-integer conversion).
+    compare_integers = not nonfinite_input and not (
+        sweep_db.is_order_op(info.name)
+        and (dtype_name in ("float16", "bfloat16") or case.transform in sweep_cases.REPEATS_VALUES)
+    )
+    # Transforms mix every input into every output: where a NaN/Inf input lands depends on
+    # the algorithm's order of operations; only elements finite on both sides are compared.
+    mixing = info.name.startswith("fft.") and nonfinite_input
+    same_cache: dict[str, Any] = {}
+
+    def same_dtype_output(index: int) -> Any:
+        if "reply" not in same_cache:
+            same_cache["reply"] = reference.compute({**request, "mode": "same_dtype"}, REFERENCE_TIMEOUT_S)
+        reply = same_cache["reply"]
+        if not reply.get("ok") or index >= len(reply["outputs"]):
+            return None
+        return reply["outputs"][index]
+
+    for index, (found, wanted) in enumerate(zip(device_values, expected)):
+        if found is None and wanted is None:
+            continue
+        if case.backward and (found is None or wanted is None):
+            # One side's autograd saw no dependence: an all-zero gradient is the same thing.
+            other = found if found is not None else wanted
+            if isinstance(other, torch.Tensor) and not bool((other.detach().cpu().double() == 0).all()):
+                _record(tally, case, sweep_oracle.STRUCTURE, sweep_oracle.LeafFailure(
+                    sweep_oracle.STRUCTURE, "a gradient is missing on one side and non-zero on the other"), _output_name(index, True))
+                return
+            continue
+        failure = sweep_oracle.compare_leaf(
+            torch,
+            found,
+            wanted,
+            dtype_name=dtype_name,
+            atol=atol,
+            rtol=rtol,
+            oracle=oracle,
+            compare_integers=compare_integers,
+            same_dtype_cpu=lambda i=index: same_dtype_output(i),
+            nonfinite_pattern=not mixing,
+            inf_input=case.transform in ("posinf", "neginf"),
+        )
+        if failure is not None and failure.cls == sweep_oracle.STRUCTURE and _reference_odd(torch, found, wanted, same_dtype_output(index)):
+            tally.unjudge("reference_structure", f"{where}: {failure.detail}"[:200])
+            return
+        if failure is not None:
+            _record(tally, case, failure.cls, failure, _output_name(index, case.backward))
+            return
+    tally.passed += 1
+
+
+def _record(tally: _Tally, case: sweep_cases.Case, cls: str, failure: sweep_oracle.LeafFailure, output: str) -> None:
+    tally.failed[cls] = tally.failed.get(cls, 0) + 1
+    if len(tally.failures) < MAX_REPORTED:
+        entry: dict[str, Any] = {
+            "class": cls,
+            "variant": case.transform,
+            "direction": case.direction,
+            "sample": case.sample,
+            "output": output,
+            "detail": failure.detail,
+            "expected": failure.expected,
+            "found": failure.found,
+            "zeros": failure.zeros,
+            "all_zero": failure.all_zero,
+            "bad_elements": failure.bad_elements,
+            "elements": failure.elements,
+        }
+        if failure.index is not None:
+            entry["index"] = failure.index
+        if failure.max_err is not None:
+            entry["max_err"] = failure.max_err
+        if failure.allowed is not None:
+            entry["allowed"] = failure.allowed
+        tally.failures.append(entry)
+
+
+class _DeviceContextLost(RuntimeError):
+    """The device failed on valid input and its context is unusable: the probe errors."""
+
+
+#: Device errors in which the backend declares a documented limitation (cuFFT's half
+#: precision sizes, LAPACK drivers that CUDA lacks) or an argument that must stay on the
+#: host (samples are generated on the CPU, so the sweep cannot know which ones).
+_DECLARED = (
+    ("not supported on cuda", "unsupported_on_device"),
+    ("only supports dimensions whose sizes are powers of two", "unsupported_on_device"),
+    ("to be on cpu", "host_argument"),
+)
+
+
+def _declared_limitation(message: str) -> str | None:
+    lowered = message.lower()
+    for pattern, kind in _DECLARED:
+        if pattern in lowered:
+            return kind
+    return None
+
+
+def _reference_odd(torch: Any, found: Any, wanted: Any, same: Any) -> bool:
+    """A shape difference that is the reference's: an empty auxiliary output (saved
+    statistics some backends do not return), or the CPU in the sample's own dtype agreeing
+    with the device."""
+    if not isinstance(found, torch.Tensor) or not isinstance(wanted, torch.Tensor):
+        return False
+    if (found.numel() == 0) != (wanted.numel() == 0):
+        return True
+    return isinstance(same, torch.Tensor) and tuple(same.shape) == tuple(found.shape)
+
+
+def _context_problem(torch: Any, device: Any) -> str | None:
+    try:
+        torch.cuda.synchronize(device)
+        value = (torch.ones(1, device=device) + 1).item()
+    except Exception as exc:  # noqa: BLE001
+        return _error_text(exc)
+    if value != 2.0:
+        return f"1 + 1 returned {value}"
+    return None

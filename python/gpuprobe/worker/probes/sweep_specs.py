@@ -1,0 +1,156 @@
+"""sweep family catalogue: PyTorch's operator database, operator by operator, against float64.
+
+Id grammar: ``sweep.<op>[.<variant>].<dtype>`` (``sweep_db.op_key``), dtype ``fp32``,
+``bf16``, ``fp16`` or ``fp64``; plus ``sweep.opdb``, which loads the database and reports
+what the sweep can drive on this torch (its version, the number of entries, per dtype).
+
+Which ids exist depends on the installed torch, so the catalogue has two parts:
+
+- static (this module, no torch): ``sweep.opdb`` and the ``standard`` tier's fixed subset,
+  ``STANDARD_OPS`` × ``STANDARD_DTYPES``: everyday operators of each kind (elementwise,
+  reductions, scans, matrix products, convolution, normalization, activations, losses,
+  indexing, sorting, pooling, resampling, attention), small enough for the standard tier's
+  budget;
+- expanded (``expanded_specs``, mode ``catalog`` with option ``expand: ["sweep"]``, which
+  imports torch): every database entry × every dtype the database lists for the device
+  type, in the ``full`` tier. The supervisor asks for it only when the run needs it
+  (``--tier full``, or an ``--only`` pattern that names the sweep).
+
+Every sweep probe runs in a side lane (its time goes to float64 references on the host):
+the standard subset in lane ``sweep-1``, the rest spread over ``LANES`` lanes by a hash of
+the op, so the full sweep uses several cores.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from gpuprobe.worker.catalog import MEASURE, ProbeDef
+
+_RUN = "gpuprobe.worker.probes.sweep_run"
+#: The sweep's own rule (``Rule::Sweep``): the judge reads the failure classes it observed.
+SWEEP_RULE: dict[str, Any] = {"kind": "sweep"}
+#: Side lanes of the full sweep.
+LANES = 4
+#: Time limit of one sweep probe: its case budget (20 s) plus the reference process's start.
+TIMEOUT_S = 240.0
+
+#: The standard tier's subset (database keys), one or two of each kind of operator.
+STANDARD_OPS = (
+    "add",
+    "mul",
+    "div.no_rounding_mode",
+    "exp",
+    "rsqrt",
+    "pow",
+    "clamp",
+    "where",
+    "sum",
+    "mean",
+    "var",
+    "amax",
+    "cumsum",
+    "matmul",
+    "bmm",
+    "nn.functional.linear",
+    "nn.functional.conv2d",
+    "nn.functional.layer_norm",
+    "nn.functional.group_norm",
+    "softmax",
+    "log_softmax",
+    "nn.functional.gelu",
+    "nn.functional.silu",
+    "nn.functional.cross_entropy",
+    "nn.functional.embedding",
+    "index_select",
+    "gather",
+    "scatter_add",
+    "sort",
+    "topk",
+    "nn.functional.avg_pool2d",
+    "nn.functional.interpolate.bilinear",
+    "nn.functional.scaled_dot_product_attention",
+)
+STANDARD_DTYPES = ("fp32", "bf16")
+#: The tier the fixed subset runs in. It is meant for ``standard``; it stays in ``full``
+#: until its cost inside the standard tier's 30 s budget is measured on a GPU host.
+SUBSET_TIER = "full"
+DTYPE_ORDER = ("fp32", "bf16", "fp16", "fp64")
+
+
+def lane_for(key: str) -> str:
+    """The side lane of a full-tier sweep probe."""
+    return f"sweep-{zlib.crc32(key.encode()) % LANES + 1}"
+
+
+def probe(key: str, dtype: str, tier: str, lane: str | None = None) -> ProbeDef:
+    """The ProbeDef of ``sweep.<key>.<dtype>``."""
+    return ProbeDef(
+        f"sweep.{key}.{dtype}",
+        tier,
+        SWEEP_RULE,
+        f"{key} in {dtype} on the device (forward and backward, every input transform) against float64 on the CPU",
+        f"{_RUN}:run_op",
+        {"key": key, "dtype": dtype},
+        timeout_s=TIMEOUT_S,
+        placement="side",
+        lane=lane or lane_for(key),
+    )
+
+
+def specs() -> list[ProbeDef]:
+    """The static part: the database report and the standard subset."""
+    out = [
+        ProbeDef(
+            "sweep.opdb",
+            SUBSET_TIER,
+            MEASURE,
+            "loads PyTorch's operator database and counts what the sweep drives on this torch",
+            "gpuprobe.worker.probes.sweep_coverage:run_opdb",
+            timeout_s=TIMEOUT_S,
+            placement="side",
+            lane="sweep-1",
+        )
+    ]
+    for key in STANDARD_OPS:
+        for dtype in STANDARD_DTYPES:
+            out.append(probe(key, dtype, SUBSET_TIER, lane="sweep-1"))
+    return out
+
+
+def resolve(probe_id: str) -> ProbeDef | None:
+    """The ProbeDef of any well-formed sweep id (the expanded ones are not in the static
+    catalogue); None for anything else."""
+    if not probe_id.startswith("sweep."):
+        return None
+    body, _, dtype = probe_id[len("sweep.") :].rpartition(".")
+    if not body or dtype not in DTYPE_ORDER:
+        return None
+    subset = body in STANDARD_OPS and dtype in STANDARD_DTYPES
+    return probe(body, dtype, SUBSET_TIER if subset else "full", lane="sweep-1" if subset else None)
+
+
+def expanded_specs(torch: Any) -> list[ProbeDef]:
+    """Every database entry × dtype the database lists for this machine's device type."""
+    from gpuprobe.worker.probes import sweep_db
+
+    database = sweep_db.load(torch)
+    dev_type = "cuda" if _has_gpu(torch) else "cpu"
+    static = {p.id for p in specs()}
+    out = []
+    for key, info in database.ops.items():
+        for dtype in DTYPE_ORDER:
+            if not sweep_db.supports(info, torch, sweep_db.DTYPES[dtype], dev_type):
+                continue
+            definition = probe(key, dtype, "full")
+            if definition.id not in static:
+                out.append(definition)
+    return out
+
+
+def _has_gpu(torch: Any) -> bool:
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,172 @@
+"""The sweep family on the CPU: a healthy run passes, planted faults of each oracle class are
+caught and classified (fault simulation), an unavailable database is a SKIP with its reason,
+the expanded catalogue lists the database, and docs/probes.md holds the coverage table this
+code generates."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from conftest import PACKAGE_DIR, run_plan
+
+SEED = 4242
+#: A small cross-section: elementwise, reduction, scan, convolution, sort, normalization.
+HEALTHY = [
+    "sweep.add.fp32",
+    "sweep.add.bf16",
+    "sweep.sum.fp32",
+    "sweep.cumsum.bf16",
+    "sweep.nn.functional.conv2d.fp32",
+    "sweep.sort.fp32",
+    "sweep.nn.functional.layer_norm.bf16",
+    "sweep.mul.fp64",
+]
+
+
+def _fault(name: str, effect: str, methods: list[str], variants: list[str] | None = None) -> dict[str, Any]:
+    when: dict[str, Any] = {"methods": methods}
+    if variants:
+        when["variants"] = variants
+    return {"name": name, "op": "sweep", "when": when, "effect": {"kind": effect}}
+
+
+def _measurement(run: Any, probe: str) -> dict[str, Any]:
+    result = run.results()[probe]
+    assert result["outcome"] == "observed", result
+    return result["observation"]["measurement"]
+
+
+@pytest.fixture(scope="module")
+def healthy() -> Any:
+    run = run_plan(HEALTHY, seed=SEED, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_healthy_cpu_sweep_passes(healthy: Any) -> None:
+    for probe in HEALTHY:
+        m = _measurement(healthy, probe)
+        assert m["kind"] == "sweep"
+        assert m["cases"] >= 5, (probe, m)
+        assert m["failed"] == {} and m["device_errors"] == 0, (probe, m["failures"], m["errors"])
+        assert m["passed"] == m["cases"], probe
+
+
+def test_cases_cover_transforms_and_directions(healthy: Any) -> None:
+    metrics = healthy.results()["sweep.add.fp32"]["observation"]["metrics"]
+    variants = set(metrics["variants"].split(","))
+    assert {"base", "noncontig", "transposed", "broadcast", "nan", "posinf", "empty", "size1", "tail257"} <= variants
+    assert metrics["directions"] == "backward,forward"
+    conv = healthy.results()["sweep.nn.functional.conv2d.fp32"]["observation"]["metrics"]
+    assert "channels_last" in conv["variants"].split(",")
+
+
+@pytest.fixture(scope="module")
+def planted() -> Any:
+    faults = [
+        _fault("wrong-noncontig", "partial_zeros", ["add"], ["noncontig"]),
+        _fault("zeros", "zeros", ["cumsum"]),
+        _fault("nan", "nan", ["nn.functional.conv2d"]),
+        _fault("lost-nan", "drop_nan", ["sort"], ["nan"]),
+        _fault("raise", "exception", ["mul"], ["transposed"]),
+        _fault("grad", "partial_zeros", ["nn.functional.layer_norm"], ["backward"]),
+    ]
+    probes = [
+        "sweep.add.fp64",
+        "sweep.cumsum.fp32",
+        "sweep.nn.functional.conv2d.fp32",
+        "sweep.sort.fp32",
+        "sweep.mul.fp32",
+        "sweep.nn.functional.layer_norm.fp32",
+        "sweep.sum.fp32",
+    ]
+    run = run_plan(probes, seed=SEED, simulate={"source": "test", "fault": faults}, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_planted_faults_are_caught_and_classified(planted: Any) -> None:
+    add = _measurement(planted, "sweep.add.fp64")
+    # Planted on non-contiguous inputs only: caught there and nowhere else.
+    assert add["failed"].get("wrong_value", 0) >= 1, add
+    assert {f["variant"] for f in add["failures"]} == {"noncontig"}, add["failures"]
+    cumsum = _measurement(planted, "sweep.cumsum.fp32")
+    assert cumsum["failed"].get("wrong_value", 0) >= 1
+    assert any(f["all_zero"] for f in cumsum["failures"]), cumsum["failures"]
+    conv = _measurement(planted, "sweep.nn.functional.conv2d.fp32")
+    assert conv["failed"].get("nonfinite_invented", 0) >= 1, conv
+    sort = _measurement(planted, "sweep.sort.fp32")
+    assert sort["failed"].get("nan_lost", 0) >= 1, sort
+    mul = _measurement(planted, "sweep.mul.fp32")
+    assert mul["device_errors"] >= 1 and mul["failed"] == {}, mul
+    assert all(e["variant"] == "transposed" for e in mul["errors"])
+    norm = _measurement(planted, "sweep.nn.functional.layer_norm.fp32")
+    assert norm["failed"] and {f["direction"] for f in norm["failures"]} == {"backward"}, norm
+    # A fault aimed at other ops leaves this one alone.
+    assert _measurement(planted, "sweep.sum.fp32")["failed"] == {}
+    for result in planted.results().values():
+        assert any("SIMULATED" in n for n in result["observation"]["notes"])
+
+
+def test_unavailable_database_is_a_skip_with_reason(tmp_path: Any) -> None:
+    # A torch.testing._internal that cannot be imported stands for a torch without it.
+    shadow = tmp_path / "shadow"
+    (shadow / "torch_shadow").mkdir(parents=True)
+    sitecustomize = shadow / "sitecustomize.py"
+    sitecustomize.write_text(
+        "import sys\n"
+        "class _Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('torch.testing._internal.common_methods_invocations'):\n"
+        "            raise ImportError('blocked for the test')\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Block())\n",
+        encoding="utf-8",
+    )
+    env = {"PYTHONPATH": str(shadow) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    run = run_plan(["sweep.add.fp32", "sweep.opdb"], seed=SEED, env_extra=env, timeout=300)
+    results = run.results()
+    for probe in ("sweep.add.fp32", "sweep.opdb"):
+        assert results[probe]["outcome"] == "skip", results[probe]
+        assert "operator database" in results[probe]["reason"] and "blocked for the test" in results[probe]["reason"]
+
+
+def test_opdb_probe_counts_what_it_drives() -> None:
+    run = run_plan(["sweep.opdb"], seed=SEED, timeout=300)
+    metrics = run.results()["sweep.opdb"]["observation"]["metrics"]
+    assert metrics["entries"] > 500 and 0 < metrics["driven"] <= metrics["entries"]
+    assert metrics["fp32_forward"] >= metrics["fp32_backward"] > 100
+
+
+def test_expanded_catalogue_lists_the_database() -> None:
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); import torch; "
+        "from gpuprobe.worker import catalog; "
+        "extra, notes = catalog.expanded(['sweep'], torch); "
+        "print(json.dumps([len(extra), notes, extra[0].spec() if extra else None]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(PACKAGE_DIR)], capture_output=True, text=True, check=True)
+    import json
+
+    count, notes, first = json.loads(out.stdout.strip().splitlines()[-1])
+    assert count > 1000 and notes == []
+    assert first["id"].startswith("sweep.") and first["rule"] == {"kind": "sweep"}
+    assert first["placement"] == "side" and first["lane"].startswith("sweep-") and first["tier"] == "full"
+
+
+def test_docs_hold_the_generated_coverage_table() -> None:
+    import torch
+
+    from gpuprobe.worker.probes import sweep_coverage
+
+    text = (PACKAGE_DIR.parent / "docs" / "probes.md").read_text(encoding="utf-8")
+    begin, end = "<!-- sweep-coverage:begin -->\n", "<!-- sweep-coverage:end -->"
+    assert begin in text and end in text
+    documented = text.split(begin, 1)[1].split(end, 1)[0]
+    assert documented == sweep_coverage.markdown(torch), (
+        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.sweep_coverage"
+    )
