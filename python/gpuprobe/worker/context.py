@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuprobe.worker import simulate
 from gpuprobe.worker.patterns import derive_seed
 
 
@@ -71,6 +72,25 @@ class ProbeContext:
     def timer(self) -> Timer:
         """A wall-clock timer that synchronizes the device at start and stop."""
         return Timer(self)
+
+
+def device_context_problem(torch: Any, device: Any) -> str | None:
+    """Whether the GPU context survived an error: None, or what is wrong with it.
+
+    Some CUDA/HIP errors are sticky ("an illegal memory access was encountered"): they poison
+    the context, and every later call in this process fails with the same error. Running the
+    remaining probes here would blame them all for one fault, so the worker exits with
+    ``EXIT_CONTEXT_LOST`` instead and the supervisor starts a fresh worker for the rest.
+    """
+    try:
+        with simulate.bypassed():
+            torch.cuda.synchronize(device)
+            value = (torch.ones(1, device=device) + 1).item()
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}"
+    if value != 2.0:
+        return f"1 + 1 returned {value} on {device}"
+    return None
 
 
 class Timer:

@@ -13,7 +13,7 @@ torch facts, done) and ``run`` (hello, then begin/result per probe, then done).
 
 Exit status: 0 when the plan ran (including when torch is unusable: hello says why and the
 supervisor marks the probes NOT-TESTED), 2 for a bad command line or plan, 3 when the device
-context became unusable after a probe error (see ``_context_problem``).
+context became unusable after a probe error (see ``context.device_context_problem``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import warnings
 from typing import Any
 
 from gpuprobe.worker import catalog, envinfo, simulate
-from gpuprobe.worker.context import ProbeContext, SkipProbe
+from gpuprobe.worker.context import ProbeContext, SkipProbe, device_context_problem
 from gpuprobe.worker.events import EventStream
 
 PROTOCOL_VERSION = 1
@@ -352,7 +352,7 @@ def _run_probe(
                    "worker runs the remaining probes")
         return EXIT_CONTEXT_LOST
     if errored and device != "cpu":
-        problem = _context_problem(torch, device)
+        problem = device_context_problem(torch, device)
         if problem is not None:
             events.log(
                 "warn",
@@ -360,25 +360,6 @@ def _run_probe(
                 "runs the remaining probes",
             )
             return EXIT_CONTEXT_LOST
-    return None
-
-
-def _context_problem(torch: Any, device: str) -> str | None:
-    """Whether the GPU context survived a probe error.
-
-    Some CUDA/HIP errors are sticky ("an illegal memory access was encountered"): they poison
-    the context, and every later call in this process fails with the same error. Running the
-    remaining probes here would blame them all for one fault, so the worker exits with
-    ``EXIT_CONTEXT_LOST`` instead and the supervisor starts a fresh worker for the rest.
-    """
-    try:
-        with simulate.bypassed():
-            torch.cuda.synchronize(device)
-            value = (torch.ones(1, device=device) + 1).item()
-    except Exception as exc:  # noqa: BLE001
-        return f"{type(exc).__name__}: {exc}"
-    if value != 2.0:
-        return f"1 + 1 returned {value} on {device}"
     return None
 
 

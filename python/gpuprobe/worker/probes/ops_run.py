@@ -342,11 +342,28 @@ def tf32_mode(torch: Any, enabled: bool) -> Iterator[None]:
             matmul.fp32_precision, cudnn.conv.fp32_precision = old
         return
     matmul.allow_tf32 = enabled
-    cudnn.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        matmul.allow_tf32, cudnn.allow_tf32 = saved
+    with contextlib.ExitStack() as stack:
+        try:
+            cudnn.allow_tf32 = enabled
+        except RuntimeError:
+            # Importing PyTorch's test harness (the sweep's operator database) freezes the
+            # global cuDNN flags; its ``flags`` context manager still sets them, with the
+            # other flags kept as they are.
+            stack.enter_context(
+                cudnn.flags(
+                    enabled=cudnn.enabled,
+                    benchmark=cudnn.benchmark,
+                    deterministic=cudnn.deterministic,
+                    allow_tf32=enabled,
+                )
+            )
+            saved = (saved[0], None)
+        try:
+            yield
+        finally:
+            matmul.allow_tf32 = saved[0]
+            if saved[1] is not None:
+                cudnn.allow_tf32 = saved[1]
 
 
 def precision_context(torch: Any, rule_dtype: str, compute_dtype: str) -> Any:

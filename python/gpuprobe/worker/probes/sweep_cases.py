@@ -248,14 +248,21 @@ def _targets(torch: Any, sample: Any, transform: str) -> set[int]:
     return set()
 
 
+def dense_on_host(torch: Any, value: Any) -> Any:
+    """A tensor detached, dense (sparse layouts expanded) and on the CPU; other values as they are."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    value = value.detach()
+    if value.layout != torch.strided:
+        value = value.to_dense()
+    return value.cpu()
+
+
 def digest(torch: Any, sample: Any) -> str:
     """A digest of the sample's tensor values and shapes (proves both sides built the same)."""
     h = hashlib.sha256()
     for t in tensors_of(torch, sample):
-        t = t.detach()
-        if t.layout != torch.strided:
-            t = t.to_dense()
-        t = t.cpu()
+        t = dense_on_host(torch, t)
         h.update(str((tuple(t.shape), str(t.dtype))).encode())
         if t.numel():
             data = t.contiguous()
@@ -287,7 +294,8 @@ def materialize(
     targets = _targets(torch, sample, case.transform)
     fn = _transform_fn(torch, case.transform, seed)
     leaves: list[Any] = []
-    sample_dtype = primary(torch, sample).dtype if primary(torch, sample) is not None else None
+    first = primary(torch, sample)
+    sample_dtype = first.dtype if first is not None else None
 
     def move(value: Any) -> Any:
         if isinstance(value, torch.Tensor):

@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gpuprobe.worker.probes.sweep_cases import dense_on_host
+
 #: Failure classes (``SweepFailure.class`` in the observation).
 WRONG_VALUE = "wrong_value"
 NONFINITE_INVENTED = "nonfinite_invented"
@@ -78,9 +80,7 @@ def _first(torch: Any, mask: Any) -> int:
 
 def as_comparable(torch: Any, value: Any) -> Any:
     """A dense, real, CPU tensor for a tensor leaf (sparse → dense, complex → real pairs)."""
-    if value.layout != torch.strided:
-        value = value.to_dense()
-    value = value.detach().cpu()
+    value = dense_on_host(torch, value)
     if value.is_complex():
         value = torch.view_as_real(value.resolve_conj())
     return value
@@ -217,72 +217,56 @@ def _compare_float(
             cpu_cache.append(value)
         return cpu_cache[0]
 
-    nan_r = torch.isnan(r)
-    nan_d = torch.isnan(d)
-    lost = nan_r & ~nan_d
-    if inf_input:
-        lost = lost & ~torch.isinf(d)
-    if not nonfinite_pattern:
-        lost = lost & torch.zeros_like(lost)
-    if bool(lost.any()):
-        cpu = cpu_same()
-        if cpu is not None:
-            # The dtype itself loses this NaN on the CPU too (e.g. a different formula at
-            # that precision): not the device's.
-            lost = lost & torch.isnan(cpu)
-    if bool(lost.any()):
-        i = _first(torch, lost)
+    def flagged(cls: str, mask: Any, cpu_has_it_too: Callable[[Any], Any], detail: str) -> LeafFailure | None:
+        """A failure for the elements in ``mask``, less those where the CPU in the same dtype
+        shows the same thing (``cpu_has_it_too``): the dtype's doing, not the device's."""
+        if bool(mask.any()):
+            cpu = cpu_same()
+            if cpu is not None:
+                mask = mask & ~cpu_has_it_too(cpu)
+        if not bool(mask.any()):
+            return None
+        i = _first(torch, mask)
+        count = int(mask.sum())
         return LeafFailure(
-            NAN_LOST,
-            f"{int(lost.sum())} NaN of the reference came back as numbers",
-            index=_unravel(i, shape),
-            expected="nan",
-            found=_fmt(float(d.reshape(-1)[i])),
-            bad_elements=int(lost.sum()),
-            elements=d.numel(),
-        )
-    inf_r = torch.isinf(r)
-    inf_wrong = inf_r & (d != r)
-    if not nonfinite_pattern:
-        inf_wrong = inf_wrong & torch.isfinite(d)
-    if bool(inf_wrong.any()):
-        cpu = cpu_same()
-        if cpu is not None:
-            inf_wrong = inf_wrong & torch.isfinite(cpu)
-    if bool(inf_wrong.any()):
-        i = _first(torch, inf_wrong)
-        return LeafFailure(
-            WRONG_VALUE,
-            f"{int(inf_wrong.sum())} infinities of the reference differ",
+            cls,
+            detail.format(count=count),
             index=_unravel(i, shape),
             expected=_fmt(float(r.reshape(-1)[i])),
             found=_fmt(float(d.reshape(-1)[i])),
-            bad_elements=int(inf_wrong.sum()),
+            bad_elements=count,
             elements=d.numel(),
         )
+
+    def not_nan(cpu: Any) -> Any:
+        return ~torch.isnan(cpu)
+
+    def not_finite(cpu: Any) -> Any:
+        return ~torch.isfinite(cpu)
+
     finite_r = torch.isfinite(r)
     overflow = finite_r & (r.abs() > fmax)
-    invented = finite_r & ~torch.isfinite(d) & ~overflow
+    if nonfinite_pattern:
+        lost = torch.isnan(r) & ~torch.isnan(d)
+        if inf_input:
+            lost = lost & ~torch.isinf(d)
+        failure = flagged(NAN_LOST, lost, not_nan, "{count} NaN of the reference came back as numbers")
+        if failure is not None:
+            return failure
+    inf_wrong = torch.isinf(r) & (d != r)
     if not nonfinite_pattern:
-        invented = invented & torch.zeros_like(invented)
-    if bool(invented.any()):
-        cpu = cpu_same()
-        if cpu is not None:
-            invented = invented & torch.isfinite(cpu)
-        if bool(invented.any()):
-            i = _first(torch, invented)
-            return LeafFailure(
-                NONFINITE_INVENTED,
-                f"{int(invented.sum())} NaN/Inf where the reference is finite",
-                index=_unravel(i, shape),
-                expected=_fmt(float(r.reshape(-1)[i])),
-                found=_fmt(float(d.reshape(-1)[i])),
-                bad_elements=int(invented.sum()),
-                elements=d.numel(),
-            )
+        inf_wrong = inf_wrong & torch.isfinite(d)
+    failure = flagged(WRONG_VALUE, inf_wrong, not_finite, "{count} infinities of the reference differ")
+    if failure is not None:
+        return failure
+    if nonfinite_pattern:
+        invented = finite_r & ~torch.isfinite(d) & ~overflow
+        failure = flagged(NONFINITE_INVENTED, invented, not_finite, "{count} NaN/Inf where the reference is finite")
+        if failure is not None:
+            return failure
     # Values beyond the dtype's range: any value at or past the largest finite one is right.
     saturated = overflow & ((d.abs() >= fmax * (1 - rtol)) | torch.isinf(d))
-    comparable = finite_r & torch.isfinite(d) & ~saturated & ~(finite_r & ~torch.isfinite(d))
+    comparable = finite_r & torch.isfinite(d) & ~saturated
     err, ratio = _normalized_errors(torch, torch.where(comparable, d, r), r, atol, rtol)
     worst = float(ratio.max()) if ratio.numel() else 0.0
     if worst <= 1.0:

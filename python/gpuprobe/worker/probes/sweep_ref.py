@@ -22,6 +22,8 @@ import sys
 import time
 from typing import Any, BinaryIO
 
+from gpuprobe.worker.probes import sweep_cases
+
 _HEADER = struct.Struct("<Q")
 #: Largest message accepted (a reference output is small: the database's samples are).
 MAX_MESSAGE = 1 << 30
@@ -60,13 +62,15 @@ def _read(stream: BinaryIO) -> Any:
 # --------------------------------------------------------------------------- the server
 
 
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]
+def error_text(exc: BaseException, limit: int = 400) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:limit]
 
 
 def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[str, Any]:
     """Computes one reference (also used in-process by the tests)."""
-    from gpuprobe.worker.probes import sweep_cases, sweep_db
+    from gpuprobe.worker.probes import sweep_db
 
     try:
         database = sweep_db.load(torch)
@@ -99,20 +103,17 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
     except sweep_cases.CaseError as exc:
         return {"ok": False, "kind": "unavailable", "error": str(exc)}
     except NotImplementedError as exc:
-        return {"ok": False, "kind": "unsupported", "error": _error_text(exc)}
+        return {"ok": False, "kind": "unsupported", "error": error_text(exc)}
     except Exception as exc:  # noqa: BLE001 - the reference rejects the input
-        text = _error_text(exc)
+        text = error_text(exc)
         kind = "unsupported" if "not implemented for" in text else "rejected"
         return {"ok": False, "kind": kind, "error": text}
-    return {"ok": True, "outputs": [_detach(torch, o) for o in outputs]}
+    return {"ok": True, "outputs": [_transferable(torch, o) for o in outputs]}
 
 
-def _detach(torch: Any, value: Any) -> Any:
+def _transferable(torch: Any, value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        value = value.detach()
-        if value.layout != torch.strided:
-            value = value.to_dense()
-        return value.contiguous().clone()
+        return sweep_cases.dense_on_host(torch, value).contiguous().clone()
     if isinstance(value, (bool, int, float, complex, str, type(None))):
         return value
     try:
@@ -143,7 +144,7 @@ def serve() -> int:
         try:
             reply = handle(torch, request, cache)
         except Exception as exc:  # noqa: BLE001 - never die on one bad request
-            reply = {"ok": False, "kind": "rejected", "error": _error_text(exc)}
+            reply = {"ok": False, "kind": "rejected", "error": error_text(exc)}
         try:
             _write(stdout, reply)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
@@ -179,7 +180,6 @@ class ReferenceProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
-            start_new_session=False,
         )
         hello = self._receive(self.start_timeout_s)
         if not (isinstance(hello, dict) and hello.get("ready")):

@@ -25,8 +25,10 @@ import time
 from typing import Any
 
 from gpuprobe.worker import simulate
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
 from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_oracle, sweep_ref
+from gpuprobe.worker.probes.ops_run import tf32_mode
+from gpuprobe.worker.probes.sweep_ref import error_text
 
 #: Failures kept in the observation (the counts cover all of them).
 MAX_REPORTED = 6
@@ -36,66 +38,15 @@ DEFAULT_BUDGET_S = 20.0
 REFERENCE_TIMEOUT_S = 60.0
 
 
-class _TF32Off:
-    """TF32 off for matrix products and cuDNN while a probe runs (restored after).
-
-    The database's import disables assignment to the global cuDNN flags (PyTorch's test
-    harness does that), so cuDNN's are set through its ``flags`` context manager, with every
-    other flag kept as it is.
-    """
-
-    def __init__(self, torch: Any) -> None:
-        self.torch = torch
-        self.saved_matmul: Any = None
-        self.cudnn: Any = None
-
-    def __enter__(self) -> None:
-        backends = self.torch.backends
-        self.saved_matmul = backends.cuda.matmul.allow_tf32
-        backends.cuda.matmul.allow_tf32 = False
-        cudnn = backends.cudnn
-        try:
-            self.cudnn = cudnn.flags(
-                enabled=cudnn.enabled,
-                benchmark=cudnn.benchmark,
-                deterministic=cudnn.deterministic,
-                allow_tf32=False,
-            )
-            self.cudnn.__enter__()
-        except (AttributeError, TypeError, RuntimeError):
-            self.cudnn = None
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.cudnn is not None:
-            self.cudnn.__exit__(*exc)
-        self.torch.backends.cuda.matmul.allow_tf32 = self.saved_matmul
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-
-
 def _output_name(index: int, backward: bool) -> str:
     return f"grad[{index}]" if backward else f"out[{index}]"
 
 
-def _to_host(torch: Any, values: list[Any]) -> list[Any]:
-    out = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            value = value.detach()
-            if value.layout != torch.strided:
-                value = value.to_dense()
-            value = value.cpu()
-        out.append(value)
-    return out
-
-
-def _fault(op_name: str, dtype_name: str, case: sweep_cases.Case) -> Any:
+def _fault(op_name: str, dtype_name: str, case: sweep_cases.Case) -> tuple[Any, Any, Any]:
+    """The simulation engine, the fault that hits this case (or None) and the call it saw."""
     engine = simulate.engine()
     if engine is None or not engine.wants("sweep"):
-        return None, None
+        return None, None, None
     call = simulate.CallInfo(
         op="sweep",
         method=op_name,
@@ -104,16 +55,13 @@ def _fault(op_name: str, dtype_name: str, case: sweep_cases.Case) -> Any:
         variant=case.transform,
         direction=case.direction,
     )
-    return engine, engine.decide(call)
+    return engine, engine.decide(call), call
 
 
-def _apply_fault(torch: Any, engine: Any, fault: Any, call_name: str, values: list[Any]) -> list[Any]:
+def _apply_fault(torch: Any, engine: Any, fault: Any, call: Any, values: list[Any]) -> list[Any]:
     """Applies a simulated fault to the device results (labelled SIMULATED in the output)."""
-    if fault is None:
-        return values
     if fault.effect == "drop_nan":
         return [torch.nan_to_num(v, nan=0.0) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
-    call = simulate.CallInfo(op="sweep", method=call_name)
     out = []
     for value in values:
         if isinstance(value, torch.Tensor) and value.numel() > 0:
@@ -162,7 +110,8 @@ def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
     reference = sweep_ref.shared()
     tally = _Tally()
     started = time.monotonic()
-    with _TF32Off(torch):
+    # float32 is judged as float32: TF32 is a documented reduced-precision mode.
+    with tf32_mode(torch, False):
         for case in cases:
             if time.monotonic() - started > budget or tally.context_lost:
                 tally.not_run += 1
@@ -174,7 +123,7 @@ def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
             except _DeviceContextLost:
                 raise
             except Exception as exc:  # noqa: BLE001 - the harness, not the device: not judged
-                tally.unjudge("harness", f"{case.transform} {case.direction} sample {case.sample}: {_error_text(exc)}")
+                tally.unjudge("harness", f"{case.transform} {case.direction} sample {case.sample}: {error_text(exc)}")
     if tally.context_lost:
         ctx.restart_worker = tally.context_lost
     return tally.output(info, key, dtype_name, seed, oracle, atol, rtol, len(samples), reference, time.monotonic() - started)
@@ -281,28 +230,28 @@ def _run_one(
     torch = ctx.torch
     sample = samples[case.sample]
     where = f"{case.transform} {case.direction} sample {case.sample}"
-    engine, fault = _fault(info.name, dtype_name, case)
+    engine, fault, call = _fault(info.name, dtype_name, case)
     device_values: list[Any] | None = None
     device_error: str | None = None
     context_lost: str | None = None
     try:
         if fault is not None and fault.effect in ("exception", "crash", "hang", "oom"):
-            engine.apply(fault, simulate.CallInfo(op="sweep", method=info.name), None)
+            engine.apply(fault, call, None)
         values = sweep_cases.run_case(torch, info, sample, case, seed, device=ctx.device, upcast=False)
         ctx.sync()
-        device_values = _to_host(torch, values)
+        device_values = [sweep_cases.dense_on_host(torch, v) for v in values]
         if fault is not None and fault.effect != "accept_invalid":
-            device_values = _apply_fault(torch, engine, fault, info.name, device_values)
+            device_values = _apply_fault(torch, engine, fault, call, device_values)
     except sweep_cases.CaseError as exc:
         tally.unjudge("not_applicable", f"{where}: {exc}")
         return
     except Exception as exc:  # noqa: BLE001 - a device error is a finding, judged below
-        device_error = _error_text(exc)
+        device_error = error_text(exc, 300)
         if fault is not None and fault.effect == "accept_invalid":
             # Simulated: the device returns a result instead of rejecting the input.
             device_error, device_values = None, []
         elif ctx.is_gpu:
-            context_lost = _context_problem(torch, ctx.device)
+            context_lost = device_context_problem(torch, ctx.device)
     request = {
         "key": key,
         "dtype": dtype_name,
@@ -333,20 +282,17 @@ def _run_one(
         if kind != "rejected":
             tally.unjudge(kind, f"{where}: {ref.get('error', '')}"[:200])
             return
-        tally.cases += 1
-        if device_error is not None:
-            tally.passed += 1  # both reject the input
-            return
-        same = reference.compute({**request, "mode": "same_dtype"}, REFERENCE_TIMEOUT_S)
-        if same.get("ok"):
+        if device_error is None and reference.compute({**request, "mode": "same_dtype"}, REFERENCE_TIMEOUT_S).get("ok"):
             # float64 is refused but the dtype itself computes: no reference for this case.
-            tally.cases -= 1
             tally.unjudge("no_float64_reference", f"{where}: {ref.get('error', '')}"[:200])
             return
+        tally.cases += 1
+        tally.passed += 1
+        if device_error is not None:
+            return  # both reject the input
         tally.invalid_accepted += 1
         if len(tally.invalid_examples) < 3:
             tally.invalid_examples.append(f"{where} (CPU: {ref.get('error', '')})"[:200])
-        tally.passed += 1
         return
     if device_error is not None:
         declared = _declared_limitation(device_error)
@@ -483,14 +429,3 @@ def _reference_odd(torch: Any, found: Any, wanted: Any, same: Any) -> bool:
     if (found.numel() == 0) != (wanted.numel() == 0):
         return True
     return isinstance(same, torch.Tensor) and tuple(same.shape) == tuple(found.shape)
-
-
-def _context_problem(torch: Any, device: Any) -> str | None:
-    try:
-        torch.cuda.synchronize(device)
-        value = (torch.ones(1, device=device) + 1).item()
-    except Exception as exc:  # noqa: BLE001
-        return _error_text(exc)
-    if value != 2.0:
-        return f"1 + 1 returned {value}"
-    return None
