@@ -12,8 +12,20 @@ import pytest
 from conftest import PACKAGE_DIR, SHARED_SEED, run_plan, run_worker
 
 ID_PATTERN = re.compile(r"^[a-z0-9]+(\.[a-z0-9_]+)+$")
-RULE_KINDS = {"bit_exact", "statistical", "invariant", "tolerance", "measure"}
-SPEC_KEYS = {"id", "tier", "layer", "rule", "backend", "timeout_s", "description", "needs", "isolated", "placement"}
+RULE_KINDS = {"bit_exact", "statistical", "invariant", "tolerance", "measure", "sweep"}
+SPEC_KEYS = {
+    "id",
+    "tier",
+    "layer",
+    "rule",
+    "backend",
+    "timeout_s",
+    "description",
+    "needs",
+    "isolated",
+    "placement",
+    "lane",
+}
 
 
 def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> None:
@@ -23,12 +35,14 @@ def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> Non
         assert set(spec) <= SPEC_KEYS, spec
         assert ID_PATTERN.match(spec["id"]), spec["id"]
         family = spec["id"].split(".")[0]
-        assert family in {"copy", "rng", "dtype", "ops", "nn", "alloc", "pipeline", "dist", "soak", "fault"}
+        assert family in {"copy", "rng", "dtype", "ops", "nn", "alloc", "pipeline", "dist", "soak", "fault", "sweep"}
         assert spec["tier"] in {"quick", "standard", "full", "soak"}
         assert spec["layer"] == ("pipeline" if family == "pipeline" else "framework"), spec["id"]
         assert spec["backend"] == "python"
         assert spec["rule"]["kind"] in RULE_KINDS
         assert spec.get("placement", "shared") in {"shared", "side", "exclusive"}
+        if "lane" in spec:
+            assert spec["placement"] == "side", "only side probes name a lane"
         if spec["id"].startswith(("alloc.usable", "alloc.largest")):
             assert spec["placement"] == "exclusive", "a probe that fills device memory must run alone"
         assert spec["timeout_s"] > 0
@@ -47,7 +61,11 @@ def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> Non
         "rng.randn_like.fp32",
     ):
         assert wanted in ids
-    assert all(spec.get("isolated") for spec in catalog_specs if spec["tier"] == "full")
+    # The full tier's large cases each get a worker of their own. The sweep's full-tier
+    # probes are small (database samples), hundreds of them, and share their lane's worker.
+    large = [spec for spec in catalog_specs if spec["tier"] == "full" and not spec["id"].startswith("sweep.")]
+    assert all(spec.get("isolated") for spec in large)
+    assert not any(spec.get("isolated") for spec in catalog_specs if spec["id"].startswith("sweep."))
     fp8 = [spec for spec in catalog_specs if "fp8" in spec["id"]]
     assert fp8 and all(spec.get("needs") == ["fp8"] for spec in fp8)
 
