@@ -100,6 +100,16 @@ def classify(measurement: dict[str, Any]) -> str:
         if measurement["nonfinite"]:
             return "nan_inf"
         return "mismatch"
+    if kind == "sweep":
+        # judge.rs judge_sweep: the first failure's class, else a device error, else pass.
+        if sum(measurement["failed"].values()):
+            first = measurement["failures"][0]
+            if first["class"] == "nonfinite_invented":
+                return "nan_inf"
+            if first.get("all_zero"):
+                return "all_zeros"
+            return "partial_zeros" if first.get("zeros") else "mismatch"
+        return "error" if measurement["device_errors"] else "pass"
     raise ValueError(f"unknown measurement kind {kind}")
 
 

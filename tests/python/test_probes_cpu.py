@@ -66,6 +66,7 @@ def test_rules_match_measurements(quick_and_standard: tuple[WorkerRun, list[dict
         "statistical": {"stats", "invariant"},
         "invariant": {"invariant", "compare"},
         "measure": {"metrics", "compare", "stats", "invariant"},
+        "sweep": {"sweep"},
     }
     for probe, result in run.results().items():
         if result["outcome"] == "observed":

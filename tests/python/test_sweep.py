@@ -27,11 +27,16 @@ HEALTHY = [
 ]
 
 
-def _fault(name: str, effect: str, methods: list[str], variants: list[str] | None = None) -> dict[str, Any]:
+def _fault(
+    name: str, effect: str, methods: list[str], variants: list[str] | None = None, message: str | None = None
+) -> dict[str, Any]:
     when: dict[str, Any] = {"methods": methods}
     if variants:
         when["variants"] = variants
-    return {"name": name, "op": "sweep", "when": when, "effect": {"kind": effect}}
+    kind: dict[str, Any] = {"kind": effect}
+    if message:
+        kind["message"] = message
+    return {"name": name, "op": "sweep", "when": when, "effect": kind}
 
 
 def _measurement(run: Any, probe: str) -> dict[str, Any]:
@@ -72,7 +77,9 @@ def planted() -> Any:
         _fault("zeros", "zeros", ["cumsum"]),
         _fault("nan", "nan", ["nn.functional.conv2d"]),
         _fault("lost-nan", "drop_nan", ["sort"], ["nan"]),
-        _fault("raise", "exception", ["mul"], ["transposed"]),
+        _fault("raise", "exception", ["mul"], ["transposed"], "CUDA error: an illegal memory access was encountered"),
+        # An argument check that refuses a layout the CPU computes: stricter, not wrong math.
+        _fault("refuse", "exception", ["sub"], ["transposed"], "Expected contiguous tensor, but got non-contiguous tensor"),
         _fault("grad", "partial_zeros", ["nn.functional.layer_norm"], ["backward"]),
     ]
     probes = [
@@ -83,6 +90,7 @@ def planted() -> Any:
         "sweep.mul.fp32",
         "sweep.nn.functional.layer_norm.fp32",
         "sweep.sum.fp32",
+        "sweep.sub.fp32",
     ]
     run = run_plan(probes, seed=SEED, simulate={"source": "test", "fault": faults}, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -106,6 +114,9 @@ def test_planted_faults_are_caught_and_classified(planted: Any) -> None:
     assert all(e["variant"] == "transposed" for e in mul["errors"])
     norm = _measurement(planted, "sweep.nn.functional.layer_norm.fp32")
     assert norm["failed"] and {f["direction"] for f in norm["failures"]} == {"backward"}, norm
+    sub = _measurement(planted, "sweep.sub.fp32")
+    assert sub["refused"] >= 1 and sub["device_errors"] == 0 and sub["failed"] == {}, sub
+    assert any("refused" in n and "transposed" in n for n in planted.results()["sweep.sub.fp32"]["observation"]["notes"])
     # A fault aimed at other ops leaves this one alone.
     assert _measurement(planted, "sweep.sum.fp32")["failed"] == {}
     for result in planted.results().values():

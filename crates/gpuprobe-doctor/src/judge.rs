@@ -700,7 +700,7 @@ mod tests {
     }
 
     #[test]
-    fn sweep_wrong_values_fail_errors_error_and_notes_pass() {
+    fn sweep_wrong_values_fail_errors_error_and_refusals_and_notes_pass() {
         use gpuprobe_model::observation::{SweepError, SweepFailure};
         let rule = spec(Rule::Sweep);
         let mut stats = SweepStats {
@@ -709,6 +709,7 @@ mod tests {
             cases: 20,
             passed: 20,
             invalid_accepted: 2,
+            refused: 3,
             ..SweepStats::default()
         };
         assert_eq!(

@@ -72,6 +72,11 @@ pub struct SweepStats {
     /// counted as wrong math).
     #[serde(default)]
     pub invalid_accepted: u64,
+    /// Cases where an argument check of the device's kernel refused an input the CPU
+    /// computes (a contiguity or shape requirement): reported, neither wrong math nor an
+    /// error of the device's stack.
+    #[serde(default)]
+    pub refused: u64,
     /// Cases not judged, by reason (no float64 reference, the reference crashed, ...).
     #[serde(default)]
     pub unjudged: BTreeMap<String, u64>,

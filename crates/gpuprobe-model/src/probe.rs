@@ -208,7 +208,7 @@ pub struct ProbeSpec {
     #[serde(default, skip_serializing_if = "Placement::is_default")]
     pub placement: Placement,
     /// The side lane a side probe runs in; absent means its family's lane. A family
-    /// spreads over several lanes by naming them (the sweep's `sweep-1` … `sweep-4`).
+    /// spreads over several lanes by naming them (the sweep's `sweep-1` … `sweep-N`, N by the host's cores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
 }

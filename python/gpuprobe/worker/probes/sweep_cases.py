@@ -117,6 +117,18 @@ def tensors_of(torch: Any, sample: Any) -> list[Any]:
     return [t for t in leaves if isinstance(t, torch.Tensor)]
 
 
+#: Floating dtypes from the most to the least precise (by significand bits).
+_PRECISION_ORDER = ("float64", "float32", "float16", "bfloat16")
+
+
+def least_precise_float(torch: Any, sample: Any) -> str | None:
+    """The least precise floating dtype among the sample's tensors (a float64 input with
+    float32 weights computes partly in float32: type promotion), or None."""
+    names = {str(t.dtype).replace("torch.", "") for t in tensors_of(torch, sample) if t.is_floating_point()}
+    ranked = [n for n in _PRECISION_ORDER if n in names]
+    return ranked[-1] if ranked else None
+
+
 def primary(torch: Any, sample: Any) -> Any | None:
     """The first floating tensor of the sample with at least one element."""
     for t in tensors_of(torch, sample):
@@ -242,7 +254,9 @@ def _targets(torch: Any, sample: Any, transform: str) -> set[int]:
     if transform in ("broadcast", "nan", "posinf", "neginf"):
         return {id(first)}
     if transform in ("empty", "size1"):
-        return {id(t) for t in tensors if t.dim() >= 1 and t.shape[0] == first.shape[0]}
+        # Tensors batched like the first (same rank, same leading size); a parameter vector
+        # whose length happens to equal the batch (running statistics) keeps its size.
+        return {id(t) for t in tensors if t.dim() == first.dim() and t.shape[0] == first.shape[0]}
     if transform in ("tail257", "tail192"):
         return {id(t) for t in floats if t.dim() >= 1 and t.shape[-1] == first.shape[-1]}
     return set()
@@ -259,8 +273,16 @@ def dense_on_host(torch: Any, value: Any) -> Any:
 
 
 def digest(torch: Any, sample: Any) -> str:
-    """A digest of the sample's tensor values and shapes (proves both sides built the same)."""
+    """A digest of the sample's tensor values and shapes and of its plain arguments (proves
+    both sides built the same; the database's generators may iterate over sets of strings,
+    whose order differs between processes)."""
+    from torch.utils._pytree import tree_leaves  # type: ignore
+
     h = hashlib.sha256()
+    h.update(",".join(sorted(sample.kwargs)).encode())
+    for leaf in tree_leaves([sample.input, list(sample.args), dict(sorted(sample.kwargs.items()))]):
+        if isinstance(leaf, (str, int, float, bool, complex, type(None))) or isinstance(leaf, torch.dtype):
+            h.update(repr(leaf).encode())
     for t in tensors_of(torch, sample):
         t = dense_on_host(torch, t)
         h.update(str((tuple(t.shape), str(t.dtype))).encode())
@@ -282,12 +304,14 @@ def materialize(
     *,
     device: Any,
     upcast: bool,
+    contiguous: bool = False,
 ) -> tuple[Any, list[Any], Any]:
     """The call's (input, args, kwargs) on ``device``, and the leaves gradients are taken for.
 
     ``upcast`` makes the reference: floating tensors become float64 (complex become
-    complex128), dtype arguments equal to the sample's dtype become float64, and every
-    transformed tensor is made contiguous.
+    complex128) and dtype arguments equal to the sample's dtype become float64.
+    ``contiguous`` copies every transformed tensor into a contiguous one (the second
+    reference, which tells a layout-dependent CPU result from a device bug).
     """
     from torch.utils._pytree import tree_map  # type: ignore
 
@@ -314,6 +338,8 @@ def materialize(
                 # in-place write into a broadcast view, ``view`` of a transposed tensor,
                 # ``as_strided`` reading storage) is decided by the layout, not the device.
                 data = fn(data)
+                if contiguous:
+                    data = data.contiguous()
             return data
         if upcast and sample_dtype is not None and isinstance(value, torch.dtype) and value == sample_dtype:
             return torch.float64 if sample_dtype.is_floating_point else value
@@ -358,7 +384,9 @@ def differentiable_outputs(torch: Any, result: Any) -> list[Any]:
     ]
 
 
-def run_case(torch: Any, info: Any, sample: Any, case: Case, seed: int, *, device: Any, upcast: bool) -> list[Any]:
+def run_case(
+    torch: Any, info: Any, sample: Any, case: Case, seed: int, *, device: Any, upcast: bool, contiguous: bool = False
+) -> list[Any]:
     """Computes one case; returns the flat list of results (outputs, or gradients).
 
     Forward: the op's outputs, flattened. Backward: the gradient of ``Σ⟨w, out⟩`` for every
@@ -366,7 +394,9 @@ def run_case(torch: Any, info: Any, sample: Any, case: Case, seed: int, *, devic
     """
     from torch.utils._pytree import tree_leaves  # type: ignore
 
-    (call_input, args, kwargs), leaves, sample_dtype = materialize(torch, sample, case, seed, device=device, upcast=upcast)
+    (call_input, args, kwargs), leaves, sample_dtype = materialize(
+        torch, sample, case, seed, device=device, upcast=upcast, contiguous=contiguous
+    )
     if not case.backward:
         with torch.no_grad():
             result = info(call_input, *args, **kwargs)

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
-from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_specs
+from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_ref, sweep_specs
 
 
 def counts(torch: Any, dev_type: str) -> dict[str, Any]:
@@ -40,7 +40,10 @@ def counts(torch: Any, dev_type: str) -> dict[str, Any]:
 
 
 def run_opdb(ctx: ProbeContext) -> ProbeOutput:
-    """Loads the database and reports what the sweep can drive on this device."""
+    """Loads the database and reports what the sweep can drive on this device. It runs
+    first in its lane, so it starts the lane's reference process too: that process imports
+    torch and the database while this one does."""
+    sweep_ref.shared().prestart()
     try:
         numbers = counts(ctx.torch, sweep_db.device_type(ctx.device_name))
     except sweep_db.DatabaseUnavailable as exc:
@@ -92,6 +95,7 @@ def markdown(torch: Any) -> str:
         lines.append(f"| `{transform}` | {transforms[transform]} |")
     structure = sorted(sweep_db.op_key(i.name, i.variant_test_name) for i in database.ops.values() if sweep_db.oracle_for(i) != "value")
     matrix = sorted({i.name for i in database.ops.values() if sweep_db.is_matrix_function(i.name)})
+    fourier = sorted({i.name for i in database.ops.values() if sweep_db.is_fourier(i.name)})
     lines += [
         "",
         "Rules that change how an entry is judged:",
@@ -105,6 +109,21 @@ def markdown(torch: Any) -> str:
         "(`linalg.*`, `cholesky*`, `svd`, `qr`, `lu*`, …) | results on singular or non-finite "
         "input are undefined; broadcast rows, injected NaN/Inf and repeated tails make "
         "matrices singular |",
+        f"| structure oracle for samples that ask for dropout | "
+        f"{', '.join(f'`{n}`' for n in sweep_db.DROPOUT_ARGUMENT_OPS)} | dropout is random; "
+        "samples with `dropout_p > 0` (or `training=True`) get the structure oracle, all "
+        "others are judged by value |",
+        f"| structure oracle for float16/bfloat16 gradients | "
+        f"{', '.join(f'`{n}`' for n in sweep_db.HALF_ATOMIC_BACKWARD_OPS)} | the CUDA backward accumulates "
+        "contended gradients with atomic adds that round to the dtype at every step (documented as "
+        "non-deterministic); the error grows with the number of contributions |",
+        f"| no injected NaN | {', '.join(f'`{n}`' for n in sweep_db.NAN_UNDEFINED_OPS)} | NaN is unequal to "
+        "itself, so whether it repeats is the implementation's choice (no `equal_nan`); the result for NaN "
+        "input is unspecified, and sort-based implementations leave equal values apart when a comparison "
+        "meets a NaN |",
+        f"| under injected NaN/Inf, only elements finite on both sides | "
+        f"{len(fourier)} Fourier operators (`fft.*`, `stft`, `istft`) | every output mixes every input; where "
+        "a NaN/Inf lands depends on the order of operations |",
         f"| positions of ties not compared | {', '.join(f'`{n}`' for n in sweep_db.ORDER_OPS)} | "
         "the order of equal values is unspecified; in bf16/fp16 and after transforms that "
         "repeat values the index outputs are not compared, the values are |",
@@ -113,8 +132,9 @@ def markdown(torch: Any) -> str:
         lines.append(f"| excluded | `{key}` | {reason} |")
     lines += [
         "",
-        f"Standard tier subset ({len(sweep_specs.STANDARD_OPS)} entries × "
-        f"{', '.join(sweep_specs.STANDARD_DTYPES)}): "
+        f"Fixed subset ({len(sweep_specs.STANDARD_OPS)} entries × "
+        f"{', '.join(sweep_specs.STANDARD_DTYPES)}, tier `{sweep_specs.SUBSET_TIER}`, sized to the "
+        "standard tier's 30 s budget: bench/RESULTS.md): "
         + ", ".join(f"`{k}`" for k in sweep_specs.STANDARD_OPS)
         + ".",
     ]

@@ -57,7 +57,12 @@ RANDOM_OPS = (
     "native_dropout",
     "nn.functional.fractional_max_pool2d",
     "nn.functional.fractional_max_pool3d",
-    # Their database samples use dropout (dropout_p > 0 in training mode).
+)
+
+#: Operators with a dropout argument: a sample is random (structure oracle) when it asks for
+#: dropout (``dropout_p > 0``; for multi-head attention, ``training=True``, the only mode in
+#: which it applies its dropout), and judged by value otherwise.
+DROPOUT_ARGUMENT_OPS = (
     "nn.functional.multi_head_attention_forward",
     "nn.functional.scaled_dot_product_attention",
 )
@@ -97,7 +102,39 @@ DEVICE_ASSERT_DOMAINS: dict[str, tuple[str, ...]] = {
 COMBINATORIAL_OPS = ("combinations", "cartesian_prod")
 
 #: Operators whose output is uninitialized memory (``empty`` and friends): structure oracle.
-UNINITIALIZED_OPS = ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
+UNINITIALIZED_OPS = (
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "empty_permuted",
+    "new_empty",
+    "new_empty_strided",
+    # Growing a tensor leaves the new elements uninitialized (documented for ``resize_``).
+    "resize_",
+    "resize_as_",
+)
+
+#: Operators whose result for NaN input is unspecified: they count or merge equal values,
+#: and NaN is unequal to itself, so whether a NaN "repeats" is the implementation's choice
+#: (``torch.unique`` has no ``equal_nan``; a sort whose comparisons meet a NaN leaves equal
+#: values apart: the CPU's ``unique(dim=-1)`` of ``[1, nan, 0, 1, 0]`` returns
+#: ``[0, 1, nan, 0, 1]``). They get no injected NaN.
+NAN_UNDEFINED_OPS = ("mode", "unique", "unique_consecutive")
+
+#: Operators whose CUDA backward accumulates contended gradients with atomic adds (PyTorch
+#: lists their backward as non-deterministic under ``torch.use_deterministic_algorithms``).
+#: In float16/bfloat16 every atomic add rounds the running sum to the dtype, so an element
+#: that many grid points clamp to (``padding_mode="border"``) collects an error that grows
+#: with their number and the order of arrival: their half-precision gradients are judged by
+#: the structure oracle (shape, finiteness). An entry needs an observed case on a healthy
+#: stack (grid_sampler_3d float16 on the H100: bench/RESULTS.md).
+HALF_ATOMIC_BACKWARD_OPS = ("grid_sampler_2d", "grid_sampler_3d", "nn.functional.grid_sample")
+
+#: Operators built on discrete Fourier transforms: every output mixes every input, so where
+#: an injected NaN/Inf lands depends on the transform's order of operations. Under those
+#: transforms only elements finite on both sides are compared.
+FOURIER_PREFIXES = ("fft.",)
+FOURIER_OPS = ("stft", "istft")
 
 #: Decompositions, solvers and other matrix functions. Their result on singular or
 #: non-finite input is undefined (LAPACK and cuSOLVER document garbage, an error code or a
@@ -283,12 +320,28 @@ def transform_allowed(info: Any, transform: str) -> bool:
         return False
     if transform.startswith("tail") and name in COMBINATORIAL_OPS:
         return False
+    if transform == "nan" and name in NAN_UNDEFINED_OPS:
+        return False
     return True
+
+
+def is_fourier(name: str) -> bool:
+    """Whether every output of the op mixes every input (discrete Fourier transforms)."""
+    return name.startswith(FOURIER_PREFIXES) or name in FOURIER_OPS
 
 
 def is_order_op(name: str) -> bool:
     """Whether the op's integer outputs are tie-dependent positions."""
     return name in ORDER_OPS
+
+
+def sample_is_random(name: str, sample: Any) -> bool:
+    """Whether this sample of an op with a dropout argument asks for dropout."""
+    if name not in DROPOUT_ARGUMENT_OPS:
+        return False
+    kwargs = getattr(sample, "kwargs", None) or {}
+    dropout = kwargs.get("dropout_p", 0.0)
+    return bool(kwargs.get("training", False)) or (isinstance(dropout, (int, float)) and dropout > 0)
 
 
 def oracle_for(info: Any) -> str:

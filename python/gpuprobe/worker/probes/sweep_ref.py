@@ -8,6 +8,13 @@ starts one reference process per sweep lane (the GPU hidden from it, CPU only), 
 each case by number (op, dtype, seed, sample, transform, direction: ``sweep_cases`` builds
 the same inputs on both sides, and a digest of them proves it), and restarts it when it
 dies. Messages are length-prefixed pickles on the process's stdin and stdout.
+
+Modes of a request: ``reference`` (float64, the inputs in the case's layout), ``same_dtype``
+(the sample's dtype: the yardstick of the oracle, never the truth) and
+``reference_contiguous`` (float64 from contiguous copies: a second opinion when a layout
+transform differs, since the CPU's strided kernels have bugs of their own). When the
+sample at the requested index has another digest, the sample with the device's digest is
+used (the database's generators may iterate over sets, whose order follows the process).
 """
 
 from __future__ import annotations
@@ -93,13 +100,27 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
         return {"ok": False, "kind": "unavailable", "error": str(samples)}
     if request["sample"] >= len(samples):
         return {"ok": False, "kind": "mismatch", "error": "the reference generated fewer samples"}
-    sample = samples[request["sample"]]
-    if sweep_cases.digest(torch, sample) != request["digest"]:
-        return {"ok": False, "kind": "mismatch", "error": "the reference built different inputs (non-deterministic sample)"}
-    case = sweep_cases.Case(request["sample"], request["transform"], request["backward"])
+    index = request["sample"]
+    if sweep_cases.digest(torch, samples[index]) != request["digest"]:
+        # The same samples in another order (a generator iterating over a set of strings,
+        # whose order follows the process's hash seed): find the one the device ran.
+        index = next((i for i, s in enumerate(samples) if sweep_cases.digest(torch, s) == request["digest"]), -1)
+        if index < 0:
+            return {"ok": False, "kind": "mismatch", "error": "the reference built different inputs (non-deterministic sample)"}
+    sample = samples[index]
+    case = sweep_cases.Case(index, request["transform"], request["backward"])
     mode = request.get("mode", "reference")
     try:
-        outputs = sweep_cases.run_case(torch, info, sample, case, request["seed"], device="cpu", upcast=mode == "reference")
+        outputs = sweep_cases.run_case(
+            torch,
+            info,
+            sample,
+            case,
+            request["seed"],
+            device="cpu",
+            upcast=mode in ("reference", "reference_contiguous"),
+            contiguous=mode == "reference_contiguous",
+        )
     except sweep_cases.CaseError as exc:
         return {"ok": False, "kind": "unavailable", "error": str(exc)}
     except NotImplementedError as exc:
@@ -134,6 +155,14 @@ def serve() -> int:
     warnings.simplefilter("ignore")
     import torch
 
+    from gpuprobe.worker.probes import sweep_db
+
+    # Load the database before saying hello: a process started early (``prestart``) does
+    # this while the worker loads its own copy.
+    try:
+        sweep_db.load(torch)
+    except sweep_db.DatabaseUnavailable:
+        pass  # each request reports it
     cache: dict[Any, Any] = {}
     _write(stdout, {"ok": True, "ready": True, "torch": torch.__version__})
     while True:
@@ -160,11 +189,34 @@ class ReferenceProcess:
 
     def __init__(self, start_timeout_s: float = 180.0) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
+        self._hello_pending = False
         self.start_timeout_s = start_timeout_s
         self.restarts = 0
         self.start_failure: str | None = None
 
+    def prestart(self) -> None:
+        """Starts the process without waiting for it, so that its imports (torch, the
+        database) overlap with the worker's; the first ``compute`` waits for its hello."""
+        if self._proc is not None or self.start_failure is not None:
+            return
+        try:
+            self._spawn()
+        except OSError as exc:
+            self.start_failure = f"the reference process did not start: {exc}"
+
     def _start(self) -> None:
+        self._spawn()
+        self._await_hello()
+
+    def _await_hello(self) -> None:
+        self._hello_pending = False
+        hello = self._receive(self.start_timeout_s)
+        if not (isinstance(hello, dict) and hello.get("ready")):
+            reason = hello.get("error") if isinstance(hello, dict) else "no hello"
+            self.close()
+            raise RuntimeError(f"the reference process did not start: {reason}")
+
+    def _spawn(self) -> None:
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env = dict(os.environ)
         # The reference runs on the CPU only: no GPU context, no GPU memory.
@@ -181,11 +233,7 @@ class ReferenceProcess:
             stdout=subprocess.PIPE,
             env=env,
         )
-        hello = self._receive(self.start_timeout_s)
-        if not (isinstance(hello, dict) and hello.get("ready")):
-            reason = hello.get("error") if isinstance(hello, dict) else "no hello"
-            self.close()
-            raise RuntimeError(f"the reference process did not start: {reason}")
+        self._hello_pending = True
 
     def _receive(self, timeout_s: float) -> dict[str, Any]:
         assert self._proc is not None and self._proc.stdout is not None
@@ -224,6 +272,12 @@ class ReferenceProcess:
             except (OSError, RuntimeError) as exc:
                 self.start_failure = str(exc)
                 return {"ok": False, "kind": "unavailable", "error": self.start_failure}
+        elif self._hello_pending:
+            try:
+                self._await_hello()
+            except RuntimeError as exc:
+                self.start_failure = str(exc)
+                return {"ok": False, "kind": "unavailable", "error": self.start_failure}
         assert self._proc is not None and self._proc.stdin is not None
         started = time.monotonic()
         try:
@@ -238,6 +292,7 @@ class ReferenceProcess:
     def close(self) -> None:
         """Stops the process (it is restarted on the next ``compute``)."""
         proc, self._proc = self._proc, None
+        self._hello_pending = False
         if proc is None:
             return
         try:

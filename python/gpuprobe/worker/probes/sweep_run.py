@@ -105,6 +105,16 @@ def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
             raise SkipProbe(str(exc)) from None
     if not samples:
         raise SkipProbe("the database generated no samples for this dtype")
+    forward_only_note = None
+    if backward and all(sweep_db.sample_is_random(info.name, s) for s in samples):
+        # Every differentiable sample asks for dropout (random values): judge the forward
+        # samples by value instead of every case by structure alone.
+        try:
+            samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=False)
+        except sweep_cases.CaseError as exc:
+            raise SkipProbe(str(exc)) from None
+        backward = generated_with_grad = False
+        forward_only_note = "backward not run: every differentiable sample of the database asks for dropout"
     cases = sweep_cases.choose_cases(torch, info, samples, seed, backward, dtype_name)
     budget = float(ctx.options.get("sweep_budget_s", DEFAULT_BUDGET_S))
     reference = sweep_ref.shared()
@@ -126,6 +136,8 @@ def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
                 tally.unjudge("harness", f"{case.transform} {case.direction} sample {case.sample}: {error_text(exc)}")
     if tally.context_lost:
         ctx.restart_worker = tally.context_lost
+    if forward_only_note:
+        tally.notes.append(forward_only_note)
     return tally.output(info, key, dtype_name, seed, oracle, atol, rtol, len(samples), reference, time.monotonic() - started)
 
 
@@ -145,6 +157,9 @@ class _Tally:
         self.context_lost: str | None = None
         self.variants: set[str] = set()
         self.directions: set[str] = set()
+        self.notes: list[str] = []
+        self.refused = 0
+        self.refused_examples: list[str] = []
 
     def unjudge(self, kind: str, text: str) -> None:
         self.unjudged[kind] = self.unjudged.get(kind, 0) + 1
@@ -175,15 +190,21 @@ class _Tally:
             "failed": dict(sorted(self.failed.items())),
             "device_errors": self.device_error_count,
             "invalid_accepted": self.invalid_accepted,
+            "refused": self.refused,
             "unjudged": dict(sorted(self.unjudged.items())),
             "failures": self.failures,
             "errors": self.device_errors,
         }
-        notes = []
+        notes = list(self.notes)
         if self.invalid_accepted:
             notes.append(
                 f"the device accepted {self.invalid_accepted} input(s) the CPU rejects (not counted as wrong math): "
                 + "; ".join(self.invalid_examples)
+            )
+        if self.refused:
+            notes.append(
+                f"the device refused {self.refused} input(s) the CPU computes, with an argument check (stricter, not wrong "
+                "math): " + "; ".join(self.refused_examples)
             )
         if self.unjudged:
             notes.append(
@@ -230,6 +251,21 @@ def _run_one(
     torch = ctx.torch
     sample = samples[case.sample]
     where = f"{case.transform} {case.direction} sample {case.sample}"
+    if oracle == "value" and sweep_db.sample_is_random(info.name, sample):
+        oracle = "structure"
+    if (
+        oracle == "value"
+        and case.backward
+        and dtype_name in ("float16", "bfloat16")
+        and info.name in sweep_db.HALF_ATOMIC_BACKWARD_OPS
+    ):
+        oracle = "structure"
+    weakest = sweep_cases.least_precise_float(torch, sample)
+    if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
+        # A mixed-precision sample computes partly in its least precise dtype (promotion):
+        # it is judged by that dtype's bounds too (the reference is float64 throughout).
+        low_atol, low_rtol = sweep_db.tolerance(info, torch, weakest)
+        atol, rtol = max(atol, low_atol), max(rtol, low_rtol)
     engine, fault, call = _fault(info.name, dtype_name, case)
     device_values: list[Any] | None = None
     device_error: str | None = None
@@ -299,6 +335,13 @@ def _run_one(
         if declared:
             tally.unjudge(declared, f"{where}: {device_error}"[:200])
             return
+    if device_error is not None and not _is_device_fault(device_error):
+        # An argument check refused an input the CPU computes (a contiguity or shape
+        # requirement of the device's kernel): stricter, not wrong math. Reported.
+        tally.refused += 1
+        if len(tally.refused_examples) < 3:
+            tally.refused_examples.append(f"{where}: {device_error}"[:200])
+        return
     tally.cases += 1
     if device_error is not None:
         tally.device_error_count += 1
@@ -309,26 +352,6 @@ def _run_one(
         return
     expected = ref["outputs"]
     assert device_values is not None
-    if len(expected) != len(device_values):
-        _record(
-            tally,
-            case,
-            "structure",
-            sweep_oracle.LeafFailure(
-                sweep_oracle.STRUCTURE, f"{len(device_values)} outputs where the reference has {len(expected)}"
-            ),
-            "out",
-        )
-        return
-    nonfinite_input = case.transform in ("nan", "posinf", "neginf")
-    # Integers converted from NaN/Inf are undefined (C++ float-to-integer conversion).
-    compare_integers = not nonfinite_input and not (
-        sweep_db.is_order_op(info.name)
-        and (dtype_name in ("float16", "bfloat16") or case.transform in sweep_cases.REPEATS_VALUES)
-    )
-    # Transforms mix every input into every output: where a NaN/Inf input lands depends on
-    # the algorithm's order of operations; only elements finite on both sides are compared.
-    mixing = info.name.startswith("fft.") and nonfinite_input
     same_cache: dict[str, Any] = {}
 
     def same_dtype_output(index: int) -> Any:
@@ -339,6 +362,67 @@ def _run_one(
             return None
         return reply["outputs"][index]
 
+    verdict = _judge_outputs(torch, info, dtype_name, case, device_values, expected, oracle, atol, rtol, same_dtype_output)
+    if verdict is None:
+        tally.passed += 1
+        return
+    if isinstance(verdict, str):
+        tally.unjudge(verdict, where)
+        return
+    index, failure = verdict
+    if case.transform in LAYOUT_TRANSFORMS:
+        # The CPU is not always right: a strided input the CPU's kernel mishandles (it
+        # reads the view's storage wrongly) shows as a reference that changes when the
+        # same values are made contiguous. When the device agrees with the contiguous
+        # reference, the difference is the CPU's.
+        contiguous = reference.compute({**request, "mode": "reference_contiguous"}, REFERENCE_TIMEOUT_S)
+        if (
+            contiguous.get("ok")
+            and len(contiguous["outputs"]) == len(device_values)
+            and _judge_outputs(torch, info, dtype_name, case, device_values, contiguous["outputs"], oracle, atol, rtol, None) is None
+        ):
+            tally.unjudge(
+                "reference_layout",
+                f"{where}: the CPU's float64 result changes when the input is made contiguous; the device agrees with the contiguous one",
+            )
+            return
+    if failure.cls == sweep_oracle.STRUCTURE and _reference_odd(torch, device_values[index], expected[index], same_dtype_output(index)):
+        tally.unjudge("reference_structure", f"{where}: {failure.detail}"[:200])
+        return
+    _record(tally, case, failure.cls, failure, _output_name(index, case.backward))
+
+
+#: Transforms that change only the layout of the inputs, not their values.
+LAYOUT_TRANSFORMS = ("noncontig", "transposed", "channels_last", "broadcast")
+
+
+def _judge_outputs(
+    torch: Any,
+    info: Any,
+    dtype_name: str,
+    case: sweep_cases.Case,
+    device_values: list[Any],
+    expected: list[Any],
+    oracle: str,
+    atol: float,
+    rtol: float,
+    same_dtype_output: Any,
+) -> tuple[int, sweep_oracle.LeafFailure] | str | None:
+    """The first wrong output (its index and failure), an unjudged reason, or None when
+    every output is right."""
+    if len(expected) != len(device_values):
+        return 0, sweep_oracle.LeafFailure(
+            sweep_oracle.STRUCTURE, f"{len(device_values)} outputs where the reference has {len(expected)}"
+        )
+    nonfinite_input = case.transform in ("nan", "posinf", "neginf")
+    # Integers converted from NaN/Inf are undefined (C++ float-to-integer conversion).
+    compare_integers = not nonfinite_input and not (
+        sweep_db.is_order_op(info.name)
+        and (dtype_name in ("float16", "bfloat16") or case.transform in sweep_cases.REPEATS_VALUES)
+    )
+    # Transforms mix every input into every output: where a NaN/Inf input lands depends on
+    # the algorithm's order of operations; only elements finite on both sides are compared.
+    mixing = sweep_db.is_fourier(info.name) and nonfinite_input
     for index, (found, wanted) in enumerate(zip(device_values, expected)):
         if found is None and wanted is None:
             continue
@@ -346,10 +430,20 @@ def _run_one(
             # One side's autograd saw no dependence: an all-zero gradient is the same thing.
             other = found if found is not None else wanted
             if isinstance(other, torch.Tensor) and not bool((other.detach().cpu().double() == 0).all()):
-                _record(tally, case, sweep_oracle.STRUCTURE, sweep_oracle.LeafFailure(
-                    sweep_oracle.STRUCTURE, "a gradient is missing on one side and non-zero on the other"), _output_name(index, True))
-                return
+                return index, sweep_oracle.LeafFailure(
+                    sweep_oracle.STRUCTURE, "a gradient is missing on one side and non-zero on the other"
+                )
             continue
+        if (
+            isinstance(found, torch.Tensor)
+            and isinstance(wanted, torch.Tensor)
+            and found.numel() == 0
+            and wanted.numel() == 0
+            and tuple(found.shape) != tuple(wanted.shape)
+        ):
+            # No numbers on either side; which empty shape is right is not this oracle's to
+            # say (the CPU's pixel_unshuffle returns its empty input's shape unchanged).
+            return "empty_shapes_differ"
         failure = sweep_oracle.compare_leaf(
             torch,
             found,
@@ -359,17 +453,14 @@ def _run_one(
             rtol=rtol,
             oracle=oracle,
             compare_integers=compare_integers,
-            same_dtype_cpu=lambda i=index: same_dtype_output(i),
+            same_dtype_cpu=(lambda i=index: same_dtype_output(i)) if same_dtype_output is not None else None,
             nonfinite_pattern=not mixing,
             inf_input=case.transform in ("posinf", "neginf"),
+            nonfinite_input=nonfinite_input,
         )
-        if failure is not None and failure.cls == sweep_oracle.STRUCTURE and _reference_odd(torch, found, wanted, same_dtype_output(index)):
-            tally.unjudge("reference_structure", f"{where}: {failure.detail}"[:200])
-            return
         if failure is not None:
-            _record(tally, case, failure.cls, failure, _output_name(index, case.backward))
-            return
-    tally.passed += 1
+            return index, failure
+    return None
 
 
 def _record(tally: _Tally, case: sweep_cases.Case, cls: str, failure: sweep_oracle.LeafFailure, output: str) -> None:
@@ -407,9 +498,44 @@ class _DeviceContextLost(RuntimeError):
 #: host (samples are generated on the CPU, so the sweep cannot know which ones).
 _DECLARED = (
     ("not supported on cuda", "unsupported_on_device"),
+    # The dispatcher has no kernel of this operator for the device's backend.
+    ("notimplementederror: could not run", "unsupported_on_device"),
     ("only supports dimensions whose sizes are powers of two", "unsupported_on_device"),
     ("to be on cpu", "host_argument"),
 )
+
+
+#: What a device-side failure looks like in an exception's text, as opposed to an argument
+#: check refusing the input before any kernel ran: a runtime or library status, an
+#: exception type the accelerator runtime raises, an assert of the framework's internals.
+_DEVICE_FAULT_MARKERS = (
+    "acceleratorerror",
+    "cuda error",
+    "hip error",
+    "cudnn_status",
+    "cudnn error",
+    "cublas_status",
+    "cusolver",
+    "cufft_",
+    "hipblas",
+    "rocblas",
+    "miopen",
+    "illegal memory access",
+    "misaligned address",
+    "device-side assert",
+    "out of memory",
+    "internal assert failed",
+    "segmentation fault",
+)
+
+
+def _is_device_fault(message: str) -> bool:
+    """Whether a device exception is a failure of the device's stack (ERROR) rather than an
+    argument check that refused the input (reported as refused)."""
+    lowered = message.lower()
+    if not lowered.startswith(("runtimeerror", "valueerror", "indexerror", "typeerror")):
+        return True
+    return any(marker in lowered for marker in _DEVICE_FAULT_MARKERS)
 
 
 def _declared_limitation(message: str) -> str | None:
