@@ -172,3 +172,12 @@ def test_the_reference_finds_a_sample_generated_in_another_order() -> None:
     reply = sweep_ref.handle(torch, request, {})
     expected = sweep_ref.handle(torch, {**request, "sample": first}, {})
     assert reply["ok"] and [tuple(o.shape) for o in reply["outputs"]] == [tuple(o.shape) for o in expected["outputs"]]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex32, torch.uint64, torch.uint16])
+def test_reference_outputs_torch_cannot_unpickle_travel_widened(dtype: torch.dtype) -> None:
+    import pickle
+
+    value = torch.arange(6).reshape(2, 3).to(dtype)
+    sent = pickle.loads(pickle.dumps(sweep_ref._transferable(torch, value)))
+    assert torch.equal(sent.to(torch.complex64 if dtype.is_complex else torch.int64), value.to(sent.dtype))

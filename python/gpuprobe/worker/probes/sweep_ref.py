@@ -132,9 +132,26 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
     return {"ok": True, "outputs": [_transferable(torch, o) for o in outputs]}
 
 
+#: Dtypes whose tensors torch cannot unpickle ("UntypedStorage has no attribute dtype"),
+#: by name, and the dtype each is sent as: a widening that keeps every value (integers wrap
+#: the way the oracle's own int64 conversion does).
+_UNPICKLABLE_AS = {
+    "complex32": "complex64",
+    "uint16": "int64",
+    "uint32": "int64",
+    "uint64": "int64",
+    "float8_e4m3fn": "float32",
+    "float8_e5m2": "float32",
+    "float8_e4m3fnuz": "float32",
+    "float8_e5m2fnuz": "float32",
+}
+
+
 def _transferable(torch: Any, value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return sweep_cases.dense_on_host(torch, value).contiguous().clone()
+        value = sweep_cases.dense_on_host(torch, value).contiguous().clone()
+        wider = _UNPICKLABLE_AS.get(str(value.dtype).replace("torch.", ""))
+        return value.to(getattr(torch, wider)) if wider else value
     if isinstance(value, (bool, int, float, complex, str, type(None))):
         return value
     try:
