@@ -100,11 +100,20 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
         return {"ok": False, "kind": "unavailable", "error": str(samples)}
     if request["sample"] >= len(samples):
         return {"ok": False, "kind": "mismatch", "error": "the reference generated fewer samples"}
+    # Each sample's digest, computed once per sample list: every case of a probe (and every
+    # mode of a case) asks again, and a search below may read them all.
+    digests: list[str | None] = cache.setdefault(("digests", cache_key), [None] * len(samples))
+
+    def digest_of(i: int) -> str:
+        if digests[i] is None:
+            digests[i] = sweep_cases.digest(torch, samples[i])
+        return digests[i]  # type: ignore[return-value]
+
     index = request["sample"]
-    if sweep_cases.digest(torch, samples[index]) != request["digest"]:
+    if digest_of(index) != request["digest"]:
         # The same samples in another order (a generator iterating over a set of strings,
         # whose order follows the process's hash seed): find the one the device ran.
-        index = next((i for i, s in enumerate(samples) if sweep_cases.digest(torch, s) == request["digest"]), -1)
+        index = next((i for i in range(len(samples)) if digest_of(i) == request["digest"]), -1)
         if index < 0:
             return {"ok": False, "kind": "mismatch", "error": "the reference built different inputs (non-deterministic sample)"}
     sample = samples[index]
