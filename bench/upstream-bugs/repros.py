@@ -427,6 +427,327 @@ def r_fold():
     return False, "no crash, output shape %s" % (tuple(y.shape),)
 
 
+# ---- small repros added 2026-11-24 (second batch) --------------------------
+
+def _attn_ref64(q, k, v, mask=None):
+    """Plain float64 attention (scores -> softmax -> @v); mask is bool (True=keep) or additive."""
+    torch = _torch()
+    q, k, v = q.double(), k.double(), v.double()
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            s = s.masked_fill(~mask, float("-inf"))
+        else:
+            s = s + mask.double()
+    return torch.softmax(s, dim=-1) @ v
+
+
+def _sdpa_backends():
+    """[(label, backend-or-None)]; None = default dispatch."""
+    out = [("default", None)]
+    try:
+        from torch.nn.attention import SDPBackend
+        out += [("cudnn", SDPBackend.CUDNN_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                ("flash", SDPBackend.FLASH_ATTENTION)]
+    except Exception:  # pragma: no cover
+        pass
+    return out
+
+
+def _sdpa_call(backend, *args, **kw):
+    torch = _torch()
+    import torch.nn.functional as F
+    if backend is None:
+        return F.scaled_dot_product_attention(*args, **kw)
+    from torch.nn.attention import sdpa_kernel
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(*args, **kw)
+
+
+def _declined(msg):
+    """True when an SDPA backend just refused the inputs (not a bug)."""
+    m = msg.lower()
+    return ("no available kernel" in m or "no viable backend" in m or "not supported" in m
+            or "invalid dtype for bias" in m)
+
+
+@repro("sdpa_cudnn_fp32_mask_bf16_qkv",
+       "https://github.com/pytorch/pytorch/pull/191612",
+       "[cuDNN][SDPA] fp32 attn_mask with bf16/fp16 q/k/v is reinterpreted as 16-bit by the cuDNN backend (silent NaN/wrong)",
+       "wrong-value")
+def r_sdpa_cudnn_fp32_mask():
+    torch = _torch()
+    B, H, S, D = 2, 4, 32, 64
+    g = torch.Generator().manual_seed(0)
+    q, k, v = [torch.randn(B, H, S, D, generator=g).to(torch.bfloat16) for _ in range(3)]
+    # what nn.Transformer.generate_square_subsequent_mask returns: float32, 0 / -inf
+    mask = torch.triu(torch.full((S, S), float("-inf")), diagonal=1)
+    ref = _attn_ref64(q, k, v, mask)
+    qc, kc, vc, mc = q.cuda(), k.cuda(), v.cuda(), mask.cuda()
+    parts, bad = [], False
+    for label, be in _sdpa_backends():
+        if label == "flash":
+            continue  # flash takes no mask
+        try:
+            out = _sdpa_call(be, qc, kc, vc, attn_mask=mc)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 (AcceleratorError too)
+            msg = str(e).splitlines()[0][:90]
+            parts.append("%s: raised %s" % (label, msg))
+            continue
+        nf = _nonfinite(out)
+        err = _maxabs(torch.nan_to_num(out.float(), nan=1e4), ref)
+        parts.append("%s: non-finite=%d/%d maxabs_vs_fp64=%.3g" % (label, nf, out.numel(), err))
+        if label in ("default", "cudnn") and (nf > 0 or err > 0.05):
+            bad = True
+    return bad, "fp32 causal mask (0/-inf), bf16 q/k/v %s; " % ((B, H, S, D),) + "; ".join(parts)
+
+
+@repro("sdpa_only_mask_requires_grad_ima",
+       "https://github.com/pytorch/pytorch/issues/148476",
+       "Illegal memory access in scaled_dot_product_attention if only attn_mask requires grad",
+       "crash")
+def r_sdpa_mask_grad_only():
+    torch = _torch()
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(0)
+    q, k, v = [torch.randn(1, 1, 64, 16, generator=g) for _ in range(3)]
+    m = torch.randn(1, 1, 64, 64, generator=g)
+    # reference: float64 autograd on CPU, only the mask requires grad
+    md = m.double().requires_grad_()
+    _attn_ref64(q, k, v, md).sum().backward()
+    ref = md.grad
+    mc = m.cuda().requires_grad_()
+    o = F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask=mc)
+    o.sum().backward()
+    torch.cuda.synchronize()
+    err = _maxabs(torch.nan_to_num(mc.grad, nan=1e4), ref)
+    return err > 1e-3, "fp32 (1,1,64,16), float mask requires_grad, q/k/v do not: max|mask.grad - fp64| = %.3g" % err
+
+
+@repro("sdpa_efficient_num_heads_65536",
+       "https://github.com/pytorch/pytorch/issues/142228",
+       "SDPA memory-efficient attention with num_heads >= 65536 (CUDA grid.y limit): launch fails or output is wrong",
+       "index-width")
+def r_sdpa_heads_65536():
+    torch = _torch()
+    Hh, S, D = 65536, 16, 32
+    g = torch.Generator().manual_seed(0)
+    q, k, v = [torch.randn(1, Hh, S, D, generator=g).to(torch.float16) for _ in range(3)]
+    ref = _attn_ref64(q, k, v)
+    qc, kc, vc = q.cuda(), k.cuda(), v.cuda()
+    parts, bad = [], False
+    for label, be in _sdpa_backends():
+        try:
+            out = _sdpa_call(be, qc, kc, vc)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 (AcceleratorError too)
+            msg = str(e).splitlines()[0][:90]
+            parts.append("%s: raised %s" % (label, msg))
+            if not _declined(msg) and label in ("default", "efficient"):
+                bad = True
+            continue
+        nf = _nonfinite(out)
+        err = _maxabs(torch.nan_to_num(out.float(), nan=1e4), ref)
+        parts.append("%s: non-finite=%d maxabs_vs_fp64=%.3g" % (label, nf, err))
+        if label in ("default", "efficient") and (nf > 0 or err > 0.02):
+            bad = True
+    return bad, "q/k/v (1,65536,16,32) fp16; " + "; ".join(parts)
+
+
+@repro("sdpa_cudnn_decode_q1_kv65536_bwd",
+       "https://github.com/pytorch/pytorch/issues/138529",
+       "CuDNN Backend cuDNN Frontend error (SDPA backward, q_len=1, kv_len=2^16, bf16)",
+       "error")
+def r_sdpa_cudnn_decode_bwd():
+    torch = _torch()
+    g = torch.Generator().manual_seed(0)
+    q0 = torch.randn(1, 16, 1, 64, generator=g).to(torch.bfloat16)
+    k0 = torch.randn(1, 16, 2 ** 16, 64, generator=g).to(torch.bfloat16)
+    v0 = torch.randn(1, 16, 2 ** 16, 64, generator=g).to(torch.bfloat16)
+    # reference: float64 autograd of plain attention (on the GPU, no SDPA kernel involved)
+    qd, kd, vd = [t.cuda().double().requires_grad_() for t in (q0, k0, v0)]
+    od = _attn_ref64(qd, kd, vd)
+    od.backward(torch.ones_like(od))
+    refs = [t.grad.detach() for t in (qd, kd, vd)]
+    del qd, kd, vd, od
+    parts, bad = [], False
+    for label, be in _sdpa_backends():
+        if label not in ("default", "cudnn"):
+            continue
+        q, k, v = [t.cuda().requires_grad_() for t in (q0, k0, v0)]
+        try:
+            out = _sdpa_call(be, q, k, v)
+            out.backward(torch.ones_like(out))
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 (AcceleratorError too)
+            msg = str(e).splitlines()[0][:100]
+            parts.append("%s: raised %s" % (label, msg))
+            if not _declined(msg):
+                bad = True
+            continue
+        errs = []
+        for nm, t, r in (("dq", q, refs[0]), ("dk", k, refs[1]), ("dv", v, refs[2])):
+            rel = _maxabs(torch.nan_to_num(t.grad.float(), nan=1e4), r) / (float(r.abs().max()) or 1.0)
+            errs.append("%s rel=%.3g" % (nm, rel))
+            if rel > 0.1:  # bf16 grads are ~1e-2 off; a broken kernel gives NaN/garbage
+                bad = True
+        parts.append("%s: %s" % (label, ", ".join(errs)))
+    return bad, "q (1,16,1,64), k/v (1,16,65536,64) bf16, backward with ones; " + "; ".join(parts)
+
+
+@repro("alloc_spurious_oom_pending_record_stream_free",
+       "https://github.com/pytorch/pytorch/issues/189504",
+       "CUDACachingAllocator can raise OOM while a fitting free block is in its pool (pending record_stream free)",
+       "allocator")
+def r_alloc_spurious_oom():
+    torch = _torch()
+    MiB = 1 << 20
+    dev = torch.device("cuda")
+    side = torch.cuda.Stream()
+    # one 100 MiB segment, then split into a 60 MiB block A and a 40 MiB block B that stays live,
+    # so that release_cached_blocks() can never hand the segment back to the driver
+    x = torch.empty(100 * MiB, dtype=torch.uint8, device=dev)
+    seg = x.data_ptr()
+    del x
+    a = torch.empty(60 * MiB, dtype=torch.uint8, device=dev)
+    b = torch.empty(40 * MiB, dtype=torch.uint8, device=dev)
+    layout = "A@seg+%d B@seg+%d MiB" % ((a.data_ptr() - seg) // MiB, (b.data_ptr() - seg) // MiB)
+    torch.cuda.synchronize()
+    reserved = torch.cuda.memory_reserved()
+    total = torch.cuda.mem_get_info()[1]
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(int(2e9))  # keeps the side stream busy for ~1 s
+    a.record_stream(side)
+    del a  # documented: reuse is deferred until `side` has finished its queued work
+    # cap the process so that no new segment fits, but the pending 60 MiB block does
+    torch.cuda.set_per_process_memory_fraction(min(1.0, (reserved + 20 * MiB) / total))
+    results = []
+    try:
+        for _ in range(2):  # the 2nd try is an identical, immediate retry with nothing freed in between
+            try:
+                c = torch.empty(60 * MiB, dtype=torch.uint8, device=dev)
+                results.append("ok")
+                del c
+            except RuntimeError as e:
+                if "out of memory" not in str(e).lower():
+                    raise
+                results.append("OOM")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    torch.cuda.synchronize()
+    del b
+    bad = results[0] == "OOM" and results[1] == "ok"
+    return bad, ("%s; reserved=%d MiB, cap=reserved+20 MiB; 60 MiB alloc while A's free is pending on a busy stream: "
+                 "1st=%s, immediate retry=%s (a fitting block was in the pool after the allocator's own sync)"
+                 % (layout, reserved // MiB, results[0], results[1]))
+
+
+@repro("adaptive_avg_pool2d_start_ind_int32_overflow",
+       "https://github.com/pytorch/pytorch/issues/176784",
+       "[CUDA] AdaptiveAvgPool2d: START_IND macro causes int32 overflow (in_size*out_size > 2^31) -> OOB read / wrong values",
+       "index-width")
+def r_aap2d_start_ind():
+    torch = _torch()
+    import torch.nn.functional as F
+    I, O = 65536, 40000  # oh * I > 2^31 for oh >= 32768; the tensors are tiny
+    oh = torch.arange(O, dtype=torch.int64)
+    s = (oh * I) // O
+    e = -((-(oh + 1) * I) // O)  # ceil
+    exp_fwd = (s + e - 1).double() / 2  # mean of arange(s, e)
+    # d(sum(out))/dx_i = sum over windows containing i of 1/(e-s)
+    w = 1.0 / (e - s).double()
+    diff = torch.zeros(I + 1, dtype=torch.float64)
+    diff.index_add_(0, s, w)
+    diff.index_add_(0, e, -w)
+    exp_bwd = torch.cumsum(diff, 0)[:I]
+    parts, bad = [], False
+    # NCHW path (adaptive_average_pool / atomic_adaptive_average_gradinput kernels)
+    x = torch.arange(I, dtype=torch.float64, device="cuda").view(1, 1, I, 1).requires_grad_()
+    out = F.adaptive_avg_pool2d(x, (O, 1))
+    out.sum().backward()
+    torch.cuda.synchronize()
+    got = out.detach().view(-1).cpu()
+    nbad = int(((got - exp_fwd).abs() > 1e-6).sum())
+    first = int(((got - exp_fwd).abs() > 1e-6).nonzero()[0]) if nbad else -1
+    gerr = _maxabs(torch.nan_to_num(x.grad.view(-1), nan=1e9), exp_bwd)
+    parts.append("NCHW fwd wrong outputs=%d/%d (first at oh=%d; overflow starts at oh=32768), bwd max err=%.3g"
+                 % (nbad, O, first, gerr))
+    bad = bad or nbad > 0 or gerr > 1e-6
+    # NHWC path (START_IND_INT macro)
+    base = torch.arange(I, dtype=torch.float64).view(1, 1, I, 1)
+    x2 = torch.cat([base, base + 1e5], dim=1).cuda().contiguous(memory_format=torch.channels_last)
+    out2 = F.adaptive_avg_pool2d(x2, (O, 1))
+    torch.cuda.synchronize()
+    exp2 = torch.stack([exp_fwd, exp_fwd + 1e5])
+    got2 = out2.view(2, O).cpu()
+    nbad2 = int(((got2 - exp2).abs() > 1e-6).sum())
+    parts.append("channels_last fwd wrong outputs=%d/%d" % (nbad2, 2 * O))
+    bad = bad or nbad2 > 0
+    return bad, "adaptive_avg_pool2d (1,C,%d,1)->(%d,1), float64 arange input, closed-form reference; " % (I, O) + "; ".join(parts)
+
+
+@repro("reflection_pad1d_bwd_65536_planes_grid_limit",
+       "https://github.com/pytorch/pytorch/pull/185024",
+       "reflection_pad1d backward launches grid (w, nplane, nbatch): >= 65536 channels or batch exceeds grid.y/z (CUDA launch error)",
+       "index-width")
+def r_reflect_pad_bwd():
+    torch = _torch()
+    import torch.nn.functional as F
+    parts, bad = [], False
+    for shape in ((1, 65536, 8), (65536, 1, 8)):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(*shape, generator=g)
+        go = torch.randn(shape[0], shape[1], shape[2] + 6, generator=g)
+        xd = x.double().requires_grad_()
+        yd = F.pad(xd, (3, 3), mode="reflect")
+        yd.backward(go.double())
+        xc = x.cuda().requires_grad_()
+        try:
+            yc = F.pad(xc, (3, 3), mode="reflect")
+            torch.cuda.synchronize()
+            ferr = _maxabs(yc, yd)
+        except Exception as e:  # noqa: BLE001 (AcceleratorError too)
+            parts.append("%s fwd raised %s" % (shape, str(e).splitlines()[0][:70]))
+            bad = True
+            continue
+        try:
+            yc.backward(go.cuda())
+            torch.cuda.synchronize()
+            berr = _maxabs(torch.nan_to_num(xc.grad, nan=1e4), xd.grad)
+            parts.append("%s fwd err=%.3g bwd err=%.3g" % (shape, ferr, berr))
+            bad = bad or berr > 1e-4 or ferr > 1e-6
+        except Exception as e:  # noqa: BLE001 (AcceleratorError too)
+            parts.append("%s fwd err=%.3g, bwd raised %s" % (shape, ferr, str(e).splitlines()[0][:70]))
+            bad = True
+    return bad, "F.pad(mode='reflect', (3,3)) fp32 vs CPU fp64; " + "; ".join(parts)
+
+
+@repro("interp_linear_width_gt_2pow23_fp32_coords",
+       "https://github.com/pytorch/pytorch/issues/144643",
+       "nn.functional.interpolate doesn't work correctly with NCW tensors when output W exceeds 2^23 (fp32 source coordinates)",
+       "index-width")
+def r_interp_linear_2pow23():
+    torch = _torch()
+    import torch.nn.functional as F
+    n = (1 << 22) + 4
+    x = (torch.arange(n) % 2).float()  # 0,1,0,1,...
+    # closed form of PyTorch's documented align_corners=False linear rule, in float64/int64
+    d = torch.arange(2 * n, dtype=torch.float64)
+    src = ((d + 0.5) * 0.5 - 0.5).clamp(min=0)
+    i0 = src.floor().long()
+    lam = src - i0.double()
+    i1 = torch.clamp(i0 + 1, max=n - 1)
+    xd = x.double()
+    ref = (1 - lam) * xd[i0] + lam * xd[i1]
+    out = F.interpolate(x.cuda().view(1, 1, -1), size=2 * n, mode="linear").view(-1).double().cpu()
+    wrong = (out - ref).abs() > 1e-3
+    nbad = int(wrong.sum())
+    first = int(wrong.nonzero()[0]) if nbad else -1
+    return nbad > 0, "n=2^22+4 -> 2n, fp32: wrong outputs=%d/%d, first wrong index=%d (2^23=%d); max err=%.3g" % (
+        nbad, 2 * n, first, 1 << 23, float((out - ref).abs().max()))
+
+
 # --------------------------------------------------------------------------
 # big repros (index-width; need several GB .. ~40 GB)
 # --------------------------------------------------------------------------
@@ -587,6 +908,179 @@ def r_conv3d_bf16():
     # bf16 output rounding alone is <= 2^-8 * |ref| ~ 0.4% of scale
     return (nbad > 0), "max|bf16 - fp32ref| = %.3g, max|ref| = %.3g, elements off by >5%% of scale: %d" % (
         worst, scale, nbad)
+
+
+# ---- big repros added 2026-11-24 (second batch) ----------------------------
+
+@repro("embedding_bag_max_bwd_int32_numel_overflow",
+       "https://github.com/pytorch/pytorch/issues/188467",
+       "int32 overflow in embedding_bag(mode='max') backward when num_weights*dim > INT32_MAX with int32 indices",
+       "index-width", big=True)
+def r_embbag_max_bwd():
+    torch = _torch()
+    import torch.nn.functional as F
+    dim, r = 2 ** 16, 2 ** 15  # weight numel = 2^31 + 2^16 (8.6 GB fp32, + 8.6 GB grad)
+
+    def grad_row(idx_dtype):
+        w = torch.zeros(r + 1, dim, device="cuda", requires_grad=True)
+        with torch.no_grad():
+            w[r].fill_(1.0)  # the last row holds every column's max
+        idx = torch.tensor([0, r], device="cuda", dtype=idx_dtype)
+        off = torch.tensor([0], device="cuda", dtype=idx_dtype)
+        F.embedding_bag(idx, w, off, mode="max").sum().backward()
+        torch.cuda.synchronize()
+        gr, g0 = w.grad[r], w.grad[0]
+        res = (int((gr != 1).sum()), int((g0 != 0).sum()))
+        del w, gr, g0
+        torch.cuda.empty_cache()
+        return res
+
+    bad32 = grad_row(torch.int32)
+    ev = "int32 indices: grad[last row] wrong=%d/%d, grad[row 0] nonzero=%d" % (bad32[0], dim, bad32[1])
+    if bad32[0] or bad32[1]:
+        bad64 = grad_row(torch.int64)
+        ev += "; int64 control: wrong=%d, nonzero=%d" % bad64
+    return bool(bad32[0] or bad32[1]), ev + " (expected: last row all 1, row 0 all 0)"
+
+
+@repro("log_softmax_row_len_int_max",
+       "https://github.com/pytorch/pytorch/issues/191565",
+       "[CUDA] illegal memory read on cunn_SoftMaxForward when the softmax dim is 2^31-1 long",
+       "index-width", big=True)
+def r_log_softmax_int_max():
+    torch = _torch()
+    # control: the same call on a short row must give the exact value (fp32 accumulation)
+    c = torch.log_softmax(torch.zeros(2 ** 20 - 1, dtype=torch.float16, device="cuda"), dim=0)
+    if abs(float(c.min()) + math.log(2 ** 20 - 1)) > 0.02:
+        raise RuntimeError("control (row 2^20-1) already wrong: %r" % float(c.min()))
+    N = 2 ** 31 - 1  # fp16: 4.3 GB in + 4.3 GB out
+    x = torch.zeros(N, dtype=torch.float16, device="cuda")
+    y = torch.log_softmax(x, dim=0)
+    torch.cuda.synchronize()
+    del x
+    exp = -math.log(N)  # -21.4876 (fp16 grid spacing there: 1/64)
+    lo, hi = float(y.min()), float(y.max())
+    nn_ = int(torch.isnan(y).sum())
+    a, b = float(y[0]), float(y[-1])
+    bad = nn_ > 0 or abs(lo - exp) > 0.02 or abs(hi - exp) > 0.02
+    return bad, "log_softmax(zeros(2^31-1), fp16): min=%r max=%r y[0]=%r y[-1]=%r NaN=%d (exact %.4f)" % (
+        lo, hi, a, b, nn_, exp)
+
+
+@repro("foreach_norm_clip_grad_norm_gt_2pow31",
+       "https://github.com/pytorch/pytorch/issues/169930",
+       "clip_grad_norm_ (foreach path, _foreach_norm) illegal memory access on a tensor with more than 2^31 elements",
+       "index-width", big=True)
+def r_foreach_norm_big():
+    torch = _torch()
+    N = 2 ** 31 + 1  # fp32: 8.6 GB
+    g = torch.ones(N, device="cuda")
+    exp = math.sqrt(N)
+    n1 = float(torch._foreach_norm([g])[0])
+    torch.cuda.synchronize()
+    p = torch.nn.Parameter(g)  # shares storage; its grad is the same ones tensor
+    p.grad = g
+    n2 = float(torch.nn.utils.clip_grad_norm_([p], max_norm=1e30))  # clip coef clamps to 1 -> no change
+    torch.cuda.synchronize()
+    bad = abs(n1 - exp) > 1e-3 * exp or abs(n2 - exp) > 1e-3 * exp
+    return bad, "ones(2^31+1): _foreach_norm=%r clip_grad_norm_=%r (exact %.3f)" % (n1, n2, exp)
+
+
+@repro("upsample_bilinear2d_input_dim_gt_2pow32",
+       "https://github.com/pytorch/pytorch/issues/193689",
+       "[CUDA] 32-bit input overflow causes OOB read in upsample_bilinear2d_out_frame (one input dim > 2^32)",
+       "index-width", big=True)
+def r_bilinear_big_h():
+    torch = _torch()
+    import torch.nn.functional as F
+    H = 2 ** 32 + 1  # fp16: 8.6 GB; H-1 = 2^32 is exact in fp32, so the source index is exact
+    x = torch.ones(H, dtype=torch.float16, device="cuda")
+    x[0] = 3.0
+    x[-1] = 2.0
+    try:
+        out = F.interpolate(x.view(1, 1, H, 1), size=(2, 1), mode="bilinear", align_corners=True)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        if _is_cuda_fault(str(e)):
+            raise
+        return False, "clean argument error (no silent corruption): " + str(e).splitlines()[0][:150]
+    a, b = float(out[0, 0, 0, 0]), float(out[0, 0, 1, 0])
+    # align_corners=True with 2 output rows samples exactly the first and the last input row
+    return (a != 3.0 or b != 2.0), "bilinear (1,1,2^32+1,1)->(2,1), align_corners: out=[%r, %r] (expected [3.0, 2.0])" % (a, b)
+
+
+@repro("interpolate_bilinear_channels_last_out_2pow31",
+       "https://github.com/pytorch/pytorch/pull/185788",
+       "Bilinear interpolate on channels_last CUDA input fails once the output has >= 2^31 elements (32-bit NHWC indexing)",
+       "index-width", big=True)
+def r_bilinear_nhwc_big():
+    torch = _torch()
+    import torch.nn.functional as F
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand((32, 64, 512, 512), dtype=torch.float16, device="cuda", generator=g)
+    xcl = x.contiguous(memory_format=torch.channels_last)
+    del x
+    try:
+        out = F.interpolate(xcl, scale_factor=2, mode="bilinear")  # 32*64*1024*1024 = 2^31 outputs, fp16 4.3 GB
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 (AcceleratorError too)
+        msg = str(e).splitlines()[0][:150]
+        if not _is_cuda_fault(msg):
+            return False, "clean argument error (no silent corruption): " + msg
+        return True, "CUDA error on a valid input: " + msg
+    parts, bad = [], False
+    for i in (0, 31):
+        ref = F.interpolate(xcl[i:i + 1].float().cpu(), scale_factor=2, mode="bilinear")
+        err = _maxabs(torch.nan_to_num(out[i:i + 1].float(), nan=1e4), ref)
+        parts.append("image %d max|out - cpu fp32|=%.3g" % (i, err))
+        bad = bad or err > 5e-3
+    return bad, "channels_last fp16 (32,64,512,512) x2 bilinear: " + "; ".join(parts)
+
+
+@repro("sdpa_efficient_attn_mask_offset_2pow32",
+       "https://github.com/pytorch/pytorch/issues/187227",
+       "[SDPA] 32-bit offset overflow in mem-efficient attention forward with attn_bias (q_len*kv_len > 2^32)",
+       "index-width", big=True)
+def r_sdpa_eff_mask_big():
+    torch = _torch()
+    S, D = 65600, 64  # S*S = 4.30e9 > 2^32; rows >= 2^32 // S = 65472 read a wrapped mask row
+    g = torch.Generator().manual_seed(0)
+    q, k, v = [torch.randn(1, 1, S, D, generator=g).to(torch.bfloat16).cuda() for _ in range(3)]
+    # additive causal mask built directly in bf16 (8.6 GB), no bool->float conversion copy
+    mask = torch.zeros(S, S, dtype=torch.bfloat16, device="cuda")
+    cols = torch.arange(S, device="cuda")
+    step = 4096
+    for i in range(0, S, step):
+        rows = torch.arange(i, min(i + step, S), device="cuda")
+        mask[i:i + step].masked_fill_(cols[None, :] > rows[:, None], float("-inf"))
+    sel = list(range(0, 32)) + list(range(2 ** 32 // S - 64, S))
+    rows = torch.tensor(sel, device="cuda")
+    qd, kd, vd = q[0, 0].double(), k[0, 0].double(), v[0, 0].double()
+    sc = (qd[rows] @ kd.T) / math.sqrt(D)
+    sc.masked_fill_(cols[None, :] > rows[:, None], float("-inf"))
+    ref = torch.softmax(sc, -1) @ vd
+    del sc, qd, kd, vd
+    parts, bad = [], False
+    from torch.nn.attention import SDPBackend
+    for label, be in (("efficient", SDPBackend.EFFICIENT_ATTENTION), ("default", None)):
+        try:
+            out = _sdpa_call(be, q, k, v, attn_mask=mask[None, None])
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 (AcceleratorError too)
+            msg = str(e).splitlines()[0][:90]
+            parts.append("%s: raised %s" % (label, msg))
+            if _is_cuda_fault(msg):
+                raise
+            continue
+        err = (torch.nan_to_num(out[0, 0, rows].double(), nan=1e4) - ref).abs().amax(-1)
+        badrows = [sel[i] for i in range(len(sel)) if float(err[i]) > 0.05]
+        parts.append("%s: bad rows %d/%d (first %s), worst err %.3g" % (
+            label, len(badrows), len(sel), badrows[0] if badrows else None, float(err.max())))
+        if badrows:
+            bad = True
+        del out
+    return bad, "bf16 S=%d D=%d additive causal mask, checked rows 0..31 and %d..%d vs fp64; " % (
+        S, D, sel[32], S - 1) + "; ".join(parts)
 
 
 # --------------------------------------------------------------------------

@@ -80,7 +80,9 @@ def test_catalogue_ids_rules_and_tiers(catalog_specs: list[dict], specs: dict[st
             assert rule["scale"] >= 1.0, probe_id
             # Never so loose that zeros or a quarter of zeros (errors 1 and 0.5) could pass.
             assert DTYPE_TOLERANCE[rule["dtype"]] * rule["scale"] < 0.25, probe_id
-        if spec["tier"] == "full":
+        if spec["tier"] == "full" and not probe_id.startswith("nn.sdpa.matrix."):
+            # The attention matrix's full probes share float64 references across backends
+            # (one worker) and allocate little; every other full ops/nn probe is large.
             assert spec.get("isolated") is True, probe_id
     quick = sorted(i for i, s in specs.items() if s["tier"] == "quick")
     assert quick == sorted(

@@ -34,6 +34,7 @@ pub const KNOWN_OPS: &[&str] = &[
     "save_load",
     "dataloader",
     "sweep",
+    "width",
     "any",
 ];
 
@@ -50,6 +51,7 @@ pub const KNOWN_EFFECTS: &[&str] = &[
     "oom",
     "drop_nan",
     "accept_invalid",
+    "wrap",
 ];
 
 #[derive(Debug, Deserialize)]

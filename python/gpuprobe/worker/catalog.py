@@ -92,6 +92,7 @@ FAMILY_MODULES = (
     "gpuprobe.worker.probes.dist_specs",
     "gpuprobe.worker.probes.soak_specs",
     "gpuprobe.worker.probes.sweep_specs",
+    "gpuprobe.worker.probes.width_specs",
     "gpuprobe.worker.probes.fault_specs",
 )
 

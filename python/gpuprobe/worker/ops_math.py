@@ -182,6 +182,49 @@ def conv(method: str, compute: Callable[[], Any], *, sources: Sequence[Any] = ()
     return run("conv", method, compute, sources=sources)
 
 
-def sdpa(backend: str, compute: Callable[[], Any], *, sources: Sequence[Any] = ()) -> Any:
-    """``scaled_dot_product_attention`` on ``backend`` performed by ``compute``."""
-    return run("sdpa", backend, compute, sources=sources)
+def sdpa(
+    backend: str,
+    compute: Callable[[], Any],
+    *,
+    sources: Sequence[Any] = (),
+    variant: str | None = None,
+    direction: str | None = None,
+) -> Any:
+    """``scaled_dot_product_attention`` on ``backend`` performed by ``compute``.
+
+    ``variant`` (the attention matrix passes its mask kind: ``none``, ``causal``, ``bool``,
+    ``additive``, ``additive_grad``) and ``direction`` (``forward``; ``backward`` for a
+    gradient read after the backward pass, which ``compute`` then simply returns) reach the
+    fault engine as ``CallInfo.variant`` / ``direction``, so a fault's ``when.variants`` can
+    select one mask kind or the gradients alone. Without either, the call is described as
+    before (``run``)."""
+    if variant is None and direction is None:
+        return run("sdpa", backend, compute, sources=sources)
+    engine = simulate.engine()
+    with simulate.bypassed():
+        result = compute()
+    if engine is None:
+        return result
+    torch = _torch()
+    if not isinstance(result, torch.Tensor):
+        return result
+    call = CallInfo(
+        op="sdpa",
+        method=backend,
+        dtype=_dtype_name(result.dtype),
+        to_dtype=_dtype_name(result.dtype),
+        nbytes=int(result.numel()) * int(result.element_size()),
+        on_device=True,
+        variant=variant,
+        direction=direction,
+    )
+    fault = engine.decide(call)
+    if fault is None:
+        return result
+    if result.requires_grad:
+        # As ``finish`` does: the value of the corrupted output, the gradient of ``result``.
+        with simulate.bypassed(), torch.no_grad():
+            bad = engine.apply(fault, call, result.detach().clone(), in_place=True)
+        with simulate.bypassed():
+            return result + (bad - result).detach()
+    return engine.apply(fault, call, result, sources=tuple(sources))

@@ -115,3 +115,17 @@ def collective(result: Any, *, method: str) -> Any:
     if engine is None:
         return result
     return _passed_through(engine, result, op="collective", method=method, on_device=True)
+
+
+def stream_readback(t: Any, *, method: str) -> Any:
+    """A buffer of the allocator stress probes (``alloc.stress.*``) as the probe reads it
+    back for checking: data written on one stream (or thread) and read after the documented
+    synchronization. Under simulation it is described as op ``alloc`` with ``method`` naming
+    the case (``cross_stream_readback``, ``oom_retry_readback``, ``handoff_readback``,
+    ``thread_readback``), so a fault can make it read what a too-early reuse of the memory
+    would leave: ``stale`` (bytes 0x5A, never written by the writer), ``zeros``, ``bitflip``.
+    The buffer itself is never changed: a corrupted result is a copy."""
+    engine = simulate.engine()
+    if engine is None:
+        return t
+    return _passed_through(engine, t, op="alloc", method=method, on_device=True)

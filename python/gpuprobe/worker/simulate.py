@@ -62,6 +62,7 @@ OPS = frozenset(
         "save_load",
         "dataloader",
         "sweep",
+        "width",
         "any",
     }
 )
@@ -82,6 +83,8 @@ EFFECTS = frozenset(
         # and the device returns a result for an input it should reject.
         "drop_nan",
         "accept_invalid",
+        # width only: what a kernel that computes offsets in 32 bits reads past the boundary.
+        "wrap",
     }
 )
 
@@ -534,7 +537,11 @@ def corrupt(torch: Any, t: Any, effect: str, occurrence: int) -> None:
     - ``nan``: floats at flat indices ≡ 0 mod 8 become NaN; integer and bool tensors cannot
       hold NaN and get ``bitflip`` instead;
     - ``bitflip``: the lowest bit of one element flips (which element depends on how many
-      times the fault fired).
+      times the fault fired);
+    - ``wrap``: with ``P`` the largest power of two below the element count, every element at
+      flat index ``i >= P`` takes the value at ``i - P``: what a kernel reads when its offsets
+      wrap at 2^31 or 2^32 (the index-width boundary of a real tensor, the nearest power of
+      two of a small one).
     """
     dtype_name = str(t.dtype).replace("torch.", "")
     if effect == "nan" and dtype_name not in _NAN_BITS:
@@ -546,6 +553,16 @@ def corrupt(torch: Any, t: Any, effect: str, occurrence: int) -> None:
     elif effect == "nan":
         bits = _signed(_NAN_BITS[dtype_name], t.element_size())
         _in_place_on_flat(torch, t, lambda flat: flat[::8].fill_(bits))
+    elif effect == "wrap":
+
+        def wrap(flat: Any) -> None:
+            count = flat.numel()
+            if count < 2:
+                return
+            period = 1 << ((count - 1).bit_length() - 1)
+            flat[period:].copy_(flat[: count - period].clone())
+
+        _in_place_on_flat(torch, t, wrap)
     elif effect == "bitflip":
 
         def flip(flat: Any) -> None:

@@ -16,7 +16,13 @@ Id grammar: ``alloc.<case>[.<variant>]``
 - ``caching.disabled``: a bit-exact workload with ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` /
   ``PYTORCH_NO_HIP_MEMORY_CACHING=1`` (a child process: the setting is read at start-up);
 - ``expandable.h2d``: a host-to-device copy with ``expandable_segments:True`` (RKB-020; a child
-  process; ``.2gib`` is the 2 GiB fp16 case of the issue).
+  process; ``.2gib`` is the 2 GiB fp16 case of the issue);
+- ``stress.<case>``: the allocator under several streams and threads (``alloc_stress``):
+  ``cross_stream_free`` (frees recorded on a busy side stream, device ~90% full),
+  ``oom_retry`` (an allocation that fits in memory freed by completed side-stream work must
+  not raise out-of-memory), ``handoff`` (data handed between streams after an event or
+  ``wait_stream``; ``.large`` adds 256 MiB + 4 B), ``threads`` (threads with a stream each
+  allocating and copying at once).
 
 Correctness is judged (``invariant``, ``bit_exact``); sizes and settings are measured
 (``measure``) and reported in the observation's metrics.
@@ -27,6 +33,11 @@ from __future__ import annotations
 from gpuprobe.worker.catalog import BIT_EXACT, INVARIANT, MEASURE, ProbeDef
 
 _RUN = "gpuprobe.worker.probes.alloc_run"
+_STRESS = "gpuprobe.worker.probes.alloc_stress"
+#: Element counts of the handoff case: tiny, odd and ≡ 1 mod 32 (a partial last warp or vector).
+_HANDOFF_SIZES = (1, 3, 33, 1000, 1025, (1 << 16) + 1, (1 << 20) + 1)
+#: 256 MiB + 4 B of float32.
+_HANDOFF_LARGE = (1 << 26) + 1
 
 
 def specs() -> list[ProbeDef]:
@@ -176,4 +187,89 @@ def specs() -> list[ProbeDef]:
             isolated=True,
         ),
     ]
+    probes += _stress_specs()
     return probes
+
+
+def _stress_specs() -> list[ProbeDef]:
+    """The allocator stress probes: exclusive (they fill the device or budget from its free
+    memory), the full tier but for one case that costs well under a second."""
+    return [
+        ProbeDef(
+            id="alloc.stress.handoff",
+            tier="standard",
+            placement="exclusive",
+            rule=BIT_EXACT,
+            description=(
+                "float32 data written by a delayed producer stream and read on another stream after an event "
+                "or wait_stream, both directions, 1 to 2^20 + 1 elements (odd and ≡ 1 mod 32), plus a "
+                "non_blocking pinned H2D on a side stream read on the default stream; every byte compared"
+            ),
+            impl=f"{_STRESS}:run_handoff",
+            params={"sizes": _HANDOFF_SIZES, "pinned_sizes": (33, (1 << 16) + 1, (1 << 20) + 1), "delay_ms": 2.0},
+            timeout_s=120.0,
+        ),
+        ProbeDef(
+            id="alloc.stress.cross_stream_free",
+            tier="full",
+            placement="exclusive",
+            rule=INVARIANT,
+            description=(
+                "the device filled to 90% of its free memory; 8 rounds: a block written late by a busy side "
+                "stream and copied to a result there is freed with record_stream, and a new block is allocated "
+                "and written at once on the default stream; results and new blocks must keep their own data"
+            ),
+            impl=f"{_STRESS}:run_cross_stream_free",
+            params={"rounds": 8, "fill_fraction": 0.9, "delay_ms": 10.0},
+            timeout_s=240.0,
+            isolated=True,
+        ),
+        ProbeDef(
+            id="alloc.stress.oom_retry",
+            tier="full",
+            placement="exclusive",
+            rule=INVARIANT,
+            description=(
+                "the device filled until less than a 1 GiB request is free; a 1 GiB block freed with "
+                "record_stream by side-stream work that has completed must be reusable at the first attempt "
+                "(out-of-memory is a violation); the same while the side stream still runs is measured"
+            ),
+            impl=f"{_STRESS}:run_oom_retry",
+            params={"delay_ms": 20.0, "pending_delay_ms": 200.0},
+            timeout_s=240.0,
+            isolated=True,
+        ),
+        ProbeDef(
+            id="alloc.stress.handoff.large",
+            tier="full",
+            placement="exclusive",
+            rule=BIT_EXACT,
+            description=(
+                "the stream handoff of alloc.stress.handoff up to 256 MiB + 4 B (2^26 + 1 float32), the pinned "
+                "non_blocking H2D included; every byte compared"
+            ),
+            impl=f"{_STRESS}:run_handoff",
+            params={
+                "sizes": _HANDOFF_SIZES + (_HANDOFF_LARGE,),
+                "pinned_sizes": ((1 << 20) + 1, _HANDOFF_LARGE),
+                "delay_ms": 5.0,
+            },
+            timeout_s=300.0,
+            isolated=True,
+        ),
+        ProbeDef(
+            id="alloc.stress.threads",
+            tier="full",
+            placement="exclusive",
+            rule=INVARIANT,
+            description=(
+                "6 threads, each on its own stream, for 1.5 s: allocate 256 B-16 MiB, write a pattern of their "
+                "own, copy device to device and device to host, keep 3 blocks alive, free; every read-back "
+                "bit-exact and no exception but a genuine out-of-memory"
+            ),
+            impl=f"{_STRESS}:run_threads",
+            params={"threads": 6, "duration_s": 1.5, "max_block": 16 << 20, "ring": 3},
+            timeout_s=240.0,
+            isolated=True,
+        ),
+    ]

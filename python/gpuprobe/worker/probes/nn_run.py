@@ -10,6 +10,9 @@ not the rounding of the inputs (autocast is the exception: rounding is part of w
 Attention backends that cannot run a case (no kernel for this dtype, head size, mask or
 device) make the probe SKIP with PyTorch's own explanation; warnings raised by the attention
 call (for instance AOTriton's "experimental" notice on ROCm) are kept as observation notes.
+The attention matrix (``run_sdpa_matrix``, cases from ``sdpa_matrix``) runs many cases per
+probe instead: a refused case is counted with its reason, and the probe skips only when its
+backend refuses every case.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 from gpuprobe.worker import ops, ops_math
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, require_memory
 from gpuprobe.worker.patterns import derive_seed
+from gpuprobe.worker.probes import sdpa_matrix
 from gpuprobe.worker.probes.nn_specs import CPU_SEQ
 from gpuprobe.worker.probes.ops_run import (
     ToleranceAccumulator,
@@ -516,4 +520,575 @@ def run_sdpa(
             acc.add(ops.readback(ops_math.finish("sdpa", backend, tensor.grad)), want)
     if seq >= 4096:
         release(ctx)
+    return ProbeOutput(acc.stats(), metrics, notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The attention matrix (``nn.sdpa.matrix.*``; factors, covering designs and cases in
+# ``sdpa_matrix``). One probe runs many cases on one backend; a case the backend refuses is
+# counted, not failed, and the probe skips only when it refuses them all.
+
+#: Float64 references by (seed, dtype, case, sizes): the probes of one dtype and direction
+#: differ only in the backend and run one after the other, so a whole probe's cases are kept.
+_MATRIX_REFERENCES: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+_MATRIX_REFERENCES_KEPT = 48
+
+#: How PyTorch says a backend cannot take a case: no kernel (sdpa_kernel forced one that
+#: does not apply; its warnings say why), an unsupported combination raised by the kernel
+#: itself (cuDNN finds no execution plan for a graph), or a mask gradient the backend's
+#: autograd formula does not have.
+_REFUSALS = (
+    "No available kernel",
+    "No viable backend",
+    "not supported",
+    "Not supported",
+    "NOT_SUPPORTED",
+    "does not support",
+    "execution plans",
+    "is not differentiable with respect to",
+    "derivative for",
+)
+
+#: negrow rows: every logit is pushed down by this much (exactly representable in fp16 and
+#: bf16, so the float mask carries it unrounded): "far below zero" is ≈ −1e4.
+_NEGROW_SHIFT = -10240.0
+#: Without a float mask, negrow rows get their shift from head-dim 0: every key holds
+#: ``_NEGROW_KEY`` there and the row's query ``-_NEGROW_QUERY`` (logit shift −β·c/√d:
+#: −10240 at d = 64, −7241 at d = 128; q stays below fp16's 65504). The other components
+#: are multiples of 1/8 in [−4, 4], so every logit is an exact float32 sum whatever the
+#: kernel's summation order: otherwise float32 rounding at |logit| ≈ 1e4 (≈ 1e-3) would be
+#: the kernel's honest error and could approach the fp16 bound.
+_NEGROW_KEY = 2.0
+_NEGROW_QUERY = 40960.0
+
+#: In negrow cases without a float mask, head-dim 0 of the q and k gradients is judged
+#: finite-only as well (the other columns as usual): every key holds the same constant
+#: there, so dq[..., 0] is c/√d · Σ_j dS_ij, a sum that cancels exactly (its reference is 0;
+#: in a correct kernel, the log-sum-exp it recomputes at |logit| ≈ 1e4 leaves ≈ c/√d ·
+#: ulp(1e4) · |dO·O|, about 1 % of dq's rms in fp16 on the CPU), and dk[..., 0] sums
+#: ±β-weighted terms (β = 40960) that cancel in part: it dwarfs the other columns, and its
+#: relative rounding (≈ 1.5e-3 in fp16 on the CPU) leaves too thin a margin to the fp16 bound.
+
+#: Finite-only tensors: what a backward pass of ``large`` inputs is judged on for q, k and
+#: the mask. With logits of ±1e4 almost every softmax row is one-hot, so these gradients are
+#: tiny differences of large terms: the reference is ≈ 0 in most rows while the rounding of
+#: P and dS to the dtype inside any correct kernel leaves ≈ u·|dO|·|v|·|k| per row, far more
+#: than the normwise tolerance relative to a near-zero norm. They must still be finite; the
+#: output and the v gradient (P^T dO, well conditioned) are compared as usual.
+_FINITE_ONLY_LARGE = ("dq", "dk", "dmask")
+
+#: Failing and refused cases kept in the observation (the counts cover them all).
+_CASES_SHOWN = 5
+
+
+class _Refused(Exception):
+    """The backend cannot run this case; the message is PyTorch's reason."""
+
+
+#: Errors of the device itself ("CUDA error: operation not supported") are failures, never
+#: refusals, whatever words they use.
+_DEVICE_ERRORS = ("CUDA error", "HIP error", "cudaError", "hipError", "illegal memory access")
+
+
+def _refusal(exc: BaseException) -> bool:
+    text = str(exc)
+    if any(marker in text for marker in _DEVICE_ERRORS):
+        return False
+    return any(marker in text for marker in _REFUSALS)
+
+
+def _math_precision_problem(torch: Any) -> str | None:
+    """Why the math backend would not compute logits of ±1e4 in full float32, or None.
+
+    Since torch 2.5 the math backend upcasts fp16/bf16 to float32 unless
+    ``allow_fp16_bf16_reduction_math_sdp(True)``; before, it multiplied and summed in the
+    input dtype, where a logit of 1e4 keeps no fraction (bf16 spacing there is 64). Adversarial
+    logits are then beyond what that backend promises, and its cases with them (``large``,
+    ``negrow``) are refused with this reason, on ``math`` and on ``default`` (which may pick
+    it)."""
+    allowed = getattr(torch.backends.cuda, "fp16_bf16_reduction_math_sdp_allowed", None)
+    if allowed is None:
+        return (
+            f"this torch {torch.__version__} computes math attention in the input dtype "
+            "(no float32 upcast before torch 2.5): logits of 1e4 keep no fraction"
+        )
+    try:
+        if allowed():
+            return (
+                "math attention may reduce in fp16/bf16 "
+                "(torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True))"
+            )
+    except (RuntimeError, AttributeError):
+        return None
+    # Its float32 GEMMs then follow the float32 matmul precision: TF32 (or bf16 passes)
+    # rounds q and k to 10 bits, a logit of 1e4 by about 5.
+    getter = getattr(torch, "get_float32_matmul_precision", None)
+    precision = getter() if getter is not None else "highest"
+    if precision != "highest":
+        return f"float32 matmuls run at reduced precision (torch.get_float32_matmul_precision() == {precision!r})"
+    return None
+
+
+def _case_sizes(ctx: ProbeContext, case: dict[str, Any]) -> dict[str, Any]:
+    """Batch, heads and lengths of a case on this device (shorter on a CPU)."""
+    q_len, kv_len = sdpa_matrix.lengths_of(case["length"])
+    long_case = bool(case.get("sampled_rows"))
+    if not ctx.is_gpu:
+        q_len, kv_len = sdpa_matrix.cpu_length(q_len), sdpa_matrix.cpu_length(kv_len)
+    heads = 2 if long_case else sdpa_matrix.HEADS
+    layout = case["layout"]
+    kv_heads = heads // 2 if layout == "gqa" else 1 if layout == "expand" else heads
+    return {
+        "batch": 1 if long_case else sdpa_matrix.BATCH,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "q_len": q_len,
+        "kv_len": kv_len,
+        "head_dim": case["head_dim"],
+        "rows": (min(case["sampled_rows"], q_len // 2) if not ctx.is_gpu else case["sampled_rows"]) if long_case else 0,
+    }
+
+
+def _quantized(torch: Any, shape: list[int], gen: Any) -> Any:
+    """Standard normal values rounded to multiples of 1/8 in [−4, 4] (exact products)."""
+    values = torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
+    return (values * 8).round_().clamp_(-32, 32).div_(8)
+
+
+def _matrix_mask(torch: Any, case: dict[str, Any], sizes: dict[str, Any], dt: Any, gen: Any) -> Any:
+    """The attention mask of a case, shape (B, 1, L, S), or None (``none``, ``causal``)."""
+    mask_kind = case["mask"]
+    if mask_kind not in sdpa_matrix.MASKS_WITH_ROWS:
+        return None
+    batch, q_len, kv_len = sizes["batch"], sizes["q_len"], sizes["kv_len"]
+    rows = torch.arange(q_len)
+    emptied = _emptied_rows(case, batch, q_len)
+    if mask_kind == "bool":
+        # Every row keeps at least one key (its diagonal), unless the case empties it.
+        keep = torch.zeros((batch, 1, q_len, kv_len), dtype=torch.bool)
+        keep[:, 0, rows, rows % kv_len] = True
+        allowed = (torch.rand((batch, 1, q_len, kv_len), generator=gen) > 0.3) | keep
+        for b, row in emptied:
+            allowed[b, 0, row, :] = False
+        return allowed
+    values = torch.randn((batch, 1, q_len, kv_len), generator=gen, dtype=torch.float32)
+    # Key padding of the last batch element: −inf for its last keys (never a whole row).
+    pad = kv_len // 7 + 1
+    values[batch - 1, 0, :, kv_len - pad :] = float("-inf")
+    if case["input"] == "negrow":
+        # A quarter of the rows: every logit −10240 + q·k/√d (the padding stays −inf).
+        shifted = values[:, 0, rows % 4 == 1, :]
+        values[:, 0, rows % 4 == 1, :] = torch.where(torch.isinf(shifted), shifted, torch.tensor(_NEGROW_SHIFT))
+    for b, row in emptied:
+        values[b, 0, row, :] = float("-inf")
+    return values.to(dt)
+
+
+def _emptied_rows(case: dict[str, Any], batch: int, q_len: int) -> list[tuple[int, int]]:
+    """(batch, query row) pairs with no key at all (``fullmask`` inputs)."""
+    if case["input"] != "fullmask":
+        return []
+    rows = [(0, 1), (0, q_len // 3), (0, q_len - 1), (batch - 1, 2)]
+    return list(dict.fromkeys(rows))
+
+
+def _matrix_inputs(
+    ctx: ProbeContext, case: dict[str, Any], sizes: dict[str, Any], dtype: str, dt: Any
+) -> dict[str, Any]:
+    """The host inputs of a case (rounded to the dtype), drawn from the plan seed, the dtype
+    and the case: the same on every backend, so probes share one reference."""
+    torch = ctx.torch
+    tag = f"{dtype}/{case['name']}/{sizes['batch']}x{sizes['heads']}x{sizes['q_len']}x{sizes['kv_len']}"
+    gen = torch.Generator().manual_seed(derive_seed(ctx.seed, "nn.sdpa.matrix.inputs", tag))
+    batch, heads, kv_heads = sizes["batch"], sizes["heads"], sizes["kv_heads"]
+    q_len, kv_len, d = sizes["q_len"], sizes["kv_len"], sizes["head_dim"]
+    q_shape, kv_shape = [batch, heads, q_len, d], [batch, kv_heads, kv_len, d]
+    kind = case["input"]
+    if kind == "large":
+        # Integers times 8 (q) and 4 (k), |q| ≤ 128, |k| ≤ 64: every product and partial sum
+        # is an exact float32 integer, and the logits (std ≈ 2900) reach ±1e4.
+        q = torch.randint(-16, 17, tuple(q_shape), generator=gen).to(torch.float32) * 8
+        k = torch.randint(-16, 17, tuple(kv_shape), generator=gen).to(torch.float32) * 4
+    elif kind == "negrow" and case["mask"] not in sdpa_matrix.FLOAT_MASKS:
+        q, k = _quantized(torch, q_shape, gen), _quantized(torch, kv_shape, gen)
+        k[..., 0] = _NEGROW_KEY
+        q[..., 0] = 0.0
+        q[:, :, torch.arange(q_len) % 4 == 1, 0] = -_NEGROW_QUERY
+    else:
+        q = torch.randn(tuple(q_shape), generator=gen, dtype=torch.float32)
+        k = torch.randn(tuple(kv_shape), generator=gen, dtype=torch.float32)
+    v = torch.randn(tuple(kv_shape), generator=gen, dtype=torch.float32)
+    mask = _matrix_mask(torch, case, sizes, dt, gen)
+    out: dict[str, Any] = {"q": q.to(dt), "k": k.to(dt), "v": v.to(dt), "mask": mask}
+    rows = None
+    if sizes["rows"]:
+        count = sizes["rows"]
+        edges = torch.cat(
+            [torch.arange(32), torch.arange(q_len // 2 - 16, q_len // 2 + 16), torch.arange(q_len - 32, q_len)]
+        )
+        picks = torch.randperm(q_len, generator=gen)[: max(0, count - edges.numel())]
+        rows = torch.unique(torch.cat([edges, picks]))
+    out["rows"] = rows
+    if case["direction"] == "backward":
+        grad = torch.randn((batch, heads, q_len, d), generator=gen, dtype=torch.float32)
+        # A loss that ignores query rows with no key (as training ignores padding): whatever a
+        # backend puts in those rows then cannot reach any gradient, unless it is NaN or Inf.
+        for b, row in _emptied_rows(case, batch, q_len):
+            grad[b, :, row, :] = 0.0
+        out["grad"] = grad.to(dt)
+    return out
+
+
+def _heads(torch: Any, t: Any, layout: str, heads: int) -> Any:
+    """k or v with one slice per query head: expanded (stride 0), or each of the ``gqa``
+    heads repeated for the query heads of its group (``repeat_interleave``)."""
+    if layout == "expand":
+        return t.expand(t.shape[0], heads, t.shape[2], t.shape[3])
+    if layout == "gqa":
+        return t.repeat_interleave(heads // t.shape[1], dim=1)
+    return t
+
+
+def _matrix_reference(
+    torch: Any, case: dict[str, Any], inputs: dict[str, Any], heads: int
+) -> dict[str, Any]:
+    """Float64 attention on the CPU, as PyTorch documents it (causal: top-left aligned;
+    boolean mask: True may attend; float mask: added to the scaled logits), with autograd for
+    the gradients of sum(out · grad). Query rows with no key are flagged invalid; their
+    output and gradients are 0 (a zero probability row)."""
+    f64 = torch.float64
+    backward = "grad" in inputs
+    q, k, v = (inputs[name].to(f64) for name in ("q", "k", "v"))
+    mask_kind = case["mask"]
+    m = None
+    if mask_kind in sdpa_matrix.FLOAT_MASKS:
+        m = inputs["mask"].to(f64)
+    if backward:
+        for t in (q, k, v):
+            t.requires_grad_(True)
+        if m is not None and mask_kind == "additive_grad":
+            m.requires_grad_(True)
+    rows = inputs["rows"]
+    q_len, kv_len, d = q.shape[2], k.shape[2], q.shape[3]
+    query_index = torch.arange(q_len) if rows is None else rows
+    qq = q if rows is None else q[:, :, rows]
+    kk, vv = _heads(torch, k, case["layout"], heads), _heads(torch, v, case["layout"], heads)
+    scores = torch.matmul(qq, kk.transpose(-1, -2)) * (1.0 / math.sqrt(d))
+    allowed = torch.ones((query_index.numel(), kv_len), dtype=torch.bool)
+    if mask_kind == "causal":
+        allowed = torch.arange(kv_len).unsqueeze(0) <= query_index.unsqueeze(1)
+    allowed = allowed.expand(q.shape[0], 1, query_index.numel(), kv_len)
+    if mask_kind == "bool":
+        allowed = allowed & inputs["mask"][:, :, query_index]
+    if m is not None:
+        bias = m[:, :, query_index] if rows is not None else m
+        finite = torch.isfinite(bias)
+        allowed = allowed & finite
+        scores = scores + torch.where(finite, bias, torch.zeros((), dtype=f64))
+    row_ok = allowed.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    # Rows with no key: softmax over zeros, then zero probabilities (no NaN, no gradient).
+    scores = torch.where(row_ok, scores, torch.zeros((), dtype=f64))
+    probs = torch.where(row_ok, torch.softmax(scores, dim=-1), torch.zeros((), dtype=f64))
+    out = torch.matmul(probs, vv)
+    result: dict[str, Any] = {
+        "out": out.detach(),
+        "valid": row_ok.squeeze(-1).expand(q.shape[0], heads, query_index.numel()).clone(),
+        "mask_valid": row_ok.squeeze(-1).clone(),
+    }
+    if backward:
+        out.backward(inputs["grad"].to(f64))
+        result["grads"] = {"dq": q.grad, "dk": k.grad, "dv": v.grad}
+        if m is not None and mask_kind == "additive_grad":
+            result["grads"]["dmask"] = m.grad
+    return result
+
+
+def _matrix_device(
+    ctx: ProbeContext, case: dict[str, Any], inputs: dict[str, Any], backend: str
+) -> tuple[dict[str, Any], list[str]]:
+    """Runs a case on the device under test: the output and (backward) the gradients, read
+    back; and the warnings PyTorch gave. Raises ``_Refused`` when the backend cannot run it."""
+    torch = ctx.torch
+    F = torch.nn.functional
+    layout, mask_kind = case["layout"], case["mask"]
+    backward = case["direction"] == "backward"
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    heads = q.shape[1]
+    # The tensors autograd accumulates into, and where each gradient sits in them:
+    # (leaf, index along the packing dimension or None, whether it is (B, L, H, d)).
+    leaves: dict[str, Any]
+    where: dict[str, tuple[str, int | None, bool]]
+    if layout == "noncontig":
+        # Strided views of one packed projection output (B, L, 3, H, d), as models slice it
+        # (the RKB-018 pattern); k and v alone are packed when the lengths differ.
+        if q.shape[2] == k.shape[2]:
+            leaves = {"qkv": ops.stage(torch.stack([t.permute(0, 2, 1, 3) for t in (q, k, v)], dim=2), ctx.device)}
+            where = {"dq": ("qkv", 0, True), "dk": ("qkv", 1, True), "dv": ("qkv", 2, True)}
+        else:
+            leaves = {
+                "q": ops.stage(q.permute(0, 2, 1, 3).contiguous(), ctx.device),
+                "kv": ops.stage(torch.stack([t.permute(0, 2, 1, 3) for t in (k, v)], dim=2), ctx.device),
+            }
+            where = {"dq": ("q", None, True), "dk": ("kv", 0, True), "dv": ("kv", 1, True)}
+    else:
+        leaves = {name: ops.stage(inputs[name], ctx.device) for name in ("q", "k", "v")}
+        where = {"dq": ("q", None, False), "dk": ("k", None, False), "dv": ("v", None, False)}
+    if backward:
+        for leaf in leaves.values():
+            leaf.requires_grad_(True)
+
+    def operand(name: str) -> Any:
+        leaf_name, index, packed = where[name]
+        t = leaves[leaf_name]
+        if index is not None:
+            t = t[:, :, index]
+        if packed:
+            t = t.transpose(1, 2)
+        return _heads(torch, t, layout, heads) if layout == "expand" and name != "dq" else t
+
+    dq, dk, dv = operand("dq"), operand("dk"), operand("dv")
+    if layout == "expand" and (dk.stride(1) != 0 or dv.stride(1) != 0):
+        raise RuntimeError(f"expanded k/v have head strides {dk.stride(1)}, {dv.stride(1)}, not 0")
+    dmask = None if inputs["mask"] is None else ops.stage(inputs["mask"], ctx.device)
+    if dmask is not None and mask_kind == "additive_grad":
+        dmask.requires_grad_(True)
+    kwargs: dict[str, Any] = {"attn_mask": dmask, "is_causal": mask_kind == "causal"}
+    if layout == "gqa":
+        kwargs["enable_gqa"] = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step = "forward"
+        try:
+            with _backend_context(torch, backend):
+                out = ops_math.sdpa(
+                    backend,
+                    lambda: F.scaled_dot_product_attention(dq, dk, dv, **kwargs),
+                    sources=(dq, dk, dv),
+                    variant=mask_kind,
+                    direction="forward",
+                )
+                if backward:
+                    step = "backward"
+                    out.backward(ops.stage(inputs["grad"], ctx.device))
+        except TypeError as exc:
+            if "enable_gqa" in str(exc):
+                raise _Refused(f"this torch {torch.__version__} has no enable_gqa: {exc}") from exc
+            raise
+        except RuntimeError as exc:
+            if _refusal(exc):
+                said = "; ".join(dict.fromkeys(str(w.message).strip() for w in caught))
+                reason = f"{step}: {exc}" + (f" ({said[:600]})" if said else "")
+                raise _Refused(reason) from exc
+            raise
+        warned = list(dict.fromkeys(f"{w.category.__name__}: {str(w.message).strip()}" for w in caught))
+    results: dict[str, Any] = {"out": ops.readback(out.detach())}
+    if backward:
+        for name, (leaf_name, index, packed) in where.items():
+            grad = leaves[leaf_name].grad
+            if grad is not None:
+                if index is not None:
+                    grad = grad[:, :, index]
+                if packed:
+                    grad = grad.transpose(1, 2)
+                # Gradients stand for the backward kernels' outputs under fault simulation.
+                grad = ops.readback(
+                    ops_math.sdpa(backend, lambda g=grad: g, variant=mask_kind, direction="backward")
+                )
+            results[name] = grad
+        if mask_kind == "additive_grad":
+            grad = dmask.grad
+            if grad is not None:
+                grad = ops.readback(ops_math.sdpa(backend, lambda: grad, variant=mask_kind, direction="backward"))
+            results["dmask"] = grad
+    return results, warned
+
+
+def _reference_for(
+    ctx: ProbeContext, case: dict[str, Any], inputs: dict[str, Any], sizes: dict[str, Any], dtype: str
+) -> dict[str, Any]:
+    """The case's float64 reference, from the cache when an earlier backend computed it."""
+    torch = ctx.torch
+    key = (ctx.seed, dtype, case["name"], tuple(sorted(sizes.items())))
+    reference = _MATRIX_REFERENCES.get(key)
+    if reference is None:
+        reference = _matrix_reference(torch, case, inputs, sizes["heads"])
+        _MATRIX_REFERENCES[key] = reference
+        while len(_MATRIX_REFERENCES) > _MATRIX_REFERENCES_KEPT:
+            _MATRIX_REFERENCES.popitem(last=False)
+    else:
+        _MATRIX_REFERENCES.move_to_end(key)
+    return reference
+
+
+def _finite_only(torch: Any, got: Any, want: Any) -> Any:
+    """``got`` with every finite element replaced by the reference: compared so, only NaN and
+    Inf where the reference is finite count (see ``_FINITE_ONLY_LARGE``)."""
+    return torch.where(torch.isfinite(got), want, got.to(want.dtype))
+
+
+def _matrix_trials(
+    torch: Any, case: dict[str, Any], got: dict[str, Any], reference: dict[str, Any], rows: Any
+) -> tuple[list[tuple[str, Any, Any, Any]], list[str]]:
+    """The comparisons of one case as (name, device result, reference, elements compared or
+    None for all), and the gradients the backward pass did not return.
+
+    Fully masked query rows (``valid`` False) are left out of the output, dq and mask
+    gradient comparisons; k and v gradients are compared whole, so NaN that a masked row
+    spreads into them fails."""
+    valid = reference["valid"]
+    all_valid = bool(valid.all())
+    out = got["out"] if rows is None else got["out"][:, :, rows]
+    trials = [("out", out, reference["out"], None if all_valid else valid.unsqueeze(-1).expand(out.shape))]
+    missing: list[str] = []
+    offset_column = case["input"] == "negrow" and case["mask"] not in sdpa_matrix.FLOAT_MASKS
+    for name, want in reference.get("grads", {}).items():
+        tensor = got.get(name)
+        if tensor is None:
+            missing.append(name)
+            continue
+        select = None
+        if name == "dq" and not all_valid:
+            select = valid.unsqueeze(-1).expand(tensor.shape)
+        elif name == "dmask" and not all_valid:
+            select = reference["mask_valid"].unsqueeze(-1).expand(tensor.shape)
+        if case["input"] == "large" and name in _FINITE_ONLY_LARGE:
+            tensor = _finite_only(torch, tensor, want)
+        if offset_column and name in ("dq", "dk"):
+            # Head-dim 0 carries the negrow offset (see _NEGROW_QUERY): finite-only there,
+            # the other columns as usual.
+            column = torch.zeros(tensor.shape, dtype=torch.bool)
+            column[..., 0] = True
+            offset = column if select is None else column & select
+            rest = ~column if select is None else ~column & select
+            trials.append((name + "[0]", _finite_only(torch, tensor, want), want, offset))
+            trials.append((name, tensor, want, rest))
+            continue
+        trials.append((name, tensor, want, select))
+    return trials, missing
+
+
+def run_sdpa_matrix(
+    ctx: ProbeContext,
+    *,
+    dtype: str,
+    backend: str,
+    design: str,
+    direction: str | None,
+    rule_dtype: str,
+    tolerance: float,
+) -> ProbeOutput:
+    """The cases of one attention-matrix probe on one backend against float64 (see
+    ``sdpa_matrix``). Every compared tensor of every case is a trial of one ``CompareStats``;
+    the metrics count the cases run, refused and failed, and name the first failing ones
+    with their factors and largest error. Query rows with no key are left out of the output,
+    dq and mask-gradient comparisons (their values are each backend's choice), while NaN/Inf
+    anywhere else, k/v gradients included, fails. The probe skips only when the backend
+    refuses every case."""
+    torch = ctx.torch
+    dt = dtype_of(torch, dtype)
+    cases = sdpa_matrix.probe_cases(design, direction, backend)
+    acc = ToleranceAccumulator(torch, tolerance)
+    precision_problem = _math_precision_problem(torch) if backend in ("math", "default") else None
+    refused: list[dict[str, str]] = []
+    failing: list[dict[str, Any]] = []
+    warned: list[str] = []
+    run = failed = masked_rows = 0
+    masked_outputs: set[str] = set()
+    worst: dict[str, Any] = {}
+    scaled = False
+    for case in cases:
+        sizes = _case_sizes(ctx, case)
+        scaled = scaled or (sizes["q_len"], sizes["kv_len"]) != sdpa_matrix.lengths_of(case["length"])
+        try:
+            if precision_problem and case["input"] in ("large", "negrow"):
+                raise _Refused(precision_problem)
+            if sizes["rows"]:
+                # The long case: sampled rows of scores over every key, in float64 on the host.
+                elements = sizes["batch"] * sizes["heads"] * sizes["kv_len"] * sizes["head_dim"]
+                scores = sizes["batch"] * sizes["heads"] * sizes["rows"] * sizes["kv_len"]
+                try:
+                    require_memory(ctx, scores * 8 * 5 + elements * 8 * 4, elements * 2 * 8)
+                except SkipProbe as exc:
+                    raise _Refused(str(exc)) from exc
+            inputs = _matrix_inputs(ctx, case, sizes, dtype, dt)
+            got, said = _matrix_device(ctx, case, inputs, backend)
+        except _Refused as exc:
+            refused.append({"case": case["name"], "reason": str(exc)[:800]})
+            continue
+        run += 1
+        warned.extend(w for w in said if w not in warned)
+        reference = _reference_for(ctx, case, inputs, sizes, dtype)
+        trials, missing = _matrix_trials(torch, case, got, reference, inputs["rows"])
+        masked = ~reference["valid"]
+        if bool(masked.any()):
+            masked_rows += int(masked.sum())
+            masked_outputs.add(_describe_masked_rows(torch, trials[0][1][masked]))
+        before = acc.failed_trials
+        errors: dict[str, float] = {}
+        bad: list[str] = []
+        for name, tensor, want, select in trials:
+            ahead = acc.failed_trials
+            errors[name] = acc.add(tensor, want, valid=select)
+            if acc.failed_trials > ahead:
+                bad.append(name)
+        for name in missing:
+            # A gradient the backward pass should have produced and did not: wrong numbers
+            # for the training that relies on it (compared as zeros).
+            want = reference["grads"][name]
+            errors[name] = acc.add(torch.zeros_like(want), want)
+            bad.append(f"{name} (none returned)")
+        case_worst = max(errors.values(), default=0.0)
+        if acc.failed_trials > before:
+            failed += 1
+            if len(failing) < _CASES_SHOWN:
+                failing.append(
+                    {
+                        "case": case["name"],
+                        **{f: case[f] for f in ("mask", "length", "layout", "input", "direction", "head_dim")},
+                        "shape": f"{sizes['batch']}x{sizes['heads']}x{sizes['q_len']}x{sizes['kv_len']}",
+                        "failed": bad,
+                        "max_rel_err": case_worst,
+                    }
+                )
+        elif case_worst > worst.get("rel_err", -1.0):
+            worst = {"case": case["name"], "tensor": max(errors, key=errors.__getitem__), "rel_err": case_worst}
+        if sizes["rows"] and ctx.is_gpu:
+            release(ctx)
+    if run == 0:
+        first = refused[0]["reason"] if refused else "no cases"
+        raise SkipProbe(
+            f"the {backend} attention backend cannot run any of its {len(cases)} cases on {ctx.device}: {first}"
+        )
+    metrics: dict[str, Any] = {
+        "dtype": dtype,
+        "backend": backend,
+        "design": design,
+        "direction": direction or "both",
+        "cases": len(cases),
+        "cases_run": run,
+        "cases_refused": len(refused),
+        "cases_failed": failed,
+    }
+    if failing:
+        metrics["failing_cases"] = failing
+    if worst:
+        metrics["worst_passing_case"] = worst
+    if refused:
+        metrics["refused_cases"] = refused[:_CASES_SHOWN]
+    if masked_rows:
+        metrics["fully_masked_rows"] = masked_rows
+        metrics["fully_masked_rows_output"] = ", ".join(sorted(masked_outputs))
+    if scaled:
+        metrics["scaled_down_on_cpu"] = True
+    if precision_problem:
+        metrics["math_precision"] = precision_problem
+    notes: list[str] = []
+    if refused:
+        notes.append(
+            f"{len(refused)} of {len(cases)} cases refused by the {backend} attention backend "
+            f"(first: {refused[0]['case']}: {refused[0]['reason'][:300]})"
+        )
+    for message in warned[:_CASES_SHOWN]:
+        notes.append(f"{backend} attention warned: {message}")
     return ProbeOutput(acc.stats(), metrics, notes)

@@ -13,6 +13,11 @@ Id grammar:
   rows with every key masked); ``noncontig``: q/k/v are strided views of one packed tensor
   (the RKB-018 pattern); ``bwd``: gradients of q, k, v too (RKB-019 runs forward and
   backward);
+- ``nn.sdpa.matrix.<dtype>.<backend>[.bwd]`` (full) and ``nn.sdpa.matrix.<dtype>.default.core``
+  (standard): the attention matrix, many cases per probe over masks (none, causal, boolean,
+  additive, additive requiring grad), odd and unequal lengths, layouts (packed views, stride-0
+  expand, grouped-query), adversarial logits and fully masked rows; the factors, the pairwise
+  covering design and the core subset are in ``sdpa_matrix``;
 - ``nn.autocast.<dtype>``: a small conv + linear model under ``torch.autocast``.
 
 dtypes: ``fp32`` (TF32 off), ``tf32`` (TF32 on, PyTorch's default for convolutions on
@@ -34,7 +39,11 @@ Tolerance scales (the judge's bound is the dtype tolerance times the scale, docs
 - autocast: 2 (its inputs and weights are rounded to the dtype too: ≈ 0.8 u per GEMM);
 - attention: 1 for the forward pass (its error is the rounding of the probabilities and of
   the output, ≈ 1.2 u, within the 8 u of the half-precision tolerances), 2 for gradients
-  (dS and P are rounded to the dtype before the backward GEMMs, then the gradients).
+  (dS and P are rounded to the dtype before the backward GEMMs, then the gradients). The
+  attention matrix follows the same rule: its forward probes take 1, its backward probes and
+  the core probes (which mix both directions) 2. Gradients whose reference is a cancelling
+  sum of large terms (q, k and mask gradients of logits of ±1e4; the offset column of
+  negrow rows) are judged finite-only, as ``nn_run`` explains, instead of loosening the scale.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuprobe.worker.catalog import ProbeDef
+from gpuprobe.worker.probes import sdpa_matrix
 from gpuprobe.worker.probes.ops_specs import SHORT, accumulation_scale, bound, tolerance_rule
 
 _RUN = "gpuprobe.worker.probes.nn_run"
@@ -226,6 +236,36 @@ def _sdpa(
     )
 
 
+def _sdpa_matrix(dtype: str, backend: str, tier: str, design: str, direction: str | None) -> ProbeDef:
+    """One attention-matrix probe: the ``design``'s cases (``pairwise``: the ``direction``
+    half; ``core``: both directions) on one backend. Scale 1 for forward cases, 2 when
+    gradients are compared (the ``core`` probes mix both and take 2), as for ``nn.sdpa.*``.
+
+    Not isolated, even in the full tier: consecutive probes differ only in the backend and
+    share the float64 references of their cases, which a worker of their own would recompute;
+    their largest device allocation (the long case) is about 100 MB."""
+    cases = sdpa_matrix.probe_cases(design, direction, backend)
+    backward = design == "core" or direction == "backward"
+    suffix = ".core" if design == "core" else ".bwd" if backward else ""
+    chosen = "chosen by PyTorch" if backend == "default" else f"forced to {backend}"
+    what = (
+        f"scaled_dot_product_attention in {dtype}, backend {chosen}: {len(cases)} cases "
+        + ("(the core subset, forward and backward)" if design == "core" else f"({direction}, pairwise design)")
+        + " over masks, odd and unequal lengths, packed/expanded/grouped-query layouts, "
+        "adversarial logits and fully masked rows, against a float64 CPU reference"
+    )
+    return _probe(
+        f"nn.sdpa.matrix.{SHORT[dtype]}.{backend}{suffix}",
+        tier,
+        dtype,
+        2.0 if backward else 1.0,
+        what,
+        "run_sdpa_matrix",
+        {"dtype": dtype, "backend": backend, "design": design, "direction": direction},
+        timeout_s=300.0 if tier == "full" else 120.0,
+    )
+
+
 def specs() -> list[ProbeDef]:
     """The nn probes, quick tier first."""
     probes: list[ProbeDef] = []
@@ -292,6 +332,11 @@ def specs() -> list[ProbeDef]:
         extra = {"mask": mask} if mask else {}
         add(_sdpa(dtype, "default", head_dim, REPORTED_SEQ, "standard", **extra))
 
+    # ---------------------------------------------------------------- standard: attention matrix
+    # The core subset on the backend PyTorch picks (sdpa_matrix.CORE_CASES).
+    for dtype in ("bfloat16", "float16"):
+        add(_sdpa_matrix(dtype, "default", "standard", "core", None))
+
     # ---------------------------------------------------------------- standard: autocast
     for dtype in ("bfloat16", "float16"):
         add(
@@ -312,4 +357,10 @@ def specs() -> list[ProbeDef]:
 
     # ---------------------------------------------------------------- full
     add(_sdpa("bfloat16", "default", 128, LONG_SEQ, "full", mask="causal", sampled_rows=512))
+    # The attention matrix's pairwise design; backends innermost, so that consecutive probes
+    # share the references of their cases.
+    for dtype in ("bfloat16", "float16"):
+        for direction in sdpa_matrix.DIRECTIONS:
+            for backend in SDPA_BACKENDS:
+                add(_sdpa_matrix(dtype, backend, "full", "pairwise", direction))
     return probes

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from gpuprobe.worker import simulate
+from gpuprobe.worker.faults import is_device_fault
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
 from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_oracle, sweep_ref
 from gpuprobe.worker.probes.ops_run import tf32_mode
@@ -508,34 +509,9 @@ _DECLARED = (
 #: What a device-side failure looks like in an exception's text, as opposed to an argument
 #: check refusing the input before any kernel ran: a runtime or library status, an
 #: exception type the accelerator runtime raises, an assert of the framework's internals.
-_DEVICE_FAULT_MARKERS = (
-    "acceleratorerror",
-    "cuda error",
-    "hip error",
-    "cudnn_status",
-    "cudnn error",
-    "cublas_status",
-    "cusolver",
-    "cufft_",
-    "hipblas",
-    "rocblas",
-    "miopen",
-    "illegal memory access",
-    "misaligned address",
-    "device-side assert",
-    "out of memory",
-    "internal assert failed",
-    "segmentation fault",
-)
-
-
-def _is_device_fault(message: str) -> bool:
-    """Whether a device exception is a failure of the device's stack (ERROR) rather than an
-    argument check that refused the input (reported as refused)."""
-    lowered = message.lower()
-    if not lowered.startswith(("runtimeerror", "valueerror", "indexerror", "typeerror")):
-        return True
-    return any(marker in lowered for marker in _DEVICE_FAULT_MARKERS)
+#: The shared rule (``faults.is_device_fault``): a device error is ERROR only when it is a
+#: fault of the device's stack, not an argument check that refused the input.
+_is_device_fault = is_device_fault
 
 
 def _declared_limitation(message: str) -> str | None:

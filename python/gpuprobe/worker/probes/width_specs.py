@@ -1,0 +1,62 @@
+"""width family catalogue: operations past the index-width boundaries.
+
+Id grammar: ``width.<group>.<boundary>``
+
+- group (``width_run.GROUPS``): ``create``, ``elementwise`` (and type conversion),
+  ``reduce``, ``scan``, ``norm``, ``softmax``, ``pool`` (and upsampling), ``index``
+  (gather/scatter/embedding/losses/histograms), ``sort`` (and top-k), ``attention``,
+  ``copy``;
+- boundary (``width_run.BOUNDARIES``): ``n31`` and ``n32`` (more than 2^31 and 2^32
+  elements in total, every dimension small), ``d31`` (one dimension past 2^31; not for
+  attention, whose dimensions cannot be that long).
+
+Every probe is in the ``full`` tier, alone on the device (``exclusive``: it plans its
+memory from what is free) and in a worker of its own (``isolated``: a fault past the
+boundary loses the device context). The cases each probe runs and the memory each needs are
+in ``width_run`` / ``width_cases``; ``docs/probes.md`` tabulates them.
+"""
+
+from __future__ import annotations
+
+from gpuprobe.worker.catalog import INVARIANT, ProbeDef
+
+_RUN = "gpuprobe.worker.probes.width_run"
+
+_WHAT = {
+    "n31": "more than 2^31 elements in total",
+    "n32": "more than 2^32 elements in total",
+    "d31": "one dimension of more than 2^31 elements",
+}
+
+
+def specs() -> list[ProbeDef]:
+    """One probe per group and boundary that has cases."""
+    # The registry is pure Python (torch is imported by the cases only when they run).
+    from gpuprobe.worker.probes import width_run
+
+    probes = []
+    for group in width_run.GROUPS:
+        for kind in width_run.BOUNDARIES:
+            cases = width_run.cases_for(group, kind)
+            if not cases:
+                continue
+            low, high = width_run.probe_need_bytes(group, kind)
+            probes.append(
+                ProbeDef(
+                    id=f"width.{group}.{kind}",
+                    tier="full",
+                    rule=INVARIANT,
+                    description=(
+                        f"{len(cases)} {group} operations on tensors with {_WHAT[kind]} (forward and backward where "
+                        "differentiable) equal the same operations on slices across and past the boundary, and "
+                        f"closed forms at sentinel indices; needs {low / 2**30:.0f}-{high / 2**30:.0f} GiB of free "
+                        "device memory (cases that do not fit are listed as not run)"
+                    ),
+                    impl=f"{_RUN}:run_width",
+                    params={"group": group, "kind": kind},
+                    timeout_s=300.0,
+                    placement="exclusive",
+                    isolated=True,
+                )
+            )
+    return probes
