@@ -5,10 +5,13 @@ apart: an argument check that refuses the input (a documented limitation: ``Runt
 ... must be contiguous``, ``... not supported for tensors with more than INT_MAX elements``)
 and a fault of the stack (a CUDA or HIP error, an illegal address, a library status, an
 internal assert). The first is reported as refused; the second is an ERROR. The sweep and
-the index-width probes share this rule.
+the index-width probes share this rule, and every probe that must tell an out-of-memory error
+from a fault (``is_oom``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 #: Lower-case markers of a fault of the device's stack inside an exception's message.
 DEVICE_FAULT_MARKERS = (
@@ -40,3 +43,13 @@ def is_device_fault(message: str) -> bool:
     if not lowered.startswith(("runtimeerror", "valueerror", "indexerror", "typeerror")):
         return True
     return any(marker in lowered for marker in DEVICE_FAULT_MARKERS)
+
+
+def is_oom(torch: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` is an out-of-memory error (the framework's class, or the CPU
+    allocator's RuntimeError)."""
+    oom_class = getattr(torch, "OutOfMemoryError", None)
+    if oom_class is not None and isinstance(exc, oom_class):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, (RuntimeError, MemoryError)) and ("out of memory" in text or "can't allocate memory" in text)

@@ -58,13 +58,16 @@ def run(
     sources: Sequence[Any] = (),
     out: Any = None,
     dtype: Any = None,
+    variant: str | None = None,
+    direction: str | None = None,
 ) -> Any:
     """Runs ``compute()`` (the call under test) with the library wrappers bypassed and lets
     the fault engine corrupt its result.
 
     ``out`` is the preallocated destination when the call writes into one (``out=``): a
     ``stale`` fault then restores what it held before. ``dtype`` overrides the dtype reported
-    to the engine (reductions report their input dtype)."""
+    to the engine (reductions report their input dtype); ``variant`` and ``direction`` reach
+    it as ``CallInfo.variant`` / ``direction``."""
     if op not in MATH_OPS:
         raise ValueError(f"unknown math op {op!r}")
     engine = simulate.engine()
@@ -76,7 +79,9 @@ def run(
         result = compute()
     if engine is None:
         return result
-    return finish(op, method, result, sources=sources, out=out, snapshot=snapshot, dtype=dtype)
+    return finish(
+        op, method, result, sources=sources, out=out, snapshot=snapshot, dtype=dtype, variant=variant, direction=direction
+    )
 
 
 def finish(
@@ -88,6 +93,8 @@ def finish(
     out: Any = None,
     snapshot: Any = None,
     dtype: Any = None,
+    variant: str | None = None,
+    direction: str | None = None,
 ) -> Any:
     """Describes an already computed ``result`` of ``op`` to the fault engine and returns it,
     possibly corrupted. Probes call it directly for outputs of kernels they cannot wrap one
@@ -103,6 +110,8 @@ def finish(
         to_dtype=_dtype_name(result.dtype),
         nbytes=int(result.numel()) * int(result.element_size()),
         on_device=True,
+        variant=variant,
+        direction=direction,
     )
     fault = engine.decide(call)
     if fault is None:
@@ -196,35 +205,5 @@ def sdpa(
     ``additive``, ``additive_grad``) and ``direction`` (``forward``; ``backward`` for a
     gradient read after the backward pass, which ``compute`` then simply returns) reach the
     fault engine as ``CallInfo.variant`` / ``direction``, so a fault's ``when.variants`` can
-    select one mask kind or the gradients alone. Without either, the call is described as
-    before (``run``)."""
-    if variant is None and direction is None:
-        return run("sdpa", backend, compute, sources=sources)
-    engine = simulate.engine()
-    with simulate.bypassed():
-        result = compute()
-    if engine is None:
-        return result
-    torch = _torch()
-    if not isinstance(result, torch.Tensor):
-        return result
-    call = CallInfo(
-        op="sdpa",
-        method=backend,
-        dtype=_dtype_name(result.dtype),
-        to_dtype=_dtype_name(result.dtype),
-        nbytes=int(result.numel()) * int(result.element_size()),
-        on_device=True,
-        variant=variant,
-        direction=direction,
-    )
-    fault = engine.decide(call)
-    if fault is None:
-        return result
-    if result.requires_grad:
-        # As ``finish`` does: the value of the corrupted output, the gradient of ``result``.
-        with simulate.bypassed(), torch.no_grad():
-            bad = engine.apply(fault, call, result.detach().clone(), in_place=True)
-        with simulate.bypassed():
-            return result + (bad - result).detach()
-    return engine.apply(fault, call, result, sources=tuple(sources))
+    select one mask kind or the gradients alone."""
+    return run("sdpa", backend, compute, sources=sources, variant=variant, direction=direction)

@@ -26,6 +26,7 @@ from typing import Any
 
 from gpuprobe.worker import catalog, envinfo, ops, ops_pipeline, simulate
 from gpuprobe.worker.compare import CompareAccumulator
+from gpuprobe.worker.faults import is_oom
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, host_available_bytes
 from gpuprobe.worker.patterns import derive_seed, pattern
 from gpuprobe.worker.probes import children
@@ -56,16 +57,6 @@ def margin_bytes(total: int) -> int:
     """Memory the filling probes leave free: 5% of the device, between 256 MiB and 4 GiB
     (enough for the native probes of a concurrent lane on the same GPU)."""
     return min(4 * GIB, max(256 * MIB, total // 20))
-
-
-def is_oom(torch: Any, exc: BaseException) -> bool:
-    """Whether ``exc`` is an out-of-memory error (the framework's class, or the CPU
-    allocator's RuntimeError)."""
-    oom_class = getattr(torch, "OutOfMemoryError", None)
-    if oom_class is not None and isinstance(exc, oom_class):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, (RuntimeError, MemoryError)) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def release(ctx: ProbeContext) -> None:

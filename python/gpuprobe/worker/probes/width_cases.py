@@ -23,6 +23,7 @@ from gpuprobe.worker.probes.width_run import (
     LONG_STATS_TOLERANCE,
     N_KINDS,
     SCAN_TOLERANCE,
+    TOLERANCE,
     CaseRefused,
     Scope,
     case,
@@ -121,12 +122,6 @@ def stepped(s: Scope, x: Any) -> Any:
         tail = x.view(-1)[s.g.marks[0] :]
         tail += STEP if tail.is_floating_point() else int(STEP)
     return x
-
-
-def _tol(dtype: str) -> float:
-    from gpuprobe.worker.probes.width_run import TOLERANCE
-
-    return TOLERANCE[dtype]
 
 
 def _flat_spans_check(
@@ -657,7 +652,7 @@ def _layer_norm(s: Scope, dtype: str, aligned: bool = False) -> None:
         for a, b in s.spans(flat.numel()):
             want = (xf[a:b].double() - mean) * rstd
             s.close(f"layer_norm along the long row [{a}:{b}]", flat[a:b], want, want.abs() + 1.0, dtype,
-                    max(LONG_STATS_TOLERANCE, _tol(dtype)))
+                    max(LONG_STATS_TOLERANCE, TOLERANCE[dtype]))
         return
     shape = s.g.shape(aligned)
     cols = shape[1]
@@ -815,7 +810,7 @@ def _softmax_rows(s: Scope, name: str, dtype: str, aligned: bool = False) -> Non
         out = s.op(name, dtype, lambda: fn(x, 1))
         lse = chunk_logsumexp(s, x.view(-1))
         xf = x.view(-1)
-        tol = max(LONG_STATS_TOLERANCE, _tol(dtype))
+        tol = max(LONG_STATS_TOLERANCE, TOLERANCE[dtype])
         flat = out.view(-1)
         for a, b in s.spans(flat.numel()):
             if name == "softmax":

@@ -47,9 +47,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from gpuprobe.worker import simulate
+from gpuprobe.worker import ops_math, simulate
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
-from gpuprobe.worker.faults import is_device_fault
+from gpuprobe.worker.faults import is_device_fault, is_oom
 from gpuprobe.worker.patterns import derive_seed
 
 #: The boundary each probe crosses: its exponent, and whether one dimension crosses it.
@@ -333,30 +333,20 @@ class Scope:
         for it, so an asynchronous fault is raised here."""
         out = fn()
         self.sync()
-        engine = simulate.engine()
-        if engine is None:
+        if simulate.engine() is None:
             return out
         first = out[0] if isinstance(out, (tuple, list)) else out
         if not isinstance(first, self.torch.Tensor):
             return out
-        call = simulate.CallInfo(
-            op="width",
-            method=method,
-            dtype=dtype,
-            nbytes=int(first.numel()) * int(first.element_size()),
-            on_device=True,
-            variant=self.g.kind,
-            direction=direction,
-        )
         if not first.is_contiguous():
             # An expanded result (the gradient of a sum) cannot be corrupted in place.
             first = first.contiguous()
-            out = (first, *out[1:]) if isinstance(out, tuple) else [first, *out[1:]] if isinstance(out, list) else first
-        # ``.data`` shares the storage but not the autograd version counter: the planted
-        # corruption changes the values without invalidating a later backward pass.
-        with self.torch.no_grad():
-            engine.after_call(call, first.data)
-        return out
+        faulted = ops_math.finish("width", method, first, dtype=dtype, variant=self.g.kind, direction=direction)
+        if isinstance(out, tuple):
+            return (faulted, *out[1:])
+        if isinstance(out, list):
+            return [faulted, *out[1:]]
+        return faulted
 
     def grad(self, method: str, dtype: str, output: Any, inputs: tuple[Any, ...], grad_output: Any) -> tuple[Any, ...]:
         """The backward pass of ``output`` (the operation under test, direction backward)."""
@@ -445,12 +435,6 @@ def _free(torch: Any, on_gpu: bool) -> None:
             pass
 
 
-def _is_oom(exc: BaseException) -> bool:
-    if type(exc).__name__ == "OutOfMemoryError":
-        return True
-    return "out of memory" in str(exc).lower()
-
-
 def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
@@ -467,10 +451,10 @@ def run_width(ctx: ProbeContext, *, group: str, kind: str) -> ProbeOutput:
     if not cases:
         raise SkipProbe(f"no {group} operation has a {kind} case")
     if ctx.is_gpu:
-        free, total = torch.cuda.mem_get_info(ctx.device)
+        free, _total = torch.cuda.mem_get_info(ctx.device)
         budget = int(free * (1 - RESERVE_FRACTION)) - RESERVE_BYTES
     else:
-        free = total = budget = 1 << 62
+        free = budget = 1 << 62
     seed = derive_seed(ctx.seed, ctx.probe_id, "width")
     scope = Scope(ctx, g, seed)
     not_run: list[str] = []
@@ -492,7 +476,7 @@ def run_width(ctx: ProbeContext, *, group: str, kind: str) -> ProbeOutput:
         except Exception as exc:  # noqa: BLE001 - sorted into refusals, memory and faults below
             message = f"{type(exc).__name__}: {str(exc).strip()}"
             first_line = message.splitlines()[0][:300]
-            if _is_oom(exc):
+            if is_oom(torch, exc):
                 not_run.append(f"{c.name}: out of memory although planned to fit ({_gib(need)} planned): {first_line}")
                 _free(torch, ctx.is_gpu)
                 continue
