@@ -9,6 +9,10 @@ own seconds), when its last result landed, and its summed probe seconds. Times a
 from the start of the command. The lanes run side by side, so the last landing of the
 slowest lane, not the sum, is what the wall time follows.
 
+Each landing is also written to RUN_DIR/landings.jsonl as it is seen. Interrupted (SIGINT,
+e.g. by `timeout -s INT`), it interrupts the check, prints the timeline of what landed and,
+per lane, the probes that had not landed: where a run that ran out of time was.
+
 usage: bench/lane-timeline.py GPUPROBE RUN_DIR [CHECK ARGS...]
        e.g. bench/lane-timeline.py target/release/gpuprobe /tmp/lanes --tier standard
 """
@@ -19,6 +23,7 @@ import collections
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,32 +40,54 @@ def main(argv: list[str]) -> int:
         landed: list[tuple[float, str, str, float]] = []
         seen = 0
         results = os.path.join(run_dir, "results.jsonl")
+        interrupted = False
+        log = None
         while True:
-            finished = check.poll() is not None
             try:
-                with open(results, encoding="utf-8") as handle:
-                    lines = handle.read().splitlines()
-            except OSError:
-                lines = []
-            for line in lines[seen:]:
+                finished = check.poll() is not None
                 try:
-                    result = json.loads(line)
-                except ValueError:
-                    break  # a line still being written; read it next time
-                landed.append((time.time() - started, result["probe"], result["device"], result.get("elapsed_s") or 0.0))
-                seen += 1
-            if finished:
+                    with open(results, encoding="utf-8") as handle:
+                        lines = handle.read().splitlines()
+                except OSError:
+                    lines = []
+                if log is None and os.path.isdir(run_dir):
+                    log = open(os.path.join(run_dir, "landings.jsonl"), "a", encoding="utf-8")
+                for line in lines[seen:]:
+                    try:
+                        result = json.loads(line)
+                    except ValueError:
+                        break  # a line still being written; read it next time
+                    at = time.time() - started
+                    landed.append((at, result["probe"], result["device"], result.get("elapsed_s") or 0.0))
+                    if log is not None:
+                        log.write(json.dumps({"at": round(at, 2), "probe": result["probe"], "elapsed_s": result.get("elapsed_s")}) + "\n")
+                        log.flush()
+                    seen += 1
+                if finished:
+                    break
+                time.sleep(0.05)
+            except KeyboardInterrupt:
+                interrupted = True
+                check.send_signal(signal.SIGINT)
+                try:
+                    check.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    check.kill()
+                    check.wait()
                 break
-            time.sleep(0.05)
     wall = time.time() - started
 
     lane_of: dict[tuple[str, str], str] = {}
+    planned: dict[str, list[str]] = collections.defaultdict(list)
     for path in sorted(glob.glob(os.path.join(run_dir, "workers", "plan-*.json"))):
         backend, device, lane = os.path.basename(path)[len("plan-") : -len(".json")].split("-")[:3]
         with open(path, encoding="utf-8") as handle:
             plan = json.load(handle)
         for probe in plan.get("probes", []):
-            lane_of.setdefault((probe, plan.get("device", device)), f"{backend}-{device}-{lane}")
+            key = (probe, plan.get("device", device))
+            if key not in lane_of:
+                lane_of[key] = f"{backend}-{device}-{lane}"
+                planned[lane_of[key]].append(probe)
 
     lanes: dict[str, dict[str, float]] = collections.defaultdict(lambda: {"n": 0, "first": 1e18, "last": 0.0, "sum": 0.0})
     for at, probe, device, seconds in landed:
@@ -73,6 +100,13 @@ def main(argv: list[str]) -> int:
     print(f"{'lane':24} {'probes':>6} {'first begins':>12} {'last lands':>10} {'probe s':>8}")
     for name, lane in sorted(lanes.items(), key=lambda item: item[1]["first"]):
         print(f"{name:24} {int(lane['n']):6} {lane['first']:12.1f} {lane['last']:10.1f} {lane['sum']:8.1f}")
+    if interrupted:
+        done = {probe for _, probe, _, _ in landed}
+        print("interrupted; probes that had not landed, per lane (the first is the one running):")
+        for name, probes in sorted(planned.items()):
+            left = [p for p in probes if p not in done]
+            if left:
+                print(f"  {name}: {len(left)}: {', '.join(left[:6])}{' ...' if len(left) > 6 else ''}")
     return 0
 
 

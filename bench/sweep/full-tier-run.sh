@@ -21,3 +21,7 @@ export PYTHONUNBUFFERED=1
   "$python" bench/sweep/report_summary.py "$run/report.json"
 } 2>&1 | tee "$out/$label.txt"
 if [ -f "$run/report.json" ]; then xz -T4 -c "$run/report.json" > "$out/$label-report.json.xz"; fi
+# What landed when, and the raw results, also of a run that ran out of time.
+for name in landings.jsonl results.jsonl; do
+  if [ -f "$run/$name" ]; then xz -T4 -c "$run/$name" > "$out/$label-$name.xz"; fi
+done

@@ -58,6 +58,11 @@ def test_structure_oracle_allows_nonfinite_only_under_injected_nonfinite_input()
         ("AcceleratorError: CUDA error: invalid argument", True),
         ("RuntimeError: CUDA error: an illegal memory access was encountered", True),
         ("RuntimeError: cuDNN error: CUDNN_STATUS_BAD_PARAM", True),
+        (
+            "RuntimeError: Expected mha_graph.execute(handle, variant_pack, workspace_ptr.get()).is_good() "
+            "to be true, but got false.",
+            True,
+        ),
         ("RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED when calling cublasGemmEx", True),
         ("RuntimeError: false INTERNAL ASSERT FAILED at Foo.cpp:12", True),
         ("NotImplementedError: \"foo_cuda\" not implemented for 'BFloat16'", True),

@@ -254,7 +254,7 @@ fn run_lane(
     } = launch;
     let plan_dir = run_dir.workers_dir();
     let mut batch = 0usize;
-    let mut make_command = |tasks: &[Task]| -> Result<WorkerCommand, RunnerError> {
+    let mut make_command = |tasks: &[Task], ahead: bool| -> Result<WorkerCommand, RunnerError> {
         batch += 1;
         let name = format!(
             "plan-{}-{}-{id}-{batch}.json",
@@ -262,9 +262,10 @@ fn run_lane(
             device_file_name(lane.device)
         );
         let plan_path = plan_dir.join(name);
-        // Only a worker started before the gate opened waits; one that replaces a crashed
-        // worker later starts at once.
-        let wait = gate.as_ref().is_some_and(|g| !g.is_open());
+        // A worker started ahead of its turn (the next batch's, while the current one runs)
+        // or before the gate opened waits; one that replaces a crashed worker later starts
+        // at once.
+        let wait = ahead || gate.as_ref().is_some_and(|g| !g.is_open());
         write_plan(&plan_path, lane.device, tasks, config, wait)?;
         let mut command = worker_command(lane.backend, config, &plan_path)?;
         command.waits_for_start = wait;

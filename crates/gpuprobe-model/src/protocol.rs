@@ -54,8 +54,9 @@ pub struct WorkerPlan {
     pub options: BTreeMap<String, serde_json::Value>,
     /// When true (mode `run`), the worker starts, says hello, then waits for a line
     /// [`START_LINE`] on stdin before its first probe. The engine starts the worker of an
-    /// exclusive lane this way while the other lanes of its device still run, so the
-    /// framework import and device setup overlap with their work; end of input means the
+    /// exclusive lane this way while the other lanes of its device still run, and the
+    /// supervisor starts each lane's next worker this way while the current one runs its
+    /// probes, so the framework import overlaps with their work; end of input means the
     /// supervisor is gone and the worker exits without running anything.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_start: bool,

@@ -6,6 +6,16 @@
 //! the last lines it printed. Either way a fresh worker continues with the next probe.
 //! Probes marked `isolated` get a worker of their own. Every probe ends with exactly one
 //! result: nothing is silently dropped.
+//!
+//! A worker's start (interpreter plus framework import, seconds for torch) dominates the
+//! time of an isolated probe, and a lane may hold dozens of them. So once a batch's worker
+//! has said hello and been started, the workers of the next batches (up to
+//! [`SupervisorConfig::workers_ahead`]) are spawned ahead of their turn, holding at the start
+//! line: their imports overlap the current probes, and on its turn each only needs the start
+//! line. A probe often takes less than one import, so one worker ahead would still leave
+//! most of each import in the way. A waiting worker has imported the framework but has not
+//! touched the device, so it holds no device memory; it is spawned only after the current
+//! worker is past its own import, so they do not compete.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -43,6 +53,9 @@ pub struct SupervisorConfig {
     /// For workers that wait for the start line: the gate that says when. None starts them
     /// right after their hello.
     pub start_gate: Option<StartGate>,
+    /// How many later batches' workers may be started ahead of their turn, holding at the
+    /// start line (0: each worker starts on its turn).
+    pub workers_ahead: usize,
 }
 
 /// When a worker started ahead of its turn may begin its probes: the engine opens it once the
@@ -93,6 +106,7 @@ impl Default for SupervisorConfig {
             timeout_scale: 1.0,
             log_dir: None,
             start_gate: None,
+            workers_ahead: 3,
         }
     }
 }
@@ -162,7 +176,10 @@ pub enum SupervisorEvent {
 }
 
 /// Builds the command for a worker that must run `tasks` in order (it writes the plan file).
-pub type CommandFactory<'a> = dyn FnMut(&[Task]) -> Result<WorkerCommand, RunnerError> + 'a;
+/// The second argument, `ahead`, says the worker is started ahead of its turn: its command
+/// must then wait for the start line (`waits_for_start`, plan `wait_for_start`), or it is
+/// not started ahead.
+pub type CommandFactory<'a> = dyn FnMut(&[Task], bool) -> Result<WorkerCommand, RunnerError> + 'a;
 
 /// Runs `tasks` (all on one device), reporting through `on_event`; returns when every task
 /// has a result.
@@ -175,16 +192,28 @@ pub fn supervise(
 ) {
     let mut kernel_log = kernel_log;
     let mut worker_number = 0usize;
-    for batch in batches(tasks) {
-        let mut remaining: VecDeque<Task> = batch.into();
+    let batches = batches(tasks);
+    let mut ahead = Ahead {
+        batches: &batches,
+        ready: None,
+        spawned: VecDeque::new(),
+        next: 1,
+    };
+    for (index, batch) in batches.iter().enumerate() {
+        // The worker spawned ahead for this batch (if any) runs it first; this batch's
+        // workers may in turn spawn the next batches' (never this one's again: when no
+        // earlier worker got as far as spawning ahead, the queue is behind).
+        ahead.ready = ahead.spawned.pop_front().flatten();
+        ahead.next = ahead.next.max(index + 1);
+        let mut remaining: VecDeque<Task> = batch.iter().cloned().collect();
         let mut fruitless_workers = 0;
         while !remaining.is_empty() {
-            worker_number += 1;
             let progressed = run_one_worker(
                 &mut remaining,
+                &mut ahead,
                 make_command,
                 config,
-                worker_number,
+                &mut worker_number,
                 kernel_log.as_deref_mut(),
                 on_event,
             );
@@ -245,48 +274,118 @@ fn not_tested(task: &Task, reason: &str) -> RawResult {
     }
 }
 
+/// Workers started ahead of their batch's turn.
+struct Ahead<'t> {
+    /// Every batch of the run, in order.
+    batches: &'t [Vec<Task>],
+    /// The worker for the current batch's first run, spawned while an earlier batch ran.
+    ready: Option<Spawned>,
+    /// One entry per batch after the current one that has been tried ahead (once each), in
+    /// order: its worker holding at the start line, or none when the try failed.
+    spawned: VecDeque<Option<Spawned>>,
+    /// The first batch not tried ahead yet.
+    next: usize,
+}
+
+impl Ahead<'_> {
+    /// Spawns workers ahead for the batches after the current one, up to `depth` of them.
+    fn top_up(
+        &mut self,
+        depth: usize,
+        make_command: &mut CommandFactory<'_>,
+        config: &SupervisorConfig,
+        worker_number: &mut usize,
+        on_event: &mut dyn FnMut(SupervisorEvent),
+    ) {
+        while self.spawned.len() < depth && self.next < self.batches.len() {
+            let batch = &self.batches[self.next];
+            self.next += 1;
+            match spawn_worker(batch, true, make_command, config, worker_number) {
+                Ok(spawned) => self.spawned.push_back(Some(spawned)),
+                Err(reason) => {
+                    on_event(SupervisorEvent::Log(format!(
+                        "a later worker is not started ahead ({reason}); it starts on its turn"
+                    )));
+                    self.spawned.push_back(None);
+                }
+            }
+        }
+    }
+}
+
+/// A spawned worker and whether it holds at the start line.
+struct Spawned {
+    worker: RunningWorker,
+    waits_for_start: bool,
+}
+
+/// Builds the command for `tasks` and spawns it, numbering its log; the error is the reason
+/// the tasks cannot be run.
+fn spawn_worker(
+    tasks: &[Task],
+    ahead: bool,
+    make_command: &mut CommandFactory<'_>,
+    config: &SupervisorConfig,
+    worker_number: &mut usize,
+) -> Result<Spawned, String> {
+    let command =
+        make_command(tasks, ahead).map_err(|err| format!("cannot prepare worker: {err}"))?;
+    if ahead && !command.waits_for_start {
+        // It would begin its probes at once, beside the current worker's.
+        return Err("its command does not wait for the start line".into());
+    }
+    *worker_number += 1;
+    let log_path = config
+        .log_dir
+        .as_ref()
+        .map(|dir| dir.join(format!("worker-{worker_number}.log")));
+    let worker =
+        RunningWorker::spawn(&command, log_path.as_deref()).map_err(|err| err.to_string())?;
+    Ok(Spawned {
+        worker,
+        waits_for_start: command.waits_for_start,
+    })
+}
+
 struct Running {
     index: usize,
     started: Instant,
     timeout_s: f64,
 }
 
-/// Runs one worker over the remaining tasks; returns whether any task got a result.
+/// Runs one worker over the remaining tasks (the one spawned ahead for them, if any); returns
+/// whether any task got a result.
 fn run_one_worker(
     remaining: &mut VecDeque<Task>,
+    ahead: &mut Ahead<'_>,
     make_command: &mut CommandFactory<'_>,
     config: &SupervisorConfig,
-    worker_number: usize,
+    worker_number: &mut usize,
     mut kernel_log: Option<&mut KernelLogWatcher>,
     on_event: &mut dyn FnMut(SupervisorEvent),
 ) -> bool {
-    let tasks: Vec<Task> = remaining.iter().cloned().collect();
-    let command = match make_command(&tasks) {
-        Ok(command) => command,
-        Err(err) => {
-            finish_all(
-                remaining,
-                &format!("cannot prepare worker: {err}"),
-                on_event,
-            );
-            return true;
+    let spawned = match ahead.ready.take() {
+        Some(spawned) => spawned,
+        None => {
+            let tasks: Vec<Task> = remaining.iter().cloned().collect();
+            match spawn_worker(&tasks, false, make_command, config, worker_number) {
+                Ok(spawned) => spawned,
+                Err(reason) => {
+                    finish_all(remaining, &reason, on_event);
+                    return true;
+                }
+            }
         }
     };
-    let log_path = config
-        .log_dir
-        .as_ref()
-        .map(|dir| dir.join(format!("worker-{worker_number}.log")));
-    let mut worker = match RunningWorker::spawn(&command, log_path.as_deref()) {
-        Ok(worker) => worker,
-        Err(err) => {
-            finish_all(remaining, &err.to_string(), on_event);
-            return true;
-        }
-    };
+    let Spawned {
+        mut worker,
+        waits_for_start,
+    } = spawned;
 
     let mut progressed = false;
     let mut hello_seen = false;
     let mut running: Option<Running> = None;
+    // For a worker spawned ahead, its startup time counts from its turn, as if spawned now.
     let mut deadline = Instant::now() + config.startup_timeout;
     let mut garbage_lines = 0usize;
     loop {
@@ -359,7 +458,7 @@ fn run_one_worker(
                         finish_all(remaining, &reason, on_event);
                         return true;
                     }
-                    if command.waits_for_start {
+                    if waits_for_start {
                         // Ready but not yet its turn: no deadline runs while it waits, since
                         // what it waits for is other lanes, each under its own limits.
                         if let Some(gate) = &config.start_gate {
@@ -367,6 +466,15 @@ fn run_one_worker(
                         }
                         worker.start();
                     }
+                    // This worker is past its import and started: the next batches' workers
+                    // can import now, while this one runs its probes.
+                    ahead.top_up(
+                        config.workers_ahead,
+                        make_command,
+                        config,
+                        worker_number,
+                        on_event,
+                    );
                     deadline = Instant::now() + config.between_probes_timeout;
                 }
                 WorkerEvent::Begin { probe, device } => {
@@ -576,6 +684,330 @@ pub fn telling_line(tail: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use gpuprobe_model::probe::{Backend, Layer, Placement, Rule, Tier};
+
+    /// A worker that speaks the protocol. Arguments: note file, name, `wait` or `go`, seconds
+    /// per probe, probes. It notes `spawn:<name>` when it starts, `start:<name>` when the
+    /// start line arrives and `result:<probe>` just before reporting it, each with its time.
+    const FAKE_WORKER: &str = r#"
+import json, os, sys, time
+notes, name, wait, seconds = sys.argv[1], sys.argv[2], sys.argv[3] == "wait", float(sys.argv[4])
+out = os.fdopen(3, "w", buffering=1)
+def emit(event): out.write(json.dumps(event) + "\n")
+def note(what):
+    with open(notes, "a") as f: f.write(f"{what} {time.time()}\n")
+note(f"spawn:{name}")
+emit({"event": "hello", "protocol": 1, "pid": os.getpid(), "worker": "python"})
+if wait:
+    if sys.stdin.readline().strip() != "start": sys.exit(0)
+    note(f"start:{name}")
+for probe in sys.argv[5:]:
+    emit({"event": "begin", "probe": probe, "device": "cpu"})
+    time.sleep(seconds)
+    note(f"result:{probe}")
+    emit({"event": "result", "probe": probe, "device": "cpu", "outcome": "observed",
+          "observation": {"probe": probe, "device": "cpu", "measurement": {"kind": "metrics"}}})
+emit({"event": "done"})
+"#;
+
+    fn isolated(id: &str) -> Task {
+        Task {
+            spec: ProbeSpec {
+                id: ProbeId::new(id),
+                tier: Tier::Quick,
+                layer: Layer::Runtime,
+                rule: Rule::Measure,
+                backend: Backend::Python,
+                timeout_s: 60.0,
+                description: String::new(),
+                needs: vec![],
+                isolated: true,
+                placement: Placement::Shared,
+                lane: None,
+            },
+            device: DeviceRef::Cpu,
+        }
+    }
+
+    /// The fake worker for `tasks`, named after the first; it waits for the start line when
+    /// started ahead, as the engine's workers do.
+    fn fake_worker(tasks: &[Task], ahead: bool, notes: &Path, seconds: f64) -> WorkerCommand {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "-c".into(),
+            FAKE_WORKER.into(),
+            notes.into(),
+            tasks[0].spec.id.as_str().into(),
+            if ahead { "wait" } else { "go" }.into(),
+            seconds.to_string().into(),
+        ];
+        args.extend(tasks.iter().map(|t| t.spec.id.as_str().into()));
+        WorkerCommand {
+            program: "python3".into(),
+            args,
+            env: BTreeMap::new(),
+            remove_env: Vec::new(),
+            waits_for_start: ahead,
+        }
+    }
+
+    /// What a supervised run did: the factory's calls (first probe, ahead, when), the
+    /// results (with when they arrived) and the log messages.
+    #[derive(Default)]
+    struct Record {
+        calls: Vec<(String, bool, Instant)>,
+        results: Vec<(RawResult, Instant)>,
+        logs: Vec<String>,
+    }
+
+    fn supervise_recorded(
+        tasks: Vec<Task>,
+        dir: &Path,
+        command: impl FnMut(&[Task], bool) -> Result<WorkerCommand, RunnerError>,
+    ) -> Record {
+        supervise_recorded_ahead(tasks, dir, 1, command)
+    }
+
+    fn supervise_recorded_ahead(
+        tasks: Vec<Task>,
+        dir: &Path,
+        workers_ahead: usize,
+        mut command: impl FnMut(&[Task], bool) -> Result<WorkerCommand, RunnerError>,
+    ) -> Record {
+        let mut record = Record::default();
+        let mut calls = Vec::new();
+        let mut make_command = |tasks: &[Task], ahead: bool| {
+            calls.push((tasks[0].spec.id.to_string(), ahead, Instant::now()));
+            command(tasks, ahead)
+        };
+        let config = SupervisorConfig {
+            startup_timeout: Duration::from_secs(60),
+            between_probes_timeout: Duration::from_secs(60),
+            log_dir: Some(dir.to_path_buf()),
+            workers_ahead,
+            ..SupervisorConfig::default()
+        };
+        supervise(
+            tasks,
+            &mut make_command,
+            &config,
+            None,
+            &mut |event| match event {
+                SupervisorEvent::Finished(result) => record.results.push((result, Instant::now())),
+                SupervisorEvent::Log(message) => record.logs.push(message),
+                _ => {}
+            },
+        );
+        record.calls = calls;
+        record
+    }
+
+    /// The fake workers' notes: what -> time.
+    fn read_notes(notes: &Path) -> BTreeMap<String, f64> {
+        std::fs::read_to_string(notes)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let (what, time) = line.split_once(' ').unwrap();
+                (what.to_string(), time.parse().unwrap())
+            })
+            .collect()
+    }
+
+    /// The factory's calls: (first probe, started ahead).
+    fn factory_calls(record: &Record) -> Vec<(&str, bool)> {
+        record
+            .calls
+            .iter()
+            .map(|(probe, ahead, _)| (probe.as_str(), *ahead))
+            .collect()
+    }
+
+    /// The probes of the results, in order.
+    fn result_probes(record: &Record) -> Vec<&str> {
+        record
+            .results
+            .iter()
+            .map(|(r, _)| r.probe.as_str())
+            .collect()
+    }
+
+    fn summary(record: &Record) -> Vec<(String, RawOutcome)> {
+        record
+            .results
+            .iter()
+            .map(|(r, _)| (r.probe.to_string(), r.outcome.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn the_next_isolated_probe_gets_its_worker_while_the_current_one_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        let tasks = vec![isolated("t.a"), isolated("t.b"), isolated("t.c")];
+        let record = supervise_recorded(tasks, dir.path(), |tasks, ahead| {
+            Ok(fake_worker(tasks, ahead, &notes, 0.3))
+        });
+        let probes = result_probes(&record);
+        assert_eq!(probes, ["t.a", "t.b", "t.c"], "{:?}", record.logs);
+        for (result, _) in &record.results {
+            assert!(
+                matches!(result.outcome, RawOutcome::Observed(_)),
+                "{result:?} {:?}",
+                record.logs
+            );
+        }
+        let calls = factory_calls(&record);
+        assert_eq!(calls, [("t.a", false), ("t.b", true), ("t.c", true)]);
+        // Each next worker was spawned while the previous probe still ran.
+        for k in 0..2 {
+            assert!(
+                record.calls[k + 1].2 < record.results[k].1,
+                "worker for {} spawned after {} finished",
+                record.calls[k + 1].0,
+                record.calls[k].0
+            );
+        }
+        let mut logs: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("worker-"))
+            .collect();
+        logs.sort();
+        assert_eq!(logs, ["worker-1.log", "worker-2.log", "worker-3.log"]);
+    }
+
+    #[test]
+    fn several_workers_wait_ahead_and_each_starts_only_on_its_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        let tasks = vec![
+            isolated("t.a"),
+            isolated("t.b"),
+            isolated("t.c"),
+            isolated("t.d"),
+        ];
+        let record = supervise_recorded_ahead(tasks, dir.path(), 3, |tasks, ahead| {
+            Ok(fake_worker(tasks, ahead, &notes, 1.0))
+        });
+        let probes = result_probes(&record);
+        assert_eq!(probes, ["t.a", "t.b", "t.c", "t.d"], "{:?}", record.logs);
+        let calls = factory_calls(&record);
+        assert_eq!(
+            calls,
+            [("t.a", false), ("t.b", true), ("t.c", true), ("t.d", true)]
+        );
+        // All three later workers were spawned while the first probe ran.
+        for k in 1..4 {
+            assert!(
+                record.calls[k].2 < record.results[0].1,
+                "worker for {} spawned after t.a finished",
+                record.calls[k].0
+            );
+        }
+        // Each began only after the previous probe's result.
+        let notes = read_notes(&notes);
+        for (previous, next) in [("t.a", "t.b"), ("t.b", "t.c"), ("t.c", "t.d")] {
+            assert!(
+                notes[&format!("start:{next}")] >= notes[&format!("result:{previous}")],
+                "{next} started before {previous} ended: {notes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_worker_started_ahead_begins_no_probe_before_its_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        // The probe is long beside an interpreter's start, so a worker let go early would
+        // note its start line well before the first probe's result.
+        let tasks = vec![isolated("t.a"), isolated("t.b")];
+        let record = supervise_recorded(tasks, dir.path(), |tasks, ahead| {
+            Ok(fake_worker(tasks, ahead, &notes, 1.0))
+        });
+        assert_eq!(record.results.len(), 2, "{:?}", record.logs);
+        let notes = read_notes(&notes);
+        assert!(
+            notes["spawn:t.b"] < notes["start:t.b"],
+            "the second worker was started ahead and held: {notes:?}"
+        );
+        assert!(
+            notes["result:t.a"] < notes["start:t.b"],
+            "the second worker got the start line before the first probe's result: {notes:?}"
+        );
+    }
+
+    #[test]
+    fn an_ahead_worker_that_dies_before_hello_leaves_its_probes_not_tested() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        let tasks = vec![isolated("t.a"), isolated("t.b"), isolated("t.c")];
+        let record = supervise_recorded(tasks, dir.path(), |tasks, ahead| {
+            let mut command = fake_worker(tasks, ahead, &notes, 0.3);
+            if tasks[0].spec.id.as_str() == "t.b" {
+                command.program = "sh".into();
+                command.args = vec![
+                    "-c".into(),
+                    "echo 'no module named torch' >&2; exit 3".into(),
+                ];
+            }
+            Ok(command)
+        });
+        assert_eq!(
+            summary(&record)[1],
+            (
+                "t.b".to_string(),
+                RawOutcome::NotTested(
+                    "the worker exited before reporting (exit code 3): no module named torch"
+                        .into()
+                )
+            )
+        );
+        let probes = result_probes(&record);
+        assert_eq!(probes, ["t.a", "t.b", "t.c"], "{:?}", record.logs);
+        assert!(matches!(
+            record.results[2].0.outcome,
+            RawOutcome::Observed(_)
+        ));
+        let calls = factory_calls(&record);
+        // t.b's worker never said hello, so t.c's is spawned on its turn.
+        assert_eq!(calls, [("t.a", false), ("t.b", true), ("t.c", false)]);
+    }
+
+    #[test]
+    fn a_failed_start_ahead_is_retried_on_its_turn_and_reported_as_today() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        let tasks = vec![isolated("t.a"), isolated("t.b")];
+        let record = supervise_recorded(tasks, dir.path(), |tasks, ahead| {
+            if tasks[0].spec.id.as_str() == "t.b" {
+                return Err(RunnerError::Protocol("no plan".into()));
+            }
+            Ok(fake_worker(tasks, ahead, &notes, 0.1))
+        });
+        let summary = summary(&record);
+        assert!(
+            matches!(summary[0].1, RawOutcome::Observed(_)),
+            "{summary:?}"
+        );
+        assert_eq!(
+            summary[1],
+            (
+                "t.b".to_string(),
+                RawOutcome::NotTested("cannot prepare worker: worker protocol: no plan".into())
+            )
+        );
+        assert!(
+            record.logs.iter().any(|l| l.contains("not started ahead")),
+            "{:?}",
+            record.logs
+        );
+        let calls = factory_calls(&record);
+        assert_eq!(calls, [("t.a", false), ("t.b", true), ("t.b", false)]);
+    }
 
     #[test]
     fn telling_line_prefers_the_fault_message() {

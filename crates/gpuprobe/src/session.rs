@@ -117,7 +117,7 @@ pub fn supervisor_config(
         between_probes_timeout: Duration::from_secs(120),
         timeout_scale,
         log_dir: Some(log_dir),
-        start_gate: None,
+        ..SupervisorConfig::default()
     }
 }
 

@@ -20,6 +20,9 @@ DEVICE_FAULT_MARKERS = (
     "hip error",
     "cudnn_status",
     "cudnn error",
+    # A cuDNN graph the library built and accepted, then failed to run (PyTorch checks
+    # `mha_graph.execute(...).is_good()`): a failure of the stack, not an argument check.
+    "graph.execute(",
     "cublas_status",
     "cusolver",
     "cufft_",

@@ -84,7 +84,7 @@ fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
             between_probes_timeout: Duration::from_secs(30),
             timeout_scale: 1.0,
             log_dir: Some(dir.join("logs")),
-            start_gate: None,
+            ..SupervisorConfig::default()
         },
         options: BTreeMap::new(),
         expected_devices: 1,

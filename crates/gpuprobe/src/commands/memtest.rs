@@ -94,7 +94,7 @@ pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
             // The probe's own timeout covers a full pass at low bandwidth; more passes take longer.
             timeout_scale: f64::from(args.passes.max(1)),
             log_dir: Some(run_dir.workers_dir()),
-            start_gate: None,
+            ..SupervisorConfig::default()
         },
         options,
         expected_devices: 1,

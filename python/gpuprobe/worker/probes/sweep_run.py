@@ -75,6 +75,9 @@ def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
     """Sweeps one database entry in one dtype on the device under test."""
     torch = ctx.torch
     dtype_name = sweep_db.DTYPES[dtype]
+    # The lane's reference process imports torch and the database while this worker does
+    # (a no-op once started; in a lane that begins with sweep.opdb, that probe started it).
+    sweep_ref.shared().prestart()
     try:
         database = sweep_db.load(torch)
     except sweep_db.DatabaseUnavailable as exc:

@@ -1409,17 +1409,17 @@ def sdpa_cudnn_bf16(s: Scope) -> None:
     _attention(s, "cudnn", "bfloat16", False)
 
 
-@case("attention", "sdpa.default.bf16.bwd", 17.1, N_KINDS)
+@case("attention", "sdpa.default.bf16.bwd", 21.1, N_KINDS)
 def sdpa_default_bf16_bwd(s: Scope) -> None:
     _attention(s, "default", "bfloat16", True)
 
 
-@case("attention", "sdpa.efficient.bf16.bwd", 17.1, N_KINDS)
+@case("attention", "sdpa.efficient.bf16.bwd", 21.1, N_KINDS)
 def sdpa_efficient_bf16_bwd(s: Scope) -> None:
     _attention(s, "efficient", "bfloat16", True)
 
 
-@case("attention", "sdpa.cudnn.bf16.bwd", 17.1, N_KINDS)
+@case("attention", "sdpa.cudnn.bf16.bwd", 21.1, N_KINDS)
 def sdpa_cudnn_bf16_bwd(s: Scope) -> None:
     _attention(s, "cudnn", "bfloat16", True)
 
