@@ -11,6 +11,15 @@ impl Style {
     /// Plain text.
     pub const PLAIN: Style = Style { color: false };
 
+    /// The style for output to a stream: colour on a terminal unless `NO_COLOR` holds a
+    /// value. The convention (no-color.org) is that only a present, non-empty `NO_COLOR`
+    /// turns colour off, so an exported empty one leaves it on.
+    pub fn for_output(is_terminal: bool, no_color: Option<&str>) -> Style {
+        Style {
+            color: is_terminal && no_color.is_none_or(str::is_empty),
+        }
+    }
+
     fn wrap(self, code: &str, text: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -47,5 +56,19 @@ impl Style {
     /// Reverse video banner, for SIMULATED.
     pub fn banner(self, text: &str) -> String {
         self.wrap("1;7;35", text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_terminal_without_a_non_empty_no_color_gets_colour() {
+        assert!(Style::for_output(true, None).color);
+        assert!(Style::for_output(true, Some("")).color);
+        assert!(!Style::for_output(true, Some("1")).color);
+        assert!(!Style::for_output(false, None).color);
+        assert!(!Style::for_output(false, Some("")).color);
     }
 }

@@ -78,9 +78,10 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
     if args.json {
         writeln!(stdout, "{}", gpuprobe_report::json::render(report))?;
     } else {
-        let style = Style {
-            color: std::io::stdout().is_terminal() && !env.contains_key("NO_COLOR"),
-        };
+        let style = Style::for_output(
+            std::io::stdout().is_terminal(),
+            env.get("NO_COLOR").map(String::as_str),
+        );
         let options = TerminalOptions {
             all: args.all,
             style,

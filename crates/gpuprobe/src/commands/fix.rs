@@ -275,9 +275,10 @@ fn finish(
     if args.json {
         writeln!(stdout, "{text}")?;
     } else {
-        let style = Style {
-            color: std::io::stdout().is_terminal() && !env.contains_key("NO_COLOR"),
-        };
+        let style = Style::for_output(
+            std::io::stdout().is_terminal(),
+            env.get("NO_COLOR").map(String::as_str),
+        );
         write!(stdout, "{}", gpuprobe_report::fix::render(&account, style))?;
     }
     Ok(account.exit_status)
