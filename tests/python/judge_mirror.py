@@ -133,6 +133,15 @@ DTYPE_TOLERANCE = {
 }
 
 
+def result_classes(results: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Per probe of a worker's results (``WorkerRun.results()``): the class of its
+    measurement when observed, otherwise its outcome (skip, error)."""
+    return {
+        probe: classify(result["observation"]["measurement"]) if result["outcome"] == "observed" else result["outcome"]
+        for probe, result in results.items()
+    }
+
+
 def _failure_class(m: dict[str, Any]) -> str:
     """The judge's classification order for a comparison that failed."""
     if m.get("nonfinite_where_finite", 0) > 0:

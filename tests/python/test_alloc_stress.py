@@ -22,7 +22,7 @@ from gpuprobe.worker import catalog
 from gpuprobe.worker.context import ProbeContext
 from gpuprobe.worker.patterns import derive_seed, pattern
 from gpuprobe.worker.probes import alloc_stress as stress
-from judge_mirror import classify
+from judge_mirror import classify, result_classes
 
 torch = pytest.importorskip("torch")
 
@@ -37,12 +37,7 @@ MIB = 1 << 20
 
 
 def verdicts(run: WorkerRun) -> dict[str, str]:
-    out = {}
-    for probe, result in run.results().items():
-        out[probe] = (
-            classify(result["observation"]["measurement"]) if result["outcome"] == "observed" else result["outcome"]
-        )
-    return out
+    return result_classes(run.results())
 
 
 def notes(run: WorkerRun, probe: str) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tomllib
 from conftest import WorkerRun, load_preset, run_plan
-from judge_mirror import classify
+from judge_mirror import result_classes
 
 SDMA_OFF = {"HSA_ENABLE_SDMA": "0"}
 
@@ -40,12 +40,7 @@ def simulated_run(
 
 
 def classes(run: WorkerRun) -> dict[str, str]:
-    out = {}
-    for probe, result in run.results().items():
-        out[probe] = (
-            classify(result["observation"]["measurement"]) if result["outcome"] == "observed" else result["outcome"]
-        )
-    return out
+    return result_classes(run.results())
 
 
 def test_h2d_zeros_hits_small_pageable_copies_only() -> None:

@@ -604,6 +604,20 @@ def run_cross_stream_free(ctx: ProbeContext, *, rounds: int, fill_fraction: floa
 # -- alloc.stress.oom_retry ------------------------------------------------------------------------
 
 
+def _write_late_on_side(
+    ctx: ProbeContext, kit: StreamKit, side: Any, default: Any, block: Any, delay_ms: float, seed_name: str
+) -> None:
+    """Queues on ``side``, after the default stream's work, a delay and then a write over
+    ``block``, and records the block's use there: the caller's ``del`` then frees memory that
+    side-stream work has still to write."""
+    torch = ctx.torch
+    kit.wait_stream(side, default)
+    with kit.on(side):
+        kit.delay(delay_ms)
+        write_affine(torch, block.view(torch.int32), affine_key(ctx.derive_seed(seed_name)))
+    kit.record_stream(block, side)
+
+
 def run_oom_retry(ctx: ProbeContext, *, delay_ms: float, pending_delay_ms: float) -> ProbeOutput:
     """With the device filled until less than the request is free, a block of the request's size
     is freed (``record_stream``) by side-stream work. Phase A: after that work has completed, the
@@ -657,11 +671,7 @@ def run_oom_retry(ctx: ProbeContext, *, delay_ms: float, pending_delay_ms: float
             )
 
     # Phase A: the side stream's use of the freed block has completed before the request.
-    kit.wait_stream(side, default)
-    with kit.on(side):
-        kit.delay(delay_ms)
-        write_affine(torch, victim.view(torch.int32), affine_key(ctx.derive_seed("victim")))
-    kit.record_stream(victim, side)
+    _write_late_on_side(ctx, kit, side, default, victim, delay_ms, "victim")
     del victim
     metrics["side_busy_at_free"] = kit.busy(side)
     kit.sync_stream(side)
@@ -700,11 +710,7 @@ def run_oom_retry(ctx: ProbeContext, *, delay_ms: float, pending_delay_ms: float
                 raise
             notes.append(f"phase B did not run: the block could not be allocated again ({_first_line(exc)})")
     if again is not None:
-        kit.wait_stream(side, default)
-        with kit.on(side):
-            kit.delay(pending_delay_ms)
-            write_affine(torch, again.view(torch.int32), affine_key(ctx.derive_seed("pending_victim")))
-        kit.record_stream(again, side)
+        _write_late_on_side(ctx, kit, side, default, again, pending_delay_ms, "pending_victim")
         del again
         busy_before = kit.busy(side)
         pending, block = _attempt(ctx, request, "pending")
