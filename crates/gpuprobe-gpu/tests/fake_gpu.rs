@@ -31,10 +31,14 @@ fn stub(omit_memalloc: bool) -> PathBuf {
         } else {
             "libfake_gpu.so"
         });
+        // cargo-nextest runs each test in a process of its own, so several processes build
+        // the stub at once: each compiles to a file of its own and renames it into place, so
+        // that no test copies a library another process is still writing.
+        let partial = out.with_extension(format!("so.{}.partial", std::process::id()));
         let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         let mut cmd = Command::new(&compiler);
         cmd.args(["-shared", "-fPIC", "-O2", "-o"])
-            .arg(&out)
+            .arg(&partial)
             .arg("-I")
             .arg(crate_dir.join("kernels"))
             .arg(crate_dir.join("tests/stub/fake_gpu.c"));
@@ -45,6 +49,7 @@ fn stub(omit_memalloc: bool) -> PathBuf {
             .status()
             .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
         assert!(status.success(), "compiling the fake GPU stub failed");
+        std::fs::rename(&partial, &out).expect("move the stub into place");
         out
     })
     .clone()
