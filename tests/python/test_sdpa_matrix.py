@@ -83,9 +83,9 @@ def test_full_design_covers_every_valid_pair() -> None:
         for vb in lb
     }
     assert every - required == {("mask", m, "input", "fullmask") for m in ("none", "causal")}
-    # Deterministic, and close to the lower bound (5 masks x 6 lengths = 30 cases).
+    # Deterministic, and close to the lower bound (6 masks x 6 lengths = 36 cases).
     assert sdpa_matrix.full_design() == design
-    assert 30 <= len(design) <= 40
+    assert 36 <= len(design) <= 46
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,8 @@ def test_probe_cases_are_valid_and_ids_unique() -> None:
             assert probe.tier == "full" and not probe.isolated and probe.placement == "side"
             backward = probe_id.endswith(".bwd")
             assert probe.rule["scale"] == (2.0 if backward else 1.0)
-            assert {c["direction"] for c in cases} == {"backward" if backward else "forward"}
+            directions = {c["direction"] for c in cases}
+            assert directions == ({"backward", "backward_partial"} if backward else {"forward"})
             key = (params["dtype"], params["backend"])
             full_factors.setdefault(key, set()).update(
                 tuple(c[name] for name in levels) for c in cases if not c.get("sampled_rows")
@@ -218,7 +219,13 @@ def test_layouts_reach_attention_as_described(monkeypatch: pytest.MonkeyPatch) -
             assert mask is None
         else:
             assert (mask.dtype == torch.bool) == (case["mask"] == "bool")
+            if case["mask"] == "additive_fp32":
+                assert mask.dtype == torch.float32 and q.dtype == torch.bfloat16, case["name"]
             assert mask.requires_grad == (case["mask"] == "additive_grad")
+        # Exactly the inputs the case differentiates require grad.
+        wanted = sdpa_matrix.differentiated(case)
+        assert q.requires_grad == ("q" in wanted), case["name"]
+        assert k.requires_grad == ("k" in wanted) and v.requires_grad == ("v" in wanted), case["name"]
 
 
 def test_nan_in_forward_outputs_fails_and_names_cases() -> None:
@@ -241,14 +248,18 @@ def test_nan_in_gradients_only_fails_the_gradients() -> None:
     assert verdict == "nan_inf"
     metrics = output.metrics
     assert metrics["cases_failed"] == metrics["cases_run"]
+    by_name = {c["name"]: c for c in sdpa_matrix.probe_cases("pairwise", "backward", "math")}
     for case in metrics["failing_cases"]:
-        assert "out" not in case["failed"] and "dv" in case["failed"], case
+        # Only the gradients the case asked for are compared, and each of them fails.
+        wanted = {f"d{name}" for name in sdpa_matrix.differentiated(by_name[case["case"]])}
+        assert "out" not in case["failed"] and wanted <= {name.split("[")[0] for name in case["failed"]}, case
+        assert {name.split("[")[0] for name in case["failed"]} <= wanted, case
 
 
 def test_zeros_fail_as_all_zeros() -> None:
     verdict, output = run_probe(f"{PREFIX}fp16.default.core", [fault("zeros")])
     assert verdict == "all_zeros", output.measurement
-    assert output.metrics["cases_failed"] == output.metrics["cases_run"] == 6
+    assert output.metrics["cases_failed"] == output.metrics["cases_run"] == len(sdpa_matrix.CORE_CASES)
 
 
 def test_a_fault_in_one_mask_kind_names_exactly_its_cases() -> None:
@@ -265,6 +276,29 @@ def test_a_fault_in_one_mask_kind_names_exactly_its_cases() -> None:
     ) - len(bool_cases)
 
 
+def test_a_float32_mask_is_refused_only_by_an_error_that_names_the_dtype() -> None:
+    from gpuprobe.worker.probes import nn_run
+
+    dtype_error = RuntimeError("invalid dtype for bias - should match query's dtype")
+    assert nn_run._refusal(dtype_error, "additive_fp32")
+    # The same words for a mask of the query's dtype are not a documented refusal.
+    assert not nn_run._refusal(dtype_error, "additive")
+    # A device error is a failure whatever the mask.
+    assert not nn_run._refusal(RuntimeError("CUDA error: misaligned address (dtype float)"), "additive_fp32")
+
+
 def test_an_exception_in_attention_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="simulated failure"):
         run_probe(f"{PREFIX}fp16.math", [fault("exception", variants=["forward"])])
+
+
+def test_a_case_that_raises_does_not_hide_the_others() -> None:
+    cases = sdpa_matrix.probe_cases("pairwise", "backward", "math")
+    raising = [c["name"] for c in cases if c["mask"] == "additive_grad"]
+    with pytest.raises(RuntimeError) as caught:
+        run_probe(f"{PREFIX}bf16.math.bwd", [fault("exception", variants=["additive_grad"])])
+    message = str(caught.value)
+    # The error names the first case that raised, counts them, and says how the rest went.
+    assert message.startswith(f"{len(raising)} of {len(cases)} cases raised on valid inputs: {raising[0]}:")
+    assert "simulated failure" in message
+    assert f"({len(cases) - len(raising)} other cases ran, 0 failed, 0 refused)" in message

@@ -26,8 +26,8 @@ WRAP_INVISIBLE = {
 #: Along the one long row of ``d31`` the reductions return one value.
 WRAP_INVISIBLE_D31 = {"sum.fp16", "sum.bf16", "sum.fp32", "sum.int32", "mean.bf16", "var.fp32", "amax.fp16", "argmax.fp32"}
 
-#: Backends that exist only on a GPU (the case is refused on the CPU).
-GPU_ONLY = {"sdpa.flash.bf16", "sdpa.efficient.bf16", "sdpa.cudnn.bf16", "sdpa.efficient.bf16.bwd", "sdpa.cudnn.bf16.bwd"}
+#: Attention backends that exist only on a GPU (their cases are refused on the CPU).
+GPU_ONLY = {c.name for c in width_run.REGISTRY if any(f"sdpa.{b}." in c.name for b in ("flash", "efficient", "cudnn"))}
 
 
 def _run_case(case: width_run.Case, kind: str) -> width_run.Scope:
@@ -64,8 +64,14 @@ def test_every_group_has_cases_at_both_element_boundaries_and_probes_are_isolate
             assert width_run.cases_for(group, kind), (group, kind)
             assert f"width.{group}.{kind}" in probes
     for probe in probes.values():
-        assert probe.tier == "full" and probe.placement == "exclusive" and probe.isolated
+        assert probe.tier == "full" and probe.isolated
         assert probe.params["kind"] in width_run.BOUNDARIES
+        if probe.params["kind"] in width_run.SMALL_KINDS:
+            # A gigabyte at most: beside the other lanes, in a side lane of its own.
+            assert probe.placement == "side" and probe.lane == "width-grid", probe.id
+            assert width_run.probe_need_bytes(probe.params["group"], probe.params["kind"])[1] < 3 * 2**30
+        else:
+            assert probe.placement == "exclusive", probe.id
     # One dimension past 2^31 where the operations allow it: not attention.
     assert "width.attention.d31" not in probes and "width.reduce.d31" in probes
 
@@ -78,10 +84,14 @@ def test_geometry_crosses_the_boundaries_it_names() -> None:
         assert g.marks[-1] == 1 << bits
         if kind == "d31":
             assert g.shape() == (g.length,) and g.length > 1 << 31
+        elif kind == "g16":
+            # Past the grid's 65535 blocks on its second and third axes.
+            assert g.length > 65535 and g.marks == [1 << 16]
         else:
             assert max(g.shape()) < 1 << 31
         small = width_run.geometry(kind, on_gpu=False)
-        assert small.total > 1 << (bits - width_run.CPU_BITS_BELOW)
+        below = width_run.CPU_BITS_BELOW_SMALL if kind in width_run.SMALL_KINDS else width_run.CPU_BITS_BELOW
+        assert small.total > 1 << (bits - below) and small.marks
 
 
 @pytest.mark.parametrize("case,kind", _all_cases(), ids=lambda v: v if isinstance(v, str) else v.name)
@@ -170,3 +180,17 @@ def test_docs_hold_the_generated_memory_table() -> None:
     assert documented == width_run.memory_markdown(), (
         "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.width_run"
     )
+
+
+def test_a_sticky_fault_keeps_the_findings_of_the_cases_before_it() -> None:
+    ran = [
+        {"case": "gather.fp32", "violations": 0},
+        {"case": "nll_loss_spatial.fp16.bwd", "violations": 12},
+        {"case": "histc.fp32", "violations": 0},
+    ]
+    text = width_run._before(ran)
+    assert text == (
+        "cases that failed before it: nll_loss_spatial.fp16.bwd (12 violations); "
+        "cases that passed before it: gather.fp32, histc.fp32"
+    )
+    assert width_run._before([]) == "cases that passed before it: none"

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.worker import ops, ops_math
-from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, require_memory
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem, require_memory
 from gpuprobe.worker.patterns import derive_seed
 from gpuprobe.worker.probes import sdpa_matrix
 from gpuprobe.worker.probes.nn_specs import CPU_SEQ
@@ -590,10 +590,15 @@ class _Refused(Exception):
 _DEVICE_ERRORS = ("CUDA error", "HIP error", "cudaError", "hipError", "illegal memory access")
 
 
-def _refusal(exc: BaseException) -> bool:
+def _refusal(exc: BaseException, mask_kind: str | None = None) -> bool:
+    """Whether an exception is the backend declining the case. A float32 mask with fp16/bf16
+    q, k, v (``additive_fp32``) is outside what PyTorch documents (a float mask of the
+    query's dtype), so an error that names the dtype refuses that case as well."""
     text = str(exc)
     if any(marker in text for marker in _DEVICE_ERRORS):
         return False
+    if mask_kind == "additive_fp32" and "dtype" in text.lower():
+        return True
     return any(marker in text for marker in _REFUSALS)
 
 
@@ -681,7 +686,8 @@ def _matrix_mask(torch: Any, case: dict[str, Any], sizes: dict[str, Any], dt: An
         values[:, 0, rows % 4 == 1, :] = torch.where(torch.isinf(shifted), shifted, torch.tensor(_NEGROW_SHIFT))
     for b, row in emptied:
         values[b, 0, row, :] = float("-inf")
-    return values.to(dt)
+    # additive_fp32 keeps the mask in float32 whatever the dtype of q, k and v.
+    return values if mask_kind == "additive_fp32" else values.to(dt)
 
 
 def _emptied_rows(case: dict[str, Any], batch: int, q_len: int) -> list[tuple[int, int]]:
@@ -729,7 +735,7 @@ def _matrix_inputs(
         picks = torch.randperm(q_len, generator=gen)[: max(0, count - edges.numel())]
         rows = torch.unique(torch.cat([edges, picks]))
     out["rows"] = rows
-    if case["direction"] == "backward":
+    if case["direction"] != "forward":
         grad = torch.randn((batch, heads, q_len, d), generator=gen, dtype=torch.float32)
         # A loss that ignores query rows with no key (as training ignores padding): whatever a
         # backend puts in those rows then cannot reach any gradient, unless it is NaN or Inf.
@@ -754,7 +760,8 @@ def _matrix_reference(
 ) -> dict[str, Any]:
     """Float64 attention on the CPU, as PyTorch documents it (causal: top-left aligned;
     boolean mask: True may attend; float mask: added to the scaled logits), with autograd for
-    the gradients of sum(out · grad). Query rows with no key are flagged invalid; their
+    the gradients of sum(out · grad) with respect to the inputs the case differentiates
+    (``sdpa_matrix.differentiated``). Query rows with no key are flagged invalid; their
     output and gradients are 0 (a zero probability row)."""
     f64 = torch.float64
     backward = "grad" in inputs
@@ -763,11 +770,10 @@ def _matrix_reference(
     m = None
     if mask_kind in sdpa_matrix.FLOAT_MASKS:
         m = inputs["mask"].to(f64)
-    if backward:
-        for t in (q, k, v):
+    wanted = sdpa_matrix.differentiated(case) if backward else ()
+    for name, t in (("q", q), ("k", k), ("v", v), ("mask", m)):
+        if name in wanted and t is not None:
             t.requires_grad_(True)
-        if m is not None and mask_kind == "additive_grad":
-            m.requires_grad_(True)
     rows = inputs["rows"]
     q_len, kv_len, d = q.shape[2], k.shape[2], q.shape[3]
     query_index = torch.arange(q_len) if rows is None else rows
@@ -798,9 +804,8 @@ def _matrix_reference(
     }
     if backward:
         out.backward(inputs["grad"].to(f64))
-        result["grads"] = {"dq": q.grad, "dk": k.grad, "dv": v.grad}
-        if m is not None and mask_kind == "additive_grad":
-            result["grads"]["dmask"] = m.grad
+        grads = {"dq": q.grad, "dk": k.grad, "dv": v.grad, "dmask": None if m is None else m.grad}
+        result["grads"] = {f"d{name}": grads[f"d{name}"] for name in wanted}
     return result
 
 
@@ -812,7 +817,8 @@ def _matrix_device(
     torch = ctx.torch
     F = torch.nn.functional
     layout, mask_kind = case["layout"], case["mask"]
-    backward = case["direction"] == "backward"
+    backward = case["direction"] != "forward"
+    wanted = sdpa_matrix.differentiated(case)
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     heads = q.shape[1]
     # The tensors autograd accumulates into, and where each gradient sits in them:
@@ -821,8 +827,9 @@ def _matrix_device(
     where: dict[str, tuple[str, int | None, bool]]
     if layout == "noncontig":
         # Strided views of one packed projection output (B, L, 3, H, d), as models slice it
-        # (the RKB-018 pattern); k and v alone are packed when the lengths differ.
-        if q.shape[2] == k.shape[2]:
+        # (the RKB-018 pattern); k and v alone are packed when the lengths differ, or when q
+        # alone requires grad (``backward_partial``).
+        if q.shape[2] == k.shape[2] and case["direction"] != "backward_partial":
             leaves = {"qkv": ops.stage(torch.stack([t.permute(0, 2, 1, 3) for t in (q, k, v)], dim=2), ctx.device)}
             where = {"dq": ("qkv", 0, True), "dk": ("qkv", 1, True), "dv": ("qkv", 2, True)}
         else:
@@ -835,8 +842,10 @@ def _matrix_device(
         leaves = {name: ops.stage(inputs[name], ctx.device) for name in ("q", "k", "v")}
         where = {"dq": ("q", None, False), "dk": ("k", None, False), "dv": ("v", None, False)}
     if backward:
-        for leaf in leaves.values():
-            leaf.requires_grad_(True)
+        for leaf_name, leaf in leaves.items():
+            # A leaf requires grad when an operand taken from it does.
+            if any(where[f"d{name}"][0] == leaf_name for name in wanted if name != "mask"):
+                leaf.requires_grad_(True)
 
     def operand(name: str) -> Any:
         leaf_name, index, packed = where[name]
@@ -876,7 +885,7 @@ def _matrix_device(
                 raise _Refused(f"this torch {torch.__version__} has no enable_gqa: {exc}") from exc
             raise
         except RuntimeError as exc:
-            if _refusal(exc):
+            if _refusal(exc, mask_kind):
                 said = "; ".join(dict.fromkeys(str(w.message).strip() for w in caught))
                 reason = f"{step}: {exc}" + (f" ({said[:600]})" if said else "")
                 raise _Refused(reason) from exc
@@ -991,6 +1000,9 @@ def run_sdpa_matrix(
     acc = ToleranceAccumulator(torch, tolerance)
     precision_problem = _math_precision_problem(torch) if backend in ("math", "default") else None
     refused: list[dict[str, str]] = []
+    # Cases that raised on a valid input (not a refusal): the other cases still run, and
+    # the probe ends in an error that names them.
+    raised: list[dict[str, str]] = []
     failing: list[dict[str, Any]] = []
     warned: list[str] = []
     run = failed = masked_rows = 0
@@ -1015,6 +1027,13 @@ def run_sdpa_matrix(
             got, said = _matrix_device(ctx, case, inputs, backend)
         except _Refused as exc:
             refused.append({"case": case["name"], "reason": str(exc)[:800]})
+            continue
+        except Exception as exc:  # noqa: BLE001 - a valid case raised: reported below
+            message = f"{type(exc).__name__}: {str(exc).strip()}".splitlines()[0][:400]
+            if ctx.is_gpu and device_context_problem(torch, ctx.device) is not None:
+                # A sticky fault: nothing more can run in this worker (the worker restarts).
+                raise RuntimeError(f"case {case['name']} faulted: {message}") from exc
+            raised.append({"case": case["name"], "error": message})
             continue
         run += 1
         warned.extend(w for w in said if w not in warned)
@@ -1055,6 +1074,14 @@ def run_sdpa_matrix(
             worst = {"case": case["name"], "tensor": max(errors, key=errors.__getitem__), "rel_err": case_worst}
         if sizes["rows"] and ctx.is_gpu:
             release(ctx)
+    if raised:
+        others = f"{run} other cases ran, {failed} failed" + (
+            f" (first: {failing[0]['case']}: {', '.join(failing[0]['failed'])})" if failing else ""
+        )
+        named = "; ".join(f"{r['case']}: {r['error'][:300]}" for r in raised[:_CASES_SHOWN])
+        raise RuntimeError(
+            f"{len(raised)} of {len(cases)} cases raised on valid inputs: {named} ({others}, {len(refused)} refused)"
+        )
     if run == 0:
         first = refused[0]["reason"] if refused else "no cases"
         raise SkipProbe(

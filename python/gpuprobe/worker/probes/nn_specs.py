@@ -360,7 +360,7 @@ def specs() -> list[ProbeDef]:
     # The attention matrix's pairwise design; backends innermost, so that consecutive probes
     # share the references of their cases.
     for dtype in ("bfloat16", "float16"):
-        for direction in sdpa_matrix.DIRECTIONS:
+        for direction in sdpa_matrix.PROBE_DIRECTIONS:
             for backend in SDPA_BACKENDS:
                 add(_sdpa_matrix(dtype, backend, "full", "pairwise", direction))
     return probes

@@ -8,7 +8,10 @@ backward pass) described by five factors:
 - ``mask``: ``none``; ``causal`` (``is_causal=True``, top-left aligned as PyTorch documents it
   for q length ≠ kv length); ``bool`` (True: may attend); ``additive`` (a float mask added to
   the logits, ``-inf`` where a key is padded); ``additive_grad`` (the same mask requiring grad:
-  the backward pass must return its gradient);
+  the backward pass must return its gradient); ``additive_fp32`` (the same mask kept in
+  float32 while q, k and v are fp16/bf16: PyTorch documents a float mask of the query's
+  dtype, so a backend may refuse this one, with an error that names the dtype, but must
+  never compute it wrong);
 - ``length``: the query and key/value lengths: ≡ 1 mod 32 (33, 289), ≡ 64 mod 128 (192, 704),
   and q length ≠ kv length both ways (97 × 576, 320 × 33); the tails of every kernel tile;
 - ``layout``: ``contiguous``; ``noncontig`` (q, k, v strided views of one packed projection
@@ -21,13 +24,15 @@ backward pass) described by five factors:
   mask, or through an exactly representable offset in q and k where there is no float mask);
   ``fullmask`` (query rows with no key to attend: a boolean row all False or a float row all
   ``-inf``; only with a boolean or float mask);
-- ``direction``: ``forward`` (the output) or ``backward`` (the output and the gradients of
-  q, k, v and of a mask that requires grad).
+- ``direction``: ``forward`` (the output), ``backward`` (the output and the gradients of
+  q, k, v and of a mask that requires grad) or ``backward_partial`` (one input alone requires
+  grad: the mask where it can take a gradient, otherwise q; the backward kernels then run
+  with some gradient buffers absent).
 
 Covering rule: the full tier runs a pairwise design (every pair of levels of two factors,
 among the pairs a case can have, appears in at least one case), built by a deterministic
 greedy generator (``pairwise``); each (dtype, backend) runs the forward cases in one probe
-and the backward cases in another (``.bwd``), so the forward tolerance stays that of the
+and the backward cases (both backward levels) in another (``.bwd``), so the forward tolerance stays that of the
 forward pass. The forward probes of the fused backends and of ``default`` add one long case
 (2^16 + 1 keys), compared on sampled query rows. The standard tier runs ``CORE_CASES``, a
 hand-picked subset that has every level of every factor but the longest length, on the
@@ -40,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 #: Factor levels, in the order the generator tries them.
-MASKS = ("none", "causal", "bool", "additive", "additive_grad")
+MASKS = ("none", "causal", "bool", "additive", "additive_grad", "additive_fp32")
 #: (name, query length, key/value length).
 LENGTHS: tuple[tuple[str, int, int], ...] = (
     ("33", 33, 33),
@@ -52,7 +57,9 @@ LENGTHS: tuple[tuple[str, int, int], ...] = (
 )
 LAYOUTS = ("contiguous", "noncontig", "expand", "gqa")
 INPUTS = ("random", "large", "negrow", "fullmask")
-DIRECTIONS = ("forward", "backward")
+DIRECTIONS = ("forward", "backward", "backward_partial")
+#: The directions probes are split by: ``backward`` holds both backward levels.
+PROBE_DIRECTIONS = ("forward", "backward")
 
 #: The factors of the covering design, in order.
 FACTORS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -65,9 +72,9 @@ FACTORS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 #: Masks that can hold a fully masked query row (``is_causal`` never empties a row when it
 #: is top-left aligned, and no mask has no row to empty).
-MASKS_WITH_ROWS = ("bool", "additive", "additive_grad")
+MASKS_WITH_ROWS = ("bool", "additive", "additive_grad", "additive_fp32")
 #: Masks given as a float tensor (negrow rows get their −1e4 through it).
-FLOAT_MASKS = ("additive", "additive_grad")
+FLOAT_MASKS = ("additive", "additive_grad", "additive_fp32")
 
 #: Batch size and query heads of every case except the long one; k/v heads are the same,
 #: half (``gqa``) or one expanded (``expand``).
@@ -103,6 +110,8 @@ CORE_CASES: tuple[dict[str, Any], ...] = (
     {"mask": "none", "length": "33", "layout": "contiguous", "input": "negrow", "direction": "backward"},
     {"mask": "additive_grad", "length": "192", "layout": "contiguous", "input": "fullmask", "direction": "backward"},
     {"mask": "causal", "length": "320x33", "layout": "gqa", "input": "large", "direction": "backward"},
+    {"mask": "additive_fp32", "length": "97x576", "layout": "noncontig", "input": "negrow", "direction": "forward"},
+    {"mask": "additive_grad", "length": "33", "layout": "expand", "input": "random", "direction": "backward_partial"},
 )
 
 Assignment = dict[str, str]
@@ -190,6 +199,26 @@ def _pair(order: list[str], a: str, va: str, b: str, vb: str) -> tuple[str, str,
     return (a, va, b, vb) if order.index(a) < order.index(b) else (b, vb, a, va)
 
 
+def probe_direction(direction: str) -> str:
+    """The probe (``PROBE_DIRECTIONS``) that runs a case of this direction level."""
+    return "forward" if direction == "forward" else "backward"
+
+
+def differentiated(case: dict[str, Any]) -> tuple[str, ...]:
+    """The inputs of a case that require grad, among ``q``, ``k``, ``v`` and ``mask``: none
+    forward (but a mask that requires grad, which changes the forward kernel's choice),
+    all of them ``backward``, one alone ``backward_partial``."""
+    mask = ("mask",) if case["mask"] == "additive_grad" else ()
+    direction = case["direction"]
+    if direction == "forward":
+        return mask
+    if direction == "backward":
+        return ("q", "k", "v", *mask)
+    if direction == "backward_partial":
+        return mask or ("q",)
+    raise ValueError(f"unknown direction {direction!r}")
+
+
 def lengths_of(name: str) -> tuple[int, int]:
     """(query length, key/value length) of a length level."""
     if name == LONG_LENGTH[0]:
@@ -213,7 +242,7 @@ def cpu_length(n: int) -> int:
 
 def case_name(case: dict[str, Any]) -> str:
     """A case's name in observations: ``fwd.causal.289.noncontig.random.d64``."""
-    direction = "fwd" if case["direction"] == "forward" else "bwd"
+    direction = {"forward": "fwd", "backward": "bwd", "backward_partial": "bwdpart"}[case["direction"]]
     name = f"{direction}.{case['mask']}.{case['length']}.{case['layout']}.{case['input']}.d{case['head_dim']}"
     return name + (".long" if case.get("sampled_rows") else "")
 
@@ -240,7 +269,7 @@ def probe_cases(design: str, direction: str | None, backend: str) -> list[dict[s
         return _finish(CORE_CASES)
     if design != "pairwise":
         raise ValueError(f"unknown design {design!r}")
-    cases = _finish([c for c in full_design() if c["direction"] == direction])
+    cases = _finish([c for c in full_design() if probe_direction(c["direction"]) == direction])
     if direction == "forward" and backend in LONG_BACKENDS:
         long_case: dict[str, Any] = {
             "mask": "none",

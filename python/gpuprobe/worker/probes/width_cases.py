@@ -1249,14 +1249,54 @@ def masked_select_fp16(s: Scope) -> None:
     s.exact("masked_select of planted positions", out, torch.stack([x.view(-1)[p] for p in picks]))
 
 
+@case("index", "embedding_bag.max.fp32.bwd", 8.2, N_KINDS)
+def embedding_bag_max_bwd(s: Scope) -> None:
+    """Last of its group: a sticky fault here (an illegal address, as torch 2.11 with CUDA 13
+    gives past 2^31) ends the probe, and every other case has run by then.
+
+    ``embedding_bag`` (max) with int32 indices into a table past the boundary: each bag of
+    two rows is their element-wise maximum, and the table's gradient is the upstream gradient
+    on the row that held each maximum, zero on every row no bag read."""
+    torch = s.torch
+    F = _F(s)
+    weight = s.randn(s.g.shape(), "float32").requires_grad_(True)
+    picks = _picks(s, s.g.rows, s.g.cols)
+    pairs = [(p, picks[(k + 1) % len(picks)]) for k, p in enumerate(picks)]
+    bags = torch.tensor(pairs, device=s.device, dtype=torch.int32)
+    out = s.op("embedding_bag", "float32", lambda: F.embedding_bag(bags, weight, mode="max"))
+    w = weight.detach()
+    for row, (i, j) in enumerate(pairs):
+        s.exact(f"embedding_bag max bag {row} ({i}, {j})", out[row], torch.maximum(w[i], w[j]))
+    g = s.randn(tuple(out.shape), "float32")
+    (gw,) = s.grad("embedding_bag", "float32", out, (weight,), g)
+    want = {i: torch.zeros(s.g.cols, dtype=torch.float64, device=s.device) for i in picks}
+    for row, (i, j) in enumerate(pairs):
+        # Random rows never tie: the larger of the two takes the gradient.
+        first = (w[i] > w[j]).double()
+        want[i] += g[row].double() * first
+        want[j] += g[row].double() * (1 - first)
+    for i in picks:
+        s.close(f"embedding_bag max grad row {i}", gw[i], want[i], want[i].abs() + 1e-6, "float32")
+    read = set(picks)
+    for a, b in s.spans(s.g.rows, s.g.cols):
+        untouched = [r for r in range(a, b) if r not in read]
+        if untouched:
+            s.exact(f"embedding_bag max grad untouched rows in [{a}:{b}]", gw[untouched], torch.zeros(1))
+
+
+
 # =======================================================================================
 # sort and top-k
 
 
-def _sorted_rows(s: Scope, name: str, dtype: str, fn: Callable[[Any], Any]) -> None:
-    x = s.randn(s.g.shape(), dtype)
+def _sorted_rows(s: Scope, name: str, dtype: str, fn: Callable[[Any], Any], x: Any = None) -> None:
+    """``fn`` (a sort or top-k along dimension 1) on the rows of ``x`` (by default the
+    geometry's main tensor), checked on spans of rows."""
+    if x is None:
+        x = s.randn(s.g.shape(), dtype)
     values, indices = s.op(name, dtype, lambda: fn(x))
-    for a, b in s.spans(x.shape[0], x.shape[1]):
+    # Past the element boundaries a row is x.shape[1] elements; past g16, one item.
+    for a, b in s.spans(x.shape[0], 1 if s.g.long else x.shape[1]):
         v, _ = fn(x[a:b])
         s.exact(f"{name} values rows [{a}:{b}]", values[a:b], v)
         # Ties may be ordered differently: each index must point at its value.
@@ -1335,13 +1375,21 @@ def topk_flat_fp32(s: Scope) -> None:
 _SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
 
 
-def _attention(s: Scope, backend: str, dtype: str, backward: bool) -> None:
+def _attention(s: Scope, backend: str, dtype: str, backward: bool, along: str | None = None) -> None:
+    """Attention on ``(batch, 4 heads, 128, 64)`` past the element boundaries, or (``along``
+    ``heads`` or ``batch``) with that one dimension past the ``g16`` boundary and sequences
+    of 16, head dim 32; checked on spans of that dimension."""
     torch = s.torch
     F = _F(s)
-    heads, seq, dim = (4, 128, 64) if s.ctx.is_gpu else (2, 8, 8)
-    per = heads * seq * dim
-    batch = -(-s.g.total // per)
-    shape = (batch, heads, seq, dim)
+    if along is None:
+        heads, seq, dim = (4, 128, 64) if s.ctx.is_gpu else (2, 8, 8)
+        per = heads * seq * dim
+        batch = -(-s.g.total // per)
+        shape, axis = (batch, heads, seq, dim), 0
+    else:
+        seq, dim = (16, 32) if s.ctx.is_gpu else (4, 8)
+        per, batch = 1, s.g.length
+        shape, axis = ((1, batch, seq, dim), 1) if along == "heads" else ((batch, 1, seq, dim), 0)
     q, k, v = (s.randn(shape, dtype) for _ in range(3))
     if backward:
         for t in (q, k, v):
@@ -1364,12 +1412,13 @@ def _attention(s: Scope, backend: str, dtype: str, backward: bool) -> None:
     out = s.op(f"sdpa.{backend}", dtype, run)
 
     def reference(a: int, b: int) -> tuple[Any, Any, Any, Any]:
-        qs, ks, vs = (t[a:b].detach().double().requires_grad_(backward) for t in (q, k, v))
+        qs, ks, vs = (t.detach().narrow(axis, a, b - a).double().requires_grad_(backward) for t in (q, k, v))
         return F.scaled_dot_product_attention(qs, ks, vs), qs, ks, vs
 
+    what = along or "batches"
     for a, b in s.spans(batch, per):
         ref, *_ = reference(a, b)
-        s.close(f"sdpa batches [{a}:{b}]", out[a:b], ref, _row_scale(ref) + 1e-3, dtype)
+        s.close(f"sdpa {what} [{a}:{b}]", out.narrow(axis, a, b - a), ref, _row_scale(ref) + 1e-3, dtype)
     if not backward:
         return
     g = s.randn(shape, dtype)
@@ -1377,11 +1426,11 @@ def _attention(s: Scope, backend: str, dtype: str, backward: bool) -> None:
     del out
     for a, b in s.spans(batch, per):
         ref, qs, ks, vs = reference(a, b)
-        refs = torch.autograd.grad(ref, (qs, ks, vs), g[a:b].double())
+        refs = torch.autograd.grad(ref, (qs, ks, vs), g.narrow(axis, a, b - a).double())
         for name, got, want in zip(("dq", "dk", "dv"), grads, refs):
             # Gradients sum products that cancel (dS = P∘(dP - D)): judged against the
             # slice's largest gradient, not each row's.
-            s.close(f"sdpa {name} batches [{a}:{b}]", got[a:b], want, want.abs().amax() + 1e-6, dtype)
+            s.close(f"sdpa {name} {what} [{a}:{b}]", got.narrow(axis, a, b - a), want, want.abs().amax() + 1e-6, dtype)
 
 
 @case("attention", "sdpa.default.bf16", 9.1, N_KINDS)
@@ -1523,3 +1572,7 @@ def copy_to_fp32(s: Scope) -> None:
 
 # Position codes must be exact in float16.
 assert CODE_PERIOD < 2048
+
+# The g16 cases reuse the helpers above (attention, sorted rows); importing them here
+# registers them whichever of the width modules is imported first.
+from gpuprobe.worker.probes import width_grid  # noqa: E402,F401

@@ -7,6 +7,13 @@ one boundary (``BOUNDARIES``): ``n31`` and ``n32`` use tensors just past 2^31 an
 elements in total whose dimensions are all small (rows of 1031 elements, planes of 32×32);
 ``d31`` uses one dimension just past 2^31.
 
+``g16`` is the launch-geometry boundary: one dimension (batch, channels or planes, heads, a
+spatial size) just past 2^16 on a small tensor. Kernels that put such a dimension on the
+second or third axis of their launch grid (at most 65535 blocks there on CUDA) fail to
+launch or skip what lies past it, and kernels that multiply two sizes of that order in 32
+bits (an adaptive pool's window bounds: output index × input size) overflow past 2^31 with
+tensors of a few megabytes. These probes need little memory and run in a side lane.
+
 Oracles (no CPU reference of the whole tensor: it would take minutes and the host's memory):
 
 - **slice consistency**: the same operation on a small slice taken before, across and past
@@ -53,7 +60,10 @@ from gpuprobe.worker.faults import is_device_fault, is_oom
 from gpuprobe.worker.patterns import derive_seed
 
 #: The boundary each probe crosses: its exponent, and whether one dimension crosses it.
-BOUNDARIES = {"n31": 31, "n32": 32, "d31": 31}
+BOUNDARIES = {"n31": 31, "n32": 32, "d31": 31, "g16": 16}
+
+#: Boundaries whose tensors are small: their probes run beside the other lanes, not alone.
+SMALL_KINDS = ("g16",)
 
 #: The families of operations, one probe per family and boundary.
 GROUPS = (
@@ -71,8 +81,9 @@ GROUPS = (
 )
 
 #: On a CPU device the boundaries are 2^(31-17) and 2^(32-17): the same code and oracles
-#: in milliseconds.
+#: in milliseconds. ``g16`` runs at 2^8 there.
 CPU_BITS_BELOW = 17
+CPU_BITS_BELOW_SMALL = 8
 
 #: Row length of the ``n`` shapes: odd and prime, so a boundary falls inside a row (and
 #: the row-wise kernels take their general path). Cases named ``.aligned`` use rows of 1024
@@ -130,8 +141,9 @@ class Geometry:
 
     @property
     def long(self) -> bool:
-        """One dimension crosses the boundary (``d31``), not only the element count."""
-        return self.kind.startswith("d")
+        """One dimension crosses the boundary (``d31``, ``g16``), not only the element
+        count."""
+        return self.kind[0] in "dg"
 
     @property
     def bound(self) -> int:
@@ -177,7 +189,8 @@ def geometry(kind: str, on_gpu: bool) -> Geometry:
     bits = BOUNDARIES[kind]
     if on_gpu:
         return Geometry(kind, bits, GPU_COLS)
-    return Geometry(kind, bits - CPU_BITS_BELOW, CPU_COLS)
+    below = CPU_BITS_BELOW_SMALL if kind in SMALL_KINDS else CPU_BITS_BELOW
+    return Geometry(kind, bits - below, CPU_COLS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -203,6 +216,7 @@ REGISTRY: list[Case] = []
 
 N_KINDS = ("n31", "n32")
 ALL_KINDS = ("n31", "n32", "d31")
+GRID_KINDS = ("g16",)
 
 
 def case(group: str, name: str, per_element: float, kinds: tuple[str, ...] = ALL_KINDS) -> Callable[..., Any]:
@@ -488,10 +502,7 @@ def run_width(ctx: ProbeContext, *, group: str, kind: str) -> ProbeOutput:
             if lost is not None:
                 # A sticky fault (an illegal address): nothing more can run in this process.
                 ctx.restart_worker = f"{c.name} faulted"
-                passed = ", ".join(r["case"] for r in ran) or "none"
-                raise RuntimeError(
-                    f"{c.name} on {_describe(g)} faulted: {first_line} (cases that passed before it: {passed})"
-                ) from exc
+                raise RuntimeError(f"{c.name} on {_describe(g)} faulted: {first_line} ({_before(ran)})") from exc
             # A fault the context survived (an internal assert, a launch the driver refused):
             # a finding of this case; the other cases still run.
             scope.truth("the operation runs", False, f"faulted: {first_line}")
@@ -538,14 +549,29 @@ def run_width(ctx: ProbeContext, *, group: str, kind: str) -> ProbeOutput:
     return ProbeOutput(measurement=measurement, metrics=metrics, notes=notes)
 
 
+def _before(ran: list[dict[str, Any]]) -> str:
+    """What the cases that ran before a fault found: the failing ones first (their findings
+    would be lost with the probe's measurement otherwise), then the passing ones."""
+    failed = [f"{r['case']} ({r['violations']} violations)" for r in ran if r["violations"]]
+    passed = [r["case"] for r in ran if not r["violations"]]
+    parts = []
+    if failed:
+        parts.append("cases that failed before it: " + ", ".join(failed))
+    parts.append("cases that passed before it: " + (", ".join(passed) or "none"))
+    return "; ".join(parts)
+
+
 def _describe(g: Geometry) -> str:
+    if g.kind in SMALL_KINDS:
+        return f"one dimension of {g.length} (past 2^{g.bits}) in small tensors"
     if g.long:
         return f"one dimension of {g.length} elements (past 2^{g.bits})"
     return f"{g.total} elements in rows of {g.cols} (past 2^{g.bits})"
 
 
-# The case functions register themselves when their module is imported (it imports this one
-# for ``case`` and ``Scope``; nothing in it needs torch at import time).
+# The case functions register themselves when their modules are imported (``width_cases``,
+# which imports ``width_grid`` at its end; both import this one for ``case`` and ``Scope``;
+# nothing in them needs torch at import time).
 from gpuprobe.worker.probes import width_cases  # noqa: E402,F401
 
 

@@ -8,11 +8,13 @@ Id grammar: ``width.<group>.<boundary>``
   ``copy``;
 - boundary (``width_run.BOUNDARIES``): ``n31`` and ``n32`` (more than 2^31 and 2^32
   elements in total, every dimension small), ``d31`` (one dimension past 2^31; not for
-  attention, whose dimensions cannot be that long).
+  attention, whose dimensions cannot be that long), ``g16`` (one dimension past 2^16 in
+  small tensors: the launch grid's second and third axes, products of two sizes).
 
-Every probe is in the ``full`` tier, alone on the device (``exclusive``: it plans its
-memory from what is free) and in a worker of its own (``isolated``: a fault past the
-boundary loses the device context). The cases each probe runs and the memory each needs are
+Every probe is in the ``full`` tier and in a worker of its own (``isolated``: a fault past
+the boundary loses the device context). The large boundaries run alone on the device
+(``exclusive``: they plan their memory from what is free); ``g16`` needs about a gigabyte
+and runs in a side lane of its own (``width-grid``) beside the others. The cases each probe runs and the memory each needs are
 in ``width_run`` / ``width_cases``; ``docs/probes.md`` tabulates them.
 """
 
@@ -26,6 +28,7 @@ _WHAT = {
     "n31": "more than 2^31 elements in total",
     "n32": "more than 2^32 elements in total",
     "d31": "one dimension of more than 2^31 elements",
+    "g16": "one dimension of more than 2^16 (batch, planes, heads or a spatial size) and few elements",
 }
 
 
@@ -41,6 +44,7 @@ def specs() -> list[ProbeDef]:
             if not cases:
                 continue
             low, high = width_run.probe_need_bytes(group, kind)
+            small = kind in width_run.SMALL_KINDS
             probes.append(
                 ProbeDef(
                     id=f"width.{group}.{kind}",
@@ -54,8 +58,9 @@ def specs() -> list[ProbeDef]:
                     ),
                     impl=f"{_RUN}:run_width",
                     params={"group": group, "kind": kind},
-                    timeout_s=300.0,
-                    placement="exclusive",
+                    timeout_s=120.0 if small else 300.0,
+                    placement="side" if small else "exclusive",
+                    lane="width-grid" if small else None,
                     isolated=True,
                 )
             )
