@@ -118,29 +118,25 @@ _pooled("adaptive_avg_pool2d", 2, lambda s: lambda x: _F(s).adaptive_avg_pool2d(
 _pooled("adaptive_max_pool2d", 2, lambda s: lambda x: _F(s).adaptive_max_pool2d(x, (3, 3)))
 _pooled("adaptive_avg_pool3d", 3, lambda s: lambda x: _F(s).adaptive_avg_pool3d(x, (2, 3, 3)))
 _pooled("adaptive_max_pool3d", 3, lambda s: lambda x: _F(s).adaptive_max_pool3d(x, (2, 3, 3)))
-_pooled("upsample_nearest2d", 2, lambda s: lambda x: _F(s).interpolate(x, scale_factor=2, mode="nearest"))
-_pooled(
-    "upsample_bilinear2d",
-    2,
-    lambda s: lambda x: _F(s).interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
-)
-_pooled(
-    "upsample_bicubic2d",
-    2,
-    lambda s: lambda x: _F(s).interpolate(x, scale_factor=2, mode="bicubic", align_corners=False),
-)
-_pooled("upsample_nearest3d", 3, lambda s: lambda x: _F(s).interpolate(x, scale_factor=2, mode="nearest"))
-_pooled(
-    "upsample_trilinear3d",
-    3,
-    lambda s: lambda x: _F(s).interpolate(x, scale_factor=2, mode="trilinear", align_corners=False),
-)
-_pooled(
-    "upsample_linear1d",
-    1,
-    lambda s: lambda x: _F(s).interpolate(x, scale_factor=2, mode="linear", align_corners=False),
-    "batch",
-)
+
+
+def _upsampled(mode: str, dims: int, where: str = "planes") -> None:
+    """Registers a 2× ``interpolate`` of ``mode`` (``align_corners=False`` where it applies)."""
+    corners = {} if mode == "nearest" else {"align_corners": False}
+    _pooled(
+        f"upsample_{mode}{dims}d",
+        dims,
+        lambda s: lambda x: _F(s).interpolate(x, scale_factor=2, mode=mode, **corners),
+        where,
+    )
+
+
+_upsampled("nearest", 2)
+_upsampled("bilinear", 2)
+_upsampled("bicubic", 2)
+_upsampled("nearest", 3)
+_upsampled("trilinear", 3)
+_upsampled("linear", 1, "batch")
 
 
 def _tall_adaptive(s: Scope, mode: str, channels_last: bool) -> None:
