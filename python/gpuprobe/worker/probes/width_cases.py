@@ -1433,44 +1433,25 @@ def _attention(s: Scope, backend: str, dtype: str, backward: bool, along: str | 
             s.close(f"sdpa {name} {what} [{a}:{b}]", got.narrow(axis, a, b - a), want, want.abs().amax() + 1e-6, dtype)
 
 
-@case("attention", "sdpa.default.bf16", 9.1, N_KINDS)
-def sdpa_default_bf16(s: Scope) -> None:
-    _attention(s, "default", "bfloat16", False)
+def _register_attention() -> None:
+    """One case per (backend, dtype, direction) at the element boundaries, in this order:
+    the forward cases (9.1 bytes per element), then the backward ones (21.1: cuDNN's
+    backward workspace)."""
+    forward = [("default", "bfloat16"), ("default", "float16"), ("flash", "bfloat16"), ("efficient", "bfloat16"),
+               ("cudnn", "bfloat16")]
+    backward = [("default", "bfloat16"), ("efficient", "bfloat16"), ("cudnn", "bfloat16")]
+    short = {"bfloat16": "bf16", "float16": "fp16"}
+    for cases, is_backward, per_element in ((forward, False, 9.1), (backward, True, 21.1)):
+        for backend, dtype in cases:
+
+            def run(s: Scope, backend: str = backend, dtype: str = dtype, is_backward: bool = is_backward) -> None:
+                _attention(s, backend, dtype, is_backward)
+
+            name = f"sdpa.{backend}.{short[dtype]}" + (".bwd" if is_backward else "")
+            case("attention", name, per_element, N_KINDS)(run)
 
 
-@case("attention", "sdpa.default.fp16", 9.1, N_KINDS)
-def sdpa_default_fp16(s: Scope) -> None:
-    _attention(s, "default", "float16", False)
-
-
-@case("attention", "sdpa.flash.bf16", 9.1, N_KINDS)
-def sdpa_flash_bf16(s: Scope) -> None:
-    _attention(s, "flash", "bfloat16", False)
-
-
-@case("attention", "sdpa.efficient.bf16", 9.1, N_KINDS)
-def sdpa_efficient_bf16(s: Scope) -> None:
-    _attention(s, "efficient", "bfloat16", False)
-
-
-@case("attention", "sdpa.cudnn.bf16", 9.1, N_KINDS)
-def sdpa_cudnn_bf16(s: Scope) -> None:
-    _attention(s, "cudnn", "bfloat16", False)
-
-
-@case("attention", "sdpa.default.bf16.bwd", 21.1, N_KINDS)
-def sdpa_default_bf16_bwd(s: Scope) -> None:
-    _attention(s, "default", "bfloat16", True)
-
-
-@case("attention", "sdpa.efficient.bf16.bwd", 21.1, N_KINDS)
-def sdpa_efficient_bf16_bwd(s: Scope) -> None:
-    _attention(s, "efficient", "bfloat16", True)
-
-
-@case("attention", "sdpa.cudnn.bf16.bwd", 21.1, N_KINDS)
-def sdpa_cudnn_bf16_bwd(s: Scope) -> None:
-    _attention(s, "cudnn", "bfloat16", True)
+_register_attention()
 
 
 # =======================================================================================

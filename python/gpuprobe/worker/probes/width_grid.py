@@ -73,6 +73,28 @@ def _n(s: Scope) -> int:
     return s.g.length
 
 
+_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def _random_case(
+    group: str,
+    case_name: str,
+    op_name: str,
+    shape_of: Callable[[int], tuple[int, ...]],
+    dim: int,
+    dtype: str,
+    make: Callable[[Scope], Callable[[Any], Any]],
+    backward: bool,
+) -> None:
+    """Registers ``case_name``: ``make(s)`` on a standard normal input of
+    ``shape_of(long dimension)``, checked ``along`` dimension ``dim``."""
+
+    def run(s: Scope) -> None:
+        along(s, op_name, dtype, make(s), s.randn(shape_of(_n(s)), dtype), dim, backward)
+
+    case(group, case_name, SMALL_ITEM, GRID_KINDS)(run)
+
+
 # =======================================================================================
 # attention: heads or batch past 2^16 (the fused kernels' grid axes)
 
@@ -99,13 +121,17 @@ def _pooled(name: str, dims: int, make: Callable[[Scope], Callable[[Any], Any]],
     ``(1, n, 4, 4)`` (``dims`` 2; ``(1, n, 8)`` for 1, ``(1, n, 2, 4, 4)`` for 3), or with
     the batch long (``where`` ``batch``: ``(n, 1, ...)``)."""
     spatial = {1: (8,), 2: (4, 4), 3: (2, 4, 4)}[dims]
-
-    def run(s: Scope) -> None:
-        n = _n(s)
-        shape = (n, 1, *spatial) if where == "batch" else (1, n, *spatial)
-        along(s, name, "float32", make(s), s.randn(shape, "float32"), 0 if where == "batch" else 1, True)
-
-    case("pool", f"{name}.fp32.bwd.{where}", SMALL_ITEM, GRID_KINDS)(run)
+    batch = where == "batch"
+    _random_case(
+        "pool",
+        f"{name}.fp32.bwd.{where}",
+        name,
+        lambda n: (n, 1, *spatial) if batch else (1, n, *spatial),
+        0 if batch else 1,
+        "float32",
+        make,
+        True,
+    )
 
 
 _pooled("avg_pool2d", 2, lambda s: lambda x: _F(s).avg_pool2d(x, 2))
@@ -202,13 +228,17 @@ def _padded(mode: str, dims: int, where: str = "planes") -> None:
     # Last dimension first; reflection needs each pad below its dimension's size.
     pads = {1: (3, 3), 2: (2, 1, 1, 2), 3: (1, 1, 2, 1, 1, 1)}[dims]
 
-    def run(s: Scope) -> None:
-        n = _n(s)
-        shape = (n, 1, *spatial) if where == "batch" else (1, n, *spatial)
-        fn = lambda x: _F(s).pad(x, pads, mode=mode)  # noqa: E731
-        along(s, f"{mode}_pad{dims}d", "float32", fn, s.randn(shape, "float32"), 0 if where == "batch" else 1, True)
-
-    case("copy", f"{mode}_pad{dims}d.fp32.bwd.{where}", SMALL_ITEM, GRID_KINDS)(run)
+    batch = where == "batch"
+    _random_case(
+        "copy",
+        f"{mode}_pad{dims}d.fp32.bwd.{where}",
+        f"{mode}_pad{dims}d",
+        lambda n: (n, 1, *spatial) if batch else (1, n, *spatial),
+        0 if batch else 1,
+        "float32",
+        lambda s: lambda x: _F(s).pad(x, pads, mode=mode),
+        True,
+    )
 
 
 for _mode in ("reflect", "replicate"):
@@ -225,13 +255,9 @@ _padded("constant", 3)
 
 def _norm(name: str, shape_of: Callable[[int], tuple[int, ...]], dim: int, dtype: str,
           make: Callable[[Scope], Callable[[Any], Any]]) -> None:
-    def run(s: Scope) -> None:
-        along(s, name, dtype, make(s), s.randn(shape_of(_n(s)), dtype), dim, True)
+    where = "batch" if dim == 0 else "channels"
+    _random_case("norm", f"{name}.{_SHORT[dtype]}.bwd.{where}", name, shape_of, dim, dtype, make, True)
 
-    case("norm", f"{name}.{_SHORT[dtype]}.bwd.{'batch' if dim == 0 else 'channels'}", SMALL_ITEM, GRID_KINDS)(run)
-
-
-_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 _norm("group_norm", lambda n: (n, 4, 8), 0, "float32", lambda s: lambda x: _F(s).group_norm(x, 2))
 _norm(
@@ -252,12 +278,8 @@ _norm("layer_norm", lambda n: (n, 64), 0, "bfloat16", lambda s: lambda x: _F(s).
 def _beside(group: str, name: str, shape_of: Callable[[int], tuple[int, ...]], dim: int, dtype: str,
             make: Callable[[Scope], Callable[[Any], Any]], backward: bool) -> None:
     """``make(s)`` reduces or scans along another dimension than ``dim`` (the long one)."""
-
-    def run(s: Scope) -> None:
-        along(s, name, dtype, make(s), s.randn(shape_of(_n(s)), dtype), dim, backward)
-
     suffix = ".bwd" if backward else ""
-    case(group, f"{name}.{_SHORT[dtype]}{suffix}.inner{dim}", SMALL_ITEM, GRID_KINDS)(run)
+    _random_case(group, f"{name}.{_SHORT[dtype]}{suffix}.inner{dim}", name, shape_of, dim, dtype, make, backward)
 
 
 _beside("softmax", "softmax.dim0", lambda n: (8, n), 1, "float32", lambda s: lambda x: x.softmax(0), True)
