@@ -112,7 +112,7 @@ pub fn embedded_file_count() -> usize {
 /// The bootstrap passed to `python -c`: puts the extracted package first on `sys.path` and
 /// hands over to the worker. Kept tiny because it runs before any of our code can report.
 const BOOTSTRAP: &str = "import sys; sys.path.insert(0, sys.argv[1]); \
-import gpuprobe.worker.main as m; sys.exit(m.main(sys.argv[2:]))";
+import gpuprobe.worker.main as m; m.process_main(sys.argv[2:])";
 
 /// The command that starts a Python worker for `plan_file`.
 pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> WorkerCommand {
@@ -210,19 +210,15 @@ pub fn query_worker(
 /// The probe catalogue (mode `catalog`: the framework is not imported, so this takes a
 /// fraction of a second).
 ///
-/// `expand` names the families whose probes depend on the installed framework (the
-/// sweep's operators); listing them makes the worker import it.
+/// `options` go into the catalogue plan: `expand` names the families whose probes depend on
+/// the installed framework (the sweep's operators); listing them makes the worker import it.
 pub fn fetch_catalog(
     command_for: impl Fn(&Path) -> WorkerCommand,
     plan_path: &Path,
     timeout: std::time::Duration,
-    expand: &[&str],
+    options: BTreeMap<String, serde_json::Value>,
 ) -> Result<Vec<gpuprobe_model::ProbeSpec>, String> {
     use gpuprobe_model::protocol::{WorkerEvent, WorkerMode};
-    let mut options = BTreeMap::new();
-    if !expand.is_empty() {
-        options.insert("expand".to_string(), serde_json::json!(expand));
-    }
     let events = query_worker(
         command_for,
         plan_path,

@@ -1,4 +1,4 @@
-//! Where gpuprobe keeps run directories.
+//! Where gpuprobe keeps run directories and its caches.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,6 +18,17 @@ pub fn runs_root(env: &BTreeMap<String, String>) -> PathBuf {
     PathBuf::from("gpuprobe-runs")
 }
 
+/// Where workers cache Python bytecode when the interpreter cannot cache torch's in place:
+/// `$XDG_CACHE_HOME/gpuprobe/bytecode`, else `~/.cache/gpuprobe/bytecode`, else none.
+pub fn bytecode_cache(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    if let Some(cache) = env.get("XDG_CACHE_HOME").filter(|s| !s.is_empty()) {
+        return Some(PathBuf::from(cache).join("gpuprobe/bytecode"));
+    }
+    env.get("HOME")
+        .filter(|s| !s.is_empty())
+        .map(|home| PathBuf::from(home).join(".cache/gpuprobe/bytecode"))
+}
+
 /// A fresh run directory path under the default root.
 pub fn new_run_dir(env: &BTreeMap<String, String>, command: &str) -> PathBuf {
     runs_root(env).join(format!(
@@ -25,4 +36,29 @@ pub fn new_run_dir(env: &BTreeMap<String, String>, command: &str) -> PathBuf {
         file_stamp(SystemTime::now()),
         std::process::id()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_bytecode_cache_follows_xdg_then_home() {
+        assert_eq!(
+            bytecode_cache(&env(&[("XDG_CACHE_HOME", "/c"), ("HOME", "/h")])),
+            Some(PathBuf::from("/c/gpuprobe/bytecode"))
+        );
+        assert_eq!(
+            bytecode_cache(&env(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")])),
+            Some(PathBuf::from("/h/.cache/gpuprobe/bytecode"))
+        );
+        assert_eq!(bytecode_cache(&env(&[])), None);
+    }
 }

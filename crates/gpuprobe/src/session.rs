@@ -201,7 +201,14 @@ pub fn prepare_new(
     let package_dir = python::extract_package(&run_dir.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
     let expand = expanded_families(tier, &options.only);
-    let mut catalog = python_catalog(python.as_ref(), &package_dir, &run_dir, &expand, &mut notes);
+    let bytecode_cache = paths::bytecode_cache(env);
+    let mut catalog = python_catalog(
+        python.as_ref(),
+        &package_dir,
+        &run_dir,
+        catalog_options(&expand, bytecode_cache.as_deref()),
+        &mut notes,
+    );
     if !options.no_native {
         catalog.extend(gpuprobe_gpu::native_catalog());
     }
@@ -282,7 +289,11 @@ pub fn prepare_new(
             options.startup_timeout,
             run_dir.workers_dir(),
         ),
-        options: worker_options(&options.probe_options, python.as_ref()),
+        options: worker_options(
+            &options.probe_options,
+            python.as_ref(),
+            bytecode_cache.as_deref(),
+        ),
         // Only GPU 0 is planned so far; the other GPUs join once its worker has counted them.
         expected_devices: if devices == [DeviceRef::Gpu(0)] && device_request == DeviceRequest::All
         {
@@ -337,7 +348,14 @@ pub fn prepare_existing(
     let package_dir = python::extract_package(&work.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
     let expand = expanded_families(plan.tier, &plan.only);
-    let mut catalog = python_catalog(python.as_ref(), &package_dir, &work, &expand, &mut notes);
+    let bytecode_cache = paths::bytecode_cache(env);
+    let mut catalog = python_catalog(
+        python.as_ref(),
+        &package_dir,
+        &work,
+        catalog_options(&expand, bytecode_cache.as_deref()),
+        &mut notes,
+    );
     if plan.native {
         catalog.extend(gpuprobe_gpu::native_catalog());
     }
@@ -353,7 +371,7 @@ pub fn prepare_existing(
         simulate: plan.simulate.clone(),
         settings: plan.settings.clone(),
         supervisor,
-        options: worker_options(&plan.options, python.as_ref()),
+        options: worker_options(&plan.options, python.as_ref(), bytecode_cache.as_deref()),
         // What is left is regrouped from the planned tasks, which already name every GPU
         // the first run found.
         expected_devices: 1,
@@ -379,12 +397,42 @@ pub fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
 /// from the interpreter's location without starting it.
 /// The options every worker's plan carries: the probe options, plus where the native worker
 /// should look for runtime libraries.
+/// The worker option naming gpuprobe's bytecode cache, used only where the interpreter
+/// cannot cache torch's bytecode in place (`python/gpuprobe/worker/bytecode.py`).
+const BYTECODE_CACHE_OPTION: &str = "bytecode_cache";
+
 fn worker_options(
     probe_options: &BTreeMap<String, serde_json::Value>,
     python: Option<&PythonChoice>,
+    bytecode_cache: Option<&Path>,
 ) -> BTreeMap<String, serde_json::Value> {
     let mut options = native_library_hints(python);
+    if let Some(dir) = bytecode_cache {
+        options.insert(
+            BYTECODE_CACHE_OPTION.into(),
+            serde_json::json!(dir.display().to_string()),
+        );
+    }
     options.extend(probe_options.clone());
+    options
+}
+
+/// The catalogue query's options: the families to expand (which imports the framework) and
+/// the bytecode cache that import may need.
+fn catalog_options(
+    expand: &[&str],
+    bytecode_cache: Option<&Path>,
+) -> BTreeMap<String, serde_json::Value> {
+    let mut options = BTreeMap::new();
+    if !expand.is_empty() {
+        options.insert("expand".to_string(), serde_json::json!(expand));
+        if let Some(dir) = bytecode_cache {
+            options.insert(
+                BYTECODE_CACHE_OPTION.into(),
+                serde_json::json!(dir.display().to_string()),
+            );
+        }
+    }
     options
 }
 
@@ -450,12 +498,16 @@ fn python_catalog(
     python: Option<&PythonChoice>,
     package_dir: &Path,
     run_dir: &RunDir,
-    expand: &[&str],
+    options: BTreeMap<String, serde_json::Value>,
     notes: &mut Vec<String>,
 ) -> Vec<ProbeSpec> {
     let plan_path = run_dir.workers_dir().join("catalog.json");
     // Listing the sweep's operators imports the framework and its operator database.
-    let timeout = Duration::from_secs(if expand.is_empty() { 60 } else { 240 });
+    let timeout = Duration::from_secs(if options.contains_key("expand") {
+        240
+    } else {
+        60
+    });
     let mut candidates: Vec<PathBuf> = python
         .map(|p| vec![p.executable.clone()])
         .unwrap_or_default();
@@ -465,7 +517,7 @@ fn python_catalog(
             |plan| python::worker_command(interpreter, package_dir, plan),
             &plan_path,
             timeout,
-            expand,
+            options.clone(),
         );
         match result {
             Ok(catalog) => {
@@ -736,6 +788,22 @@ fn python_env_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_and_an_expanding_catalogue_are_told_the_bytecode_cache() {
+        let cache = Path::new("/c/gpuprobe/bytecode");
+        let options = worker_options(&BTreeMap::new(), None, Some(cache));
+        assert_eq!(
+            options.get(BYTECODE_CACHE_OPTION),
+            Some(&serde_json::json!("/c/gpuprobe/bytecode"))
+        );
+        assert!(!worker_options(&BTreeMap::new(), None, None).contains_key(BYTECODE_CACHE_OPTION));
+        // Listing without expanding imports no framework: nothing to cache, nothing sent.
+        assert!(catalog_options(&[], Some(cache)).is_empty());
+        let expanding = catalog_options(&["sweep"], Some(cache));
+        assert_eq!(expanding.get("expand"), Some(&serde_json::json!(["sweep"])));
+        assert!(expanding.contains_key(BYTECODE_CACHE_OPTION));
+    }
 
     #[test]
     fn the_device_count_hint_follows_the_visibility_lists() {

@@ -3,10 +3,10 @@
 The supervisor starts it in the user's interpreter, without installing anything::
 
     python -X faulthandler -c "import sys; sys.path.insert(0, sys.argv[1]); \\
-        import gpuprobe.worker.main as m; sys.exit(m.main(sys.argv[2:]))" \\
+        import gpuprobe.worker.main as m; m.process_main(sys.argv[2:])" \\
         <dir> --plan <plan.json> --event-fd 3
 
-(``python -m gpuprobe.worker --plan X --event-fd N`` does the same.)
+(``python -m gpuprobe.worker --plan X --event-fd N`` does the same, and returns normally.)
 
 Modes: ``catalog`` (hello without importing torch, the catalogue, done), ``env`` (hello with
 torch facts, done) and ``run`` (hello, then begin/result per probe, then done).
@@ -27,9 +27,9 @@ import sys
 import time
 import traceback
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
-from gpuprobe.worker import catalog, envinfo, simulate
+from gpuprobe.worker import bytecode, catalog, envinfo, simulate
 from gpuprobe.worker.context import ProbeContext, SkipProbe, device_context_problem
 from gpuprobe.worker.events import EventStream
 
@@ -165,6 +165,31 @@ def main(argv: list[str] | None = None) -> int:
     return _run_mode(events, plan)
 
 
+def process_main(argv: list[str]) -> NoReturn:
+    """The worker process's entry: ``main``, then an immediate exit with its status.
+
+    Every event is written and flushed by then. What the interpreter's normal exit would add
+    is teardown: finalizing the thousands of modules torch imports, destroying the CUDA/HIP
+    context, joining threads a probe left behind. It changes no result (the supervisor has
+    them all and ignores how a worker that said ``done`` exits), but the lane's next worker
+    and the report wait for it. The supervisor ends the worker's process group afterwards,
+    so children a probe left behind do not outlive it.
+    """
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse on a bad command line
+        status = exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except BaseException:  # noqa: BLE001 - report it the way the interpreter would
+        traceback.print_exc()
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(status)
+
+
 def _catalog_mode(events: EventStream, options: dict[str, Any]) -> int:
     # No torch here unless asked: listing the catalogue must stay fast and work without a
     # framework. Option ``expand`` (a list of families) adds the probes that depend on the
@@ -173,6 +198,7 @@ def _catalog_mode(events: EventStream, options: dict[str, Any]) -> int:
     probes = [p.spec() for p in catalog.all_probes().values()]
     families = options.get("expand") or []
     if isinstance(families, list) and families:
+        _cache_bytecode(events, options)
         torch, why = envinfo.import_torch()
         if torch is None:
             events.log("warn", f"framework-dependent probes not listed: {why}")
@@ -184,6 +210,17 @@ def _catalog_mode(events: EventStream, options: dict[str, Any]) -> int:
     events.emit({"event": "catalog", "probes": probes})
     events.emit({"event": "done"})
     return EXIT_OK
+
+
+def _cache_bytecode(events: EventStream, options: dict[str, Any]) -> None:
+    """Before the framework import: gpuprobe's bytecode cache where the interpreter's own
+    cannot work (``bytecode.py``); never fatal."""
+    try:
+        note = bytecode.enable_if_needed(options.get("bytecode_cache"))
+    except Exception as exc:  # noqa: BLE001 - a speed-up, never a reason to fail
+        note = f"bytecode cache not set up: {type(exc).__name__}: {exc}"
+    if note:
+        events.log("info", note)
 
 
 def _torch_facts(torch: Any) -> tuple[dict[str, Any] | None, str | None]:
@@ -217,6 +254,7 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
             _hello(events, torch_info=None, unusable=None, packages={}, simulated=True)
             events.log("warn", f"simulation spec refused: {exc}")
             return EXIT_USAGE
+    _cache_bytecode(events, plan.get("options") or {})
     torch, why = envinfo.import_torch()
     info = None
     if torch is not None:

@@ -1,0 +1,147 @@
+"""The worker's bytecode cache: used only where torch's bytecode cannot be cached in place."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import py_compile
+import sys
+
+import pytest
+
+from gpuprobe.worker import bytecode
+
+
+def _package(tmp_path, name="fakepkg"):
+    package = tmp_path / name
+    (package / "testing" / "_internal").mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    (package / "testing" / "_internal" / "common_methods_invocations.py").write_text("op_db = []\n")
+    return package
+
+
+def _compile(source, mode=py_compile.PycInvalidationMode.TIMESTAMP):
+    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), invalidation_mode=mode, doraise=True)
+
+
+@pytest.fixture
+def no_prefix(monkeypatch):
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    before = os.environ.pop("PYTHONPYCACHEPREFIX", None)
+    yield
+    # enable_if_needed exports the prefix; it must not reach the other tests' interpreters
+    # (monkeypatch.delenv records nothing for a variable that was absent).
+    os.environ.pop("PYTHONPYCACHEPREFIX", None)
+    if before is not None:
+        os.environ["PYTHONPYCACHEPREFIX"] = before
+
+
+def test_current_bytecode_is_fresh_and_a_changed_source_is_not(tmp_path, no_prefix):
+    source = _package(tmp_path) / "__init__.py"
+    cached = importlib.util.cache_from_source(str(source))
+    assert not bytecode._fresh(str(source), cached)
+    _compile(source)
+    assert bytecode._fresh(str(source), cached)
+    source.write_text("VALUE = 22\n")  # another size
+    assert not bytecode._fresh(str(source), cached)
+
+
+def test_hash_based_bytecode_follows_its_check_mode(tmp_path, no_prefix):
+    source = _package(tmp_path) / "__init__.py"
+    cached = importlib.util.cache_from_source(str(source))
+    _compile(source, py_compile.PycInvalidationMode.CHECKED_HASH)
+    assert bytecode._fresh(str(source), cached)
+    source.write_text("VALUE = 2\n")
+    assert not bytecode._fresh(str(source), cached)
+    _compile(source, py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    source.write_text("VALUE = 3\n")
+    assert bytecode._fresh(str(source), cached)  # Python uses it without looking
+
+
+def test_bytecode_of_another_interpreter_is_not_fresh(tmp_path, no_prefix):
+    source = _package(tmp_path) / "__init__.py"
+    cached = importlib.util.cache_from_source(str(source))
+    _compile(source)
+    data = bytearray(open(cached, "rb").read())
+    data[0] ^= 0xFF
+    open(cached, "wb").write(bytes(data))
+    assert not bytecode._fresh(str(source), cached)
+
+
+def test_no_problem_when_python_can_write_or_read_in_place(tmp_path, no_prefix, monkeypatch):
+    package = _package(tmp_path)
+    monkeypatch.setattr(bytecode, "_writable", lambda cached: True)
+    assert bytecode.in_place_problem(str(package)) is None
+    monkeypatch.setattr(bytecode, "_writable", lambda cached: False)
+    _compile(package / "__init__.py")
+    _compile(package / "testing" / "_internal" / "common_methods_invocations.py")
+    assert bytecode.in_place_problem(str(package)) is None
+
+
+def test_missing_bytecode_in_an_unwritable_tree_is_a_problem(tmp_path, no_prefix, monkeypatch):
+    package = _package(tmp_path)
+    _compile(package / "__init__.py")
+    monkeypatch.setattr(bytecode, "_writable", lambda cached: False)
+    problem = bytecode.in_place_problem(str(package))
+    assert problem is not None and "common_methods_invocations.py" in problem and "not writable" in problem
+
+
+def _fake_torch(monkeypatch, package):
+    spec = importlib.machinery.ModuleSpec("torch", None, origin=str(package / "__init__.py"), is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+
+
+def test_the_prefix_is_set_only_when_in_place_caching_cannot_work(tmp_path, no_prefix, monkeypatch):
+    package = _package(tmp_path, "torch")
+    _fake_torch(monkeypatch, package)
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(bytecode, "_writable", lambda cached: True)
+    assert bytecode.enable_if_needed(str(cache)) is None
+    assert sys.pycache_prefix is None and "PYTHONPYCACHEPREFIX" not in os.environ
+
+    monkeypatch.setattr(bytecode, "_writable", lambda cached: False)
+    note = bytecode.enable_if_needed(str(cache))
+    assert note is not None and str(cache) in note
+    assert sys.pycache_prefix.startswith(str(cache))
+    assert os.environ["PYTHONPYCACHEPREFIX"] == sys.pycache_prefix
+
+
+def test_dont_write_bytecode_keeps_bytecode_out_of_the_tree_not_out_of_the_cache(tmp_path, no_prefix, monkeypatch):
+    package = _package(tmp_path, "torch")
+    _fake_torch(monkeypatch, package)
+    monkeypatch.setattr(bytecode, "_writable", lambda cached: True)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    note = bytecode.enable_if_needed(str(tmp_path / "cache"))
+    assert note is not None and "PYTHONDONTWRITEBYTECODE" in note
+    assert sys.pycache_prefix.startswith(str(tmp_path / "cache")) and not sys.dont_write_bytecode
+    # With current bytecode in place there is nothing to gain: left alone.
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    _compile(package / "__init__.py")
+    _compile(package / "testing" / "_internal" / "common_methods_invocations.py")
+    assert bytecode.enable_if_needed(str(tmp_path / "cache")) is None
+    assert sys.dont_write_bytecode
+
+
+@pytest.mark.parametrize("setting", ["prefix_already", "no_cache_dir"])
+def test_the_users_choices_are_left_alone(tmp_path, no_prefix, monkeypatch, setting):
+    package = _package(tmp_path, "torch")
+    _fake_torch(monkeypatch, package)
+    monkeypatch.setattr(bytecode, "_writable", lambda cached: False)
+    cache = str(tmp_path / "cache")
+    if setting == "prefix_already":
+        monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "theirs"))
+    else:
+        cache = None
+    before = sys.pycache_prefix
+    assert bytecode.enable_if_needed(cache) is None
+    assert sys.pycache_prefix == before
+
+
+def test_a_missing_torch_changes_nothing(no_prefix, monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert bytecode.enable_if_needed("/tmp/unused") is None
+    assert sys.pycache_prefix is None
