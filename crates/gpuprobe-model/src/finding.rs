@@ -190,6 +190,24 @@ pub struct Remedy {
     pub cost: Cost,
 }
 
+impl Remedy {
+    /// What to do, as one short imperative line: the action and its setting. A bare setting
+    /// name reads as "set it", which for an `unset` remedy is the opposite of the advice
+    /// (`HIP_DISABLE_IPC` printed under "to try" for a variable that does nothing).
+    pub fn action(&self) -> String {
+        let Some(setting) = self.setting.as_deref().filter(|s| !s.trim().is_empty()) else {
+            return self.description.clone();
+        };
+        match self.kind.as_str() {
+            "unset" => format!("unset {}", setting.split('=').next().unwrap_or(setting)),
+            "env" => format!("set {setting}"),
+            "kernel_param" if self.description.contains(setting) => self.description.clone(),
+            "kernel_param" => format!("{} (kernel parameter {setting})", self.description),
+            _ => self.description.clone(),
+        }
+    }
+}
+
 /// A conclusion for the user.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
@@ -225,4 +243,58 @@ pub struct Finding {
     /// config-side face of a known issue); the report merges them into one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remedy(kind: &str, description: &str, setting: Option<&str>) -> Remedy {
+        Remedy {
+            description: description.into(),
+            kind: kind.into(),
+            setting: setting.map(str::to_string),
+            cost: Cost::default(),
+        }
+    }
+
+    #[test]
+    fn an_unset_remedy_says_unset_never_the_bare_name() {
+        let r = remedy(
+            "unset",
+            "Remove HIP_DISABLE_IPC (no effect)",
+            Some("HIP_DISABLE_IPC"),
+        );
+        assert_eq!(r.action(), "unset HIP_DISABLE_IPC");
+        let r = remedy(
+            "unset",
+            "Remove it",
+            Some("HSA_OVERRIDE_GFX_VERSION=10.3.0"),
+        );
+        assert_eq!(r.action(), "unset HSA_OVERRIDE_GFX_VERSION");
+    }
+
+    #[test]
+    fn other_remedies_say_what_to_do_with_their_setting() {
+        assert_eq!(
+            remedy("env", "Turn SDMA off", Some("HSA_ENABLE_SDMA=0")).action(),
+            "set HSA_ENABLE_SDMA=0"
+        );
+        assert_eq!(
+            remedy("kernel_param", "Replace it with iommu=pt", Some("iommu=pt")).action(),
+            "Replace it with iommu=pt"
+        );
+        assert_eq!(
+            remedy("kernel_param", "Disable CWSR", Some("amdgpu.cwsr_enable=0")).action(),
+            "Disable CWSR (kernel parameter amdgpu.cwsr_enable=0)"
+        );
+        assert_eq!(
+            remedy("upgrade", "Upgrade ROCm to 6.4", None).action(),
+            "Upgrade ROCm to 6.4"
+        );
+        assert_eq!(
+            remedy("unset", "Remove the override", Some(" ")).action(),
+            "Remove the override"
+        );
+    }
 }

@@ -362,7 +362,7 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                 .take(4)
                 .map(|r| {
                     let tags = r.cost.tags();
-                    let what = r.setting.clone().unwrap_or_else(|| r.description.clone());
+                    let what = r.action();
                     if tags.is_empty() {
                         what
                     } else {

@@ -42,23 +42,18 @@ pub fn new_run_dir(env: &BTreeMap<String, String>, command: &str) -> PathBuf {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn the_bytecode_cache_follows_xdg_then_home() {
+        let home = ("HOME".to_string(), "/h".to_string());
+        let xdg = |value: &str| ("XDG_CACHE_HOME".to_string(), value.to_string());
         assert_eq!(
-            bytecode_cache(&env(&[("XDG_CACHE_HOME", "/c"), ("HOME", "/h")])),
+            bytecode_cache(&BTreeMap::from([xdg("/c"), home.clone()])),
             Some(PathBuf::from("/c/gpuprobe/bytecode"))
         );
         assert_eq!(
-            bytecode_cache(&env(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")])),
+            bytecode_cache(&BTreeMap::from([xdg(""), home])),
             Some(PathBuf::from("/h/.cache/gpuprobe/bytecode"))
         );
-        assert_eq!(bytecode_cache(&env(&[])), None);
+        assert_eq!(bytecode_cache(&BTreeMap::new()), None);
     }
 }

@@ -206,7 +206,8 @@ pub fn prepare_new(
         python.as_ref(),
         &package_dir,
         &run_dir,
-        catalog_options(&expand, bytecode_cache.as_deref()),
+        &expand,
+        bytecode_cache.as_deref(),
         &mut notes,
     );
     if !options.no_native {
@@ -353,7 +354,8 @@ pub fn prepare_existing(
         python.as_ref(),
         &package_dir,
         &work,
-        catalog_options(&expand, bytecode_cache.as_deref()),
+        &expand,
+        bytecode_cache.as_deref(),
         &mut notes,
     );
     if plan.native {
@@ -498,9 +500,11 @@ fn python_catalog(
     python: Option<&PythonChoice>,
     package_dir: &Path,
     run_dir: &RunDir,
-    options: BTreeMap<String, serde_json::Value>,
+    expand: &[&str],
+    bytecode_cache: Option<&Path>,
     notes: &mut Vec<String>,
 ) -> Vec<ProbeSpec> {
+    let options = catalog_options(expand, bytecode_cache);
     let plan_path = run_dir.workers_dir().join("catalog.json");
     // Listing the sweep's operators imports the framework and its operator database.
     let timeout = Duration::from_secs(if options.contains_key("expand") {
