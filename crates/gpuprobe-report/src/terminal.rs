@@ -437,6 +437,19 @@ mod tests {
     }
 
     #[test]
+    fn a_removal_is_printed_as_an_unset_not_as_the_setting() {
+        let mut finding = finding_with("HIP_DISABLE_IPC=1");
+        finding.remedies = vec![gpuprobe_model::Remedy {
+            description: "Remove HIP_DISABLE_IPC (no effect)".into(),
+            kind: "unset".into(),
+            setting: Some("HIP_DISABLE_IPC".into()),
+            cost: Default::default(),
+        }];
+        let text = render_findings(&[finding], Style::PLAIN);
+        assert!(text.contains("to try: unset HIP_DISABLE_IPC\n"), "{text}");
+    }
+
+    #[test]
     fn short_evidence_is_shown_whole() {
         let text = render_findings(&[finding_with("import torch failed")], Style::PLAIN);
         assert!(text.contains("not tested: import torch failed\n"), "{text}");

@@ -97,6 +97,21 @@ macro_rules! lint_case {
                 assert_eq!(finding.source, "lint");
                 assert!(!finding.citations.is_empty());
                 assert!(!finding.evidence.is_empty(), "{} has no evidence", $id);
+                // A removal is printed as one: the bare name under "to try" reads as "set it".
+                for remedy in &finding.remedies {
+                    let action = remedy.action();
+                    if remedy.kind == "unset" {
+                        let name = remedy.setting.as_deref().unwrap_or_default();
+                        assert_eq!(action, format!("unset {name}"), "{}", $id);
+                    }
+                    if remedy.description.starts_with("Remove") {
+                        assert!(
+                            action.starts_with("Remove") || action.starts_with("unset "),
+                            "{}: {action}",
+                            $id
+                        );
+                    }
+                }
             }
 
             #[test]
