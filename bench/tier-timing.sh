@@ -23,6 +23,7 @@ python="${PYTHON:-python3}"
 mkdir -p "$out"
 now() { date +%s.%N; }
 elapsed() { "$python" -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$2"; }
+ratio() { "$python" -c "import sys; print(f'{float(sys.argv[2]) / float(sys.argv[1]):.2f}')" "$1" "$2"; }
 # Warm the file cache once (not timed): the first import of torch after boot reads ~GBs.
 "$python" -c "import torch; torch.zeros(1, device='cuda')"
 bytecode="${XDG_CACHE_HOME:-$HOME/.cache}/gpuprobe/bytecode/$("$python" -c 'import sys; print(sys.implementation.cache_tag)')"
@@ -46,9 +47,9 @@ bad = [r for r in report["results"] if r["verdict"]["verdict"] not in ("pass", "
 print(f'{len(bad)}/{len(report["results"])} exit={report["exit_code"]}' + "".join(f' {r["probe"]}:{r["verdict"]["verdict"]}' for r in bad))
 PY
 )
-    ratio=$("$python" -c "import sys; print(f'{float(sys.argv[2]) / float(sys.argv[1]):.2f}')" "$floor" "$check")
+    ratio=$(ratio "$floor" "$check")
     if [ "$floor_c" != - ]; then
-        ratio_c=$("$python" -c "import sys; print(f'{float(sys.argv[2]) / float(sys.argv[1]):.2f}')" "$floor_c" "$check")
+        ratio_c=$(ratio "$floor_c" "$check")
     fi
     printf '%-4s %-10s %-10s %-10s %-10s %-10s %s\n' "$i" "$floor" "$check" "$ratio" "$floor_c" "$ratio_c" "$problems" | tee -a "$out/summary.txt"
     floors+=("$floor"); checks+=("$check")

@@ -394,27 +394,32 @@ pub fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
     !(spec.backend == Backend::Native && device == DeviceRef::Cpu)
 }
 
-/// Where the native worker should also look for GPU runtime libraries: the user's
-/// site-packages (pip-installed ROCm and CUDA libraries) and torch's own `lib`, derived
-/// from the interpreter's location without starting it.
-/// The options every worker's plan carries: the probe options, plus where the native worker
-/// should look for runtime libraries.
 /// The worker option naming gpuprobe's bytecode cache, used only where the interpreter
 /// cannot cache torch's bytecode in place (`python/gpuprobe/worker/bytecode.py`).
 const BYTECODE_CACHE_OPTION: &str = "bytecode_cache";
 
-fn worker_options(
-    probe_options: &BTreeMap<String, serde_json::Value>,
-    python: Option<&PythonChoice>,
+/// Adds the bytecode cache, when there is one, to a worker plan's options.
+fn add_bytecode_cache(
+    options: &mut BTreeMap<String, serde_json::Value>,
     bytecode_cache: Option<&Path>,
-) -> BTreeMap<String, serde_json::Value> {
-    let mut options = native_library_hints(python);
+) {
     if let Some(dir) = bytecode_cache {
         options.insert(
             BYTECODE_CACHE_OPTION.into(),
             serde_json::json!(dir.display().to_string()),
         );
     }
+}
+
+/// The options every worker's plan carries: the probe options, where the native worker
+/// should look for runtime libraries, and the bytecode cache.
+fn worker_options(
+    probe_options: &BTreeMap<String, serde_json::Value>,
+    python: Option<&PythonChoice>,
+    bytecode_cache: Option<&Path>,
+) -> BTreeMap<String, serde_json::Value> {
+    let mut options = native_library_hints(python);
+    add_bytecode_cache(&mut options, bytecode_cache);
     options.extend(probe_options.clone());
     options
 }
@@ -428,16 +433,14 @@ fn catalog_options(
     let mut options = BTreeMap::new();
     if !expand.is_empty() {
         options.insert("expand".to_string(), serde_json::json!(expand));
-        if let Some(dir) = bytecode_cache {
-            options.insert(
-                BYTECODE_CACHE_OPTION.into(),
-                serde_json::json!(dir.display().to_string()),
-            );
-        }
+        add_bytecode_cache(&mut options, bytecode_cache);
     }
     options
 }
 
+/// Where the native worker should also look for GPU runtime libraries: the user's
+/// site-packages (pip-installed ROCm and CUDA libraries) and torch's own `lib`, derived
+/// from the interpreter's location without starting it.
 fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde_json::Value> {
     let mut options = BTreeMap::new();
     let Some(prefix) = python
@@ -507,11 +510,7 @@ fn python_catalog(
     let options = catalog_options(expand, bytecode_cache);
     let plan_path = run_dir.workers_dir().join("catalog.json");
     // Listing the sweep's operators imports the framework and its operator database.
-    let timeout = Duration::from_secs(if options.contains_key("expand") {
-        240
-    } else {
-        60
-    });
+    let timeout = Duration::from_secs(if expand.is_empty() { 60 } else { 240 });
     let mut candidates: Vec<PathBuf> = python
         .map(|p| vec![p.executable.clone()])
         .unwrap_or_default();
