@@ -19,7 +19,8 @@ use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
 use gpuprobe_runner::worker::WorkerCommand;
 use gpuprobe_runner::{
-    PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig, Task,
+    KernelLogSource, PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig,
+    Task,
 };
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +75,9 @@ pub struct EngineConfig {
     /// other GPUs' lanes will join once its worker has counted them. Only the CPU thread
     /// budgets use it, so that GPU 0's workers do not take the whole host.
     pub expected_devices: usize,
+    /// The kernel log each lane watches, so that the lines printed while a probe ran (a page
+    /// fault, a reset) are recorded with its result.
+    pub kernel_log: KernelLogSource,
 }
 
 /// Probes of one worker kind on one device, run in order.
@@ -125,6 +129,9 @@ pub struct Execution {
     pub logs: Vec<String>,
     /// Results that could not be written to the run directory (the run went on).
     pub write_errors: Vec<String>,
+    /// Why the kernel log could not be watched during the probes, when it was asked for and
+    /// could not be read (the results then carry no kernel lines).
+    pub kernel_log_unreadable: Option<String>,
 }
 
 enum LaneMessage {
@@ -159,6 +166,16 @@ pub fn execute(
         thread::available_parallelism().map_or(1, |n| n.get()),
         config.expected_devices,
     );
+    // One try up front: when the log is unreadable the report says so once, and no lane
+    // tries again.
+    let kernel_log = match config.kernel_log.open() {
+        Some(Err(reason)) => {
+            execution.kernel_log_unreadable = Some(reason);
+            KernelLogSource::Off
+        }
+        _ => config.kernel_log.clone(),
+    };
+    let kernel_log = &kernel_log;
     let cap_threads = std::env::var_os(THREADS_VARIABLE).is_none()
         && !config.settings.set.contains_key(THREADS_VARIABLE)
         && !config.settings.unset.iter().any(|k| k == THREADS_VARIABLE);
@@ -172,9 +189,16 @@ pub fn execute(
                 }
                 let sender = sender.clone();
                 scope.spawn(move || {
-                    run_lane(launch, config, run_dir, cap_threads, &mut |event| {
-                        let _ = sender.send(event);
-                    })
+                    run_lane(
+                        launch,
+                        config,
+                        run_dir,
+                        cap_threads,
+                        kernel_log,
+                        &mut |event| {
+                            let _ = sender.send(event);
+                        },
+                    )
                 });
             }
         };
@@ -244,6 +268,7 @@ fn run_lane(
     config: &EngineConfig,
     run_dir: &RunDir,
     cap_threads: bool,
+    kernel_log: &KernelLogSource,
     send: &mut dyn FnMut(LaneMessage),
 ) {
     let Launch {
@@ -287,11 +312,14 @@ fn run_lane(
         ));
         supervisor.log_dir = std::fs::create_dir_all(&lane_dir).ok().map(|_| lane_dir);
     }
+    // Each lane reads the log on its own from the moment it starts: a line printed while
+    // lanes run side by side is recorded with every probe that was running then.
+    let mut watcher = kernel_log.open().and_then(Result::ok);
     supervise(
         lane.tasks,
         &mut make_command,
         &supervisor,
-        None,
+        watcher.as_mut(),
         &mut |event| send(LaneMessage::Event(id, event)),
     );
     send(LaneMessage::LaneDone(id));

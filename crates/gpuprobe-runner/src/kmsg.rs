@@ -8,7 +8,7 @@
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Substrings that make a kernel log line worth keeping.
 const INTERESTING: &[&str] = &[
@@ -33,15 +33,41 @@ const INTERESTING: &[&str] = &[
 /// Most lines returned per call, so a log storm cannot flood a report.
 const MAX_LINES: usize = 50;
 
+/// Where the kernel log watched during probes comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KernelLogSource {
+    /// Not watched (simulated runs, whose results must not depend on the host).
+    #[default]
+    Off,
+    /// The live kernel log, `/dev/kmsg`.
+    Live,
+    /// A file that grows the way the kernel log does (tests, replays).
+    File(PathBuf),
+}
+
+impl KernelLogSource {
+    /// A watcher positioned at the log's current end; `None` when watching is off, the
+    /// reason when the log cannot be read.
+    pub fn open(&self) -> Option<Result<KernelLogWatcher, String>> {
+        match self {
+            KernelLogSource::Off => None,
+            KernelLogSource::Live => Some(KernelLogWatcher::open_live()),
+            KernelLogSource::File(path) => Some(KernelLogWatcher::open(path)),
+        }
+    }
+}
+
 /// Reads kernel log records appended since it was opened.
 #[derive(Debug)]
 pub struct KernelLogWatcher {
     file: File,
+    /// Whether it is the character device, which returns one record per read.
+    one_record_per_read: bool,
 }
 
 impl KernelLogWatcher {
-    /// Opens `/dev/kmsg` positioned at its end; `None` when it is not readable, with the
-    /// reason, for the report.
+    /// Opens `/dev/kmsg` positioned at its end, or says why it cannot be read (for the
+    /// report).
     pub fn open_live() -> Result<KernelLogWatcher, String> {
         Self::open(Path::new("/dev/kmsg"))
     }
@@ -55,7 +81,13 @@ impl KernelLogWatcher {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         file.seek(SeekFrom::End(0))
             .map_err(|e| format!("cannot seek {}: {e}", path.display()))?;
-        Ok(KernelLogWatcher { file })
+        let one_record_per_read = file
+            .metadata()
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_char_device(&m.file_type()));
+        Ok(KernelLogWatcher {
+            file,
+            one_record_per_read,
+        })
     }
 
     /// The interesting lines appended since the last call.
@@ -66,7 +98,14 @@ impl KernelLogWatcher {
         for _ in 0..10_000 {
             match self.file.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => raw.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    raw.extend_from_slice(&buf[..n]);
+                    // Each record of the character device is one read; keep it one line
+                    // (a regular file's reads end anywhere).
+                    if self.one_record_per_read && raw.last() != Some(&b'\n') {
+                        raw.push(b'\n');
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 // WouldBlock: nothing more; EPIPE: records were overwritten, skip them.
                 Err(e) if e.kind() == ErrorKind::BrokenPipe => continue,
@@ -130,6 +169,17 @@ mod tests {
             ]
         );
         assert!(watcher.new_lines().is_empty());
+    }
+
+    #[test]
+    fn sources_open_where_they_say() {
+        assert!(KernelLogSource::Off.open().is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, "").unwrap();
+        assert!(matches!(KernelLogSource::File(path).open(), Some(Ok(_))));
+        let missing = KernelLogSource::File(dir.path().join("missing")).open();
+        assert!(matches!(missing, Some(Err(reason)) if reason.contains("cannot read")));
     }
 
     #[test]

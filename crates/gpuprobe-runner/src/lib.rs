@@ -24,6 +24,7 @@ pub mod supervisor;
 pub mod worker;
 
 pub use error::RunnerError;
+pub use kmsg::KernelLogSource;
 pub use python::{PythonChoice, find_python};
 pub use rundir::RunDir;
 pub use supervisor::{RawOutcome, RawResult, StartGate, SupervisorConfig, Task};

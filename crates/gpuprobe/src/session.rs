@@ -19,7 +19,9 @@ use gpuprobe_model::report::{Report, Summary};
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ExitStatus, REPORT_SCHEMA_VERSION};
 use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
-use gpuprobe_runner::{PythonChoice, RunDir, SupervisorConfig, Task, python, simulation};
+use gpuprobe_runner::{
+    KernelLogSource, PythonChoice, RunDir, SupervisorConfig, Task, python, simulation,
+};
 
 use crate::cli::TierArg;
 use crate::progress::ProgressView;
@@ -283,6 +285,7 @@ pub fn prepare_new(
         package_dir: Some(package_dir),
         native_program: std::env::current_exe().ok(),
         seed: options.seed,
+        kernel_log: kernel_log_source(simulate.as_ref()),
         simulate,
         settings: Settings::default(),
         supervisor: supervisor_config(
@@ -370,6 +373,7 @@ pub fn prepare_existing(
         package_dir: Some(package_dir),
         native_program: std::env::current_exe().ok(),
         seed: plan.seed,
+        kernel_log: kernel_log_source(plan.simulate.as_ref()),
         simulate: plan.simulate.clone(),
         settings: plan.settings.clone(),
         supervisor,
@@ -387,6 +391,16 @@ pub fn prepare_existing(
         notes,
         python,
     })
+}
+
+/// The kernel log a run watches: the live one, except under simulation, whose results must
+/// not depend on what the host's kernel happens to print.
+fn kernel_log_source(simulate: Option<&SimulationSpec>) -> KernelLogSource {
+    if simulate.is_some() {
+        KernelLogSource::Off
+    } else {
+        KernelLogSource::Live
+    }
 }
 
 /// Native probes test a GPU runtime: they do not apply to the CPU as device under test.
@@ -677,6 +691,11 @@ pub fn execute(
     for err in &execution.write_errors {
         notes.push(format!("could not record a result: {err}"));
     }
+    if let Some(reason) = &execution.kernel_log_unreadable {
+        notes.push(format!(
+            "the kernel log was not watched during the probes ({reason}): page faults and resets are not linked to the probes that ran when they were printed; run as root, or with kernel.dmesg_restrict=0, to link them"
+        ));
+    }
     if verbose {
         notes.extend(execution.logs.iter().cloned());
     }
@@ -690,6 +709,14 @@ pub fn execute(
     if let Some(python_env) = python_env_from(python.as_ref(), &execution.hellos) {
         gpuprobe_detect::merge_python(&mut fingerprint, python_env);
     }
+    // Kernel lines printed during the probes are events of this machine too: parsed, they
+    // meet the knowledge base's log signatures (kind, client) like those read at the start.
+    gpuprobe_detect::merge_watched_kernel_lines(
+        &mut fingerprint,
+        results
+            .iter()
+            .flat_map(|r| r.kernel_log.iter().map(String::as_str)),
+    );
     let knowledge = crate::commands::kb::load(None)?;
     let matches = gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results);
     let kb_findings: Vec<_> = matches.iter().map(|m| m.to_finding()).collect();

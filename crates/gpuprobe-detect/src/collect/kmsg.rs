@@ -77,6 +77,56 @@ fn unescape_kmsg(text: &str) -> String {
     out
 }
 
+/// Adds the events in kernel log lines recorded while probes ran (the lines a run's watcher
+/// kept with each result, `[seconds] message`) to the fingerprint, so that the knowledge
+/// base's log signatures (kind, faulting client) meet them as they meet the log read at
+/// the start. Lines seen by several lanes, and events the start-up read already holds, are
+/// added once.
+pub fn merge_watched_kernel_lines<'a>(
+    fp: &mut Fingerprint,
+    lines: impl IntoIterator<Item = &'a str>,
+) {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut text = String::new();
+    for line in lines {
+        if seen.insert(line) {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    if text.is_empty() {
+        return;
+    }
+    let Ok(log) = kernel_log::parse(&unescape_kmsg(&text)) else {
+        return;
+    };
+    let key = |e: &gpuprobe_model::fingerprint::KernelEvent| {
+        (
+            e.kind.clone(),
+            e.time.clone(),
+            e.client.clone(),
+            e.pci_bus.clone(),
+        )
+    };
+    let known: std::collections::BTreeSet<_> = fp.kernel_events.iter().map(key).collect();
+    let room = MAX_EVENTS.saturating_sub(fp.kernel_events.len());
+    let new: Vec<_> = log
+        .events
+        .into_iter()
+        .filter(|e| !known.contains(&key(e)))
+        .collect();
+    if new.len() > room {
+        fp.extra.insert(
+            "kernel_log.run_events_dropped".to_owned(),
+            format!(
+                "{} events printed during the run not kept",
+                new.len() - room
+            ),
+        );
+    }
+    fp.kernel_events.extend(new.into_iter().take(room));
+}
+
 pub(super) fn collect(
     root: &Root,
     may_run_tools: bool,
@@ -128,6 +178,35 @@ pub(super) fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const FAULT: [&str; 3] = [
+        "[ 5071.443221] amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153 vmid:8 pasid:32770)",
+        "[ 5071.443300] amdgpu 0000:c2:00.0: amdgpu:  in process python3 pid 4242 thread python3 pid 4242)",
+        "[ 5071.443400] amdgpu 0000:c2:00.0: amdgpu:\\x09 Faulty UTCL2 client ID: CPF (0x4)",
+    ];
+
+    #[test]
+    fn watched_lines_become_events_once() {
+        let mut fp = Fingerprint::default();
+        // Two lanes saw the same fault; the parser must meet the client line unescaped.
+        merge_watched_kernel_lines(&mut fp, FAULT.iter().chain(FAULT.iter()).copied());
+        assert_eq!(fp.kernel_events.len(), 1, "{:?}", fp.kernel_events);
+        let event = &fp.kernel_events[0];
+        assert_eq!(event.kind, "page_fault");
+        assert_eq!(event.client.as_deref(), Some("CPF"));
+        // Already known (read at the start, or merged before): not added again.
+        merge_watched_kernel_lines(&mut fp, FAULT);
+        assert_eq!(fp.kernel_events.len(), 1);
+    }
+
+    #[test]
+    fn watched_lines_without_events_add_nothing() {
+        let mut fp = Fingerprint::default();
+        merge_watched_kernel_lines(&mut fp, ["[ 1.0] amdgpu: SMU is initialized successfully"]);
+        merge_watched_kernel_lines(&mut fp, []);
+        assert!(fp.kernel_events.is_empty());
+        assert!(fp.extra.is_empty());
+    }
 
     #[test]
     fn kmsg_escapes_are_undone() {

@@ -1,3 +1,4 @@
 //! Integration tests of the engine with scripted workers.
 
+mod kernel_log;
 mod placement;

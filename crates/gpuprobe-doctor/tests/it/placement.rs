@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use gpuprobe_doctor::engine::{self, EngineConfig, Execution, Settings};
 use gpuprobe_model::probe::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
-use gpuprobe_runner::{PythonChoice, RunDir, SupervisorConfig, Task};
+use gpuprobe_runner::{KernelLogSource, PythonChoice, RunDir, SupervisorConfig, Task};
 
 /// A "worker" that speaks the protocol: it logs `hello <time> <OMP_NUM_THREADS>` once it has
 /// started, waits for the start line when its plan says so (logging `start <time>`), then
@@ -88,6 +88,7 @@ fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
         },
         options: BTreeMap::new(),
         expected_devices: 1,
+        kernel_log: KernelLogSource::Off,
     }
 }
 

@@ -183,6 +183,20 @@ pub const RULES: &[LintRule] = &[
         ]
     ),
     rule!(
+        "LINT-NO-CACHING-RDNA4-MITIGATION",
+        Info,
+        Config,
+        "The caching allocator is off on RDNA4, where that is the reported mitigation for hipBLASLt over-reads",
+        "PYTORCH_NO_HIP_MEMORY_CACHING=1 on a gfx1200/gfx1201 GPU with ROCm ≥ 7.2 (or an unknown ROCm): hipBLASLt GEMMs read past the end of an operand there, which faults when the next page is unmapped; without the caching allocator's packed pools, the LoRA fine-tuning faults stopped. Replaces LINT-NO-CACHING-ALLOCATOR for that variable on such a stack.",
+        "Keep it while this GPU faults without it (a gpuprobe profile can prove it); remove it once the installed hipBLASLt has the bounds fix (rocm-libraries PR #8909). It costs speed.",
+        &[
+            "ROCm/ROCm#6647",
+            "ROCm/rocm-libraries#7992",
+            "ROCm/rocm-libraries PR #8909",
+            "https://github.com/ROCm/ROCm/issues/6647"
+        ]
+    ),
+    rule!(
         "LINT-SERIALIZE-LEFT-ON",
         Warning,
         Config,

@@ -321,7 +321,35 @@ fn check_settings(facts: &Facts<'_>, sink: &mut Sink) {
             .env("PYTORCH_NO_HIP_MEMORY_CACHING")
             .filter(|v| v.trim() == "1")
     {
-        caching_off.push(("PYTORCH_NO_HIP_MEMORY_CACHING", value));
+        match rdna4_overread_exposure(facts) {
+            Some(evidence) => {
+                sink.emit(
+                    "LINT-NO-CACHING-RDNA4-MITIGATION",
+                    "PYTORCH_NO_HIP_MEMORY_CACHING=1 on RDNA4: the reported mitigation for hipBLASLt's out-of-bounds GEMM reads".to_string(),
+                    format!(
+                        "{}: hipBLASLt GEMMs for this ISA read past the end of an operand (rocm-libraries#7992), which faults ([gfxhub] page fault, client TCP) when the next page is unmapped; with the caching allocator off the over-read lands on no one's memory, and the LoRA run of ROCm#6647 went from 7/7 failing to 3/3 clean.",
+                        evidence
+                            .iter()
+                            .map(|e| e.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                    std::iter::once(setting_evidence("PYTORCH_NO_HIP_MEMORY_CACHING", value))
+                        .chain(evidence)
+                        .collect(),
+                    vec![Remedy {
+                        description: "Keep it while training on this GPU faults without it; remove it once the installed hipBLASLt has the bounds fix (rocm-libraries PR #8909), since it costs speed".to_string(),
+                        kind: "other".to_string(),
+                        setting: None,
+                        cost: Cost {
+                            slower: true,
+                            ..Cost::default()
+                        },
+                    }],
+                );
+            }
+            None => caching_off.push(("PYTORCH_NO_HIP_MEMORY_CACHING", value)),
+        }
     }
     if !caching_off.is_empty() {
         let names: Vec<&str> = caching_off.iter().map(|(n, _)| *n).collect();
@@ -499,6 +527,39 @@ fn check_alloc_conf(facts: &Facts<'_>, sink: &mut Sink) {
 }
 
 // ---------------------------------------------------------------- kernel parameters
+
+/// Why a ROCm stack is exposed to hipBLASLt's transpose-load over-read on RDNA4 (gfx1200,
+/// gfx1201): ROCm ≥ 7.2 loads GEMM operands with `global_load_tr`, which has no bounds
+/// clamp (7.0.2 used `buffer_load`, whose descriptor clamps). `None` when no GPU is RDNA4 or
+/// the stack is known to predate 7.2; an unknown ROCm version counts as exposed, because
+/// removing the mitigation on a guess would bring the faults back.
+fn rdna4_overread_exposure(facts: &Facts<'_>) -> Option<Vec<Evidence>> {
+    let rdna4: Vec<(u32, GfxIsa)> = amd_gpus(facts)
+        .into_iter()
+        .filter_map(|(index, _, native)| native.map(|isa| (index, isa)))
+        .filter(|(_, isa)| isa.major == 12 && isa.minor == 0 && isa.stepping <= 1)
+        .collect();
+    let (index, isa) = rdna4.first()?;
+    let mut evidence = vec![Evidence::new(
+        "condition",
+        format!("GPU {index} native ISA {isa} (RDNA4)"),
+    )];
+    match (facts.rocm(), DottedVersion::parse("7.2")) {
+        (Some(rocm), Ok(first)) if rocm.version < first => return None,
+        (Some(rocm), _) => evidence.push(Evidence::new(
+            "condition",
+            format!(
+                "{} (≥ 7.2 loads GEMM operands without bounds clamps)",
+                rocm.source
+            ),
+        )),
+        (None, _) => evidence.push(Evidence::new(
+            "condition",
+            "ROCm version unknown (the over-read is reported from 7.2 on)",
+        )),
+    }
+    Some(evidence)
+}
 
 fn is_cdna_with_xnack(isa: &GfxIsa) -> bool {
     matches!(

@@ -136,6 +136,7 @@ const COVERED: &[&str] = &[
     "LINT-ENV-WRONG-STACK",
     "LINT-SVM-GUARD-PAGES",
     "LINT-NO-CACHING-ALLOCATOR",
+    "LINT-NO-CACHING-RDNA4-MITIGATION",
     "LINT-SERIALIZE-LEFT-ON",
     "LINT-CUDA-LAUNCH-BLOCKING",
     "LINT-ALLOC-CONF-SHADOWED",
@@ -339,6 +340,9 @@ lint_case!(svm_guard_pages, "LINT-SVM-GUARD-PAGES",
 lint_case!(no_caching_allocator, "LINT-NO-CACHING-ALLOCATOR",
     trigger: with_env(amd("gfx1151"), &[("PYTORCH_NO_HIP_MEMORY_CACHING", "1")]),
     quiet: with_env(amd("gfx1151"), &[("PYTORCH_NO_HIP_MEMORY_CACHING", "0")]));
+lint_case!(no_caching_rdna4_mitigation, "LINT-NO-CACHING-RDNA4-MITIGATION",
+    trigger: with_torch(with_env(amd("gfx1201"), &[("PYTORCH_NO_HIP_MEMORY_CACHING", "1")]), "2.10.0+rocm7.2.1"),
+    quiet: with_torch(with_env(amd("gfx1201"), &[("PYTORCH_NO_HIP_MEMORY_CACHING", "1")]), "2.9.0+rocm7.0.2"));
 lint_case!(serialize_left_on, "LINT-SERIALIZE-LEFT-ON",
     trigger: with_env(amd("gfx1100"), &[("AMD_SERIALIZE_KERNEL", "3"), ("HIP_LAUNCH_BLOCKING", "1")]),
     quiet: with_env(amd("gfx1100"), &[("AMD_SERIALIZE_KERNEL", "0"), ("AMD_SERIALIZE_COPY", "0")]));
@@ -506,4 +510,37 @@ fn rocm_version_falls_back_to_torch_hip() {
         "{}",
         finding.title
     );
+}
+
+/// Where the no-caching allocator is the reported mitigation (RDNA4 with ROCm ≥ 7.2), the lint
+/// must not tell the user to remove it; on an older stack, or another GPU, it still does.
+#[test]
+fn no_caching_is_not_called_a_debugging_aid_where_it_is_the_rdna4_mitigation() {
+    let caching_off = &[("PYTORCH_NO_HIP_MEMORY_CACHING", "1")];
+    let exposed = with_torch(with_env(amd("gfx1200"), caching_off), "2.10.0+rocm7.2.1");
+    quiet(&exposed, "LINT-NO-CACHING-ALLOCATOR");
+    let finding = fires(&exposed, "LINT-NO-CACHING-RDNA4-MITIGATION");
+    assert!(
+        finding.remedies.iter().all(|r| r.kind != "unset"),
+        "{:?}",
+        finding.remedies
+    );
+    assert!(
+        finding.explanation.contains("rocm-libraries#7992"),
+        "{}",
+        finding.explanation
+    );
+    for fp in [
+        with_torch(with_env(amd("gfx1201"), caching_off), "2.9.0+rocm7.0.2"),
+        with_env(amd("gfx1100"), caching_off),
+    ] {
+        quiet(&fp, "LINT-NO-CACHING-RDNA4-MITIGATION");
+        let generic = fires(&fp, "LINT-NO-CACHING-ALLOCATOR");
+        assert!(
+            generic
+                .remedies
+                .iter()
+                .any(|r| r.action() == "unset PYTORCH_NO_HIP_MEMORY_CACHING")
+        );
+    }
 }

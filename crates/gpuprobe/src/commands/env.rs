@@ -1,14 +1,18 @@
-//! `gpuprobe env`: the stack fingerprint alone.
+//! `gpuprobe env`: the stack fingerprint and the config lint over it, without running a
+//! probe.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
 use gpuprobe_detect::{CollectOptions, Root};
 use gpuprobe_model::ExitStatus;
+use gpuprobe_model::finding::{Finding, Severity};
 use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
+use gpuprobe_report::style::Style;
 use gpuprobe_runner::python;
+use serde::Serialize;
 
 use crate::cli::EnvArgs;
 
@@ -92,14 +96,92 @@ pub fn live_fingerprint(python: Option<&Path>, run_tools: bool) -> Fingerprint {
     fingerprint
 }
 
-/// Runs `env`.
+/// The JSON shape of `env --json` (the same fields as `triage --json`'s).
+#[derive(Serialize)]
+struct EnvReport<'a> {
+    fingerprint: &'a Fingerprint,
+    findings: &'a [Finding],
+}
+
+/// Runs `env`: the fingerprint, then what the lint finds in it (settings that are no-ops,
+/// folklore or harmful, stack combinations with known faults). Exits 1 when a finding is an
+/// error, as `check` would before running its first probe.
 pub fn run(args: EnvArgs) -> Result<ExitStatus> {
     let fingerprint = live_fingerprint(args.python.as_deref(), !args.no_tools);
+    let findings = gpuprobe_kb::lint(&fingerprint);
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&fingerprint)?)?;
+        let report = EnvReport {
+            fingerprint: &fingerprint,
+            findings: &findings,
+        };
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         write!(out, "{}", gpuprobe_detect::render_text(&fingerprint))?;
+        writeln!(out)?;
+        if findings.is_empty() {
+            writeln!(
+                out,
+                "lint: nothing to flag in these settings and this stack"
+            )?;
+        } else {
+            write!(
+                out,
+                "{}",
+                gpuprobe_report::terminal::render_findings(
+                    &findings,
+                    Style::for_output(
+                        std::io::stdout().is_terminal(),
+                        std::env::var("NO_COLOR").ok().as_deref(),
+                    )
+                )
+            )?;
+        }
     }
-    Ok(ExitStatus::AllPassed)
+    Ok(status_of(&findings))
+}
+
+/// The exit status the lint's findings earn.
+fn status_of(findings: &[Finding]) -> ExitStatus {
+    if findings.iter().any(|f| f.severity == Severity::Error) {
+        ExitStatus::ProblemsFound
+    } else {
+        ExitStatus::AllPassed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::finding::{Confidence, FindingLayer};
+
+    fn finding(severity: Severity) -> Finding {
+        Finding {
+            id: "LINT-TEST".into(),
+            source: "lint".into(),
+            severity,
+            layer: FindingLayer::Config,
+            title: "a setting".into(),
+            explanation: String::new(),
+            confidence: Confidence::Observed,
+            evidence: Vec::new(),
+            remedies: Vec::new(),
+            citations: Vec::new(),
+            next_steps: Vec::new(),
+            related: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn lint_errors_make_env_exit_with_problems_found() {
+        assert_eq!(status_of(&[]), ExitStatus::AllPassed);
+        assert_eq!(
+            status_of(&[finding(Severity::Warning), finding(Severity::Info)]),
+            ExitStatus::AllPassed
+        );
+        assert_eq!(
+            status_of(&[finding(Severity::Warning), finding(Severity::Error)]),
+            ExitStatus::ProblemsFound
+        );
+    }
 }

@@ -10,7 +10,7 @@ use gpuprobe_doctor::engine::{self, EngineConfig, Settings};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::probe::DeviceRef;
 use gpuprobe_model::verdict::Verdict;
-use gpuprobe_runner::{RunDir, SupervisorConfig, Task};
+use gpuprobe_runner::{KernelLogSource, RunDir, SupervisorConfig, Task};
 
 use crate::cli::MemtestArgs;
 use crate::{paths, user_error};
@@ -98,6 +98,7 @@ pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
         },
         options,
         expected_devices: 1,
+        kernel_log: KernelLogSource::Live,
     };
     let lanes = engine::lanes_for(vec![Task { spec, device }]);
     let execution = engine::execute(
@@ -139,6 +140,14 @@ pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
             for line in result.stderr_tail.iter().rev().take(5).rev() {
                 writeln!(out, "  {line}")?;
             }
+        }
+    }
+    // A fault the kernel printed while the test ran (an ECC or page fault, a reset) often
+    // says more than the test's own result.
+    if !args.json && !result.kernel_log.is_empty() {
+        writeln!(out, "kernel log while the test ran:")?;
+        for line in &result.kernel_log {
+            writeln!(out, "  {line}")?;
         }
     }
     Ok(match &result.verdict {

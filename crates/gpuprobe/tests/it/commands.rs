@@ -113,6 +113,41 @@ fn triage_recognizes_a_fixture_and_finds_the_mes_firmware() {
     );
 }
 
+/// `env` lints the environment without running a probe: a folklore setting is flagged with
+/// its remedy (an action, never the bare name), and a harmful one makes it exit 1.
+#[test]
+fn env_lints_the_environment_without_probes() {
+    let output = gpuprobe()
+        .args(["env", "--no-tools", "--python"])
+        .arg(python())
+        .env("HIP_DISABLE_IPC", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("HIP_DISABLE_IPC"), "{text}");
+    assert!(text.contains("unset HIP_DISABLE_IPC"), "{text}");
+    assert!(!text.contains("probes:"), "no probe ran: {text}");
+
+    // A warning is not a problem: the exit code stays 0 (errors give 1, as in `check`).
+    assert_eq!(output.status.code(), Some(0), "{text}");
+
+    let output = gpuprobe()
+        .args(["env", "--json", "--no-tools", "--python"])
+        .arg(python())
+        .env("HIP_DISABLE_IPC", "1")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let findings = report["findings"].as_array().expect("findings");
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["id"] == "LINT-ENV-NONEXISTENT"
+                || f.to_string().contains("LINT-ENV-NONEXISTENT")),
+        "{report}"
+    );
+}
+
 #[test]
 fn env_describes_this_machine() {
     let output = gpuprobe()
@@ -121,7 +156,10 @@ fn env_describes_this_machine() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
-    let fingerprint: gpuprobe_model::Fingerprint = serde_json::from_slice(&output.stdout).unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let fingerprint: gpuprobe_model::Fingerprint =
+        serde_json::from_value(report["fingerprint"].clone()).unwrap();
+    assert!(report["findings"].is_array(), "{report}");
     assert_eq!(fingerprint.source, "live");
     assert!(fingerprint.host.kernel_release.is_some());
     let torch = fingerprint
