@@ -10,11 +10,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
+use std::time::Instant;
 
 use gpuprobe_model::probe::{Backend, DeviceRef, Placement, ProbeId, ProbeSpec, Tier};
 use gpuprobe_model::protocol::{
     PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
 };
+use gpuprobe_model::report::LaneTiming;
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
 use gpuprobe_runner::worker::WorkerCommand;
@@ -132,6 +134,75 @@ pub struct Execution {
     /// Why the kernel log could not be watched during the probes, when it was asked for and
     /// could not be read (the results then carry no kernel lines).
     pub kernel_log_unreadable: Option<String>,
+    /// Each lane's milestones, in launch order.
+    pub lanes: Vec<LaneClock>,
+}
+
+/// When a lane reached each milestone (as its events arrived here).
+#[derive(Debug, Clone)]
+pub struct LaneClock {
+    /// Which worker kind.
+    pub backend: Backend,
+    /// Which device.
+    pub device: DeviceRef,
+    /// How it shares the device.
+    pub placement: Placement,
+    /// Its first probe.
+    pub first_probe: String,
+    /// How many probes it was given.
+    pub probes: usize,
+    /// Hellos seen: one per worker it started.
+    pub workers: usize,
+    /// Launched.
+    pub launched: Instant,
+    /// Its first worker's hello.
+    pub first_hello: Option<Instant>,
+    /// Its first probe's begin.
+    pub first_begin: Option<Instant>,
+    /// Its last result.
+    pub last_result: Option<Instant>,
+    /// Done (every worker gone).
+    pub done: Option<Instant>,
+}
+
+impl LaneClock {
+    fn new(lane: &Lane, launched: Instant) -> LaneClock {
+        LaneClock {
+            backend: lane.backend,
+            device: lane.device,
+            placement: lane.placement,
+            first_probe: lane
+                .tasks
+                .first()
+                .map(|t| t.spec.id.to_string())
+                .unwrap_or_default(),
+            probes: lane.tasks.len(),
+            workers: 0,
+            launched,
+            first_hello: None,
+            first_begin: None,
+            last_result: None,
+            done: None,
+        }
+    }
+
+    /// The milestones in seconds since `origin` (the run's start).
+    pub fn timing(&self, origin: Instant) -> LaneTiming {
+        let since = |at: Instant| at.saturating_duration_since(origin).as_secs_f64();
+        LaneTiming {
+            backend: self.backend,
+            device: self.device,
+            placement: self.placement,
+            first_probe: self.first_probe.clone(),
+            probes: self.probes,
+            workers: self.workers,
+            launched_s: since(self.launched),
+            first_hello_s: self.first_hello.map(since),
+            first_begin_s: self.first_begin.map(since),
+            last_result_s: self.last_result.map(since),
+            done_s: since(self.done.unwrap_or_else(Instant::now)),
+        }
+    }
 }
 
 enum LaneMessage {
@@ -182,8 +253,10 @@ pub fn execute(
 
     thread::scope(|scope| {
         let start = |launches: Vec<Launch>,
-                     specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>| {
+                     specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
+                     clocks: &mut BTreeMap<usize, LaneClock>| {
             for launch in launches {
+                clocks.insert(launch.id, LaneClock::new(&launch.lane, Instant::now()));
                 for task in &launch.lane.tasks {
                     specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
                 }
@@ -203,19 +276,37 @@ pub fn execute(
             }
         };
 
+        let mut clocks: BTreeMap<usize, LaneClock> = BTreeMap::new();
         let planned: usize = lanes.iter().map(|l| l.tasks.len()).sum();
         on_progress(Progress::Planned(planned));
-        start(scheduler.admit(lanes), &mut specs);
+        start(scheduler.admit(lanes), &mut specs, &mut clocks);
         while scheduler.busy() {
             let Ok(message) = receiver.recv() else { break };
             match message {
                 LaneMessage::LaneDone(lane_id) => {
-                    start(scheduler.finished(lane_id), &mut specs);
+                    if let Some(clock) = clocks.get_mut(&lane_id) {
+                        clock.done = Some(Instant::now());
+                    }
+                    start(scheduler.finished(lane_id), &mut specs, &mut clocks);
                 }
                 LaneMessage::Event(lane_id, event) => {
                     let Some((backend, device)) = scheduler.lane(lane_id) else {
                         continue;
                     };
+                    if let Some(clock) = clocks.get_mut(&lane_id) {
+                        let now = Some(Instant::now());
+                        match &event {
+                            SupervisorEvent::Hello(_) => {
+                                clock.workers += 1;
+                                clock.first_hello = clock.first_hello.or(now);
+                            }
+                            SupervisorEvent::Started(..) => {
+                                clock.first_begin = clock.first_begin.or(now);
+                            }
+                            SupervisorEvent::Finished(_) => clock.last_result = now,
+                            SupervisorEvent::Log(_) => {}
+                        }
+                    }
                     match event {
                         SupervisorEvent::Hello(hello) => {
                             let new_lanes = expand(backend, device, &hello);
@@ -223,7 +314,7 @@ pub fn execute(
                             if added > 0 {
                                 on_progress(Progress::Planned(added));
                             }
-                            start(scheduler.admit(new_lanes), &mut specs);
+                            start(scheduler.admit(new_lanes), &mut specs, &mut clocks);
                             execution.hellos.push(HelloRecord {
                                 backend,
                                 device,
@@ -258,6 +349,7 @@ pub fn execute(
                 }
             }
         }
+        execution.lanes = clocks.into_values().collect();
     });
     execution
 }

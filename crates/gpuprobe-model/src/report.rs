@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::exit::ExitStatus;
 use crate::finding::Finding;
 use crate::fingerprint::Fingerprint;
-use crate::probe::Tier;
+use crate::probe::{Backend, DeviceRef, Placement, Tier};
 use crate::protocol::SimulationSpec;
 use crate::verdict::{ProbeResult, Verdict};
 
@@ -45,6 +45,56 @@ pub struct Report {
     /// Remarks about the run itself (a worker restarted, a device skipped, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Where the run's time went (`check --timings` prints it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
+}
+
+/// Where a run's wall time went: the session's phases, and each lane's milestones.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Timings {
+    /// Seconds from the start to the first lane's launch: the plan, the interpreter and the
+    /// probe catalogue.
+    pub prepare_s: f64,
+    /// Seconds from the first lane's launch to the last lane's end.
+    pub probes_s: f64,
+    /// Seconds waited for the fingerprint once the probes were done (it is gathered while
+    /// they run).
+    pub fingerprint_wait_s: f64,
+    /// Seconds for the knowledge base, the lint, the diagnosis and the report.
+    pub report_s: f64,
+    /// One entry per lane, in launch order.
+    pub lanes: Vec<LaneTiming>,
+}
+
+/// One lane's milestones, in seconds since the run started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LaneTiming {
+    /// Which worker kind.
+    pub backend: Backend,
+    /// Which device.
+    pub device: DeviceRef,
+    /// How it shares the device.
+    pub placement: Placement,
+    /// Its first probe (names the lane).
+    pub first_probe: String,
+    /// How many probes it ran.
+    pub probes: usize,
+    /// Workers it started (more than one after a crash or hang, or for isolated probes).
+    pub workers: usize,
+    /// Launched.
+    pub launched_s: f64,
+    /// Its first worker said hello (interpreter, framework and runtime started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_hello_s: Option<f64>,
+    /// Its first probe began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_begin_s: Option<f64>,
+    /// Its last result arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_result_s: Option<f64>,
+    /// Its last worker was done (exited or was ended).
+    pub done_s: f64,
 }
 
 /// Counts of results by verdict.

@@ -3,7 +3,8 @@
 //! - [`terminal`]: the table and findings a user reads after `gpuprobe check`;
 //! - [`json`]: the machine-readable report and its published JSON Schema;
 //! - [`matrix`]: the measured dtype-conversion matrix;
-//! - [`fix`]: the account of a workaround search (`gpuprobe fix`).
+//! - [`fix`]: the account of a workaround search (`gpuprobe fix`);
+//! - [`timings`]: where a run's time went (`check --timings`).
 //!
 //! Renderers take a finished [`gpuprobe_model::Report`] and return text; they never decide
 //! anything about the results.
@@ -13,3 +14,4 @@ pub mod json;
 pub mod matrix;
 pub mod style;
 pub mod terminal;
+pub mod timings;

@@ -113,6 +113,10 @@ pub struct CheckArgs {
     /// Show worker messages (library warnings, restarts).
     #[arg(short, long)]
     pub verbose: bool,
+    /// Print where the time went: the phases, and each lane's start, hello, first probe,
+    /// last result and end (always in the JSON report as `timings`).
+    #[arg(long)]
+    pub timings: bool,
 }
 
 /// Options of `env`.

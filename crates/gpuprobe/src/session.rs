@@ -15,7 +15,7 @@ use gpuprobe_kb::KbMatch;
 use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec, Tier};
 use gpuprobe_model::protocol::{SimulationSpec, WorkerEvent};
-use gpuprobe_model::report::{Report, Summary};
+use gpuprobe_model::report::{Report, Summary, Timings};
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ExitStatus, REPORT_SCHEMA_VERSION};
 use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
@@ -680,9 +680,11 @@ pub fn execute(
         }
         lanes
     };
+    let probes_started = Instant::now();
     let execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
         view.update(&event)
     });
+    let probes_ended = Instant::now();
     view.finish();
     if !added_tasks.is_empty() {
         plan.tasks.extend(added_tasks);
@@ -706,6 +708,7 @@ pub fn execute(
         source: "live".into(),
         ..Default::default()
     });
+    let fingerprint_joined = Instant::now();
     if let Some(python_env) = python_env_from(python.as_ref(), &execution.hellos) {
         gpuprobe_detect::merge_python(&mut fingerprint, python_env);
     }
@@ -727,6 +730,14 @@ pub fn execute(
     );
     let summary = Summary::of(&results);
     let exit_status = exit_status_for(&results, &findings);
+    let seconds = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64();
+    let timings = Timings {
+        prepare_s: seconds(started, probes_started),
+        probes_s: seconds(probes_started, probes_ended),
+        fingerprint_wait_s: seconds(probes_ended, fingerprint_joined),
+        report_s: seconds(fingerprint_joined, Instant::now()),
+        lanes: execution.lanes.iter().map(|l| l.timing(started)).collect(),
+    };
     let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -743,6 +754,7 @@ pub fn execute(
         exit_status,
         exit_code: exit_status.code(),
         notes,
+        timings: Some(timings),
     };
     run_dir
         .write_json(REPORT_FILE, &report)

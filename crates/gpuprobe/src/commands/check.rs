@@ -99,6 +99,15 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
                 gpuprobe_report::matrix::render(&report.results, style)
             )?;
         }
+        if args.timings
+            && let Some(timings) = &report.timings
+        {
+            write!(
+                stdout,
+                "{}",
+                gpuprobe_report::timings::render(timings, report.wall_s)
+            )?;
+        }
     }
     Ok(report.exit_status)
 }

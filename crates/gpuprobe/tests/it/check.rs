@@ -186,3 +186,34 @@ fn an_only_pattern_outside_the_tier_says_which_tier_has_it() {
         "{stderr}"
     );
 }
+
+/// The report says where the time went: the phases add up to no more than the wall time, and
+/// each lane's milestones come in order (launched, hello, first probe, last result, done).
+#[test]
+fn the_report_times_each_phase_and_each_lanes_milestones() {
+    let (_, report) = simulate("h2d-zeros", &["copy.h2d"]);
+    let timings = report.timings.expect("timings in the report");
+    let phases =
+        timings.prepare_s + timings.probes_s + timings.fingerprint_wait_s + timings.report_s;
+    assert!(
+        phases <= report.wall_s + 0.05,
+        "{timings:?} vs {}",
+        report.wall_s
+    );
+    assert!(timings.probes_s > 0.0, "{timings:?}");
+    assert_eq!(
+        timings.lanes.iter().map(|l| l.probes).sum::<usize>(),
+        report.results.len(),
+        "{timings:?}"
+    );
+    for lane in &timings.lanes {
+        let hello = lane.first_hello_s.expect("every lane's worker said hello");
+        let begin = lane.first_begin_s.expect("every lane began a probe");
+        let last = lane.last_result_s.expect("every lane had a result");
+        assert!(lane.workers >= 1, "{lane:?}");
+        assert!(
+            lane.launched_s <= hello && hello <= begin && begin <= last && last <= lane.done_s,
+            "{lane:?}"
+        );
+    }
+}
