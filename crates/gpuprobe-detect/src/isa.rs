@@ -122,6 +122,52 @@ pub const AMD_DEVICES: &[AmdDevice] = &[
     },
 ];
 
+/// Marketing-name fragments that name one ISA, for pasted logs that show a GPU's name but
+/// not its ISA (an amd-smi or rocm-smi dashboard, a Windows `collect_env`). Only names that
+/// belong to a single ISA are listed; a longer fragment is tried before a shorter one.
+const AMD_NAME_ISA: &[(&str, &str)] = &[
+    ("AI PRO R9700", "gfx1201"),
+    ("RX 9070", "gfx1201"),
+    ("RX 9060", "gfx1200"),
+    ("PRO W7900", "gfx1100"),
+    ("PRO W7800", "gfx1100"),
+    ("RX 7900", "gfx1100"),
+    ("RX 7800", "gfx1101"),
+    ("RX 7700", "gfx1101"),
+    ("RX 7600", "gfx1102"),
+    ("RX 6950", "gfx1030"),
+    ("RX 6900", "gfx1030"),
+    ("RX 6800", "gfx1030"),
+    ("RX 6750", "gfx1031"),
+    ("RX 6700", "gfx1031"),
+    ("RX 6650", "gfx1032"),
+    ("RX 6600", "gfx1032"),
+    ("8060S", "gfx1151"),
+    ("8050S", "gfx1151"),
+    ("890M", "gfx1150"),
+    ("880M", "gfx1150"),
+    ("780M", "gfx1103"),
+    ("760M", "gfx1103"),
+    ("MI355X", "gfx950"),
+    ("MI350X", "gfx950"),
+    ("MI325X", "gfx942"),
+    ("MI300X", "gfx942"),
+    ("MI300A", "gfx942"),
+    ("MI250", "gfx90a"),
+    ("MI210", "gfx90a"),
+    ("MI100", "gfx908"),
+];
+
+/// The one ISA an AMD marketing name belongs to, when the name says it unambiguously
+/// (`AMD Radeon RX 9070 XT` → `gfx1201`); `None` for names this table does not know.
+pub fn amd_isa_from_name(name: &str) -> Option<&'static str> {
+    let name = name.to_ascii_uppercase();
+    AMD_NAME_ISA
+        .iter()
+        .find(|(fragment, _)| name.contains(&fragment.to_ascii_uppercase()))
+        .map(|(_, isa)| *isa)
+}
+
 /// Looks up an AMD PCI device id.
 pub fn amd_device(device_id: u16) -> Option<&'static AmdDevice> {
     AMD_DEVICES.iter().find(|d| d.device_id == device_id)
@@ -260,6 +306,25 @@ pub fn lookup_amdgpu_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marketing_names_name_their_isa_only_when_unambiguous() {
+        assert_eq!(amd_isa_from_name("AMD Radeon RX 9070 XT"), Some("gfx1201"));
+        assert_eq!(amd_isa_from_name("Radeon AI PRO R9700"), Some("gfx1201"));
+        assert_eq!(amd_isa_from_name("AMD Radeon RX 7900 XTX"), Some("gfx1100"));
+        assert_eq!(amd_isa_from_name("AMD Radeon RX 7600 XT"), Some("gfx1102"));
+        assert_eq!(amd_isa_from_name("AMD Instinct MI300X VF"), Some("gfx942"));
+        assert_eq!(
+            amd_isa_from_name("AMD Radeon(TM) 8060S Graphics"),
+            Some("gfx1151")
+        );
+        assert_eq!(
+            amd_isa_from_name("AMD Radeon 8060S Graphics"),
+            Some("gfx1151")
+        );
+        assert_eq!(amd_isa_from_name("AMD Radeon Graphics"), None);
+        assert_eq!(amd_isa_from_name(""), None);
+    }
 
     #[test]
     fn isa_features_split() {

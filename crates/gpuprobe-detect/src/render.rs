@@ -222,10 +222,15 @@ pub fn render_text(fp: &Fingerprint) -> String {
         (None, None) => "unknown".to_owned(),
     };
     out.row("OS", os);
-    out.row(
-        "Kernel",
-        host.kernel_release.as_deref().unwrap_or("unknown"),
-    );
+    // Windows has no Linux kernel to show; its build takes the row.
+    let windows = host.os.as_deref() == Some("windows");
+    let kernel = match (&host.kernel_release, &host.distro_version) {
+        (Some(release), _) => release.clone(),
+        (None, Some(build)) if windows => format!("none (Windows build {build})"),
+        (None, None) if windows => "none (Windows)".to_owned(),
+        (None, _) => "unknown".to_owned(),
+    };
+    out.row("Kernel", kernel);
     let cpu = match (&host.cpu_model, &host.cpu_arch) {
         (Some(m), Some(a)) => format!("{m} ({a})"),
         (Some(m), None) => m.clone(),

@@ -394,6 +394,48 @@ pub struct ProbeOutcome {
     pub note: Option<String>,
 }
 
+impl ProbeOutcome {
+    /// Whether the pattern covers every probe (`probes = ["*"]`): then only its message
+    /// texts and exit codes can tie a result to this issue rather than to any failure.
+    pub fn is_catch_all(&self) -> bool {
+        self.probes.iter().all(|glob| glob.trim() == "*")
+    }
+
+    /// Whether the pattern carries a signature of the issue: a probe of its own, an exit
+    /// code, or a message text that is not the wording every GPU memory fault prints
+    /// (see [`is_generic_fault_text`]). A pattern without one only raises suspicion.
+    pub fn has_signature(&self) -> bool {
+        !self.is_catch_all()
+            || !self.exit_codes.is_empty()
+            || self
+                .message_contains
+                .iter()
+                .any(|text| !is_generic_fault_text(text))
+    }
+}
+
+/// The wording that every GPU memory fault prints, whatever its cause: the runtime's
+/// "Memory access fault by GPU ... Page not present or supervisor privilege" and the
+/// kernel's "[gfxhub] page fault". Text made only of these names the class of failure,
+/// not a known issue.
+const GENERIC_FAULT_TEXTS: &[&str] = &[
+    "memory access fault",
+    "page not present or supervisor privilege",
+    "page fault",
+    "illegal memory access",
+];
+
+/// Whether a message or log text names only the class of a GPU memory fault (it contains,
+/// or is part of, one of the generic wordings), so that seeing it cannot tell one known
+/// issue from another.
+pub fn is_generic_fault_text(text: &str) -> bool {
+    let text = text.trim().to_lowercase();
+    text.is_empty()
+        || GENERIC_FAULT_TEXTS
+            .iter()
+            .any(|generic| text.contains(generic) || generic.contains(text.as_str()))
+}
+
 /// A kernel log event pattern, matched against the fingerprint's kernel events and the
 /// kernel log lines recorded with probe results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -412,6 +454,20 @@ pub struct LogSignature {
     /// Why this event matters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+impl LogSignature {
+    /// Whether the pattern names more than the class of event: a faulting `client`, or a
+    /// `contains` text that is not generic fault wording. An event kind alone (any page
+    /// fault, any memory access fault, any MES failure) has many causes, so a pattern
+    /// without a signature only raises suspicion; it never confirms.
+    pub fn has_signature(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| !c.trim().is_empty())
+            || self
+                .contains
+                .as_ref()
+                .is_some_and(|text| !is_generic_fault_text(text))
+    }
 }
 
 /// The kind of a workaround (same names as `model::Remedy::kind`).
@@ -480,6 +536,19 @@ impl WorkaroundEvidence {
             WorkaroundEvidence::Debug => "debug",
         }
     }
+
+    /// The words shown after a workaround whose sources do not show that it cures the
+    /// issue, so that it is never presented as a cure; `None` for a documented one.
+    pub fn qualifier(self) -> Option<&'static str> {
+        use gpuprobe_model::finding::qualifier;
+        match self {
+            WorkaroundEvidence::Documented => None,
+            WorkaroundEvidence::Reported => Some(qualifier::REPORTED),
+            WorkaroundEvidence::Anecdotal => Some(qualifier::ANECDOTAL),
+            WorkaroundEvidence::Unverified => Some(qualifier::UNVERIFIED),
+            WorkaroundEvidence::Debug => Some(qualifier::DEBUG),
+        }
+    }
 }
 
 /// What a workaround costs.
@@ -541,6 +610,17 @@ pub struct Workaround {
     /// The source for this workaround when it differs from the entry's citations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+}
+
+impl Workaround {
+    /// The description with its evidence qualifier ("Disable Secure Boot (reported to
+    /// help, not verified)"): what every listing of the workaround shows.
+    pub fn description_with_evidence(&self) -> String {
+        match self.evidence.qualifier() {
+            Some(words) => format!("{} ({words})", self.description.trim_end()),
+            None => self.description.clone(),
+        }
+    }
 }
 
 /// Where an issue was fixed.

@@ -6,9 +6,15 @@
 //! condition does not match; an entry with nothing that held does not match either (no
 //! facts, no claim). The rest match with a status:
 //! - **confirmed**: every condition held and a probe result or kernel log event shows the
-//!   issue's failure pattern (and no control probe came out otherwise);
+//!   issue's failure pattern with its signature (and no control probe came out otherwise);
 //! - **suspected**: the conditions hold (or could not all be checked) but nothing confirms it;
 //! - **not observed here**: the conditions hold but the probes that would show it passed.
+//!
+//! Only evidence that carries the entry's own signature confirms: a faulting client, a
+//! message of its own, a probe of its own, an exit code. A pattern that names only the class
+//! of failure (a `logs` pattern with `kind` alone, a catch-all probe pattern whose only text
+//! is the wording every GPU memory fault prints) matches many unrelated faults; what it
+//! matches is kept as a hint that raises suspicion and is shown, but never confirms.
 //!
 //! GPU conditions (vendor, arch, APU, firmware, ...) must hold for one and the same GPU, and
 //! only results from the matching GPUs count as evidence.
@@ -21,7 +27,7 @@ use gpuprobe_model::{
 
 use crate::entry::{
     Conditions, DriverSourceName, KbEntry, LogSignature, ProbeOutcome, VerdictName,
-    WorkaroundEvidence,
+    is_generic_fault_text,
 };
 use crate::facts::{Facts, OVERRIDE_VAR};
 use crate::glob::first_match;
@@ -85,8 +91,18 @@ pub struct KbMatch {
     pub controls: Vec<ResultEvidence>,
     /// Results where the predicted failure did not happen.
     pub contradicting: Vec<ResultEvidence>,
-    /// Kernel log events that match the issue.
+    /// Kernel log events that match the issue with its signature.
     pub logs: Vec<String>,
+    /// Results that match a `confirm` pattern only through what every fault of the kind
+    /// shows (a crash with "Memory access fault" under a catch-all pattern): they raise
+    /// suspicion, never confirm.
+    pub hints: Vec<ResultEvidence>,
+    /// Kernel log events that match a `logs` pattern without a signature (an event kind
+    /// alone): they raise suspicion, never confirm.
+    pub hint_logs: Vec<String>,
+    /// Whether the facts come from pasted logs (`gpuprobe triage`), so that a fact missing
+    /// means the logs did not show it rather than that it could not be read.
+    pub from_paste: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +118,9 @@ struct Eval {
     held: Vec<String>,
     failed: Vec<String>,
     unchecked: Vec<String>,
+    /// Whether a condition that singles the entry out held: anything but the GPU vendor and
+    /// the OS, which hold for every machine of a kind.
+    specific_held: bool,
 }
 
 impl Eval {
@@ -117,13 +136,20 @@ impl Eval {
 
     fn push(&mut self, truth: Truth, text: String) {
         match truth {
-            Truth::Held => self.held.push(text),
+            Truth::Held => self.held(text),
             Truth::Failed => self.failed.push(text),
             Truth::Unchecked => self.unchecked.push(text),
         }
     }
 
     fn held(&mut self, text: String) {
+        self.held.push(text);
+        self.specific_held = true;
+    }
+
+    /// A condition that held but says nothing about this entry in particular (GPU vendor,
+    /// OS).
+    fn held_broad(&mut self, text: String) {
         self.held.push(text);
     }
 
@@ -197,12 +223,21 @@ pub fn match_entry(entry: &KbEntry, fp: &Fingerprint, results: &[ProbeResult]) -
         })
         .collect();
 
-    let confirming: Vec<ResultEvidence> = scoped
-        .iter()
-        .filter(|result| entry.confirm.iter().any(|o| outcome_matches(o, result)))
-        .map(|result| evidence_of(result, true))
-        .collect();
-    let logs = matching_logs(&entry.logs, fp, &scoped);
+    let mut confirming = Vec::new();
+    let mut hints = Vec::new();
+    for result in &scoped {
+        let matched: Vec<&ProbeOutcome> = entry
+            .confirm
+            .iter()
+            .filter(|o| outcome_matches(o, result))
+            .collect();
+        if matched.iter().any(|o| signature_seen(o, result)) {
+            confirming.push(evidence_of(result, true));
+        } else if !matched.is_empty() {
+            hints.push(evidence_of(result, true));
+        }
+    }
+    let (logs, hint_logs) = matching_logs(&entry.logs, fp, &scoped);
     let mut controls = Vec::new();
     let mut contradicting = Vec::new();
     let status = if !confirming.is_empty() || !logs.is_empty() {
@@ -232,6 +267,16 @@ pub fn match_entry(entry: &KbEntry, fp: &Fingerprint, results: &[ProbeResult]) -
             MatchStatus::NotObserved
         }
     };
+    // Suspicion needs a fact that singles the entry out: an entry whose only held
+    // conditions are the GPU vendor and the OS would be suspected on every such machine
+    // (every NVIDIA host, every Linux paste whose GPU the logs do not show).
+    if status == MatchStatus::Suspected
+        && !eval.specific_held
+        && hints.is_empty()
+        && hint_logs.is_empty()
+    {
+        return None;
+    }
     Some(KbMatch {
         entry: entry.clone(),
         status,
@@ -242,6 +287,9 @@ pub fn match_entry(entry: &KbEntry, fp: &Fingerprint, results: &[ProbeResult]) -
         controls,
         contradicting,
         logs,
+        hints,
+        hint_logs,
+        from_paste: fp.source == "triage",
     })
 }
 
@@ -319,13 +367,45 @@ fn outcome_matches(outcome: &ProbeOutcome, result: &ProbeResult) -> bool {
     probe_matches(outcome, result) && verdict_matches(outcome, result)
 }
 
+/// Whether a result that matches `outcome` shows the issue's own signature rather than only
+/// the class of failure: the pattern names its probes, or the result has one of its exit
+/// codes, or one of its texts that is not generic fault wording.
+fn signature_seen(outcome: &ProbeOutcome, result: &ProbeResult) -> bool {
+    if !outcome.is_catch_all() {
+        return true;
+    }
+    if matches!(&result.verdict, Verdict::Crash { exit_code: Some(code), .. } if outcome.exit_codes.contains(code))
+    {
+        return true;
+    }
+    let mut haystack = result.verdict.detail();
+    for line in result.stderr_tail.iter().chain(&result.kernel_log) {
+        haystack.push('\n');
+        haystack.push_str(line);
+    }
+    let haystack = haystack.to_lowercase();
+    outcome
+        .message_contains
+        .iter()
+        .filter(|needle| !is_generic_fault_text(needle))
+        .any(|needle| haystack.contains(&needle.to_lowercase()))
+}
+
+/// The kernel log events that match the patterns: those of patterns with a signature, and
+/// (as hints) those of patterns without one that no pattern with a signature matched.
 fn matching_logs(
     signatures: &[LogSignature],
     fp: &Fingerprint,
     results: &[&ProbeResult],
-) -> Vec<String> {
-    let mut found = Vec::new();
+) -> (Vec<String>, Vec<String>) {
+    let mut specific = Vec::new();
+    let mut generic = Vec::new();
     for signature in signatures {
+        let found = if signature.has_signature() {
+            &mut specific
+        } else {
+            &mut generic
+        };
         let contains = signature.contains.as_ref().map(|text| text.to_lowercase());
         for event in &fp.kernel_events {
             let kind_ok = event.kind == signature.kind;
@@ -362,8 +442,10 @@ fn matching_logs(
             }
         }
     }
-    found.dedup();
-    found
+    specific.dedup();
+    generic.dedup();
+    generic.retain(|line| !specific.contains(line));
+    (specific, generic)
 }
 
 fn gpu_label(index: u32) -> String {
@@ -426,8 +508,9 @@ fn eval_group(
             .collect();
         if let Some(held) = groups.iter().find(|g| g.truth() == Truth::Held) {
             for text in &held.held {
-                eval.held(format!("one of the alternatives: {text}"));
+                eval.held.push(format!("one of the alternatives: {text}"));
             }
+            eval.specific_held |= held.specific_held;
         } else if groups.iter().any(|g| g.truth() == Truth::Unchecked) {
             let reasons: Vec<String> = groups
                 .iter()
@@ -479,14 +562,16 @@ fn eval_gpu_conditions(
             Truth::Failed
         };
         let verb = if truth == Truth::Held { "is" } else { "is not" };
-        eval.push(
-            truth,
-            format!(
-                "{label} vendor {} {verb} {}",
-                vendor_name(gpu.vendor),
-                vendor_name(vendor)
-            ),
+        let text = format!(
+            "{label} vendor {} {verb} {}",
+            vendor_name(gpu.vendor),
+            vendor_name(vendor)
         );
+        if truth == Truth::Held {
+            eval.held_broad(text);
+        } else {
+            eval.push(truth, text);
+        }
     }
     let native = facts.native_isa(gpu);
     if !conditions.arch.is_empty() {
@@ -664,7 +749,9 @@ fn eval_host_conditions(eval: &mut Eval, conditions: &Conditions, facts: &Facts<
                 "operating system unknown (needed: {})",
                 wanted.join(", ")
             )),
-            Some(os) if conditions.os.contains(&os) => eval.held(format!("OS is {}", os.name())),
+            Some(os) if conditions.os.contains(&os) => {
+                eval.held_broad(format!("OS is {}", os.name()))
+            }
             Some(os) => eval.failed(format!(
                 "OS {} is not one of {}",
                 os.name(),
@@ -1039,6 +1126,23 @@ fn cmdline_contains(tokens: &[&str], wanted: &str) -> bool {
 }
 
 impl KbMatch {
+    /// The conditions that could not be checked; from pasted logs, each says that the logs
+    /// did not show the fact.
+    pub fn unchecked_texts(&self) -> Vec<String> {
+        self.unchecked
+            .iter()
+            .map(|text| {
+                if !self.from_paste {
+                    text.clone()
+                } else if text.contains(" unknown") {
+                    text.replacen(" unknown", " not shown in the logs", 1)
+                } else {
+                    format!("{text}, not shown in the logs")
+                }
+            })
+            .collect()
+    }
+
     /// The severity this match deserves: the entry's when confirmed, the suspected
     /// severity when suspected, info when not observed.
     pub fn severity(&self) -> Severity {
@@ -1067,13 +1171,17 @@ impl KbMatch {
                     "Suspected only: this stack matches the conditions of known issue {}, but nothing here confirms it yet.",
                     entry.id
                 );
-                if !self.unchecked.is_empty() {
-                    text.push_str(&format!(" Could not check: {}.", self.unchecked.join("; ")));
+                text.push_str(&format!(" Matched: {}.", self.held.join("; ")));
+                let unchecked = self.unchecked_texts();
+                if !unchecked.is_empty() {
+                    text.push_str(&format!(" Could not check: {}.", unchecked.join("; ")));
                 }
                 if self.controls.iter().any(|c| !c.as_predicted) {
                     text.push_str(" Related probes failed where this issue predicts they pass, so the failure is broader than this issue explains.");
                 } else if !self.confirming.is_empty() || !self.logs.is_empty() {
                     text.push_str(" The failure pattern was seen, but the missing facts keep it from being confirmed.");
+                } else if !self.hints.is_empty() || !self.hint_logs.is_empty() {
+                    text.push_str(" A failure of the kind this issue causes was seen, but without the issue's own signature (faulting client, message or probe), so it does not confirm it: such failures have many causes.");
                 }
                 (
                     format!("Suspected: {}", entry.title),
@@ -1096,9 +1204,9 @@ impl KbMatch {
             .map(|text| Evidence::new("condition", text.clone()))
             .collect();
         evidence.extend(
-            self.unchecked
-                .iter()
-                .map(|text| Evidence::new("absent", text.clone())),
+            self.unchecked_texts()
+                .into_iter()
+                .map(|text| Evidence::new("absent", text)),
         );
         for item in &self.confirming {
             evidence.push(Evidence::from_probe(
@@ -1128,6 +1236,18 @@ impl KbMatch {
                 .iter()
                 .map(|text| Evidence::new("log", text.clone())),
         );
+        for item in &self.hints {
+            evidence.push(Evidence::from_probe(
+                item.probe.clone(),
+                format!("seen, without this issue's signature: {}", item.text),
+            ));
+        }
+        evidence.extend(self.hint_logs.iter().map(|text| {
+            Evidence::new(
+                "log",
+                format!("seen, without this issue's signature: {text}"),
+            )
+        }));
 
         let remedies: Vec<Remedy> = if self.status == MatchStatus::NotObserved {
             Vec::new()
@@ -1136,17 +1256,10 @@ impl KbMatch {
                 .workarounds
                 .iter()
                 .map(|w| {
-                    let mut description = w.description.clone();
-                    match w.evidence {
-                        WorkaroundEvidence::Anecdotal => description.push_str(" (anecdotal)"),
-                        WorkaroundEvidence::Unverified => description.push_str(" (unverified)"),
-                        WorkaroundEvidence::Debug => {
-                            description.push_str(" (debugging aid, not a cure)")
-                        }
-                        WorkaroundEvidence::Documented | WorkaroundEvidence::Reported => {}
-                    }
+                    // Only a documented workaround reads as a cure; the rest carry their
+                    // qualifier, which every listing keeps next to the action.
                     Remedy {
-                        description,
+                        description: w.description_with_evidence(),
                         kind: w.kind.name().to_string(),
                         setting: w.setting.clone(),
                         cost: w.cost.to_model(),

@@ -164,6 +164,9 @@ fn conditions_lines(conditions: &Conditions, indent: &str, out: &mut String) {
     }
 }
 
+/// Appended to a `confirm` or `logs` pattern that names no signature of its own.
+const HINT_ONLY: &str = " (no signature of its own: raises suspicion only)";
+
 fn outcome_line(outcome: &ProbeOutcome) -> String {
     let verdicts: Vec<&str> = outcome.verdicts.iter().map(|v| v.name()).collect();
     let mut text = format!("{} → {}", outcome.probes.join(", "), verdicts.join("/"));
@@ -209,7 +212,12 @@ pub fn render_entry(entry: &KbEntry) -> String {
     if !entry.confirm.is_empty() || !entry.logs.is_empty() {
         let _ = writeln!(out, "confirmed by");
         for outcome in &entry.confirm {
-            let _ = writeln!(out, "  {}", outcome_line(outcome));
+            let hint = if outcome.has_signature() {
+                ""
+            } else {
+                HINT_ONLY
+            };
+            let _ = writeln!(out, "  {}{hint}", outcome_line(outcome));
         }
         for log in &entry.logs {
             let mut text = format!("kernel log {}", log.kind);
@@ -221,6 +229,9 @@ pub fn render_entry(entry: &KbEntry) -> String {
             }
             if let Some(note) = &log.note {
                 text.push_str(&format!(" — {note}"));
+            }
+            if !log.has_signature() {
+                text.push_str(HINT_ONLY);
             }
             let _ = writeln!(out, "  {text}");
         }
@@ -250,13 +261,20 @@ pub fn render_entry(entry: &KbEntry) -> String {
             if w.testable {
                 tags.push("testable with gpuprobe fix".to_string());
             }
-            tags.push(w.evidence.name().to_string());
+            // How well the sources support it comes first: an unproven workaround must
+            // never read as a cure.
+            let evidence = w.evidence.qualifier().unwrap_or(w.evidence.name());
+            let notes = if tags.is_empty() {
+                evidence.to_string()
+            } else {
+                format!("{evidence}; {}", tags.join(", "))
+            };
             let setting = w
                 .setting
                 .as_ref()
                 .map(|s| format!(" [{s}]"))
                 .unwrap_or_default();
-            let _ = writeln!(out, "  - {}{setting} ({})", w.description, tags.join(", "));
+            let _ = writeln!(out, "  - {}{setting} ({notes})", w.description);
             if let Some(note) = &w.cost.note {
                 let _ = writeln!(out, "    cost: {note}");
             }
@@ -316,7 +334,7 @@ pub fn render_matches(matches: &[KbMatch]) -> String {
         for text in &m.held {
             let _ = writeln!(out, "    ✓ {text}");
         }
-        for text in &m.unchecked {
+        for text in m.unchecked_texts() {
             let _ = writeln!(out, "    ? could not check: {text}");
         }
         for item in &m.confirming {
@@ -324,6 +342,16 @@ pub fn render_matches(matches: &[KbMatch]) -> String {
         }
         for text in &m.logs {
             let _ = writeln!(out, "    ✖ {text}");
+        }
+        for item in &m.hints {
+            let _ = writeln!(
+                out,
+                "    ~ seen, without this issue's signature: {}",
+                item.text
+            );
+        }
+        for text in &m.hint_logs {
+            let _ = writeln!(out, "    ~ seen, without this issue's signature: {text}");
         }
         for item in &m.controls {
             let mark = if item.as_predicted {
@@ -346,13 +374,12 @@ pub fn render_matches(matches: &[KbMatch]) -> String {
                     .as_ref()
                     .map(|s| format!(" [{s}]"))
                     .unwrap_or_default();
-                let anecdotal = match w.evidence {
-                    crate::entry::WorkaroundEvidence::Anecdotal => " (anecdotal)",
-                    crate::entry::WorkaroundEvidence::Unverified => " (unverified)",
-                    crate::entry::WorkaroundEvidence::Debug => " (debugging aid)",
-                    _ => "",
-                };
-                let _ = writeln!(out, "    → {}{setting}{anecdotal}", w.description);
+                let qualifier = w
+                    .evidence
+                    .qualifier()
+                    .map(|words| format!(" ({words})"))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "    → {}{setting}{qualifier}", w.description);
             }
         }
         let _ = writeln!(out, "    cite: {}", m.entry.citations.join("; "));

@@ -190,21 +190,77 @@ pub struct Remedy {
     pub cost: Cost,
 }
 
+/// The words that end a remedy's description, in parentheses, when its sources do not show
+/// that it cures the issue. Every listing keeps them next to the remedy (an `env` remedy is
+/// printed as `set NAME=VALUE`, which would otherwise drop them and read as a cure).
+pub mod qualifier {
+    /// Those affected say it helps; nobody showed that it cures the issue.
+    pub const REPORTED: &str = "reported to help, not verified";
+    /// One or two uncorroborated reports.
+    pub const ANECDOTAL: &str = "anecdotal, not verified";
+    /// Plausible, not shown to help.
+    pub const UNVERIFIED: &str = "unverified";
+    /// Helps find the problem; does not cure it.
+    pub const DEBUG: &str = "debugging aid, not a cure";
+
+    /// How a qualifier starts; a trailing parenthesis that starts otherwise is part of the
+    /// description ("Remove HIP_DISABLE_IPC (no effect)").
+    pub(crate) const STARTS: &[&str] = &["reported", "anecdotal", "unverified", "debugging aid"];
+}
+
 impl Remedy {
-    /// What to do, as one short imperative line: the action and its setting. A bare setting
-    /// name reads as "set it", which for an `unset` remedy is the opposite of the advice
+    /// What to do, as one short imperative line: the action and its setting, followed by
+    /// the evidence qualifier when the description has one. A bare setting name reads as
+    /// "set it", which for an `unset` remedy is the opposite of the advice
     /// (`HIP_DISABLE_IPC` printed under "to try" for a variable that does nothing).
     pub fn action(&self) -> String {
+        let action = self.bare_action();
+        match self.qualifier() {
+            Some(words) => format!("{action} ({words})"),
+            None => action,
+        }
+    }
+
+    /// The action without its evidence qualifier, for listings that print the qualifier
+    /// themselves (next to the cost).
+    pub fn bare_action(&self) -> String {
+        let description = self.bare_description();
         let Some(setting) = self.setting.as_deref().filter(|s| !s.trim().is_empty()) else {
-            return self.description.clone();
+            return description.to_string();
         };
         match self.kind.as_str() {
             "unset" => format!("unset {}", setting.split('=').next().unwrap_or(setting)),
             "env" => format!("set {setting}"),
-            "kernel_param" if self.description.contains(setting) => self.description.clone(),
-            "kernel_param" => format!("{} (kernel parameter {setting})", self.description),
-            _ => self.description.clone(),
+            "kernel_param" if description.contains(setting) => description.to_string(),
+            "kernel_param" => format!("{description} (kernel parameter {setting})"),
+            _ => description.to_string(),
         }
+    }
+
+    /// The evidence qualifier at the end of the description (see [`qualifier`]): `Some`
+    /// when the remedy is not shown to cure the issue.
+    pub fn qualifier(&self) -> Option<&str> {
+        self.split_qualifier().1
+    }
+
+    fn bare_description(&self) -> &str {
+        self.split_qualifier().0
+    }
+
+    fn split_qualifier(&self) -> (&str, Option<&str>) {
+        let text = self.description.trim_end();
+        if let Some(inner) = text.strip_suffix(')')
+            && let Some(open) = inner.rfind('(')
+        {
+            let words = &inner[open + 1..];
+            if qualifier::STARTS
+                .iter()
+                .any(|start| words.starts_with(start))
+            {
+                return (inner[..open].trim_end(), Some(words));
+            }
+        }
+        (&self.description, None)
     }
 }
 
@@ -296,5 +352,35 @@ mod tests {
             remedy("unset", "Remove the override", Some(" ")).action(),
             "Remove the override"
         );
+    }
+
+    #[test]
+    fn an_unproven_remedy_keeps_its_qualifier_in_the_action() {
+        let r = remedy(
+            "env",
+            &format!("Turn SDMA off ({})", qualifier::REPORTED),
+            Some("HSA_ENABLE_SDMA=0"),
+        );
+        assert_eq!(r.qualifier(), Some(qualifier::REPORTED));
+        assert_eq!(r.bare_action(), "set HSA_ENABLE_SDMA=0");
+        assert_eq!(
+            r.action(),
+            "set HSA_ENABLE_SDMA=0 (reported to help, not verified)"
+        );
+        let r = remedy(
+            "kernel_param",
+            &format!("Disable CWSR ({})", qualifier::ANECDOTAL),
+            Some("amdgpu.cwsr_enable=0"),
+        );
+        assert_eq!(
+            r.action(),
+            "Disable CWSR (kernel parameter amdgpu.cwsr_enable=0) (anecdotal, not verified)"
+        );
+        let plain = remedy(
+            "unset",
+            "Remove HIP_DISABLE_IPC (no effect)",
+            Some("HIP_DISABLE_IPC"),
+        );
+        assert_eq!(plain.qualifier(), None);
     }
 }

@@ -319,16 +319,11 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
             finding.id
         );
         if finding.confidence == gpuprobe_model::Confidence::Suspected && finding.source == "kb" {
-            // A suspicion gets one line: what would settle it.
-            let _ = writeln!(
-                out,
-                "   {:<9} {}",
-                "",
-                style.dim(&format!(
-                    "conditions hold but no probe result confirms it; gpuprobe kb show {}",
-                    finding.id
-                ))
-            );
+            // A suspicion is short: which of its conditions the facts matched, which could
+            // not be checked, and where to read more.
+            for line in suspicion_lines(finding) {
+                let _ = writeln!(out, "   {:<9} {}", "", style.dim(&line));
+            }
             continue;
         }
         for evidence in finding.evidence.iter().take(4) {
@@ -361,12 +356,18 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                 .iter()
                 .take(4)
                 .map(|r| {
+                    // An unproven remedy says so first, so that it never reads as a cure.
+                    let mut notes: Vec<String> =
+                        r.qualifier().map(str::to_string).into_iter().collect();
                     let tags = r.cost.tags();
-                    let what = r.action();
-                    if tags.is_empty() {
+                    if !tags.is_empty() {
+                        notes.push(tags.join(", "));
+                    }
+                    let what = r.bare_action();
+                    if notes.is_empty() {
                         what
                     } else {
-                        format!("{what} ({})", tags.join(", "))
+                        format!("{what} ({})", notes.join("; "))
                     }
                 })
                 .collect();
@@ -385,6 +386,55 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
         }
     }
     out
+}
+
+/// The lines under a suspected known issue: the conditions the facts matched, those that
+/// could not be checked, the failures seen without the issue's signature, and the command
+/// that shows the entry.
+fn suspicion_lines(finding: &Finding) -> Vec<String> {
+    let texts = |kind: &str, prefix: Option<&str>| -> Vec<String> {
+        finding
+            .evidence
+            .iter()
+            .filter(|e| e.kind == kind)
+            .filter_map(|e| match prefix {
+                Some(prefix) => e.text.strip_prefix(prefix).map(str::to_string),
+                None => Some(e.text.clone()),
+            })
+            .collect()
+    };
+    let mut lines = Vec::new();
+    let matched = texts("condition", None);
+    if !matched.is_empty() {
+        lines.push(shorten_evidence(&format!("matched: {}", matched.join("; "))).into_owned());
+    }
+    let unchecked = texts("absent", None);
+    if !unchecked.is_empty() {
+        lines
+            .push(shorten_evidence(&format!("not checked: {}", unchecked.join("; "))).into_owned());
+    }
+    const HINT: &str = "seen, without this issue's signature: ";
+    let hints: Vec<String> = texts("log", Some(HINT))
+        .into_iter()
+        .chain(texts("probe", Some(HINT)))
+        .collect();
+    if let Some(first) = hints.first() {
+        let more = match hints.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        lines.push(
+            shorten_evidence(&format!(
+                "{HINT}{first}{more}; it does not confirm this issue"
+            ))
+            .into_owned(),
+        );
+    }
+    lines.push(format!(
+        "nothing here confirms it; gpuprobe kb show {}",
+        finding.id
+    ));
+    lines
 }
 
 /// The most characters of one piece of evidence the terminal shows. Some evidence lists
@@ -447,6 +497,43 @@ mod tests {
         }];
         let text = render_findings(&[finding], Style::PLAIN);
         assert!(text.contains("to try: unset HIP_DISABLE_IPC\n"), "{text}");
+    }
+
+    /// A knowledge-base workaround without documented evidence keeps its qualifier on the
+    /// "to try" line, before its cost, even when it is printed as `set NAME=VALUE`.
+    #[test]
+    fn an_unproven_remedy_is_printed_as_reported_never_as_a_cure() {
+        let mut finding = finding_with("GPU 0 native ISA gfx1201 matches gfx1201");
+        finding.remedies = vec![
+            gpuprobe_model::Remedy {
+                description: "Turn SDMA off (reported to help, not verified)".into(),
+                kind: "env".into(),
+                setting: Some("HSA_ENABLE_SDMA=0".into()),
+                cost: gpuprobe_model::Cost {
+                    slower: true,
+                    ..Default::default()
+                },
+            },
+            gpuprobe_model::Remedy {
+                description: "Disable Secure Boot (reported to help, not verified)".into(),
+                kind: "firmware".into(),
+                setting: None,
+                cost: Default::default(),
+            },
+            gpuprobe_model::Remedy {
+                description: "Install linux-firmware 20251201".into(),
+                kind: "firmware".into(),
+                setting: None,
+                cost: Default::default(),
+            },
+        ];
+        let text = render_findings(&[finding], Style::PLAIN);
+        assert!(
+            text.contains(
+                "to try: set HSA_ENABLE_SDMA=0 (reported to help, not verified; slower) · Disable Secure Boot (reported to help, not verified) · Install linux-firmware 20251201\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -22,8 +22,8 @@ use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::Vendor;
 
 pub use env::{is_relevant_env_var, relevant_env};
-pub use kmsg::merge_watched_kernel_lines;
 pub use gpus::compute_gpu_count;
+pub use kmsg::merge_watched_kernel_lines;
 pub use libs::scan_python_libraries;
 pub use tools::{CaptureError, Captured, capture};
 

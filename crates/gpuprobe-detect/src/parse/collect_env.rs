@@ -7,6 +7,17 @@
 //! paths; a `CPU:` section holds `lscpu` output; `Versions of relevant libraries:` lists
 //! `[pip3] name==version` and `[conda] name version ...` lines. A Python warning may
 //! precede `Collecting environment information...`.
+//!
+//! Values collect_env has not got are placeholders, never facts: `No CUDA` (every CUDA
+//! field when torch sees no CUDA device, the most common paste in bug reports), `None`
+//! (`torch.version.cuda` of a CPU build), `Could not collect`, `N/A`; `value` turns them
+//! all into `None` before anything else reads them.
+//!
+//! On Windows (real samples `collect_env/windows-*`), `OS` is the product name with the
+//! build (`Microsoft Windows 11 Pro (10.0.26100 64-bit)`, older ones without it), `Python
+//! platform` is `Windows-11-10.0.26100-SP0`, the `CPU:` section holds WMI properties
+//! (`Name: ...` or `Name=...`) instead of lscpu, and a ROCm build reports the HIP SDK's
+//! runtime in `HIP runtime version`; there is no kernel and no AMD driver line.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +29,19 @@ use gpuprobe_model::fingerprint::{
 use super::ParseError;
 use crate::merge::{derive_gpu_facts, fill, merge_gpu, merge_python, nvidia_driver, push_unique};
 use crate::text::{body_lines, meaningful, split_key_value};
+
+/// A collect_env value, or `None` for the placeholders it prints instead of one.
+fn value(raw: &str) -> Option<String> {
+    let v = meaningful(raw)?;
+    let lower = v.to_ascii_lowercase();
+    // `No CUDA` replaces every CUDA field when torch sees no CUDA device;
+    // `No relevant packages` replaces an empty package list.
+    if matches!(lower.as_str(), "no cuda" | "no relevant packages") {
+        None
+    } else {
+        Some(v)
+    }
+}
 
 /// Parsed collect_env output.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,10 +58,16 @@ pub struct CollectEnv {
     pub os: Option<String>,
     /// `Python version`, first word (`3.12.3`).
     pub python_version: Option<String>,
+    /// The CPU architecture the interpreter was built for, from the compiler tag of
+    /// `Python version` (`[MSC v.1943 64 bit (AMD64)]` → `x86_64`); Windows prints it nowhere
+    /// else.
+    pub python_arch: Option<String>,
     /// `Python platform` (`Linux-6.18.44-...-x86_64-with-glibc2.39`).
     pub python_platform: Option<String>,
-    /// Kernel release taken from the Python platform string.
+    /// Kernel release taken from the Python platform string (Linux only).
     pub kernel_release: Option<String>,
+    /// Windows build (`10.0.26100`), from `OS` or `Python platform`.
+    pub windows_build: Option<String>,
     /// `Is CUDA available`.
     pub gpu_available: Option<bool>,
     /// `CUDA runtime version` (the toolkit collect_env found).
@@ -54,7 +84,8 @@ pub struct CollectEnv {
     pub miopen_runtime: Option<String>,
     /// `Caching allocator config`.
     pub allocator_config: Option<String>,
-    /// The `CPU:` section (`Model name`, `Hypervisor vendor`, ...).
+    /// The `CPU:` section (lscpu's `Model name`, `Hypervisor vendor`, ...; WMI's `Name`,
+    /// `Manufacturer`, ... on Windows), placeholders left out.
     pub cpu: BTreeMap<String, String>,
     /// `[pip3]` and `[conda]` packages, name → version.
     pub packages: BTreeMap<String, String>,
@@ -135,11 +166,25 @@ pub fn parse(text: &str) -> Result<CollectEnv, ParseError> {
             continue;
         }
         match section {
-            Section::GpuModels if !t.is_empty() => out.gpu_models.push(t.to_owned()),
-            Section::Cudnn if t.starts_with('/') => out.cudnn.push(t.to_owned()),
+            Section::GpuModels if !t.is_empty() => {
+                if let Some(model) = value(t) {
+                    out.gpu_models.push(model);
+                }
+            }
+            Section::Cudnn if t.starts_with('/') || is_windows_path(t) => {
+                out.cudnn.push(t.to_owned());
+            }
             Section::Cpu => {
-                if let Some((key, value)) = split_key_value(t) {
-                    out.cpu.insert(key.to_owned(), value.to_owned());
+                // lscpu and newer WMI output print `Key: value`; older Windows ones `Key=value`.
+                let pair = split_key_value(t).or_else(|| {
+                    let (key, value) = t.split_once('=')?;
+                    let key = key.trim();
+                    (!key.is_empty()).then(|| (key, value.trim()))
+                });
+                if let Some((key, raw)) = pair
+                    && let Some(v) = value(raw)
+                {
+                    out.cpu.insert(key.to_owned(), v);
                 }
             }
             Section::Libraries => {
@@ -160,14 +205,33 @@ pub fn parse(text: &str) -> Result<CollectEnv, ParseError> {
             reason: "no `Collecting environment information` or `PyTorch version:` line",
         });
     }
+    out.windows_build = out
+        .os
+        .as_deref()
+        .and_then(windows_build_from_os)
+        .or_else(|| {
+            out.python_platform
+                .as_deref()
+                .and_then(windows_build_from_platform)
+        });
     Ok(out)
 }
 
-fn set_field(out: &mut CollectEnv, key: &str, value: &str) {
-    let text = meaningful(value);
-    let flag = || match value.trim() {
-        "True" => Some(true),
-        "False" => Some(false),
+/// `C:\Program Files\...`: a cuDNN DLL in collect_env's list on Windows.
+fn is_windows_path(line: &str) -> bool {
+    let bytes = line.as_bytes();
+    bytes.len() > 3
+        && bytes[0].is_ascii_alphabetic()
+        && bytes[1] == b':'
+        && matches!(bytes[2], b'\\' | b'/')
+}
+
+fn set_field(out: &mut CollectEnv, key: &str, raw: &str) {
+    let text = value(raw);
+    // Older collect_env prints `Yes`/`No`.
+    let flag = || match raw.trim() {
+        "True" | "Yes" => Some(true),
+        "False" | "No" => Some(false),
         _ => None,
     };
     match key {
@@ -176,18 +240,20 @@ fn set_field(out: &mut CollectEnv, key: &str, value: &str) {
         "CUDA used to build PyTorch" => out.cuda_build = text,
         "ROCM used to build PyTorch" => out.rocm_build = text,
         "OS" => out.os = text,
-        "Python version" => out.python_version = value.split_whitespace().next().map(str::to_owned),
+        "Python version" => {
+            out.python_arch = text.as_deref().and_then(arch_from_python_version);
+            out.python_version = text
+                .as_deref()
+                .and_then(|v| v.split_whitespace().next())
+                .map(str::to_owned);
+        }
         "Python platform" => {
             out.kernel_release = text.as_deref().and_then(kernel_from_platform);
             out.python_platform = text;
         }
         "Is CUDA available" => out.gpu_available = flag(),
         "CUDA runtime version" => out.cuda_runtime = text,
-        "GPU models and configuration" => {
-            if let Some(model) = text {
-                out.gpu_models.push(model);
-            }
-        }
+        "GPU models and configuration" => out.gpu_models.extend(text),
         "Nvidia driver version" => out.nvidia_driver = text,
         "cuDNN version" => {
             if let Some(v) = text.filter(|v| !v.starts_with("Probably one of")) {
@@ -216,6 +282,43 @@ fn kernel_from_platform(platform: &str) -> Option<String> {
     None
 }
 
+/// `Microsoft Windows 11 Pro (10.0.26100 64-bit)` → `10.0.26100`.
+fn windows_build_from_os(os: &str) -> Option<String> {
+    if !os.starts_with("Microsoft Windows") {
+        return None;
+    }
+    let (_, tail) = os.rsplit_once(" (")?;
+    let build = tail.split_whitespace().next()?;
+    is_dotted_number(build).then(|| build.to_owned())
+}
+
+/// `Windows-11-10.0.26100-SP0` or `Windows-10-10.0.19041-SP0` → the build (`10.0.26100`).
+fn windows_build_from_platform(platform: &str) -> Option<String> {
+    let rest = platform.strip_prefix("Windows-")?;
+    rest.split('-')
+        .find(|part| part.contains('.') && is_dotted_number(part))
+        .map(str::to_owned)
+}
+
+fn is_dotted_number(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The compiler tag of `Python version` names the build's CPU: `(AMD64)` or `(ARM64)` from
+/// MSVC; GCC/Clang builds print no architecture (Linux gives it in `OS` instead).
+fn arch_from_python_version(version: &str) -> Option<String> {
+    let tag = version.rsplit_once("[MSC ")?.1;
+    let arch = tag.split_once('(')?.1.split_once(')')?.0;
+    match arch {
+        "AMD64" => Some("x86_64".to_owned()),
+        "ARM64" => Some("aarch64".to_owned()),
+        _ => None,
+    }
+}
+
 /// `[pip3] torch==2.11.0` or `[conda] torch  2.11.0  py312  pytorch`.
 fn package_line(line: &str) -> Option<(String, String)> {
     let rest = line
@@ -236,6 +339,26 @@ fn package_line(line: &str) -> Option<(String, String)> {
 }
 
 impl CollectEnv {
+    /// Whether the paste comes from Windows: the `OS` product name or the `Python platform`
+    /// (WSL prints Linux in both, so it is not Windows here).
+    pub fn is_windows(&self) -> bool {
+        self.os
+            .as_deref()
+            .is_some_and(|os| os.starts_with("Microsoft Windows"))
+            || self
+                .python_platform
+                .as_deref()
+                .is_some_and(|p| p.starts_with("Windows-"))
+    }
+
+    /// The CPU model: lscpu's `Model name`, WMI's `Name` on Windows.
+    pub fn cpu_model(&self) -> Option<&str> {
+        self.cpu
+            .get("Model name")
+            .or_else(|| self.cpu.get("Name"))
+            .map(String::as_str)
+    }
+
     /// Whether this is a ROCm build of torch.
     pub fn is_rocm(&self) -> bool {
         self.rocm_build.is_some()
@@ -288,26 +411,51 @@ impl CollectEnv {
 
     /// Merges host, driver, runtime, GPU and torch facts.
     pub fn apply(&self, fp: &mut Fingerprint) {
-        if let Some(os) = self.os.as_deref() {
-            let (pretty, arch) = match os.rsplit_once(" (") {
-                Some((pretty, arch)) => (
-                    pretty.trim().to_owned(),
-                    Some(arch.trim_end_matches(')').to_owned()),
-                ),
-                None => (os.to_owned(), None),
-            };
-            fill(&mut fp.host.distro_pretty, Some(pretty));
-            fill(&mut fp.host.cpu_arch, arch);
+        if self.is_windows() {
+            // `Microsoft Windows 11 Pro (10.0.26100 64-bit)`: the parenthesis is the build
+            // and bitness, not the CPU architecture as on Linux.
+            fill(&mut fp.host.os, Some("windows".to_owned()));
+            fill(&mut fp.host.distro_id, Some("windows".to_owned()));
+            fill(&mut fp.host.distro_version, self.windows_build.clone());
+            if let Some(os) = self.os.as_deref() {
+                let pretty = match os.rsplit_once(" (") {
+                    Some((pretty, _)) => pretty.trim(),
+                    None => os,
+                };
+                fill(&mut fp.host.distro_pretty, Some(pretty.to_owned()));
+            }
+            fill(&mut fp.host.cpu_arch, self.python_arch.clone());
+        } else {
+            if let Some(os) = self.os.as_deref() {
+                let (pretty, arch) = match os.rsplit_once(" (") {
+                    Some((pretty, arch)) => (
+                        pretty.trim().to_owned(),
+                        Some(arch.trim_end_matches(')').to_owned()),
+                    ),
+                    None => (os.to_owned(), None),
+                };
+                fill(&mut fp.host.distro_pretty, Some(pretty));
+                fill(&mut fp.host.cpu_arch, arch);
+            }
+            if self
+                .python_platform
+                .as_deref()
+                .is_some_and(|p| p.starts_with("Linux"))
+            {
+                fill(&mut fp.host.os, Some("linux".to_owned()));
+            }
+            // WSL2's kernel (`5.15.153.1-microsoft-standard-WSL2`): Linux under WSL, where the
+            // GPU stack differs (the KB's `wsl` OS).
+            if self
+                .kernel_release
+                .as_deref()
+                .is_some_and(|k| k.to_ascii_lowercase().contains("microsoft"))
+            {
+                fp.host.wsl = true;
+            }
+            fill(&mut fp.host.kernel_release, self.kernel_release.clone());
         }
-        if self
-            .python_platform
-            .as_deref()
-            .is_some_and(|p| p.starts_with("Linux"))
-        {
-            fill(&mut fp.host.os, Some("linux".to_owned()));
-        }
-        fill(&mut fp.host.kernel_release, self.kernel_release.clone());
-        fill(&mut fp.host.cpu_model, self.cpu.get("Model name").cloned());
+        fill(&mut fp.host.cpu_model, self.cpu_model().map(str::to_owned));
         if let Some(hypervisor) = self
             .cpu
             .get("Hypervisor vendor")

@@ -9,6 +9,7 @@ mod segment;
 use std::fmt;
 
 use gpuprobe_model::Fingerprint;
+use gpuprobe_model::fingerprint::Vendor;
 use serde::{Deserialize, Serialize};
 
 use crate::merge::derive_gpu_facts;
@@ -244,12 +245,53 @@ pub fn triage(inputs: &[TriageInput]) -> TriageOutcome {
     for gpu in &mut fp.gpus {
         derive_gpu_facts(gpu);
     }
+    infer_native_isa(&mut fp);
     infer_os(&mut fp, &recognized);
     TriageOutcome {
         fingerprint: fp,
         recognized,
         skipped,
     }
+}
+
+/// An AMD GPU whose pasted logs give no ISA (an amd-smi or rocm-smi dashboard, a Windows
+/// `collect_env`) gets the one its PCI device id or marketing name belongs to, so that the
+/// knowledge base can rule out other architectures' issues instead of suspecting them all.
+/// Where the ISA came from is kept in `extra` (`gpu.<bus or index>.native_isa_from`).
+fn infer_native_isa(fp: &mut Fingerprint) {
+    let mut provenance = Vec::new();
+    for (position, gpu) in fp.gpus.iter_mut().enumerate() {
+        if gpu.vendor != Vendor::Amd || gpu.native_isa.is_some() || gpu.runtime_isa.is_some() {
+            continue;
+        }
+        let by_id = gpu
+            .pci_device_id
+            .as_deref()
+            .and_then(|d| u16::from_str_radix(d.trim_start_matches("0x"), 16).ok())
+            .and_then(crate::isa::amd_device)
+            .map(|device| {
+                (
+                    device.isa,
+                    format!("PCI device id {:#06x}", device.device_id),
+                )
+            });
+        let by_name = || {
+            let name = gpu.name.as_deref()?;
+            crate::isa::amd_isa_from_name(name).map(|isa| (isa, format!("marketing name {name:?}")))
+        };
+        if let Some((isa, basis)) = by_id.or_else(by_name) {
+            gpu.native_isa = Some(isa.to_owned());
+            // Facts that follow from the ISA (APU or not) can be filled in now.
+            derive_gpu_facts(gpu);
+            let key = gpu
+                .pci_bus
+                .clone()
+                .or_else(|| gpu.index.map(|i| i.to_string()))
+                .unwrap_or_else(|| position.to_string());
+            provenance.push((format!("gpu.{key}.native_isa_from"), basis));
+        }
+    }
+    fp.extra.extend(provenance);
 }
 
 /// Output of a Linux-only tool proves the logs come from Linux, even when no paste names
@@ -384,7 +426,7 @@ fn apply_block(tool: ToolKind, text: &str, fp: &mut Fingerprint) -> Applied {
         ToolKind::CollectEnv => {
             let info = collect_env::parse(text).map_err(err)?;
             info.apply(fp);
-            let summary = format!(
+            let mut summary = format!(
                 "torch {}{}",
                 info.torch_version
                     .as_deref()
@@ -397,6 +439,12 @@ fn apply_block(tool: ToolKind, text: &str, fp: &mut Fingerprint) -> Applied {
                     ""
                 }
             );
+            if info.is_windows() {
+                summary.push_str(" on Windows");
+            }
+            if info.gpu_available == Some(false) {
+                summary.push_str(", no GPU available to torch");
+            }
             Ok((summary, Vec::new()))
         }
         ToolKind::KernelLog => {

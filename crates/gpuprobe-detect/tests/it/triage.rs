@@ -418,3 +418,51 @@ fn a_linux_only_tool_proves_the_os_and_a_portable_one_does_not() {
     }]);
     assert_eq!(portable.fingerprint.host.os, None);
 }
+
+/// A collect_env paste from a machine where torch sees no CUDA device: recognised, and no
+/// GPU or driver is made out of its `No CUDA` placeholders.
+#[test]
+fn triage_of_a_cpu_only_collect_env_invents_no_gpu() {
+    let outcome = triage(&[TriageInput {
+        name: "env.txt".to_owned(),
+        text: fixture("collect_env/cpu-only-cu121-no-gpu-vllm-issue4858.txt"),
+    }]);
+    assert_eq!(outcome.recognized.len(), 1, "{:?}", outcome.recognized);
+    let block = &outcome.recognized[0];
+    assert_eq!(block.tool, ToolKind::CollectEnv);
+    assert!(
+        block.summary.contains("no GPU available to torch"),
+        "{}",
+        block.summary
+    );
+    let fp = &outcome.fingerprint;
+    assert!(fp.gpus.is_empty(), "{:?}", fp.gpus);
+    assert!(fp.nvidia.is_none(), "{:?}", fp.nvidia);
+    let text = gpuprobe_detect::render_text(fp);
+    assert!(!text.contains("No CUDA"), "{text}");
+}
+
+/// A Windows collect_env paste is recognised as Windows, with the GPU torch reports; no
+/// Linux-only tool's output is in it, so nothing says Linux.
+#[test]
+fn triage_recognises_a_windows_collect_env() {
+    let outcome = triage(&[TriageInput {
+        name: "env.txt".to_owned(),
+        text: fixture("collect_env/windows-rx9070xt-gfx1201-hip6.4-rocm-issue5441.txt"),
+    }]);
+    assert_eq!(outcome.recognized.len(), 1, "{:?}", outcome.recognized);
+    let block = &outcome.recognized[0];
+    assert_eq!(block.tool, ToolKind::CollectEnv);
+    assert!(block.summary.contains("ROCm build"), "{}", block.summary);
+    assert!(block.summary.contains("Windows"), "{}", block.summary);
+    let fp = &outcome.fingerprint;
+    assert_eq!(fp.host.os.as_deref(), Some("windows"));
+    assert!(!fp.extra.contains_key("triage.os_inferred_from"));
+    assert_eq!(fp.gpus.len(), 1);
+    assert_eq!(fp.gpus[0].vendor, Vendor::Amd);
+    assert_eq!(fp.gpus[0].runtime_isa.as_deref(), Some("gfx1201"));
+    let text = gpuprobe_detect::render_text(fp);
+    assert!(text.contains("Microsoft Windows 11 Pro"), "{text}");
+    assert!(text.contains("Windows build 10.0.26100"), "{text}");
+    assert!(!text.contains("10.0.26100 64-bit"), "not a CPU: {text}");
+}

@@ -276,7 +276,9 @@ pub fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
                 _ => add_reported(
                     &mut set.reported,
                     ReportedChange {
-                        description: workaround.description.clone(),
+                        // Never applied, so never measured: it keeps its evidence words
+                        // ("reported to help, not verified").
+                        description: workaround.description_with_evidence(),
                         kind: workaround.kind.name().to_string(),
                         setting: workaround.setting.clone(),
                         cost: workaround.cost.to_model(),

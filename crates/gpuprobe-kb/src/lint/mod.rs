@@ -316,9 +316,9 @@ pub const RULES: &[LintRule] = &[
         "LINT-KERNEL-RDNA-FAULTS",
         Warning,
         System,
-        "Kernel 6.18.2–6.18.6 has gfxhub page faults on RDNA3/RDNA4",
-        "The kernel release is ≥ 6.18.2 and < 6.18.7 and an RDNA3 or RDNA4 GPU (gfx11*, gfx12*) is present (RKB-008).",
-        "Boot 6.12 LTS or 6.17, or a stable kernel with the drm/amd#4776 fixes.",
+        "Kernel 6.18.2 and later have gfxhub page faults on RDNA3/RDNA4",
+        "The kernel release is ≥ 6.18.2 (the regression is reported through 7.0.x) and an RDNA3 or RDNA4 GPU (gfx11*, gfx12*) is present (RKB-008).",
+        "Boot 6.12 LTS, the only maintained kernel reported to avoid it (6.17 does too but is end of life); the drm/amd#4776 patches are not shown to cure it.",
         &["ROCm/amdgpu#204", "ROCm/amdgpu#225", "ROCm/ROCm#5833"]
     ),
     rule!(
@@ -481,6 +481,7 @@ const RELATED_KB: &[(&str, &str)] = &[
     ("LINT-EXPANDABLE-SEGMENTS-ROCM", "RKB-020"),
     ("LINT-FIRMWARE-MES-0X83", "RKB-005"),
     ("LINT-KERNEL-RDNA-FAULTS", "RKB-008"),
+    ("LINT-NO-CACHING-RDNA4-MITIGATION", "RKB-041"),
     ("LINT-DRIVER-DKMS-STRIX-HALO", "RKB-007"),
     ("LINT-ROCM-TOO-OLD", "RKB-031"),
 ];

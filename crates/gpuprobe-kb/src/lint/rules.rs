@@ -688,7 +688,7 @@ fn check_stack(facts: &Facts<'_>, sink: &mut Sink) {
         }
     }
     if let Some(kernel) = facts.kernel()
-        && DottedReq::parse(">=6.18.2, <6.18.7").is_ok_and(|range| range.matches(&kernel.version))
+        && DottedReq::parse(">=6.18.2").is_ok_and(|range| range.matches(&kernel.version))
     {
         let rdna: Vec<String> = gpus
             .iter()
@@ -702,10 +702,10 @@ fn check_stack(facts: &Facts<'_>, sink: &mut Sink) {
             sink.emit(
                 "LINT-KERNEL-RDNA-FAULTS",
                 format!("{} with {} (RKB-008: gfxhub page faults under compute)", kernel.source, rdna.join(", ")),
-                "Kernels 6.18.2 to 6.18.6 fault in SDMA0/TCP clients on RDNA3/RDNA4 under compute (ComfyUI VAE, rocFFT); 6.17.9 and 6.12 LTS are good.".to_string(),
-                vec![Evidence::new("condition", format!("{} is in >=6.18.2, <6.18.7", kernel.source))],
+                "Kernels from 6.18.2 on (reported through 7.0.x, ROCm/amdgpu#225) fault in SDMA0/TCP clients on RDNA3/RDNA4 under compute (ComfyUI VAE, rocFFT); 6.17.9 and 6.12 LTS are good.".to_string(),
+                vec![Evidence::new("condition", format!("{} is in >=6.18.2", kernel.source))],
                 vec![Remedy {
-                    description: "Boot 6.12 LTS or 6.17, or a stable kernel with the drm/amd#4776 fixes".to_string(),
+                    description: "Boot 6.12 LTS (6.17 also avoids it but is end of life); the drm/amd#4776 patches are not shown to cure it".to_string(),
                     kind: "downgrade".to_string(),
                     setting: None,
                     cost: Cost { needs_root: true, needs_reboot: true, ..Cost::default() },

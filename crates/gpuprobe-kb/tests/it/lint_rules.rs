@@ -382,7 +382,7 @@ quiet: {
 });
 lint_case!(kernel_rdna_faults, "LINT-KERNEL-RDNA-FAULTS",
     trigger: amd_host("gfx1201", false, "6.18.4-arch1-1", "2.10.0+rocm7.1"),
-    quiet: amd_host("gfx1201", false, "6.18.7", "2.10.0+rocm7.1"));
+    quiet: amd_host("gfx1201", false, "6.17.9", "2.10.0+rocm7.1"));
 lint_case!(driver_dkms_strix_halo, "LINT-DRIVER-DKMS-STRIX-HALO",
 trigger: {
     let mut fp = amd_host("gfx1151", true, "6.17.0-20-generic", "2.11.0+rocm7.2");
@@ -543,4 +543,20 @@ fn no_caching_is_not_called_a_debugging_aid_where_it_is_the_rdna4_mitigation() {
                 .any(|r| r.action() == "unset PYTORCH_NO_HIP_MEMORY_CACHING")
         );
     }
+}
+
+/// The 6.18 regression was reported on 6.18.9 and through 7.0.x (ROCm/amdgpu#225): the rule
+/// must not go quiet at 6.18.7, the bound the first reports suggested.
+#[test]
+fn kernel_rdna_faults_still_fire_on_kernels_after_6_18_6() {
+    for kernel in ["6.18.9", "7.0.4-arch1-1"] {
+        fires(
+            &amd_host("gfx1100", false, kernel, "2.10.0+rocm7.1"),
+            "LINT-KERNEL-RDNA-FAULTS",
+        );
+    }
+    quiet(
+        &amd_host("gfx1100", false, "6.12.64", "2.10.0+rocm7.1"),
+        "LINT-KERNEL-RDNA-FAULTS",
+    );
 }

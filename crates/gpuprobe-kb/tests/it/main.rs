@@ -10,4 +10,5 @@ mod lint_rules;
 mod matching;
 mod render;
 mod schema;
+mod signatures;
 mod versions;

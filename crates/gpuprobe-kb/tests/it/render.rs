@@ -37,8 +37,12 @@ fn matches_render_with_their_reasons() {
     assert!(text.contains("✓ GPU 0 native ISA gfx1100 matches gfx11*"));
     assert!(text.contains("[SUSPECTED]"));
     assert!(text.contains("suspected only"));
+    let mut older_torch = h100_host();
+    if let Some(torch) = older_torch.python.as_mut().and_then(|p| p.torch.as_mut()) {
+        torch.version = "2.10.0+cu128".into();
+    }
     assert_eq!(
-        render_matches(&match_all(&KnowledgeBase::embedded(), &h100_host(), &[])),
+        render_matches(&match_all(&KnowledgeBase::embedded(), &older_torch, &[])),
         "no known issue matches this stack\n"
     );
 }

@@ -62,21 +62,18 @@ fn read_profile(path: &str) -> Profile {
     toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// Whether any knowledge-base entry names `variable` (the fix must find cures the KB does
-/// not know about, from the catalogue alone).
+/// Whether any knowledge-base entry offers `variable` as a workaround (the fix must find
+/// cures the KB does not offer, from the catalogue alone; an entry's notes may still mention
+/// it, e.g. as a setting that only reduced a hang's rate).
 fn kb_mentions(variable: &str) -> bool {
-    let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kb");
-    std::fs::read_dir(kb)
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy().to_string();
-            name.starts_with("RKB-") && name.ends_with(".toml")
-        })
-        .any(|e| {
-            std::fs::read_to_string(e.path())
-                .unwrap()
-                .contains(variable)
+    gpuprobe_kb::KnowledgeBase::embedded()
+        .entries()
+        .any(|entry| {
+            entry.workarounds.iter().any(|w| {
+                w.setting
+                    .as_deref()
+                    .is_some_and(|s| s.split('=').next() == Some(variable))
+            })
         })
 }
 

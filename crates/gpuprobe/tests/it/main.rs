@@ -2,7 +2,8 @@
 //! worker and a real CPU PyTorch (the interpreter named by `GPUPROBE_TEST_PYTHON`, which
 //! `scripts/test.sh` sets up), the protocol under crashes, hangs, garbage and broken
 //! interpreters, resume after a kill, the workaround search (`fix`), the job launcher
-//! (`run`) and profiles, and the other commands.
+//! (`run`) and profiles, triage through the knowledge base and the lint, and the other
+//! commands.
 
 mod check;
 mod commands;
@@ -12,3 +13,5 @@ mod gpu_faults;
 mod protocol;
 mod run;
 mod support;
+mod triage;
+mod triage_kb;
