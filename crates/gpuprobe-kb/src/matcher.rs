@@ -347,12 +347,7 @@ fn verdict_matches(outcome: &ProbeOutcome, result: &ProbeResult) -> bool {
         return true;
     }
     let text_ok = wants_text && {
-        let mut haystack = result.verdict.detail();
-        for line in result.stderr_tail.iter().chain(&result.kernel_log) {
-            haystack.push('\n');
-            haystack.push_str(line);
-        }
-        let haystack = haystack.to_lowercase();
+        let haystack = searchable_text(result);
         outcome
             .message_contains
             .iter()
@@ -361,6 +356,17 @@ fn verdict_matches(outcome: &ProbeOutcome, result: &ProbeResult) -> bool {
     let code_ok = wants_code
         && matches!(&result.verdict, Verdict::Crash { exit_code: Some(code), .. } if outcome.exit_codes.contains(code));
     text_ok || code_ok
+}
+
+/// What `message_contains` searches, lowercased: the verdict's detail, the stderr tail and
+/// the kernel log lines recorded with the result.
+fn searchable_text(result: &ProbeResult) -> String {
+    let mut haystack = result.verdict.detail();
+    for line in result.stderr_tail.iter().chain(&result.kernel_log) {
+        haystack.push('\n');
+        haystack.push_str(line);
+    }
+    haystack.to_lowercase()
 }
 
 fn outcome_matches(outcome: &ProbeOutcome, result: &ProbeResult) -> bool {
@@ -378,12 +384,7 @@ fn signature_seen(outcome: &ProbeOutcome, result: &ProbeResult) -> bool {
     {
         return true;
     }
-    let mut haystack = result.verdict.detail();
-    for line in result.stderr_tail.iter().chain(&result.kernel_log) {
-        haystack.push('\n');
-        haystack.push_str(line);
-    }
-    let haystack = haystack.to_lowercase();
+    let haystack = searchable_text(result);
     outcome
         .message_contains
         .iter()
