@@ -185,13 +185,17 @@ pub(crate) fn merge_gpu(fp: &mut Fingerprint, incoming: GpuInfo) {
     }
 }
 
+/// The GPU's PCI device id as a number (`0x7550` → 0x7550), when known and well formed.
+pub(crate) fn pci_device_id(gpu: &GpuInfo) -> Option<u16> {
+    gpu.pci_device_id
+        .as_deref()
+        .and_then(|d| u16::from_str_radix(d.trim_start_matches("0x"), 16).ok())
+}
+
 /// Fills derived facts that follow from what is already known: APU status and product
 /// facts from the gfx table, compute capability from an NVIDIA name.
 pub(crate) fn derive_gpu_facts(gpu: &mut GpuInfo) {
-    let device_id = gpu
-        .pci_device_id
-        .as_deref()
-        .and_then(|d| u16::from_str_radix(d.trim_start_matches("0x"), 16).ok());
+    let device_id = pci_device_id(gpu);
     if gpu.vendor == Vendor::Amd {
         if gpu.is_apu.is_none()
             && let Some(isa_name) = gpu.effective_isa().map(str::to_owned)

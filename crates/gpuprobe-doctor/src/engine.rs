@@ -134,74 +134,29 @@ pub struct Execution {
     /// Why the kernel log could not be watched during the probes, when it was asked for and
     /// could not be read (the results then carry no kernel lines).
     pub kernel_log_unreadable: Option<String>,
-    /// Each lane's milestones, in launch order.
-    pub lanes: Vec<LaneClock>,
+    /// Each lane's milestones, in launch order, in seconds since the engine started
+    /// (a caller that started earlier shifts them with [`LaneTiming::shifted`]).
+    pub lanes: Vec<LaneTiming>,
 }
 
-/// When a lane reached each milestone (as its events arrived here).
-#[derive(Debug, Clone)]
-pub struct LaneClock {
-    /// Which worker kind.
-    pub backend: Backend,
-    /// Which device.
-    pub device: DeviceRef,
-    /// How it shares the device.
-    pub placement: Placement,
-    /// Its first probe.
-    pub first_probe: String,
-    /// How many probes it was given.
-    pub probes: usize,
-    /// Hellos seen: one per worker it started.
-    pub workers: usize,
-    /// Launched.
-    pub launched: Instant,
-    /// Its first worker's hello.
-    pub first_hello: Option<Instant>,
-    /// Its first probe's begin.
-    pub first_begin: Option<Instant>,
-    /// Its last result.
-    pub last_result: Option<Instant>,
-    /// Done (every worker gone).
-    pub done: Option<Instant>,
-}
-
-impl LaneClock {
-    fn new(lane: &Lane, launched: Instant) -> LaneClock {
-        LaneClock {
-            backend: lane.backend,
-            device: lane.device,
-            placement: lane.placement,
-            first_probe: lane
-                .tasks
-                .first()
-                .map(|t| t.spec.id.to_string())
-                .unwrap_or_default(),
-            probes: lane.tasks.len(),
-            workers: 0,
-            launched,
-            first_hello: None,
-            first_begin: None,
-            last_result: None,
-            done: None,
-        }
-    }
-
-    /// The milestones in seconds since `origin` (the run's start).
-    pub fn timing(&self, origin: Instant) -> LaneTiming {
-        let since = |at: Instant| at.saturating_duration_since(origin).as_secs_f64();
-        LaneTiming {
-            backend: self.backend,
-            device: self.device,
-            placement: self.placement,
-            first_probe: self.first_probe.clone(),
-            probes: self.probes,
-            workers: self.workers,
-            launched_s: since(self.launched),
-            first_hello_s: self.first_hello.map(since),
-            first_begin_s: self.first_begin.map(since),
-            last_result_s: self.last_result.map(since),
-            done_s: since(self.done.unwrap_or_else(Instant::now)),
-        }
+/// A lane's timing as it is launched: what it holds, no milestone reached yet.
+fn lane_timing(lane: &Lane, launched_s: f64) -> LaneTiming {
+    LaneTiming {
+        backend: lane.backend,
+        device: lane.device,
+        placement: lane.placement,
+        first_probe: lane
+            .tasks
+            .first()
+            .map(|t| t.spec.id.to_string())
+            .unwrap_or_default(),
+        probes: lane.tasks.len(),
+        workers: 0,
+        launched_s,
+        first_hello_s: None,
+        first_begin_s: None,
+        last_result_s: None,
+        done_s: launched_s,
     }
 }
 
@@ -231,6 +186,8 @@ pub fn execute(
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> Execution {
     let mut execution = Execution::default();
+    let started = Instant::now();
+    let seconds = || started.elapsed().as_secs_f64();
     let (sender, receiver) = mpsc::channel::<LaneMessage>();
     let mut specs: HashMap<(ProbeId, DeviceRef), ProbeSpec> = HashMap::new();
     let mut scheduler = Scheduler::new(
@@ -254,9 +211,9 @@ pub fn execute(
     thread::scope(|scope| {
         let start = |launches: Vec<Launch>,
                      specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                     clocks: &mut BTreeMap<usize, LaneClock>| {
+                     clocks: &mut BTreeMap<usize, LaneTiming>| {
             for launch in launches {
-                clocks.insert(launch.id, LaneClock::new(&launch.lane, Instant::now()));
+                clocks.insert(launch.id, lane_timing(&launch.lane, seconds()));
                 for task in &launch.lane.tasks {
                     specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
                 }
@@ -276,7 +233,7 @@ pub fn execute(
             }
         };
 
-        let mut clocks: BTreeMap<usize, LaneClock> = BTreeMap::new();
+        let mut clocks: BTreeMap<usize, LaneTiming> = BTreeMap::new();
         let planned: usize = lanes.iter().map(|l| l.tasks.len()).sum();
         on_progress(Progress::Planned(planned));
         start(scheduler.admit(lanes), &mut specs, &mut clocks);
@@ -285,7 +242,7 @@ pub fn execute(
             match message {
                 LaneMessage::LaneDone(lane_id) => {
                     if let Some(clock) = clocks.get_mut(&lane_id) {
-                        clock.done = Some(Instant::now());
+                        clock.done_s = seconds();
                     }
                     start(scheduler.finished(lane_id), &mut specs, &mut clocks);
                 }
@@ -294,16 +251,16 @@ pub fn execute(
                         continue;
                     };
                     if let Some(clock) = clocks.get_mut(&lane_id) {
-                        let now = Some(Instant::now());
+                        let now = Some(seconds());
                         match &event {
                             SupervisorEvent::Hello(_) => {
                                 clock.workers += 1;
-                                clock.first_hello = clock.first_hello.or(now);
+                                clock.first_hello_s = clock.first_hello_s.or(now);
                             }
                             SupervisorEvent::Started(..) => {
-                                clock.first_begin = clock.first_begin.or(now);
+                                clock.first_begin_s = clock.first_begin_s.or(now);
                             }
-                            SupervisorEvent::Finished(_) => clock.last_result = now,
+                            SupervisorEvent::Finished(_) => clock.last_result_s = now,
                             SupervisorEvent::Log(_) => {}
                         }
                     }
@@ -340,8 +297,7 @@ pub fn execute(
                             execution.results.push(result);
                         }
                         SupervisorEvent::Log(message) => {
-                            let message =
-                                format!("[{} {}] {message}", backend_name(backend), device);
+                            let message = format!("[{} {}] {message}", backend.name(), device);
                             on_progress(Progress::Log(&message));
                             execution.logs.push(message);
                         }
@@ -375,7 +331,7 @@ fn run_lane(
         batch += 1;
         let name = format!(
             "plan-{}-{}-{id}-{batch}.json",
-            backend_name(lane.backend),
+            lane.backend.name(),
             device_file_name(lane.device)
         );
         let plan_path = plan_dir.join(name);
@@ -399,7 +355,7 @@ fn run_lane(
     if let Some(dir) = &supervisor.log_dir {
         let lane_dir = dir.join(format!(
             "{}-{}-{id}",
-            backend_name(lane.backend),
+            lane.backend.name(),
             device_file_name(lane.device)
         ));
         supervisor.log_dir = std::fs::create_dir_all(&lane_dir).ok().map(|_| lane_dir);
@@ -415,13 +371,6 @@ fn run_lane(
         &mut |event| send(LaneMessage::Event(id, event)),
     );
     send(LaneMessage::LaneDone(id));
-}
-
-fn backend_name(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Python => "python",
-        Backend::Native => "native",
-    }
 }
 
 fn device_file_name(device: DeviceRef) -> String {

@@ -19,6 +19,7 @@
 //! GPU conditions (vendor, arch, APU, firmware, ...) must hold for one and the same GPU, and
 //! only results from the matching GPUs count as evidence.
 
+use gpuprobe_model::finding::WITHOUT_SIGNATURE;
 use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
 use gpuprobe_model::{
     Confidence, DeviceRef, Evidence, Finding, Fingerprint, ProbeId, ProbeResult, Remedy, Severity,
@@ -1240,15 +1241,14 @@ impl KbMatch {
         for item in &self.hints {
             evidence.push(Evidence::from_probe(
                 item.probe.clone(),
-                format!("seen, without this issue's signature: {}", item.text),
+                format!("{WITHOUT_SIGNATURE}{}", item.text),
             ));
         }
-        evidence.extend(self.hint_logs.iter().map(|text| {
-            Evidence::new(
-                "log",
-                format!("seen, without this issue's signature: {text}"),
-            )
-        }));
+        evidence.extend(
+            self.hint_logs
+                .iter()
+                .map(|text| Evidence::new("log", format!("{WITHOUT_SIGNATURE}{text}"))),
+        );
 
         let remedies: Vec<Remedy> = if self.status == MatchStatus::NotObserved {
             Vec::new()

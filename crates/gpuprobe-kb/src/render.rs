@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use gpuprobe_model::finding::WITHOUT_SIGNATURE;
+
 use crate::entry::{Conditions, KbEntry, ProbeOutcome};
 use crate::kb::KnowledgeBase;
 use crate::matcher::{KbMatch, MatchStatus};
@@ -344,14 +346,10 @@ pub fn render_matches(matches: &[KbMatch]) -> String {
             let _ = writeln!(out, "    ✖ {text}");
         }
         for item in &m.hints {
-            let _ = writeln!(
-                out,
-                "    ~ seen, without this issue's signature: {}",
-                item.text
-            );
+            let _ = writeln!(out, "    ~ {WITHOUT_SIGNATURE}{}", item.text);
         }
         for text in &m.hint_logs {
-            let _ = writeln!(out, "    ~ seen, without this issue's signature: {text}");
+            let _ = writeln!(out, "    ~ {WITHOUT_SIGNATURE}{text}");
         }
         for item in &m.controls {
             let mark = if item.as_predicted {

@@ -208,6 +208,11 @@ pub mod qualifier {
     pub(crate) const STARTS: &[&str] = &["reported", "anecdotal", "unverified", "debugging aid"];
 }
 
+/// How evidence that matched a known issue's pattern without the issue's own signature
+/// starts (its text follows): the knowledge base writes it, and renderers that list such
+/// evidence apart find it by it.
+pub const WITHOUT_SIGNATURE: &str = "seen, without this issue's signature: ";
+
 impl Remedy {
     /// What to do, as one short imperative line: the action and its setting, followed by
     /// the evidence qualifier when the description has one. A bare setting name reads as

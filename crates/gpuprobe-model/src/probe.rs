@@ -136,6 +136,16 @@ pub enum Backend {
     Native,
 }
 
+impl Backend {
+    /// Its name in plans, reports and logs (as serialized).
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Python => "python",
+            Backend::Native => "native",
+        }
+    }
+}
+
 /// The rule that turns a probe's observation into a verdict. Judging happens in Rust
 /// (crate `gpuprobe-doctor`); the probe only declares which rule applies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -235,6 +245,15 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// Its name in catalogues and reports (as serialized).
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Shared => "shared",
+            Placement::Side => "side",
+            Placement::Exclusive => "exclusive",
+        }
+    }
+
     /// Whether this is the default placement (omitted in JSON).
     pub fn is_default(&self) -> bool {
         *self == Placement::Shared

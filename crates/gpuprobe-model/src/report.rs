@@ -97,6 +97,25 @@ pub struct LaneTiming {
     pub done_s: f64,
 }
 
+impl LaneTiming {
+    /// The same milestones measured from a start `by` seconds earlier.
+    pub fn shifted(mut self, by: f64) -> LaneTiming {
+        self.launched_s += by;
+        self.done_s += by;
+        for at in [
+            &mut self.first_hello_s,
+            &mut self.first_begin_s,
+            &mut self.last_result_s,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *at += by;
+        }
+        self
+    }
+}
+
 /// Counts of results by verdict.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,

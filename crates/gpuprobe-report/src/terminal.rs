@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use comfy_table::presets::NOTHING;
 use comfy_table::{ContentArrangement, Table};
 use gpuprobe_model::Report;
-use gpuprobe_model::finding::Finding;
+use gpuprobe_model::finding::{Finding, WITHOUT_SIGNATURE};
 use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
@@ -413,10 +413,9 @@ fn suspicion_lines(finding: &Finding) -> Vec<String> {
         lines
             .push(shorten_evidence(&format!("not checked: {}", unchecked.join("; "))).into_owned());
     }
-    const HINT: &str = "seen, without this issue's signature: ";
-    let hints: Vec<String> = texts("log", Some(HINT))
+    let hints: Vec<String> = texts("log", Some(WITHOUT_SIGNATURE))
         .into_iter()
-        .chain(texts("probe", Some(HINT)))
+        .chain(texts("probe", Some(WITHOUT_SIGNATURE)))
         .collect();
     if let Some(first) = hints.first() {
         let more = match hints.len() {
@@ -425,7 +424,7 @@ fn suspicion_lines(finding: &Finding) -> Vec<String> {
         };
         lines.push(
             shorten_evidence(&format!(
-                "{HINT}{first}{more}; it does not confirm this issue"
+                "{WITHOUT_SIGNATURE}{first}{more}; it does not confirm this issue"
             ))
             .into_owned(),
         );

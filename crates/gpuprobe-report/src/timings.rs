@@ -4,7 +4,6 @@
 
 use std::fmt::Write as _;
 
-use gpuprobe_model::probe::{Backend, Placement};
 use gpuprobe_model::report::Timings;
 
 /// Renders the timings: phases on one line, then a table of lanes in launch order (seconds
@@ -38,9 +37,9 @@ pub fn render(timings: &Timings, wall_s: f64) -> String {
         let _ = writeln!(
             out,
             "  {:<8} {:<6} {:<9} {:>6} {:>7} {:>8.1} {:>6} {:>6} {:>6} {:>6.1}  {}",
-            backend_name(lane.backend),
+            lane.backend.name(),
             lane.device.to_string(),
-            placement_name(lane.placement),
+            lane.placement.name(),
             lane.probes,
             lane.workers,
             lane.launched_s,
@@ -54,25 +53,10 @@ pub fn render(timings: &Timings, wall_s: f64) -> String {
     out
 }
 
-fn backend_name(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Python => "python",
-        Backend::Native => "native",
-    }
-}
-
-fn placement_name(placement: Placement) -> &'static str {
-    match placement {
-        Placement::Shared => "shared",
-        Placement::Side => "side",
-        Placement::Exclusive => "exclusive",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::DeviceRef;
+    use gpuprobe_model::probe::{Backend, DeviceRef, Placement};
     use gpuprobe_model::report::LaneTiming;
 
     #[test]

@@ -731,12 +731,18 @@ pub fn execute(
     let summary = Summary::of(&results);
     let exit_status = exit_status_for(&results, &findings);
     let seconds = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64();
+    let prepare_s = seconds(started, probes_started);
     let timings = Timings {
-        prepare_s: seconds(started, probes_started),
+        prepare_s,
         probes_s: seconds(probes_started, probes_ended),
         fingerprint_wait_s: seconds(probes_ended, fingerprint_joined),
         report_s: seconds(fingerprint_joined, Instant::now()),
-        lanes: execution.lanes.iter().map(|l| l.timing(started)).collect(),
+        // The engine measures from its own start, the moment the probes began.
+        lanes: execution
+            .lanes
+            .into_iter()
+            .map(|lane| lane.shifted(prepare_s))
+            .collect(),
     };
     let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,

@@ -12,7 +12,7 @@ use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::Vendor;
 use serde::{Deserialize, Serialize};
 
-use crate::merge::derive_gpu_facts;
+use crate::merge::{derive_gpu_facts, pci_device_id};
 use crate::parse::{
     amd_smi, collect_env, firmware_info, kernel_log, nvidia_smi, rocm_smi, rocminfo, system,
 };
@@ -242,10 +242,11 @@ pub fn triage(inputs: &[TriageInput]) -> TriageOutcome {
             }
         }
     }
+    // The ISA first: the facts derived next (APU or not) follow from it.
+    infer_native_isa(&mut fp);
     for gpu in &mut fp.gpus {
         derive_gpu_facts(gpu);
     }
-    infer_native_isa(&mut fp);
     infer_os(&mut fp, &recognized);
     TriageOutcome {
         fingerprint: fp,
@@ -264,10 +265,7 @@ fn infer_native_isa(fp: &mut Fingerprint) {
         if gpu.vendor != Vendor::Amd || gpu.native_isa.is_some() || gpu.runtime_isa.is_some() {
             continue;
         }
-        let by_id = gpu
-            .pci_device_id
-            .as_deref()
-            .and_then(|d| u16::from_str_radix(d.trim_start_matches("0x"), 16).ok())
+        let by_id = pci_device_id(gpu)
             .and_then(crate::isa::amd_device)
             .map(|device| {
                 (
@@ -281,8 +279,6 @@ fn infer_native_isa(fp: &mut Fingerprint) {
         };
         if let Some((isa, basis)) = by_id.or_else(by_name) {
             gpu.native_isa = Some(isa.to_owned());
-            // Facts that follow from the ISA (APU or not) can be filled in now.
-            derive_gpu_facts(gpu);
             let key = gpu
                 .pci_bus
                 .clone()

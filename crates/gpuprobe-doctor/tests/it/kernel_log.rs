@@ -3,16 +3,15 @@
 //! the fingerprint, and a knowledge-base log signature meets them. An unreadable log is
 //! reported once.
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use gpuprobe_doctor::engine::{self, EngineConfig, Execution, Settings};
+use gpuprobe_doctor::engine::{Execution, Settings};
 use gpuprobe_kb::{KnowledgeBase, MatchStatus};
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::probe::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
-use gpuprobe_runner::{KernelLogSource, RunDir, SupervisorConfig, Task};
+use gpuprobe_model::probe::{Backend, Placement};
+use gpuprobe_runner::KernelLogSource;
+
+use crate::support::{config, execute_with, scripted_worker, task_on};
 
 /// `/dev/kmsg` records of a page fault whose faulting client is the command processor.
 const FAULT_RECORDS: &str = "3,901,5071443221,-;amdgpu 0000:c2:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153 vmid:8 pasid:32770)\n\
@@ -24,16 +23,10 @@ const FAULT_RECORDS: &str = "3,901,5071443221,-;amdgpu 0000:c2:00.0: amdgpu: [gf
 /// (The log is read when each result arrives, so a line printed in the instant between one
 /// probe's result and the next one's work would go with the earlier probe.)
 fn faulting_worker(dir: &Path, kernel_log: &Path) -> PathBuf {
-    let script = dir.join("worker.py");
-    std::fs::write(
-        &script,
-        format!(
-            r#"#!/usr/bin/env python3
-import json, os, sys, time
-plan = json.load(open(sys.argv[sys.argv.index("--plan") + 1]))
-out = os.fdopen(3, "w", buffering=1)
-def emit(event): out.write(json.dumps(event) + "\n")
-emit({{"event": "hello", "protocol": 1, "pid": os.getpid(), "worker": "native"}})
+    scripted_worker(
+        dir,
+        &format!(
+            r#"emit({{"event": "hello", "protocol": 1, "pid": os.getpid(), "worker": "native"}})
 for probe in plan["probes"]:
     emit({{"event": "begin", "probe": probe, "device": plan["device"]}})
     time.sleep(0.2)
@@ -48,57 +41,15 @@ emit({{"event": "done"}})
             records = FAULT_RECORDS,
         ),
     )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
-}
-
-fn task(id: &str) -> Task {
-    Task {
-        spec: ProbeSpec {
-            id: ProbeId::new(id),
-            tier: Tier::Quick,
-            layer: Layer::Runtime,
-            rule: Rule::Measure,
-            backend: Backend::Native,
-            timeout_s: 30.0,
-            description: String::new(),
-            needs: vec![],
-            isolated: false,
-            placement: Placement::Shared,
-            lane: None,
-        },
-        device: DeviceRef::Gpu(0),
-    }
 }
 
 fn execute(dir: &Path, worker: &Path, kernel_log: KernelLogSource) -> Execution {
-    let config = EngineConfig {
-        python: None,
-        package_dir: None,
-        native_program: Some(worker.to_path_buf()),
-        seed: 1,
-        simulate: None,
-        settings: Settings::default(),
-        supervisor: SupervisorConfig {
-            startup_timeout: Duration::from_secs(30),
-            between_probes_timeout: Duration::from_secs(30),
-            timeout_scale: 1.0,
-            log_dir: Some(dir.join("logs")),
-            ..SupervisorConfig::default()
-        },
-        options: BTreeMap::new(),
-        expected_devices: 1,
-        kernel_log,
-    };
-    let run_dir = RunDir::create(&dir.join("run")).unwrap();
-    engine::execute(
-        engine::lanes_for(vec![task("t.before"), task("t.fault"), task("t.after")]),
-        &config,
-        &run_dir,
-        &mut |_, _, _| Vec::new(),
-        &mut |_| {},
-    )
+    let mut config = config(dir, worker, Settings::default());
+    config.kernel_log = kernel_log;
+    let tasks = ["t.before", "t.fault", "t.after"]
+        .map(|id| task_on(id, Placement::Shared, Backend::Native))
+        .to_vec();
+    execute_with(dir, &config, tasks)
 }
 
 /// An entry confirmed only by a command-processor page fault in the kernel log.

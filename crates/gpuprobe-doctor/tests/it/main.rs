@@ -2,3 +2,4 @@
 
 mod kernel_log;
 mod placement;
+mod support;

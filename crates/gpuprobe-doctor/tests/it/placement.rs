@@ -3,29 +3,22 @@
 //! and waits for the start line), and each Python worker's CPU threads are capped.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::Duration;
 
-use gpuprobe_doctor::engine::{self, EngineConfig, Execution, Settings};
-use gpuprobe_model::probe::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
-use gpuprobe_runner::{KernelLogSource, PythonChoice, RunDir, SupervisorConfig, Task};
+use gpuprobe_doctor::engine::{self, Execution, Settings};
+use gpuprobe_model::probe::{Backend, Placement};
+use gpuprobe_runner::Task;
 
-/// A "worker" that speaks the protocol: it logs `hello <time> <OMP_NUM_THREADS>` once it has
-/// started, waits for the start line when its plan says so (logging `start <time>`), then
-/// each probe sleeps 0.4 s and logs `<probe> <start> <end>` to `log`. It serves as the
-/// native program and as the "Python interpreter" (it finds `--plan` among any arguments).
-fn scripted_worker(dir: &Path, log: &Path) -> std::path::PathBuf {
-    let script = dir.join("worker.py");
-    std::fs::write(
-        &script,
-        format!(
-            r#"#!/usr/bin/env python3
-import json, os, sys, time
-plan = json.load(open(sys.argv[sys.argv.index("--plan") + 1]))
-out = os.fdopen(3, "w", buffering=1)
-def emit(event): out.write(json.dumps(event) + "\n")
-def note(line):
+use crate::support::{config, execute_with, scripted_worker, task_on};
+
+/// A "worker" that logs `hello <time> <OMP_NUM_THREADS>` once it has started, waits for the
+/// start line when its plan says so (logging `start <time>`), then each probe sleeps 0.4 s
+/// and logs `<probe> <start> <end>` to `log`.
+fn logging_worker(dir: &Path, log: &Path) -> std::path::PathBuf {
+    scripted_worker(
+        dir,
+        &format!(
+            r#"def note(line):
     with open({log:?}, "a") as f: f.write(line + "\n")
 name = plan["probes"][0]
 note(f"hello:{{name}} {{time.time()}} {{os.environ.get('OMP_NUM_THREADS', '-')}}")
@@ -44,9 +37,6 @@ emit({{"event": "done"}})
             log = log.display().to_string()
         ),
     )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
 }
 
 /// The log's lines by their first word: (second, third) words.
@@ -68,70 +58,20 @@ fn seconds(text: &str) -> f64 {
     text.parse().unwrap()
 }
 
-fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
-    EngineConfig {
-        python: Some(PythonChoice {
-            executable: worker.to_path_buf(),
-            chosen_by: "test".into(),
-        }),
-        package_dir: Some(dir.to_path_buf()),
-        native_program: Some(worker.to_path_buf()),
-        seed: 1,
-        simulate: None,
-        settings,
-        supervisor: SupervisorConfig {
-            startup_timeout: Duration::from_secs(30),
-            between_probes_timeout: Duration::from_secs(30),
-            timeout_scale: 1.0,
-            log_dir: Some(dir.join("logs")),
-            ..SupervisorConfig::default()
-        },
-        options: BTreeMap::new(),
-        expected_devices: 1,
-        kernel_log: KernelLogSource::Off,
-    }
-}
-
 /// Runs `tasks` grouped into lanes, with the scripted worker and `settings`, in `dir`.
 fn execute(dir: &Path, worker: &Path, settings: Settings, tasks: Vec<Task>) -> Execution {
-    let run_dir = RunDir::create(&dir.join("run")).unwrap();
-    engine::execute(
-        engine::lanes_for(tasks),
-        &config(dir, worker, settings),
-        &run_dir,
-        &mut |_, _, _| Vec::new(),
-        &mut |_| {},
-    )
+    execute_with(dir, &config(dir, worker, settings), tasks)
 }
 
 fn task(id: &str, placement: Placement) -> Task {
     task_on(id, placement, Backend::Native)
 }
 
-fn task_on(id: &str, placement: Placement, backend: Backend) -> Task {
-    Task {
-        spec: ProbeSpec {
-            id: ProbeId::new(id),
-            tier: Tier::Quick,
-            layer: Layer::Runtime,
-            rule: Rule::Measure,
-            backend,
-            timeout_s: 30.0,
-            description: String::new(),
-            needs: vec![],
-            isolated: false,
-            placement,
-            lane: None,
-        },
-        device: DeviceRef::Gpu(0),
-    }
-}
-
 #[test]
 fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("times.log");
-    let worker = scripted_worker(dir.path(), &log);
+    let worker = logging_worker(dir.path(), &log);
     let tasks = vec![
         task("t.fill", Placement::Exclusive),
         task("t.main.a", Placement::Shared),
@@ -189,7 +129,7 @@ fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
 fn an_exclusive_lane_alone_on_its_device_starts_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("times.log");
-    let worker = scripted_worker(dir.path(), &log);
+    let worker = logging_worker(dir.path(), &log);
     let tasks = vec![
         task("t.fill", Placement::Exclusive),
         task("t.fill.second", Placement::Exclusive),
@@ -209,7 +149,7 @@ fn python_workers_get_a_share_of_the_cores_unless_the_settings_choose() {
     let run = |settings: Settings| {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("times.log");
-        let worker = scripted_worker(dir.path(), &log);
+        let worker = logging_worker(dir.path(), &log);
         let tasks = vec![
             task_on("p.main", Placement::Shared, Backend::Python),
             task_on("p.side", Placement::Side, Backend::Python),

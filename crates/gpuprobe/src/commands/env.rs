@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use gpuprobe_detect::{CollectOptions, Root};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::finding::{Finding, Severity};
+use gpuprobe_model::finding::Finding;
 use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
 use gpuprobe_report::style::Style;
 use gpuprobe_runner::python;
@@ -138,50 +138,5 @@ pub fn run(args: EnvArgs) -> Result<ExitStatus> {
             )?;
         }
     }
-    Ok(status_of(&findings))
-}
-
-/// The exit status the lint's findings earn.
-fn status_of(findings: &[Finding]) -> ExitStatus {
-    if findings.iter().any(|f| f.severity == Severity::Error) {
-        ExitStatus::ProblemsFound
-    } else {
-        ExitStatus::AllPassed
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gpuprobe_model::finding::{Confidence, FindingLayer};
-
-    fn finding(severity: Severity) -> Finding {
-        Finding {
-            id: "LINT-TEST".into(),
-            source: "lint".into(),
-            severity,
-            layer: FindingLayer::Config,
-            title: "a setting".into(),
-            explanation: String::new(),
-            confidence: Confidence::Observed,
-            evidence: Vec::new(),
-            remedies: Vec::new(),
-            citations: Vec::new(),
-            next_steps: Vec::new(),
-            related: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn lint_errors_make_env_exit_with_problems_found() {
-        assert_eq!(status_of(&[]), ExitStatus::AllPassed);
-        assert_eq!(
-            status_of(&[finding(Severity::Warning), finding(Severity::Info)]),
-            ExitStatus::AllPassed
-        );
-        assert_eq!(
-            status_of(&[finding(Severity::Warning), finding(Severity::Error)]),
-            ExitStatus::ProblemsFound
-        );
-    }
+    Ok(super::findings_status(&findings))
 }

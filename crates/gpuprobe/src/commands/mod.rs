@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use gpuprobe_model::ExitStatus;
+use gpuprobe_model::finding::{Finding, Severity};
 
 use crate::cli::Command;
 
@@ -33,9 +34,56 @@ pub fn dispatch(command: Command) -> Result<u8> {
     Ok(status.code())
 }
 
+/// The exit status of a command that reports findings without running probes (`env`,
+/// `triage`): problems found when one is an error, as `check` would say before its first
+/// probe.
+fn findings_status(findings: &[Finding]) -> ExitStatus {
+    if findings.iter().any(|f| f.severity == Severity::Error) {
+        ExitStatus::ProblemsFound
+    } else {
+        ExitStatus::AllPassed
+    }
+}
+
 /// The process environment as a map (tests pass their own maps to the pieces below).
 pub fn process_env() -> std::collections::BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::finding::{Confidence, FindingLayer};
+
+    fn finding(severity: Severity) -> Finding {
+        Finding {
+            id: "LINT-TEST".into(),
+            source: "lint".into(),
+            severity,
+            layer: FindingLayer::Config,
+            title: "a setting".into(),
+            explanation: String::new(),
+            confidence: Confidence::Observed,
+            evidence: Vec::new(),
+            remedies: Vec::new(),
+            citations: Vec::new(),
+            next_steps: Vec::new(),
+            related: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_error_finding_makes_env_and_triage_exit_with_problems_found() {
+        assert_eq!(findings_status(&[]), ExitStatus::AllPassed);
+        assert_eq!(
+            findings_status(&[finding(Severity::Warning), finding(Severity::Info)]),
+            ExitStatus::AllPassed
+        );
+        assert_eq!(
+            findings_status(&[finding(Severity::Warning), finding(Severity::Error)]),
+            ExitStatus::ProblemsFound
+        );
+    }
 }

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use anyhow::Result;
 use gpuprobe_detect::{Recognized, Skipped, TriageInput};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::finding::{Finding, Severity};
+use gpuprobe_model::finding::Finding;
 use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_report::style::Style;
 use serde::Serialize;
@@ -110,9 +110,5 @@ pub fn run(args: TriageArgs) -> Result<ExitStatus> {
             "no known tool output was recognized in the input",
         ));
     }
-    Ok(if findings.iter().any(|f| f.severity == Severity::Error) {
-        ExitStatus::ProblemsFound
-    } else {
-        ExitStatus::AllPassed
-    })
+    Ok(super::findings_status(&findings))
 }
