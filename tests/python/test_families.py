@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -97,7 +99,11 @@ def test_catalogue_tiers_layers_and_needs(catalog_specs: list[dict]) -> None:
         "fault.hang.kernel",
         "fault.oom.huge",
         "fault.signal.kill",
+        "fault.signal.segv",
+        "fault.signal.abort",
     }
+    # The round trip checks the device after the faults, so it comes last in catalogue order.
+    assert [s["id"] for s in catalog_specs if s["id"].startswith("fault.")][-1] == "fault.recovery.roundtrip"
     assert specs["fault.hang.kernel"]["timeout_s"] <= 10
     assert all(s["layer"] == "pipeline" for s in by_family["pipeline"])
     assert all(s["layer"] == "framework" for f in ("alloc", "dist", "soak", "fault") for s in by_family[f])
@@ -397,6 +403,41 @@ def test_deliberate_faults_on_the_cpu() -> None:
     assert "copy.h2d.pageable.medium.blocking" not in results
 
 
+#: The native-code faults: probe, the signal the worker dies of, faulthandler's headline and the
+#: probe function its Python stack names.
+NATIVE_FAULTS = [
+    ("fault.signal.segv", signal.SIGSEGV, "Fatal Python error: Segmentation fault", "run_segv"),
+    ("fault.signal.abort", signal.SIGABRT, "Fatal Python error: Aborted", "run_abort"),
+]
+
+
+@pytest.mark.parametrize(("probe", "signum", "headline", "function"), NATIVE_FAULTS)
+def test_native_faults_kill_the_worker_with_their_signal_on_the_cpu(
+    probe: str, signum: signal.Signals, headline: str, function: str
+) -> None:
+    after = "copy.h2d.pageable.medium.blocking"
+    run = run_plan([probe, after], timeout=120)
+    # A real fault, not an exception: the worker dies of the signal in the middle of the probe ...
+    assert run.returncode == -signum, (run.returncode, run.stderr[-2000:])
+    assert run.events[-1] == {"event": "begin", "probe": probe, "device": "cpu"}
+    assert after not in run.results()
+    # ... after faulthandler printed where (what the supervisor keeps as the crash's message).
+    assert headline in run.stderr and function in run.stderr, run.stderr[-2000:]
+    # A fresh worker on the same device runs what the crash cut off.
+    assert verdicts(run_plan([after], timeout=120)) == {after: "pass"}
+
+
+def test_a_deliberate_native_fault_writes_no_core_file() -> None:
+    code = (
+        "import resource; from gpuprobe.worker.probes import fault_run; "
+        "resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.getrlimit(resource.RLIMIT_CORE)[1])); "
+        "fault_run._no_core_dump(); print(resource.getrlimit(resource.RLIMIT_CORE)[0])"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0", out
+
+
 # -- on a GPU ----------------------------------------------------------------------------------------
 
 
@@ -465,6 +506,18 @@ def test_gpu_oom_is_an_error_and_the_worker_goes_on() -> None:
 def test_gpu_sigkill_is_a_crash_and_a_fresh_worker_continues() -> None:
     run = _on_gpu(["fault.signal.kill", AFTER], timeout=120)
     assert run.returncode == -signal.SIGKILL
+    fresh = _on_gpu([AFTER], timeout=120)
+    assert verdicts(fresh) == {AFTER: "pass"}
+
+
+@needs_gpus(1)
+@pytest.mark.parametrize(("probe", "signum", "headline", "function"), NATIVE_FAULTS)
+def test_gpu_native_faults_are_crashes_and_a_fresh_worker_continues(
+    probe: str, signum: signal.Signals, headline: str, function: str
+) -> None:
+    run = _on_gpu([probe, AFTER], timeout=120)
+    assert run.returncode == -signum, (run.returncode, run.stderr[-2000:])
+    assert headline in run.stderr and function in run.stderr, run.stderr[-2000:]
     fresh = _on_gpu([AFTER], timeout=120)
     assert verdicts(fresh) == {AFTER: "pass"}
 

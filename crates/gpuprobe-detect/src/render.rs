@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, LibraryInfo, Vendor};
+use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, KernelEvent, LibraryInfo, Vendor};
+use gpuprobe_model::text::visible_line;
 
 const KEY_WIDTH: usize = 16;
 
@@ -439,7 +440,35 @@ pub fn render_text(fp: &Fingerprint) -> String {
 
     if !fp.kernel_events.is_empty() {
         out.section("Kernel log");
-        for event in &fp.kernel_events {
+        kernel_event_rows(&mut out, &fp.kernel_events);
+    }
+
+    if !fp.extra.is_empty() {
+        out.section("Other facts");
+        out.table(fp.extra.iter());
+    }
+
+    if !fp.unreadable.is_empty() {
+        out.section("Not readable");
+        for u in &fp.unreadable {
+            out.row("-", format!("{}: {}", u.what, u.reason));
+        }
+    }
+    // Every value here was read from tools, files and pastes: the last guard before a
+    // terminal.
+    gpuprobe_model::text::terminal_safe(&out.text).into_owned()
+}
+
+/// Up to this many kernel events are listed one per row; more are summarised per class.
+const MAX_LISTED_EVENTS: usize = 20;
+
+/// The kernel events: one row each when there are few, else one row per class (kind plus
+/// client, Xid number, ring, ... and device, as triage groups them) with its count and the
+/// times of its first and last event, so a fault storm of hundreds of events takes a few
+/// lines.
+fn kernel_event_rows(out: &mut Out, events: &[KernelEvent]) {
+    if events.len() <= MAX_LISTED_EVENTS {
+        for event in events {
             let mut line = event.kind.clone();
             if let Some(c) = &event.client {
                 let _ = write!(line, " client {c}");
@@ -456,22 +485,38 @@ pub fn render_text(fp: &Fingerprint) -> String {
             if let Some(bus) = &event.pci_bus {
                 let _ = write!(line, " on {bus}");
             }
-            out.row(event.time.as_deref().unwrap_or("-"), line);
+            out.row(event.time.as_deref().unwrap_or("-"), visible_line(&line));
+        }
+        return;
+    }
+    // (label, count, first time, last time) in the order of first occurrence.
+    let mut classes: Vec<(String, usize, Option<&str>, Option<&str>)> = Vec::new();
+    for event in events {
+        let label = crate::triage::events::class_label(event);
+        let time = event.time.as_deref();
+        match classes.iter_mut().find(|c| c.0 == label) {
+            Some(class) => {
+                class.1 += 1;
+                class.3 = time.or(class.3);
+            }
+            None => classes.push((label, 1, time, time)),
         }
     }
-
-    if !fp.extra.is_empty() {
-        out.section("Other facts");
-        out.table(fp.extra.iter());
+    out.row(
+        "events",
+        format!("{} in {} classes", events.len(), classes.len()),
+    );
+    for (label, count, first, last) in classes {
+        let when = match (first, last) {
+            (Some(f), Some(l)) if count > 1 && f != l => format!(", first {f}, last {l}"),
+            (Some(f), _) => format!(", at {f}"),
+            _ => String::new(),
+        };
+        out.row(
+            &format!("{count} ×"),
+            format!("{}{}", visible_line(&label), visible_line(&when)),
+        );
     }
-
-    if !fp.unreadable.is_empty() {
-        out.section("Not readable");
-        for u in &fp.unreadable {
-            out.row("-", format!("{}: {}", u.what, u.reason));
-        }
-    }
-    out.text
 }
 
 /// Joins items into lines of at most `width` characters.

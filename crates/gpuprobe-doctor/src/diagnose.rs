@@ -289,13 +289,9 @@ fn aborted_finding(result: &ProbeResult) -> Finding {
     // For a hang, the worker's stack dump (taken before it was killed) says where it
     // stopped; for a crash the verdict already carries the most telling line.
     if matches!(result.verdict, Verdict::Hang { .. })
-        && let Some(line) = result
-            .stderr_tail
-            .iter()
-            .rev()
-            .find(|l| l.trim_start().starts_with("File "))
+        && let Some(location) = stopped_at(&result.stderr_tail)
     {
-        evidence.push(Evidence::new("stack", line.trim().to_string()));
+        evidence.push(Evidence::new("stack", location));
     }
     Finding {
         id: format!("DIAG-{kind}"),
@@ -315,6 +311,145 @@ fn aborted_finding(result: &ProbeResult) -> Finding {
         next_steps: vec![format!("gpuprobe check --only '{}' --verbose", result.probe)],
         related: Vec::new(),
     }
+}
+
+/// Files of the worker's own plumbing: the bootstrap (`-c "..."`), the worker's main loop
+/// and the fault simulator. A frame there says nothing about where a probe stopped.
+const PLUMBING_FILES: &[&str] = &[
+    "gpuprobe/worker/main.py",
+    "gpuprobe/worker/__main__.py",
+    "gpuprobe/worker/simulate.py",
+];
+
+/// Where the probes' own code lives.
+const PROBE_DIR: &str = "gpuprobe/worker/probes/";
+
+/// One `File "...", line N in f` line of a Python stack dump.
+struct Frame<'a> {
+    file: &'a str,
+    /// The line, trimmed.
+    text: &'a str,
+}
+
+/// A stack dump's frames, and whether the dump was of the thread that was running when it
+/// was taken.
+struct Dump<'a> {
+    /// Innermost (most recent) frame first.
+    frames: Vec<Frame<'a>>,
+    /// faulthandler output (most recent call first), as opposed to an exception's traceback.
+    faulthandler: bool,
+    /// faulthandler's `Current thread ...` or `Stack` (the thread that took the dump).
+    current: bool,
+}
+
+/// The frame a line names, and whether it is written as in a traceback (`line N, in f`,
+/// most recent call last) rather than as faulthandler writes it (`line N in f`, most recent
+/// call first).
+fn frame_of(line: &str) -> Option<(Frame<'_>, bool)> {
+    let text = line.trim();
+    let rest = text.strip_prefix("File \"")?;
+    let (file, after) = rest.split_once('"')?;
+    let after = after.trim_start();
+    if !after.starts_with(", line ") {
+        return None;
+    }
+    Some((Frame { file, text }, after.contains(", in ")))
+}
+
+/// Splits a stderr tail into the stack dumps it holds: faulthandler's (`Current thread 0x..
+/// (most recent call first):`, `Thread 0x.. (most recent call first):`, `Stack (most recent
+/// call first):`, one block per thread) and tracebacks (`Traceback (most recent call
+/// last):`). Frames are put innermost first whatever the order they were written in. A tail
+/// that starts inside a dump (its header cut off) is read by the frames' own format.
+fn dumps(lines: &[String]) -> Vec<Dump<'_>> {
+    let mut out: Vec<Dump<'_>> = Vec::new();
+    // The block being read: (dump, innermost last).
+    let mut open: Option<(Dump<'_>, bool)> = None;
+    fn close<'a>(open: &mut Option<(Dump<'a>, bool)>, out: &mut Vec<Dump<'a>>) {
+        if let Some((mut dump, innermost_last)) = open.take() {
+            if innermost_last {
+                dump.frames.reverse();
+            }
+            if !dump.frames.is_empty() {
+                out.push(dump);
+            }
+        }
+    }
+    for line in lines {
+        let trimmed = line.trim();
+        if trimmed.ends_with("(most recent call first):") {
+            close(&mut open, &mut out);
+            let current = trimmed.starts_with("Current thread") || trimmed.starts_with("Stack");
+            open = Some((
+                Dump {
+                    frames: Vec::new(),
+                    faulthandler: true,
+                    current,
+                },
+                false,
+            ));
+        } else if trimmed.starts_with("Traceback (most recent call last)") {
+            close(&mut open, &mut out);
+            open = Some((
+                Dump {
+                    frames: Vec::new(),
+                    faulthandler: false,
+                    current: false,
+                },
+                true,
+            ));
+        } else if let Some((frame, traceback_style)) = frame_of(line) {
+            if open.is_none() {
+                open = Some((
+                    Dump {
+                        frames: Vec::new(),
+                        faulthandler: !traceback_style,
+                        current: false,
+                    },
+                    traceback_style,
+                ));
+            }
+            if let Some((dump, _)) = open.as_mut() {
+                dump.frames.push(frame);
+            }
+        } else if trimmed.is_empty() || !line.starts_with(char::is_whitespace) {
+            // A blank line between threads, or the exception line ending a traceback.
+            // (A traceback's indented source and `^^^` lines belong to its frames.)
+            close(&mut open, &mut out);
+        }
+    }
+    close(&mut open, &mut out);
+    out
+}
+
+/// Where a hung probe stopped, from the stack dump its worker wrote before it was killed:
+/// the innermost frame of the thread that was running (faulthandler dumps every thread, and
+/// the innermost frame comes first there, while a traceback puts it last), skipping the
+/// worker's plumbing; and when that frame is outside the probes' code (a framework or a
+/// helper), the innermost frame in the probes' code as well.
+fn stopped_at(stderr_tail: &[String]) -> Option<String> {
+    let dumps = dumps(stderr_tail);
+    let dump = dumps
+        .iter()
+        .rev()
+        .find(|d| d.faulthandler && d.current)
+        .or_else(|| dumps.iter().rev().find(|d| d.faulthandler))
+        .or_else(|| dumps.last())?;
+    let plumbing = |frame: &Frame<'_>| {
+        frame.file.starts_with('<') || PLUMBING_FILES.iter().any(|p| frame.file.ends_with(p))
+    };
+    let innermost = dump
+        .frames
+        .iter()
+        .find(|f| !plumbing(f))
+        .or_else(|| dump.frames.first())?;
+    let in_probe = dump.frames.iter().find(|f| f.file.contains(PROBE_DIR));
+    Some(match in_probe {
+        Some(probe) if !std::ptr::eq(probe, innermost) => {
+            format!("{} (in the probe: {})", innermost.text, probe.text)
+        }
+        _ => innermost.text.to_string(),
+    })
 }
 
 fn nothing_tested_finding(results: &[ProbeResult], fingerprint: &Fingerprint) -> Option<Finding> {
@@ -538,6 +673,129 @@ mod tests {
             rkb.evidence
                 .iter()
                 .any(|e| e.text.contains("LINT-FIRMWARE-MES-0X83"))
+        );
+    }
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_string).collect()
+    }
+
+    /// What a real worker wrote when `--simulate hang` stopped
+    /// `copy.roundtrip.pageable.large.blocking` and the supervisor asked for a dump
+    /// (SIGUSR1, faulthandler, most recent call first), captured from
+    /// `gpuprobe check --simulate hang` with the CPU PyTorch.
+    const WORKER_HANG_DUMP: &str = r#"Current thread 0x00007f389fc65b80 (most recent call first):
+  File "/tmp/h1/python/gpuprobe/worker/simulate.py", line 613 in hang
+  File "/tmp/h1/python/gpuprobe/worker/simulate.py", line 454 in apply
+  File "/tmp/h1/python/gpuprobe/worker/simulate.py", line 438 in after_call
+  File "/tmp/h1/python/gpuprobe/worker/ops.py", line 58 in _finish
+  File "/tmp/h1/python/gpuprobe/worker/ops.py", line 143 in d2h
+  File "/tmp/h1/python/gpuprobe/worker/probes/copy_run.py", line 289 in run_roundtrip
+  File "/tmp/h1/python/gpuprobe/worker/main.py", line 341 in _run_probe
+  File "/tmp/h1/python/gpuprobe/worker/main.py", line 279 in _run_mode
+  File "/tmp/h1/python/gpuprobe/worker/main.py", line 165 in main
+  File "/tmp/h1/python/gpuprobe/worker/main.py", line 179 in process_main
+  File "<string>", line 1 in <module>"#;
+
+    /// faulthandler with `all_threads=True` and a second thread, from Python 3.11: the other
+    /// thread comes first, the current one last, each most recent call first.
+    const TWO_THREAD_DUMP: &str = r#"Thread 0x00007f2c91d9c6c0 (most recent call first):
+  File "/tmp/fh2/gpuprobe/worker/probes/dist_run.py", line 4 in _drain
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 982 in run
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 1045 in _bootstrap_inner
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 1002 in _bootstrap
+
+Current thread 0x00007f2c92ffeb80 (most recent call first):
+  File "/tmp/fh2/gpuprobe/worker/probes/dist_run.py", line 6 in wait_for_peer
+  File "/tmp/fh2/gpuprobe/worker/probes/dist_run.py", line 9 in run_allreduce
+  File "/tmp/fh2/gpuprobe/worker/main.py", line 4 in _run_probe
+  File "/tmp/fh2/gpuprobe/worker/main.py", line 8 in process_main
+  File "<string>", line 1 in <module>"#;
+
+    /// A real Python 3.11 traceback (most recent call last), with source and caret lines.
+    const TRACEBACK: &str = r#"Traceback (most recent call last):
+  File "<string>", line 1, in <module>
+  File "/tmp/tb/gpuprobe/worker/main.py", line 3, in _run_probe
+    copy_run.run_roundtrip()
+  File "/tmp/tb/gpuprobe/worker/probes/copy_run.py", line 4, in run_roundtrip
+    return d2h(0)
+           ^^^^^^
+  File "/tmp/tb/gpuprobe/worker/probes/copy_run.py", line 2, in d2h
+    return 1 / x
+           ~~^~~
+ZeroDivisionError: division by zero"#;
+
+    fn hang_stack(stderr: &str) -> Option<String> {
+        let mut hung = result(
+            "copy.roundtrip.pageable.large.blocking",
+            Layer::Framework,
+            Verdict::Hang { timeout_s: 3.0 },
+        );
+        hung.stderr_tail = lines(stderr);
+        let findings = diagnose(&[hung], &Fingerprint::default());
+        assert_eq!(findings[0].id, "DIAG-HANG");
+        findings[0]
+            .evidence
+            .iter()
+            .find(|e| e.kind == "stack")
+            .map(|e| e.text.clone())
+    }
+
+    #[test]
+    fn a_hang_points_at_the_innermost_frame_not_the_bootstrap() {
+        let stack = hang_stack(WORKER_HANG_DUMP).expect("a stack line");
+        assert!(!stack.contains("<string>"), "{stack}");
+        assert!(
+            stack
+                .starts_with(r#"File "/tmp/h1/python/gpuprobe/worker/ops.py", line 58 in _finish"#),
+            "{stack}"
+        );
+        assert!(
+            stack.ends_with(
+                r#"(in the probe: File "/tmp/h1/python/gpuprobe/worker/probes/copy_run.py", line 289 in run_roundtrip)"#
+            ),
+            "{stack}"
+        );
+    }
+
+    #[test]
+    fn a_hang_dump_of_every_thread_is_read_from_the_current_thread() {
+        let stack = hang_stack(TWO_THREAD_DUMP).expect("a stack line");
+        assert_eq!(
+            stack,
+            r#"File "/tmp/fh2/gpuprobe/worker/probes/dist_run.py", line 6 in wait_for_peer"#
+        );
+        // Whatever came before the dump in the tail does not matter.
+        let stack = hang_stack(&format!("{TRACEBACK}\nsome warning\n{TWO_THREAD_DUMP}")).unwrap();
+        assert!(stack.contains("wait_for_peer"), "{stack}");
+    }
+
+    #[test]
+    fn a_traceback_is_read_most_recent_call_last() {
+        assert_eq!(
+            stopped_at(&lines(TRACEBACK)).unwrap(),
+            r#"File "/tmp/tb/gpuprobe/worker/probes/copy_run.py", line 2, in d2h"#
+        );
+    }
+
+    #[test]
+    fn a_tail_that_cut_off_the_header_is_read_by_the_frame_format() {
+        let cut: Vec<String> = lines(WORKER_HANG_DUMP).into_iter().skip(2).collect();
+        let stack = stopped_at(&cut).unwrap();
+        assert!(
+            stack.starts_with(r#"File "/tmp/h1/python/gpuprobe/worker/ops.py""#),
+            "{stack}"
+        );
+        let cut: Vec<String> = lines(TRACEBACK).into_iter().skip(3).collect();
+        assert!(stopped_at(&cut).unwrap().ends_with("line 2, in d2h"));
+        assert_eq!(stopped_at(&lines("no dump here\n  indented text")), None);
+        // Only plumbing: the innermost frame is still better than nothing.
+        assert_eq!(
+            stopped_at(&lines(
+                "Stack (most recent call first):\n  File \"<string>\", line 1 in <module>"
+            ))
+            .unwrap(),
+            r#"File "<string>", line 1 in <module>"#
         );
     }
 

@@ -18,9 +18,12 @@
 //!   of the chosen settings measured with and without them.
 //! - [`account`]: the search result as a [`FixAccount`](gpuprobe_model::profile::FixAccount)
 //!   and a [`Profile`](gpuprobe_model::Profile).
+//! - [`journal`]: every finished trial recorded as it ends, so an interrupted search can be
+//!   resumed without running its finished trials again.
 
 pub mod account;
 pub mod candidates;
+pub mod journal;
 pub mod search;
 pub mod sentinels;
 

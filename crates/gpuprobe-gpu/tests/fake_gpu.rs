@@ -32,13 +32,21 @@ fn stub(omit_memalloc: bool) -> PathBuf {
             "libfake_gpu.so"
         });
         // cargo-nextest runs each test in a process of its own, so several processes build
-        // the stub at once: each compiles to a file of its own and renames it into place, so
-        // that no test copies a library another process is still writing.
-        let partial = out.with_extension(format!("so.{}.partial", std::process::id()));
+        // the stub at once into this one directory: each compiles to a file of its own and
+        // renames it over the final name (atomic within a directory), so that no test copies
+        // a library another process is still writing. The name is random rather than the
+        // process id, which another PID namespace sharing the target directory may reuse; a
+        // build that fails leaves nothing behind (the temporary path removes itself).
+        let partial = tempfile::Builder::new()
+            .prefix(".libfake_gpu-")
+            .suffix(".so.partial")
+            .tempfile_in(&out_dir)
+            .expect("create the stub's temporary file")
+            .into_temp_path();
         let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         let mut cmd = Command::new(&compiler);
         cmd.args(["-shared", "-fPIC", "-O2", "-o"])
-            .arg(&partial)
+            .arg(&*partial)
             .arg("-I")
             .arg(crate_dir.join("kernels"))
             .arg(crate_dir.join("tests/stub/fake_gpu.c"));
@@ -49,7 +57,7 @@ fn stub(omit_memalloc: bool) -> PathBuf {
             .status()
             .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
         assert!(status.success(), "compiling the fake GPU stub failed");
-        std::fs::rename(&partial, &out).expect("move the stub into place");
+        partial.persist(&out).expect("move the stub into place");
         out
     })
     .clone()

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use gpuprobe_model::finding::WITHOUT_SIGNATURE;
+use gpuprobe_model::text::terminal_safe;
 
 use crate::entry::{Conditions, KbEntry, ProbeOutcome};
 use crate::kb::KnowledgeBase;
@@ -29,7 +30,7 @@ pub fn render_list(kb: &KnowledgeBase) -> String {
         );
     }
     let _ = writeln!(out, "{} known issues", kb.len());
-    out
+    terminal_safe(&out).into_owned()
 }
 
 fn severity_name(severity: gpuprobe_model::Severity) -> &'static str {
@@ -308,7 +309,7 @@ pub fn render_entry(entry: &KbEntry) -> String {
     for citation in &entry.citations {
         let _ = writeln!(out, "  {citation}");
     }
-    out
+    terminal_safe(&out).into_owned()
 }
 
 /// Each match with its status, the conditions that held, what could not be checked and the
@@ -382,5 +383,5 @@ pub fn render_matches(matches: &[KbMatch]) -> String {
         }
         let _ = writeln!(out, "    cite: {}", m.entry.citations.join("; "));
     }
-    out
+    terminal_safe(&out).into_owned()
 }

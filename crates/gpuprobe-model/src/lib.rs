@@ -17,6 +17,7 @@ pub mod probe;
 pub mod profile;
 pub mod protocol;
 pub mod report;
+pub mod text;
 pub mod verdict;
 
 pub use exit::ExitStatus;

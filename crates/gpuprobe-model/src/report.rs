@@ -137,6 +137,16 @@ pub struct Summary {
     pub skipped: u32,
     /// NOT-TESTED.
     pub not_tested: u32,
+    /// Results with a verdict on the stack: PASS, FAIL, CRASH, HANG or ERROR (neither SKIP
+    /// nor NOT-TESTED).
+    #[serde(default)]
+    pub judged: u32,
+    /// Fewer than half of the probe runs that apply (every one but SKIP) got a verdict: most
+    /// are NOT-TESTED, so the run says little about the stack. The terminal summary says
+    /// "only N of M probe runs were judged", and such a run does not exit 0
+    /// (docs/exit-codes.md).
+    #[serde(default)]
+    pub mostly_not_tested: bool,
 }
 
 impl Summary {
@@ -155,11 +165,54 @@ impl Summary {
                 Verdict::NotTested { .. } => s.not_tested += 1,
             }
         }
+        s.judged = s.passed + s.problems();
+        s.mostly_not_tested = s.not_tested > 0 && s.judged < s.not_tested;
         s
     }
 
     /// FAIL + CRASH + HANG + ERROR.
     pub fn problems(&self) -> u32 {
         self.failed + self.crashed + self.hung + self.errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::{DeviceRef, Layer, ProbeId};
+
+    fn results(verdicts: Vec<Verdict>) -> Vec<ProbeResult> {
+        verdicts
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                ProbeResult::new(
+                    ProbeId::new(format!("a.p{i}")),
+                    DeviceRef::Cpu,
+                    Layer::Framework,
+                    v,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_mostly_not_tested_says_so_and_skips_do_not_count() {
+        let not_tested = || Verdict::NotTested { reason: "x".into() };
+        let skip = || Verdict::Skip { reason: "x".into() };
+        let s = Summary::of(&results(vec![Verdict::Pass, not_tested(), not_tested()]));
+        assert_eq!((s.judged, s.not_tested, s.mostly_not_tested), (1, 2, true));
+        let s = Summary::of(&results(vec![Verdict::Pass, not_tested()]));
+        assert!(!s.mostly_not_tested, "half got a verdict");
+        let s = Summary::of(&results(vec![Verdict::Pass, skip(), skip(), skip()]));
+        assert!(!s.mostly_not_tested);
+        let s = Summary::of(&results(vec![
+            Verdict::Hang { timeout_s: 1.0 },
+            Verdict::Pass,
+            not_tested(),
+        ]));
+        assert_eq!(s.judged, 2);
+        assert!(!s.mostly_not_tested);
+        assert!(!Summary::of(&[]).mostly_not_tested);
     }
 }

@@ -8,6 +8,7 @@ use comfy_table::presets::NOTHING;
 use comfy_table::{ContentArrangement, Table};
 use gpuprobe_model::finding::Cost;
 use gpuprobe_model::profile::{CandidateTrial, FixAccount, FixOutcome, TargetStatus};
+use gpuprobe_model::text::terminal_safe;
 
 use crate::style::Style;
 
@@ -286,7 +287,7 @@ pub fn render(account: &FixAccount, style: Style) -> String {
             style.bold(&line)
         }
     );
-    out
+    terminal_safe(&out).into_owned()
 }
 
 fn short(text: &str, max: usize) -> String {

@@ -9,6 +9,7 @@ use comfy_table::{ContentArrangement, Table};
 use gpuprobe_model::Report;
 use gpuprobe_model::finding::{Finding, WITHOUT_SIGNATURE};
 use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
+use gpuprobe_model::text::{terminal_safe, visible_line};
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
 use crate::style::Style;
@@ -49,7 +50,11 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
         out.push_str(&render_findings(&report.findings, style));
     }
     for note in &report.notes {
-        let _ = writeln!(out, "{}", style.dim(&format!("note: {note}")));
+        let _ = writeln!(
+            out,
+            "{}",
+            style.dim(&format!("note: {}", visible_line(note)))
+        );
     }
     let sim = if report.simulation.is_some() {
         " · SIMULATED results"
@@ -61,10 +66,25 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
         .as_deref()
         .map(|d| format!(" · full report: {d}/report.json"))
         .unwrap_or_default();
-    let exit_line = format!(
-        "exit {} ({}){sim}{report_path}",
-        report.exit_code,
+    // A run whose probes were mostly NOT-TESTED must not read as a clean result.
+    let summary = &report.summary;
+    let thin = summary.mostly_not_tested && summary.judged > 0;
+    let coverage = if thin {
+        format!(
+            " · only {} of {} probe runs were judged ({} NOT-TESTED)",
+            summary.judged, summary.total, summary.not_tested
+        )
+    } else {
+        String::new()
+    };
+    let describe = if thin && report.exit_status == gpuprobe_model::ExitStatus::NothingTested {
+        "too little could be tested"
+    } else {
         report.exit_status.describe()
+    };
+    let exit_line = format!(
+        "exit {} ({describe}){coverage}{sim}{report_path}",
+        report.exit_code
     );
     let _ = writeln!(
         out,
@@ -75,7 +95,9 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
             style.bold(&exit_line)
         }
     );
-    out
+    // The last guard: whatever external text a piece above did not escape cannot reach
+    // the terminal as a command.
+    terminal_safe(&out).into_owned()
 }
 
 fn header(report: &Report, style: Style) -> String {
@@ -83,7 +105,7 @@ fn header(report: &Report, style: Style) -> String {
     let fp = &report.fingerprint;
     let mut first = format!("gpuprobe {}", report.tool_version);
     if let Some(python) = &fp.python {
-        let _ = write!(first, "  ·  python {}", python.executable);
+        let _ = write!(first, "  ·  python {}", visible_line(&python.executable));
         if !python.chosen_by.is_empty() {
             let _ = write!(first, " ({})", python.chosen_by);
         }
@@ -97,7 +119,7 @@ fn header(report: &Report, style: Style) -> String {
                 let _ = write!(first, "  ·  torch {}{build}", torch.version);
             }
             (None, Some(err)) => {
-                let _ = write!(first, "  ·  torch unusable: {err}");
+                let _ = write!(first, "  ·  torch unusable: {}", visible_line(err));
             }
             (None, None) => {}
         }
@@ -199,9 +221,11 @@ fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
 /// Longest detail shown in a table cell; the JSON report keeps the whole text.
 const DETAIL_WIDTH: usize = 180;
 
+/// A detail cell: external text (exception messages, reasons) made visible, then cut.
 fn clip(text: &str) -> String {
+    let text = visible_line(text);
     if text.chars().count() <= DETAIL_WIDTH {
-        return text.to_string();
+        return text.into_owned();
     }
     let kept: String = text.chars().take(DETAIL_WIDTH - 1).collect();
     format!("{kept}…")
@@ -315,8 +339,8 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
             out,
             " {symbol} {:<9} {} [{}]{confidence}",
             finding.layer.name(),
-            finding.title,
-            finding.id
+            visible_line(&finding.title),
+            visible_line(&finding.id)
         );
         if finding.confidence == gpuprobe_model::Confidence::Suspected && finding.source == "kb" {
             // A suspicion is short: which of its conditions the facts matched, which could
@@ -363,7 +387,7 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                     if !tags.is_empty() {
                         notes.push(tags.join(", "));
                     }
-                    let what = r.bare_action();
+                    let what = visible_line(&r.bare_action()).into_owned();
                     if notes.is_empty() {
                         what
                     } else {
@@ -374,18 +398,21 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
             let _ = writeln!(out, "   {:<9} to try: {}", "", remedies.join(" · "));
         }
         for step in &finding.next_steps {
-            let _ = writeln!(out, "   {:<9} → {step}", "");
+            let _ = writeln!(out, "   {:<9} → {}", "", visible_line(step));
         }
         if !finding.citations.is_empty() {
             let _ = writeln!(
                 out,
                 "   {:<9} {}",
                 "",
-                style.dim(&format!("source: {}", finding.citations.join("; ")))
+                style.dim(&format!(
+                    "source: {}",
+                    visible_line(&finding.citations.join("; "))
+                ))
             );
         }
     }
-    out
+    terminal_safe(&out).into_owned()
 }
 
 /// The lines under a suspected known issue: the conditions the facts matched, those that
@@ -441,9 +468,11 @@ fn suspicion_lines(finding: &Finding) -> Vec<String> {
 /// report keeps the whole text.
 const EVIDENCE_CHARS: usize = 300;
 
+/// Evidence quotes logs and tool output: made visible, then cut.
 fn shorten_evidence(text: &str) -> std::borrow::Cow<'_, str> {
+    let text = visible_line(text);
     match text.char_indices().nth(EVIDENCE_CHARS) {
-        None => text.into(),
+        None => text,
         Some((cut, _)) => format!("{}… (whole text in the JSON report)", &text[..cut]).into(),
     }
 }

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use gpuprobe_model::report::Timings;
+use gpuprobe_model::text::terminal_safe;
 
 /// Renders the timings: phases on one line, then a table of lanes in launch order (seconds
 /// since the run started; `-` where a milestone was not reached).
@@ -50,7 +51,7 @@ pub fn render(timings: &Timings, wall_s: f64) -> String {
             lane.first_probe
         );
     }
-    out
+    terminal_safe(&out).into_owned()
 }
 
 #[cfg(test)]

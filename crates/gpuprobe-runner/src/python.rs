@@ -5,11 +5,20 @@
 //! launched gpuprobe through `python -m gpuprobe` (`GPUPROBE_PYTHON`), then an active
 //! virtualenv, then an active conda environment, then `python3` on `PATH`. The one used is
 //! always reported.
+//!
+//! An interpreter named with `--python` is the user's argument: one that does not exist, is
+//! not an executable file, or runs but is no Python is refused up front
+//! ([`validate_explicit`]) rather than turned into a run whose every probe is NOT-TESTED.
+//! A Python that runs but lacks torch or GPU support stays a test result.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::embedded;
 use crate::error::RunnerError;
@@ -25,16 +34,29 @@ pub struct PythonChoice {
     pub chosen_by: String,
 }
 
+/// Why an interpreter named with `--python` cannot be used at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--python {}: {reason}", path.display())]
+pub struct BadInterpreter {
+    /// The path as given.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
 /// Picks the interpreter. `explicit` is `--python`; `env` is the process environment.
-/// Fails only when nothing at all can be found; a path that exists but is broken is
-/// found here and reported by the worker that fails to start.
+/// Fails when nothing at all can be found, or when `explicit` names no executable file; a
+/// file that exists but is a broken interpreter is found here and reported by the worker
+/// that fails to start.
 pub fn find_python(
     explicit: Option<&Path>,
     env: &BTreeMap<String, String>,
 ) -> Result<PythonChoice, RunnerError> {
     if let Some(path) = explicit {
+        let executable =
+            resolve_explicit(path, env).map_err(|bad| RunnerError::NoPython(bad.to_string()))?;
         return Ok(PythonChoice {
-            executable: path.to_path_buf(),
+            executable,
             chosen_by: "--python".into(),
         });
     }
@@ -81,6 +103,136 @@ pub fn find_python(
         } else {
             tried.join(", ")
         }
+    )))
+}
+
+/// Where `--python PATH` points: a bare name is looked up on `PATH` as a shell would; any
+/// other path is made absolute (without resolving links, so a venv's `bin/python` stays
+/// a venv interpreter), so the plan names the same file from any directory. Fails when
+/// that is no executable file.
+pub fn resolve_explicit(
+    path: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<PathBuf, BadInterpreter> {
+    let bad = |reason: &str| BadInterpreter {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    if path.as_os_str().is_empty() {
+        return Err(bad("an empty path"));
+    }
+    let bare = path.components().count() == 1 && !path.to_string_lossy().contains('/');
+    let candidate = if bare {
+        env.get("PATH")
+            .into_iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join(path))
+            .find(|candidate| is_executable(candidate))
+            .ok_or_else(|| bad("not found on PATH"))?
+    } else {
+        std::path::absolute(path).map_err(|e| bad(&e.to_string()))?
+    };
+    match fs::metadata(&candidate) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(bad("no such file")),
+        Err(e) => Err(bad(&e.to_string())),
+        Ok(meta) if meta.is_dir() => Err(bad("is a directory, not an interpreter")),
+        Ok(meta) if !meta.is_file() => Err(bad("is not a regular file")),
+        Ok(_) if !is_executable(&candidate) => Err(bad("is not executable")),
+        Ok(_) => Ok(candidate),
+    }
+}
+
+/// How long an interpreter may take to print its version when `--python` is checked; one
+/// that takes longer (a cold network file system) is given the benefit of the doubt, and
+/// the workers' own start-up limit applies to it.
+const VERSION_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the check runs: prints a marker and the version, using nothing but `sys`.
+const VERSION_CHECK: &str =
+    "import sys; sys.stdout.write('gpuprobe-python %d\\n' % sys.hexversion)";
+
+/// Checks an interpreter named with `--python` before anything runs with it: it must be an
+/// executable file ([`resolve_explicit`]) and run as a Python. Returns the choice to use.
+///
+/// "Runs as a Python" is generous on purpose: a program that prints the version, that is
+/// killed by a signal, that takes too long, or whose error output names Python (`Fatal
+/// Python error`, a missing module) is an interpreter, perhaps a broken one, and what
+/// breaks it is a finding the workers report. Refused are files that cannot be executed at
+/// all and programs that run, fail and never mention Python (`/bin/true`, `ls`).
+pub fn validate_explicit(
+    path: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<PythonChoice, BadInterpreter> {
+    let executable = resolve_explicit(path, env)?;
+    let bad = |reason: String| BadInterpreter {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut child = Command::new(&executable)
+        .args(["-c", VERSION_CHECK])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so a wrapper's children go with it if it must be ended.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| bad(format!("cannot be run: {e}")))?;
+    let readers: Vec<std::thread::JoinHandle<String>> = [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|mut stream| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stream.by_ref().take(64 * 1024).read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    })
+    .collect();
+    let deadline = Instant::now() + VERSION_CHECK_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => break None,
+        }
+    };
+    let choice = PythonChoice {
+        executable,
+        chosen_by: "--python".into(),
+    };
+    let Some(status) = status else {
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+        return Ok(choice);
+    };
+    let output: String = readers
+        .into_iter()
+        .map(|reader| reader.join().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let printed_version = output
+        .lines()
+        .any(|line| line.trim_start().starts_with("gpuprobe-python "));
+    if printed_version || status.code().is_none() || output.contains("Python") {
+        return Ok(choice);
+    }
+    let said =
+        crate::supervisor::telling_line(&output.lines().map(str::to_string).collect::<Vec<_>>())
+            .map(|line| format!(": {}", line.chars().take(200).collect::<String>()))
+            .unwrap_or_default();
+    Err(bad(format!(
+        "runs, but is not a Python interpreter (asked for its version, it exited with code {}{said})",
+        status.code().unwrap_or(-1)
     )))
 }
 
@@ -296,9 +448,87 @@ mod tests {
 
     #[test]
     fn explicit_wins() {
-        let choice =
-            find_python(Some(Path::new("/x/python")), &env(&[("VIRTUAL_ENV", "/v")])).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let python = dir.path().join("python");
+        fs::write(&python, "").unwrap();
+        fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let choice = find_python(Some(&python), &env(&[("VIRTUAL_ENV", "/v")])).unwrap();
         assert_eq!(choice.chosen_by, "--python");
+        assert_eq!(choice.executable, python);
+    }
+
+    #[test]
+    fn an_explicit_path_that_is_no_executable_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        fs::write(&plain, "").unwrap();
+        let empty = env(&[]);
+        for (path, why) in [
+            (Path::new("/nonexistent/bin/python"), "no such file"),
+            (dir.path(), "directory"),
+            (plain.as_path(), "not executable"),
+        ] {
+            let err = find_python(Some(path), &empty).unwrap_err().to_string();
+            assert!(err.contains(why), "{path:?}: {err}");
+            assert!(err.contains(&path.display().to_string()), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_bare_name_is_looked_up_on_path_and_a_relative_one_made_absolute() {
+        let dir = tempfile::tempdir().unwrap();
+        let python = dir.path().join("mypython");
+        fs::write(&python, "").unwrap();
+        fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let path_env = env(&[("PATH", dir.path().to_str().unwrap())]);
+        assert_eq!(
+            resolve_explicit(Path::new("mypython"), &path_env).unwrap(),
+            python
+        );
+        assert!(resolve_explicit(Path::new("nope-python"), &path_env).is_err());
+        let relative = resolve_explicit(Path::new("./no-such-python"), &path_env);
+        assert!(
+            relative
+                .unwrap_err()
+                .to_string()
+                .contains("./no-such-python")
+        );
+    }
+
+    #[test]
+    fn a_program_that_is_no_python_is_refused_and_a_broken_python_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = |name: &str, body: &str| {
+            let path = dir.path().join(name);
+            fs::write(&path, body).unwrap();
+            fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            path
+        };
+        let empty = env(&[]);
+        let not_python = script(
+            "not-python",
+            "#!/bin/sh\necho 'usage: tool FILE' >&2\nexit 2\n",
+        );
+        let err = validate_explicit(&not_python, &empty).unwrap_err();
+        assert!(err.reason.contains("not a Python"), "{err}");
+        assert!(err.reason.contains("usage: tool FILE"), "{err}");
+        let no_format = script("no-shebang", "\x7fELF garbage");
+        assert!(validate_explicit(&no_format, &empty).is_err());
+        let broken = script(
+            "broken-python",
+            "#!/bin/sh\necho 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n",
+        );
+        assert!(validate_explicit(&broken, &empty).is_ok());
+        let fake = script(
+            "fake-python",
+            "#!/bin/sh\necho noise\necho 'gpuprobe-python 51120112'\n",
+        );
+        assert!(validate_explicit(&fake, &empty).is_ok());
+        let real = validate_explicit(Path::new("python3"), &env(&[("PATH", "/usr/bin:/bin")]));
+        if Path::new("/usr/bin/python3").exists() {
+            assert_eq!(real.unwrap().chosen_by, "--python");
+        }
     }
 
     #[test]

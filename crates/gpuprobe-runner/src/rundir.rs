@@ -4,14 +4,18 @@
 //! `results.jsonl` gets one line per probe result, written and synced the moment the result
 //! is known. A run killed at any point keeps every finished result, and `--resume` finishes
 //! it from there. A torn last line (the kill landed mid-write) is ignored on reading.
+//!
+//! `stack.json` records what the plan cannot know in advance: the torch version the run's
+//! first Python worker reported, and what each `--replan` changed. `--resume` compares it
+//! with what it would continue under, so one report never silently mixes two stacks.
 
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use gpuprobe_model::verdict::ProbeResult;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::error::RunnerError;
 
@@ -21,6 +25,22 @@ pub const PLAN_FILE: &str = "plan.json";
 pub const RESULTS_FILE: &str = "results.jsonl";
 /// The final report.
 pub const REPORT_FILE: &str = "report.json";
+/// What the run's probes ran under, as its workers reported it ([`RunStack`]).
+pub const STACK_FILE: &str = "stack.json";
+
+/// What a run's probes ran under, beyond its plan: kept so that a resume can tell whether it
+/// would continue under something else.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStack {
+    /// The torch version the run's first Python worker reported in its hello (none until
+    /// one has, or when none could import torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<String>,
+    /// One line per `--replan`, oldest first: what changed and how many results came
+    /// before. Every later report of the run repeats them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replans: Vec<String>,
+}
 
 /// A run directory.
 #[derive(Debug, Clone)]
@@ -97,6 +117,20 @@ impl RunDir {
             path: path.clone(),
             reason: format!("{name} is not valid: {e}"),
         })
+    }
+
+    /// The run's [`RunStack`]; empty for a run that recorded none (made before it existed,
+    /// or stopped before any worker said hello).
+    pub fn read_stack(&self) -> Result<RunStack, RunnerError> {
+        if !self.path.join(STACK_FILE).exists() {
+            return Ok(RunStack::default());
+        }
+        self.read_json(STACK_FILE)
+    }
+
+    /// Records the run's [`RunStack`].
+    pub fn write_stack(&self, stack: &RunStack) -> Result<(), RunnerError> {
+        self.write_json(STACK_FILE, stack).map(|_| ())
     }
 
     /// Appends one result and syncs it to disk before returning.
@@ -193,6 +227,19 @@ mod tests {
                 .to_string()
                 .contains("not a gpuprobe run")
         );
+    }
+
+    #[test]
+    fn the_stack_reads_back_and_is_empty_until_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path()).unwrap();
+        assert_eq!(run.read_stack().unwrap(), RunStack::default());
+        let stack = RunStack {
+            torch: Some("2.5.1+cpu".into()),
+            replans: vec!["re-planned".into()],
+        };
+        run.write_stack(&stack).unwrap();
+        assert_eq!(run.read_stack().unwrap(), stack);
     }
 
     #[test]

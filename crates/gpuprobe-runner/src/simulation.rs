@@ -108,23 +108,7 @@ pub fn resolve(spec: &str) -> Result<SimulationSpec, RunnerError> {
                 reason: format!("neither a preset nor a file; presets: {}", names.join(", ")),
             });
         };
-        let file: FaultFile = toml::from_str(&text).map_err(|e| RunnerError::Simulation {
-            spec: origin.clone(),
-            reason: e.to_string(),
-        })?;
-        if file.fault.is_empty() {
-            return Err(RunnerError::Simulation {
-                spec: origin,
-                reason: "it defines no [[fault]]".into(),
-            });
-        }
-        for fault in &file.fault {
-            validate(fault).map_err(|reason| RunnerError::Simulation {
-                spec: origin.clone(),
-                reason,
-            })?;
-        }
-        faults.extend(file.fault);
+        faults.extend(parse_faults(&origin, &text)?);
     }
     if faults.is_empty() {
         return Err(RunnerError::Simulation {
@@ -136,6 +120,32 @@ pub fn resolve(spec: &str) -> Result<SimulationSpec, RunnerError> {
         source: spec.to_string(),
         faults,
     })
+}
+
+/// Parses and validates the text of one fault file (a preset or a user's file; `origin`
+/// names it in errors): at least one `[[fault]]`, each with a known op and effect, a
+/// fraction in (0, 1] and `NAME=VALUE` settings.
+///
+/// Public so that the `simulate_spec` fuzz target and its regression replay
+/// (`crates/gpuprobe-fuzz-targets`) exercise exactly what `--simulate FILE` runs.
+pub fn parse_faults(origin: &str, text: &str) -> Result<Vec<FaultSpec>, RunnerError> {
+    let file: FaultFile = toml::from_str(text).map_err(|e| RunnerError::Simulation {
+        spec: origin.to_string(),
+        reason: e.to_string(),
+    })?;
+    if file.fault.is_empty() {
+        return Err(RunnerError::Simulation {
+            spec: origin.to_string(),
+            reason: "it defines no [[fault]]".into(),
+        });
+    }
+    for fault in &file.fault {
+        validate(fault).map_err(|reason| RunnerError::Simulation {
+            spec: origin.to_string(),
+            reason,
+        })?;
+    }
+    Ok(file.fault)
 }
 
 fn validate(fault: &FaultSpec) -> Result<(), String> {

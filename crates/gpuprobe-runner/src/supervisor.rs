@@ -16,15 +16,23 @@
 //! most of each import in the way. A waiting worker has imported the framework but has not
 //! touched the device, so it holds no device memory; it is spawned only after the current
 //! worker is past its own import, so they do not compete.
+//!
+//! A run can be cancelled ([`Cancel`], on Ctrl-C): every supervisor then kills its workers'
+//! process groups (the one running and those waiting ahead), records nothing more, and
+//! returns. A probe that was running gets no result, so the run directory stays resumable
+//! and a resumed run runs it again.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use gpuprobe_model::observation::Observation;
 use gpuprobe_model::probe::{DeviceRef, ProbeId, ProbeSpec};
 use gpuprobe_model::protocol::{Outcome, WorkerEvent};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 
 use crate::error::RunnerError;
 use crate::kmsg::KernelLogWatcher;
@@ -56,6 +64,74 @@ pub struct SupervisorConfig {
     /// How many later batches' workers may be started ahead of their turn, holding at the
     /// start line (0: each worker starts on its turn).
     pub workers_ahead: usize,
+    /// Stops the run early when cancelled (by default, one that never is).
+    pub cancel: Cancel,
+}
+
+/// How often a supervisor waiting on a worker looks at its [`Cancel`]: short enough that a
+/// Ctrl-C ends the workers at once, long enough to cost nothing.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
+
+/// Asks running supervisors to stop: each kills its workers' process groups, records no
+/// further result and returns, and none starts another worker. Clones share one flag; once
+/// cancelled it stays cancelled.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel {
+    state: Arc<CancelState>,
+}
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: AtomicBool,
+    /// Supervisors running now, so a caller can wait for their workers to be gone.
+    active: AtomicUsize,
+}
+
+impl Cancel {
+    /// A flag not cancelled yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels: every supervisor sharing this flag stops within moments.
+    pub fn cancel(&self) {
+        self.state.cancelled.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Cancel::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.state.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no supervisor sharing this flag runs (their workers are then ended and
+    /// reaped), at most `timeout`; whether none runs.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.state.active.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Counts a supervisor as running until the guard is dropped.
+    fn enter(&self) -> Active {
+        self.state.active.fetch_add(1, Ordering::SeqCst);
+        Active(self.state.clone())
+    }
+}
+
+/// A running supervisor, as counted by its [`Cancel`].
+struct Active(Arc<CancelState>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// When a worker started ahead of its turn may begin its probes: the engine opens it once the
@@ -85,6 +161,24 @@ impl StartGate {
         self.open.0.lock().map(|open| *open).unwrap_or(true)
     }
 
+    /// Blocks until the gate is open or `cancel` is cancelled; whether it opened.
+    pub fn wait_unless(&self, cancel: &Cancel) -> bool {
+        let (lock, signal) = &*self.open;
+        let Ok(mut open) = lock.lock() else {
+            return true;
+        };
+        while !*open {
+            if cancel.is_cancelled() {
+                return false;
+            }
+            match signal.wait_timeout(open, CANCEL_POLL) {
+                Ok((guard, _)) => open = guard,
+                Err(_) => return true,
+            }
+        }
+        true
+    }
+
     /// Blocks until the gate is open.
     pub fn wait(&self) {
         let (lock, signal) = &*self.open;
@@ -107,6 +201,7 @@ impl Default for SupervisorConfig {
             log_dir: None,
             start_gate: None,
             workers_ahead: 3,
+            cancel: Cancel::default(),
         }
     }
 }
@@ -182,7 +277,8 @@ pub enum SupervisorEvent {
 pub type CommandFactory<'a> = dyn FnMut(&[Task], bool) -> Result<WorkerCommand, RunnerError> + 'a;
 
 /// Runs `tasks` (all on one device), reporting through `on_event`; returns when every task
-/// has a result.
+/// has a result, or at once when [`SupervisorConfig::cancel`] is cancelled (the tasks not
+/// finished by then get none).
 pub fn supervise(
     tasks: Vec<Task>,
     make_command: &mut CommandFactory<'_>,
@@ -190,6 +286,7 @@ pub fn supervise(
     kernel_log: Option<&mut KernelLogWatcher>,
     on_event: &mut dyn FnMut(SupervisorEvent),
 ) {
+    let _active = config.cancel.enter();
     let mut kernel_log = kernel_log;
     let mut worker_number = 0usize;
     let batches = batches(tasks);
@@ -199,7 +296,7 @@ pub fn supervise(
         spawned: VecDeque::new(),
         next: 1,
     };
-    for (index, batch) in batches.iter().enumerate() {
+    'batches: for (index, batch) in batches.iter().enumerate() {
         // The worker spawned ahead for this batch (if any) runs it first; this batch's
         // workers may in turn spawn the next batches' (never this one's again: when no
         // earlier worker got as far as spawning ahead, the queue is behind).
@@ -208,6 +305,9 @@ pub fn supervise(
         let mut remaining: VecDeque<Task> = batch.iter().cloned().collect();
         let mut fruitless_workers = 0;
         while !remaining.is_empty() {
+            if config.cancel.is_cancelled() {
+                break 'batches;
+            }
             let progressed = run_one_worker(
                 &mut remaining,
                 &mut ahead,
@@ -217,6 +317,10 @@ pub fn supervise(
                 kernel_log.as_deref_mut(),
                 on_event,
             );
+            if config.cancel.is_cancelled() {
+                // Nothing it left undone is blamed on a probe: a resumed run runs it.
+                break 'batches;
+            }
             if progressed {
                 fruitless_workers = 0;
             } else {
@@ -239,6 +343,53 @@ pub fn supervise(
                     remaining.len()
                 )));
             }
+        }
+    }
+    // Workers started ahead for batches that will not run now (only after a cancel): ended
+    // here, with their process groups, rather than left to the drop.
+    for mut spawned in ahead
+        .ready
+        .take()
+        .into_iter()
+        .chain(ahead.spawned.drain(..).flatten())
+    {
+        stop(&mut spawned.worker);
+    }
+}
+
+/// Ends a worker at once, with its whole process group, and reaps it.
+fn stop(worker: &mut RunningWorker) {
+    let _ = killpg(Pid::from_raw(worker.pid() as i32), Signal::SIGKILL);
+    worker.wait();
+}
+
+/// What waiting on a worker gave.
+enum Polled {
+    Message(WorkerMessage),
+    TimedOut,
+    Cancelled,
+}
+
+/// The worker's next message before `deadline`, looking at `cancel` all the while; once it
+/// is cancelled nothing more is delivered, so no result is made of a worker it ends.
+fn next_or_cancelled(worker: &RunningWorker, deadline: Instant, cancel: &Cancel) -> Polled {
+    loop {
+        if cancel.is_cancelled() {
+            return Polled::Cancelled;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Polled::TimedOut;
+        }
+        match worker.next(deadline.min(now + CANCEL_POLL)) {
+            Next::Message(message) => {
+                return if cancel.is_cancelled() {
+                    Polled::Cancelled
+                } else {
+                    Polled::Message(message)
+                };
+            }
+            Next::TimedOut => continue,
         }
     }
 }
@@ -297,7 +448,10 @@ impl Ahead<'_> {
         worker_number: &mut usize,
         on_event: &mut dyn FnMut(SupervisorEvent),
     ) {
-        while self.spawned.len() < depth && self.next < self.batches.len() {
+        while self.spawned.len() < depth
+            && self.next < self.batches.len()
+            && !config.cancel.is_cancelled()
+        {
             let batch = &self.batches[self.next];
             self.next += 1;
             match spawn_worker(batch, true, make_command, config, worker_number) {
@@ -367,9 +521,13 @@ fn run_one_worker(
     let spawned = match ahead.ready.take() {
         Some(spawned) => spawned,
         None => {
+            if config.cancel.is_cancelled() {
+                return false;
+            }
             let tasks: Vec<Task> = remaining.iter().cloned().collect();
             match spawn_worker(&tasks, false, make_command, config, worker_number) {
                 Ok(spawned) => spawned,
+                Err(_) if config.cancel.is_cancelled() => return false,
                 Err(reason) => {
                     finish_all(remaining, &reason, on_event);
                     return true;
@@ -389,9 +547,13 @@ fn run_one_worker(
     let mut deadline = Instant::now() + config.startup_timeout;
     let mut garbage_lines = 0usize;
     loop {
-        let message = match worker.next(deadline) {
-            Next::Message(message) => message,
-            Next::TimedOut => {
+        let message = match next_or_cancelled(&worker, deadline, &config.cancel) {
+            Polled::Cancelled => {
+                stop(&mut worker);
+                return progressed;
+            }
+            Polled::Message(message) => message,
+            Polled::TimedOut => {
                 let tail_before = worker.tail();
                 let _exit = worker.kill_hung();
                 let mut tail = worker.tail();
@@ -461,8 +623,11 @@ fn run_one_worker(
                     if waits_for_start {
                         // Ready but not yet its turn: no deadline runs while it waits, since
                         // what it waits for is other lanes, each under its own limits.
-                        if let Some(gate) = &config.start_gate {
-                            gate.wait();
+                        if let Some(gate) = &config.start_gate
+                            && !gate.wait_unless(&config.cancel)
+                        {
+                            stop(&mut worker);
+                            return progressed;
                         }
                         worker.start();
                     }
@@ -691,8 +856,9 @@ mod tests {
     use gpuprobe_model::probe::{Backend, Layer, Placement, Rule, Tier};
 
     /// A worker that speaks the protocol. Arguments: note file, name, `wait` or `go`, seconds
-    /// per probe, probes. It notes `spawn:<name>` when it starts, `start:<name>` when the
-    /// start line arrives and `result:<probe>` just before reporting it, each with its time.
+    /// per probe, probes. It notes `spawn:<name>` and `pid:<name>:<pid>` when it starts,
+    /// `start:<name>` when the start line arrives and `result:<probe>` just before reporting
+    /// it, each with its time.
     const FAKE_WORKER: &str = r#"
 import json, os, sys, time
 notes, name, wait, seconds = sys.argv[1], sys.argv[2], sys.argv[3] == "wait", float(sys.argv[4])
@@ -701,6 +867,7 @@ def emit(event): out.write(json.dumps(event) + "\n")
 def note(what):
     with open(notes, "a") as f: f.write(f"{what} {time.time()}\n")
 note(f"spawn:{name}")
+note(f"pid:{name}:{os.getpid()}")
 emit({"event": "hello", "protocol": 1, "pid": os.getpid(), "worker": "python"})
 if wait:
     if sys.stdin.readline().strip() != "start": sys.exit(0)
@@ -1007,6 +1174,112 @@ emit({"event": "done"})
         );
         let calls = factory_calls(&record);
         assert_eq!(calls, [("t.a", false), ("t.b", true), ("t.b", false)]);
+    }
+
+    /// Whether process `pid` still exists (a zombie counts as gone: it runs nothing).
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+                !state.is_some_and(|s| s.starts_with('Z'))
+            })
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn a_cancel_ends_every_worker_and_records_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        // Each probe would take a minute: only the cancel can end this run in time.
+        let tasks = vec![isolated("t.a"), isolated("t.b"), isolated("t.c")];
+        let cancel = Cancel::new();
+        let config = SupervisorConfig {
+            startup_timeout: Duration::from_secs(60),
+            between_probes_timeout: Duration::from_secs(60),
+            log_dir: Some(dir.path().to_path_buf()),
+            workers_ahead: 2,
+            cancel: cancel.clone(),
+            ..SupervisorConfig::default()
+        };
+        let mut make_command =
+            |tasks: &[Task], ahead: bool| Ok(fake_worker(tasks, ahead, &notes, 60.0));
+        let mut results = Vec::new();
+        let mut started = Vec::new();
+        let began = Instant::now();
+        supervise(
+            tasks,
+            &mut make_command,
+            &config,
+            None,
+            &mut |event| match event {
+                SupervisorEvent::Started(probe, _) => {
+                    started.push(probe.to_string());
+                    // Let the workers started ahead come up (they note their pids), then cancel.
+                    std::thread::sleep(Duration::from_millis(1500));
+                    cancel.cancel();
+                }
+                SupervisorEvent::Finished(result) => results.push(result),
+                _ => {}
+            },
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the cancel did not end the run promptly: {:?}",
+            began.elapsed()
+        );
+        assert_eq!(started, ["t.a"]);
+        assert!(
+            results.is_empty(),
+            "a cancelled probe got a result: {results:?}"
+        );
+        let text = std::fs::read_to_string(&notes).unwrap();
+        let pids: Vec<i32> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("pid:"))
+            .filter_map(|rest| rest.split(' ').next()?.rsplit(':').next()?.parse().ok())
+            .collect();
+        assert!(pids.len() >= 2, "the workers ahead did not start: {text}");
+        for pid in pids {
+            assert!(!alive(pid), "worker {pid} outlived the cancel");
+        }
+        assert!(
+            cancel.wait_idle(Duration::ZERO),
+            "the supervisor still counts as running"
+        );
+    }
+
+    #[test]
+    fn a_cancel_releases_a_worker_waiting_at_a_closed_gate() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        let cancel = Cancel::new();
+        let config = SupervisorConfig {
+            startup_timeout: Duration::from_secs(60),
+            log_dir: Some(dir.path().to_path_buf()),
+            start_gate: Some(StartGate::new()),
+            cancel: cancel.clone(),
+            ..SupervisorConfig::default()
+        };
+        // The gate never opens: only the cancel can end the wait.
+        let mut make_command =
+            |tasks: &[Task], _ahead: bool| Ok(fake_worker(tasks, true, &notes, 0.1));
+        let began = Instant::now();
+        let mut results = Vec::new();
+        supervise(
+            vec![isolated("t.a")],
+            &mut make_command,
+            &config,
+            None,
+            &mut |event| match event {
+                SupervisorEvent::Hello(_) => cancel.cancel(),
+                SupervisorEvent::Finished(result) => results.push(result),
+                _ => {}
+            },
+        );
+        assert!(began.elapsed() < Duration::from_secs(20));
+        assert!(results.is_empty(), "{results:?}");
+        let text = std::fs::read_to_string(&notes).unwrap();
+        assert!(!text.contains("start:"), "the worker was let go: {text}");
     }
 
     #[test]

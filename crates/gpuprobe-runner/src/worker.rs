@@ -163,21 +163,9 @@ impl RunningWorker {
         }
         let (sender, events) = mpsc::channel();
         readers.push(thread::spawn(move || {
-            let reader = BufReader::new(event_reader);
-            for line in reader.lines() {
-                let Ok(line) = line else { break };
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let message = match serde_json::from_str::<WorkerEvent>(&line) {
-                    Ok(event) => WorkerMessage::Event(Box::new(event)),
-                    Err(_) => WorkerMessage::Garbage(line),
-                };
-                if sender.send(message).is_err() {
-                    return;
-                }
-            }
-            let _ = sender.send(WorkerMessage::Closed);
+            read_messages(BufReader::new(event_reader), |message| {
+                sender.send(message).is_ok()
+            });
         }));
         Ok(RunningWorker {
             child,
@@ -269,6 +257,48 @@ impl Drop for RunningWorker {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Reads a worker's event stream: each non-blank line becomes one message, handed to
+/// `deliver` in order until it returns false (nobody listens any more); once the stream ends
+/// or fails, [`WorkerMessage::Closed`] comes last.
+///
+/// Public, with [`decode_line`], so that the protocol fuzz target and its regression replay
+/// (`crates/gpuprobe-fuzz-targets`) run the very code every worker's events go through.
+pub fn read_messages(mut reader: impl BufRead, mut deliver: impl FnMut(WorkerMessage) -> bool) {
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if let Some(message) = decode_line(&buf)
+            && !deliver(message)
+        {
+            return;
+        }
+    }
+    deliver(WorkerMessage::Closed);
+}
+
+/// Decodes one line of the event stream (its `\n` or `\r\n` end is dropped): `None` for a
+/// blank line, else a protocol event or the line kept as garbage.
+///
+/// A line that is not UTF-8 is garbage (shown with replacement characters), not the end of
+/// the stream: reading lines as `String`s used to stop at such a line and report the
+/// worker's events closed while it was still running.
+pub fn decode_line(line: &[u8]) -> Option<WorkerMessage> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let text = String::from_utf8_lossy(line);
+    if text.trim().is_empty() {
+        return None;
+    }
+    Some(match serde_json::from_str::<WorkerEvent>(&text) {
+        Ok(event) => WorkerMessage::Event(Box::new(event)),
+        Err(_) => WorkerMessage::Garbage(text.into_owned()),
+    })
 }
 
 fn spawn_output_reader(

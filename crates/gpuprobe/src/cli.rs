@@ -36,6 +36,8 @@ pub enum Command {
     Run(RunArgs),
     /// Profiles written by `fix`: show, check against this machine, export.
     Profile(ProfileArgs),
+    /// The run directories kept under the state directory: list them, prune old ones.
+    Runs(RunsArgs),
     /// Starts a job for `run` with a clean signal mask (internal).
     #[command(name = "__exec-job", hide = true)]
     ExecJob(ExecJobArgs),
@@ -87,9 +89,15 @@ pub struct CheckArgs {
     /// Where to keep this run's results (default: ~/.local/state/gpuprobe/runs/<time>).
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
-    /// Finish an interrupted run from its directory.
-    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["run_dir", "simulate", "tier", "only", "device"])]
+    /// Finish an interrupted run from its directory, under what it ran under: refused when
+    /// the interpreter, its torch or gpuprobe differ from the run's (see --replan).
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["run_dir", "simulate", "tier", "only", "device", "no_native", "seed", "soak_seconds"])]
     pub resume: Option<PathBuf>,
+    /// With --resume: continue even though the interpreter, its torch or gpuprobe differ
+    /// from the run's. What is left is planned again under them, the results already
+    /// recorded are kept, and the report says what changed.
+    #[arg(long, requires = "resume")]
+    pub replan: bool,
     /// Fault simulation (test and demo mode): preset names or TOML files, comma-separated;
     /// `list` shows the presets. Every output made under it says SIMULATED.
     #[arg(long, value_name = "SPEC")]
@@ -97,18 +105,18 @@ pub struct CheckArgs {
     /// Skip the native (CUDA/HIP runtime) probes.
     #[arg(long)]
     pub no_native: bool,
-    /// Multiply every probe's timeout (slow machines).
-    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    /// Multiply every probe's timeout (slow machines); 0.05 to 1000.
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = timeout_scale, allow_negative_numbers = true)]
     pub timeout_scale: f64,
-    /// Seconds a worker may take to start (interpreter and framework import).
-    #[arg(long, default_value_t = 180.0, value_name = "SECONDS")]
+    /// Seconds a worker may take to start (interpreter and framework import); 1 to 3600.
+    #[arg(long, default_value_t = 180.0, value_name = "SECONDS", value_parser = startup_timeout, allow_negative_numbers = true)]
     pub startup_timeout: f64,
     /// Seed for every random input (a run is reproducible from it).
     #[arg(long, default_value_t = 20261122)]
     pub seed: u64,
     /// Seconds of sustained load in the soak tier, between the cold and the loaded runs of
-    /// its sentinel probes.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    /// its sentinel probes; 0.5 to 720.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = soak_seconds, allow_negative_numbers = true)]
     pub soak_seconds: f64,
     /// Show worker messages (library warnings, restarts).
     #[arg(short, long)]
@@ -142,6 +150,11 @@ pub struct TriageArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Read at most SIZE bytes, all inputs together (default 64M; K, M, G, T are powers
+    /// of 1024; at least 64K). A larger file is triaged by its start and its latest lines,
+    /// a larger stream by its start; either is reported as truncated.
+    #[arg(long, value_name = "SIZE", value_parser = gpuprobe_detect::triage::input::parse_byte_size)]
+    pub max_bytes: Option<u64>,
 }
 
 /// Options of `memtest`.
@@ -150,13 +163,15 @@ pub struct MemtestArgs {
     /// GPU index.
     #[arg(long, default_value_t = 0)]
     pub device: u32,
-    /// Fraction of free memory to test.
-    #[arg(long, default_value_t = 0.95)]
+    /// Fraction of free memory to test: more than 0, at most 1.
+    #[arg(long, default_value_t = 0.95, value_parser = fraction, allow_negative_numbers = true)]
     pub fraction: f64,
-    /// Passes over all patterns.
-    #[arg(long, default_value_t = 1)]
+    /// Passes over all patterns; 1 to 1000.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(i64::from(ranges::MEMTEST_PASSES.0)..=i64::from(ranges::MEMTEST_PASSES.1)))]
     pub passes: u32,
-    /// Print JSON.
+    /// Print one JSON document on stdout, whatever the outcome: the report when the test
+    /// ran, and always `status`, `reason`, `exit_code` and `exit_status` (also when the test
+    /// could not run, crashed or hung, or gpuprobe refused an option).
     #[arg(long)]
     pub json: bool,
     /// Test-only: flip one bit at BYTE_OFFSET:BIT between write and verify, to prove the
@@ -237,6 +252,14 @@ pub struct FixArgs {
     /// Where to keep the search (default: ~/.local/state/gpuprobe/runs/fix-<time>).
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
+    /// Finish an interrupted fix from its run directory: the trials it finished (recorded in
+    /// its `trials.jsonl`) are not run again, and the search goes on with the options the
+    /// fix was started with, to the same account and profile.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = [
+        "from", "run_dir", "tier", "only", "device", "simulate", "no_native", "max_runs",
+        "candidate", "sentinels", "profile_out", "timeout_scale", "startup_timeout", "seed",
+    ])]
+    pub resume: Option<PathBuf>,
     /// The most trials (fresh-worker runs, one set of settings each) the search may use,
     /// baseline and verification included.
     #[arg(long, default_value_t = 40, value_name = "N")]
@@ -248,17 +271,18 @@ pub struct FixArgs {
     /// Sentinel probes per family without failures (families with failures get two more).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub sentinels: usize,
-    /// Where to write the profile (default: profile.toml in the run directory).
+    /// Where to write the profile (default: profile.toml in the run directory). Checked
+    /// for being writable before anything runs.
     #[arg(long, value_name = "FILE")]
     pub profile_out: Option<PathBuf>,
     /// Print the account as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Multiply every probe's timeout.
-    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    /// Multiply every probe's timeout; 0.05 to 1000.
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = timeout_scale, allow_negative_numbers = true)]
     pub timeout_scale: f64,
-    /// Seconds a worker may take to start.
-    #[arg(long, default_value_t = 180.0, value_name = "SECONDS")]
+    /// Seconds a worker may take to start; 1 to 3600.
+    #[arg(long, default_value_t = 180.0, value_name = "SECONDS", value_parser = startup_timeout, allow_negative_numbers = true)]
     pub startup_timeout: f64,
     /// Seed for every random input.
     #[arg(long, default_value_t = 20261122)]
@@ -281,12 +305,12 @@ pub struct RunArgs {
     /// The profile to apply (validated; refused when proven on another stack).
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
-    /// Run the command N times and report the crash and hang rates.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Run the command N times and report the crash and hang rates; 1 to 100000.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(i64::from(ranges::REPEAT.0)..=i64::from(ranges::REPEAT.1)))]
     pub repeat: u32,
     /// Treat the job as hung after this many seconds without output and without GPU
-    /// activity, and kill its process group.
-    #[arg(long, value_name = "SECONDS")]
+    /// activity, and kill its process group; 1 to 604800 (a week).
+    #[arg(long, value_name = "SECONDS", value_parser = hang_timeout, allow_negative_numbers = true)]
     pub hang_timeout: Option<f64>,
     /// When the GPU stack is judged unsafe (the job crashed or hung on the GPU, or the
     /// profile records failures it could not cure), run the job on the CPU with every GPU
@@ -303,7 +327,8 @@ pub struct RunArgs {
     /// `check` picks it).
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
-    /// Also write the runs, rates and exit codes as JSON to FILE.
+    /// Also write the runs, rates and exit codes as JSON to FILE. Checked for being
+    /// writable before the job starts.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
     /// The command and its arguments (after `--`).
@@ -374,10 +399,180 @@ pub enum ProfileAction {
     },
 }
 
+/// Options of `runs`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: RunsAction,
+}
+
+/// `runs` actions.
+#[derive(Debug, Subcommand)]
+pub enum RunsAction {
+    /// Lists the run directories, newest first: start, tier, state (finished, in progress,
+    /// interrupted), verdict counts, exit status and size on disk.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes old run directories; never one in progress, one holding a `fix` profile, or
+    /// anything that is not a gpuprobe run directory. Without --keep or --older-than, keeps
+    /// the newest $GPUPROBE_KEEP_RUNS (default 20), as after every check.
+    Prune {
+        /// Keep the newest N runs.
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// Remove only runs started longer ago than D (`7d`, `12h`, `30m`, `90s`, `2w`).
+        /// With --keep, a run goes only when both allow it.
+        #[arg(long, value_name = "D")]
+        older_than: Option<String>,
+        /// Say what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
 /// Options of the hidden job launcher.
 #[derive(Debug, Args)]
 pub struct ExecJobArgs {
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<OsString>,
+}
+
+/// The ranges of the time and size options. Out of range is a usage error (exit 2) that
+/// names the range: a value far outside them is a typo or a misunderstanding (a timeout
+/// scale of 1e-9 turns every probe into a false HANG), never something to clamp quietly.
+pub mod ranges {
+    /// `--timeout-scale`: the shortest probe timeout (60 s) times 0.05 is 3 s, the least
+    /// in which a healthy probe still finishes on the CPU; 1000 stretches the longest
+    /// (600 s) to about a week.
+    pub const TIMEOUT_SCALE: (f64, f64) = (0.05, 1000.0);
+    /// `--startup-timeout`, seconds: a worker must get at least a second to start; an hour
+    /// covers importing a framework from a slow network file system.
+    pub const STARTUP_TIMEOUT: (f64, f64) = (1.0, 3600.0);
+    /// `--soak-seconds`: the soak probe's own bounds (`MAX_SOAK_SECONDS` in
+    /// `python/gpuprobe/worker/probes/soak_specs.py`, which its timeout is sized for).
+    pub const SOAK_SECONDS: (f64, f64) = (0.5, 720.0);
+    /// `run --hang-timeout`, seconds: output and GPU activity are sampled about once a
+    /// second, so less cannot be told from a pause; a week at most.
+    pub const HANG_TIMEOUT: (f64, f64) = (1.0, 604_800.0);
+    /// `memtest --passes`.
+    pub const MEMTEST_PASSES: (u32, u32) = (1, 1000);
+    /// `run --repeat`.
+    pub const REPEAT: (u32, u32) = (1, 100_000);
+}
+
+/// Parses a finite number in `[min, max]`; the error states the range.
+fn number_in(text: &str, min: f64, max: f64) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a number; allowed: {min} to {max}"))?;
+    if value.is_finite() && (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("out of range; allowed: {min} to {max}"))
+    }
+}
+
+fn timeout_scale(text: &str) -> Result<f64, String> {
+    number_in(text, ranges::TIMEOUT_SCALE.0, ranges::TIMEOUT_SCALE.1)
+}
+
+fn startup_timeout(text: &str) -> Result<f64, String> {
+    number_in(text, ranges::STARTUP_TIMEOUT.0, ranges::STARTUP_TIMEOUT.1)
+}
+
+fn soak_seconds(text: &str) -> Result<f64, String> {
+    number_in(text, ranges::SOAK_SECONDS.0, ranges::SOAK_SECONDS.1)
+}
+
+fn hang_timeout(text: &str) -> Result<f64, String> {
+    number_in(text, ranges::HANG_TIMEOUT.0, ranges::HANG_TIMEOUT.1)
+}
+
+/// `memtest --fraction`: more than 0 (a test of nothing is no test), at most 1.
+fn fraction(text: &str) -> Result<f64, String> {
+    let value =
+        number_in(text, 0.0, 1.0).map_err(|_| "allowed: more than 0, at most 1".to_string())?;
+    if value > 0.0 {
+        Ok(value)
+    } else {
+        Err("allowed: more than 0, at most 1".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("gpuprobe").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn time_options_outside_their_range_are_usage_errors_naming_the_range() {
+        for (args, range) in [
+            (vec!["check", "--timeout-scale", "1e-9"], "0.05 to 1000"),
+            (vec!["check", "--timeout-scale", "-1"], "0.05 to 1000"),
+            (vec!["check", "--timeout-scale", "nan"], "0.05 to 1000"),
+            (vec!["fix", "--timeout-scale", "inf"], "0.05 to 1000"),
+            (vec!["check", "--startup-timeout", "0"], "1 to 3600"),
+            (vec!["fix", "--startup-timeout", "0.5"], "1 to 3600"),
+            (vec!["check", "--soak-seconds", "0"], "0.5 to 720"),
+            (vec!["check", "--soak-seconds", "1e6"], "0.5 to 720"),
+            (
+                vec!["run", "--hang-timeout", "0", "--", "true"],
+                "1 to 604800",
+            ),
+            (vec!["memtest", "--fraction", "0"], "more than 0, at most 1"),
+            (
+                vec!["memtest", "--fraction", "1.5"],
+                "more than 0, at most 1",
+            ),
+            (vec!["memtest", "--passes", "0"], "1..=1000"),
+            (vec!["run", "--repeat", "0", "--", "true"], "1..=100000"),
+        ] {
+            let err = parse(&args).expect_err(&format!("{args:?} must be refused"));
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{args:?}"
+            );
+            assert!(err.use_stderr(), "{args:?}");
+            let text = err.to_string();
+            assert!(text.contains(range), "{args:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn time_options_inside_their_range_and_the_defaults_parse() {
+        for args in [
+            vec!["check"],
+            vec!["fix"],
+            vec!["memtest"],
+            vec!["check", "--timeout-scale", "0.05", "--startup-timeout", "1"],
+            vec![
+                "fix",
+                "--timeout-scale",
+                "1000",
+                "--startup-timeout",
+                "3600",
+            ],
+            vec!["check", "--soak-seconds", "0.5"],
+            vec!["memtest", "--fraction", "1", "--passes", "1000"],
+            vec!["run", "--hang-timeout", "1", "--repeat", "1", "--", "true"],
+        ] {
+            parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        let Command::Check(check) = parse(&["check"]).unwrap().command else {
+            panic!("not check");
+        };
+        assert_eq!(check.timeout_scale, 1.0);
+        assert_eq!(check.startup_timeout, 180.0);
+        assert_eq!(check.soak_seconds, 60.0);
+    }
 }

@@ -13,8 +13,12 @@ use gpuprobe_model::ExitStatus;
 
 pub mod cli;
 mod commands;
+mod output;
 mod paths;
-mod profiles;
+// Public (hidden) only so that the profile fuzz target and its regression replay
+// (`crates/gpuprobe-fuzz-targets`) call the same `profiles::parse` as `--profile FILE`.
+#[doc(hidden)]
+pub mod profiles;
 mod progress;
 mod session;
 mod stack;
@@ -62,7 +66,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             } else {
                 ExitStatus::InternalFailure
             };
-            eprintln!("gpuprobe: error: {err:#}");
+            // Errors quote paths, interpreter output and exception text.
+            output::eprint_line(&format!("gpuprobe: error: {err:#}"));
             ExitCode::from(status.code())
         }
     }

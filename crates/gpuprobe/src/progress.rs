@@ -1,10 +1,26 @@
 //! The progress bar: shown on a terminal, hidden otherwise (pipes, CI, `--json` to a file).
+//!
+//! The bar on screen is also known to [`clear_active`], so that a Ctrl-C that ends gpuprobe
+//! from its signal thread leaves a clean line behind, not a half-drawn bar.
 
 use std::io::IsTerminal;
+use std::sync::Mutex;
 
 use gpuprobe_doctor::engine::Progress;
+use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::Verdict;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// The bar of the view in use, if any.
+static ACTIVE: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Removes the bar in use from the screen (any thread may call it; a no-op when none).
+pub(crate) fn clear_active() {
+    let bar = ACTIVE.lock().ok().and_then(|mut active| active.take());
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+}
 
 /// Draws progress on stderr when it is a terminal.
 pub struct ProgressView {
@@ -27,6 +43,9 @@ impl ProgressView {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_prefix(label.to_string());
+        if let Ok(mut active) = ACTIVE.lock() {
+            *active = Some(bar.clone());
+        }
         ProgressView {
             bar,
             verbose,
@@ -49,7 +68,7 @@ impl ProgressView {
                         result.verdict.label(),
                         result.probe,
                         result.device,
-                        result.verdict.detail()
+                        visible_line(&result.verdict.detail())
                     );
                     self.bar.println(line);
                 } else if self.verbose && !matches!(result.verdict, Verdict::Pass) {
@@ -57,13 +76,14 @@ impl ProgressView {
                         "{:<10} {}: {}",
                         result.verdict.label(),
                         result.probe,
-                        result.verdict.detail()
+                        visible_line(&result.verdict.detail())
                     ));
                 }
             }
             Progress::Log(message) => {
                 if self.verbose {
-                    self.bar.println(message);
+                    // Worker messages are the worker's stderr: shown, never obeyed.
+                    self.bar.println(visible_line(message));
                 }
             }
         }
@@ -72,6 +92,9 @@ impl ProgressView {
     /// Removes the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+        if let Ok(mut active) = ACTIVE.lock() {
+            *active = None;
+        }
         let _ = &self.label;
     }
 }

@@ -3,6 +3,12 @@
 //! worker reports, or the listed ones; the CPU under simulation without a GPU), run the
 //! plan through the engine, and build the report with fingerprint, knowledge-base
 //! matches, lint and diagnosis.
+//!
+//! A resumed run continues only under what it ran under (interpreter, torch, gpuprobe):
+//! anything else is refused unless `--replan` asks to re-plan, which the report then says.
+//! A signal stops the workers and leaves the run resumable ([`interrupt`]).
+
+pub(crate) mod interrupt;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -115,12 +121,26 @@ pub fn supervisor_config(
     log_dir: PathBuf,
 ) -> SupervisorConfig {
     SupervisorConfig {
-        startup_timeout: Duration::from_secs_f64(startup_timeout.max(1.0)),
+        // The command line holds it to 1..=3600 s (cli::ranges): nothing is clamped here.
+        startup_timeout: Duration::from_secs_f64(startup_timeout),
         between_probes_timeout: Duration::from_secs(120),
         timeout_scale,
         log_dir: Some(log_dir),
+        // Every session's workers stop on Ctrl-C once a command has installed the handler.
+        cancel: interrupt::cancel_token(),
         ..SupervisorConfig::default()
     }
+}
+
+/// Refuses an interpreter named with `--python` that is no interpreter at all (missing, not
+/// executable, not a Python): a usage error, found before any work. Returns the choice.
+pub(crate) fn validate_python(
+    explicit: Option<&Path>,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<PythonChoice>> {
+    explicit
+        .map(|path| python::validate_explicit(path, env).map_err(|e| user_error(e.to_string())))
+        .transpose()
 }
 
 /// Everything a session needs once the plan is known.
@@ -186,19 +206,25 @@ pub fn prepare_new(
         .map(simulation::resolve)
         .transpose()
         .map_err(|e| user_error(e.to_string()))?;
+    // Last of the arguments (it runs the interpreter), but before any work.
+    let explicit_python = validate_python(options.python.as_deref(), env)?;
     let run_path = options
         .run_dir
         .clone()
         .unwrap_or_else(|| paths::new_run_dir(env, options.command));
+    let created_here = !run_path.exists();
     let run_dir = RunDir::create(&run_path).map_err(|e| user_error(e.to_string()))?;
     let mut notes = Vec::new();
 
-    let python = match python::find_python(options.python.as_deref(), env) {
-        Ok(choice) => Some(choice),
-        Err(err) => {
-            notes.push(err.to_string());
-            None
-        }
+    let python = match explicit_python {
+        Some(choice) => Some(choice),
+        None => match python::find_python(None, env) {
+            Ok(choice) => Some(choice),
+            Err(err) => {
+                notes.push(err.to_string());
+                None
+            }
+        },
     };
     let package_dir = python::extract_package(&run_dir.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
@@ -234,6 +260,11 @@ pub fn prepare_new(
             .collect()
     };
     if selected.is_empty() && !catalog.is_empty() {
+        // Nothing ran and nothing will: a directory made only to list the catalogue would
+        // be a run that never was (`runs list` would show it). One that was there stays.
+        if created_here {
+            let _ = std::fs::remove_dir_all(&run_path);
+        }
         return Err(user_error(format!(
             "no probe of the {} tier matches --only {}{}",
             tier.name(),
@@ -317,11 +348,12 @@ pub fn prepare_new(
     })
 }
 
-/// Reopens a run directory to finish it (`check --resume`) or to build on it (`fix
-/// --from`): its plan, the interpreter it used (unless `python_override` replaces it), the
-/// catalogue, and a freshly extracted probe package. The package and the catalogue query
-/// go into `work` (the run directory itself when resuming, the new run's when building on
-/// an old one, which is then only read).
+/// Reopens a run directory for `fix` (to build on it, or to finish its starting check): its
+/// plan, the interpreter it used (unless `python_override` replaces it), the catalogue, and
+/// a freshly extracted probe package. The package and the catalogue query go into `work`
+/// (the new run's directory, the old one then being only read), or the run directory itself
+/// when `work` is none. Unlike [`prepare_resume`] it does not compare the interpreter with
+/// the run's.
 pub fn prepare_existing(
     dir: &Path,
     work: Option<&RunDir>,
@@ -329,41 +361,277 @@ pub fn prepare_existing(
     supervisor: SupervisorConfig,
     env: &BTreeMap<String, String>,
 ) -> Result<Prepared> {
+    let explicit = validate_python(python_override, env)?;
     let run_dir = RunDir::open(dir).map_err(|e| user_error(e.to_string()))?;
     let work = work.cloned().unwrap_or_else(|| run_dir.clone());
     let plan: RunPlan = run_dir
         .read_json(PLAN_FILE)
         .map_err(|e| user_error(e.to_string()))?;
-    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
-    let python = match (python_override, &plan.python) {
-        (Some(p), _) => Some(PythonChoice {
-            executable: p.to_path_buf(),
-            chosen_by: "--python".into(),
-        }),
-        (None, Some(p)) => Some(PythonChoice {
-            executable: PathBuf::from(p),
-            chosen_by: plan
-                .python_chosen_by
-                .clone()
-                .unwrap_or_else(|| "plan".into()),
-        }),
-        (None, None) => python::find_python(None, env).ok(),
+    let stack = run_dir
+        .read_stack()
+        .map_err(|e| user_error(e.to_string()))?;
+    let python = match explicit {
+        Some(choice) => Some(choice),
+        None => planned_python(&plan).or_else(|| python::find_python(None, env).ok()),
     };
     let package_dir = python::extract_package(&work.path().join("python"))
         .with_context(|| "cannot extract the probe package into the run directory")?;
+    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
+    notes.extend(stack.replans.iter().cloned());
+    let catalog = catalog_for(&plan, python.as_ref(), &package_dir, &work, env, &mut notes);
+    Ok(reopened(
+        run_dir,
+        plan,
+        python,
+        package_dir,
+        catalog,
+        supervisor,
+        env,
+        notes,
+    ))
+}
+
+/// Reopens a run directory to finish it (`check --resume`): what is left of its plan, under
+/// the interpreter it used (or `python_override`, which must be the same).
+///
+/// Continuing under anything else would make one report of two stacks, so a resume is
+/// refused (a usage error naming both sides) when the interpreter differs from the run's
+/// (or is gone), when it now reports another torch than the run's workers did, or when
+/// another gpuprobe version planned the run. With `replan` it goes on instead: the plan is
+/// made again from the run's tier, patterns and devices with this interpreter and this
+/// gpuprobe, the results already recorded are kept, and every later report of the run says
+/// so.
+pub fn prepare_resume(
+    dir: &Path,
+    python_override: Option<&Path>,
+    replan: bool,
+    supervisor: SupervisorConfig,
+    env: &BTreeMap<String, String>,
+) -> Result<Prepared> {
+    let explicit = validate_python(python_override, env)?;
+    let run_dir = RunDir::open(dir).map_err(|e| user_error(e.to_string()))?;
+    let mut plan: RunPlan = run_dir
+        .read_json(PLAN_FILE)
+        .map_err(|e| user_error(e.to_string()))?;
+    let mut stack = run_dir
+        .read_stack()
+        .map_err(|e| user_error(e.to_string()))?;
+    let planned = planned_python(&plan);
+    let mut differences = Vec::new();
+    if let Some(run) = &planned
+        && explicit.is_none()
+        && std::fs::metadata(&run.executable).is_err()
+    {
+        differences.push(format!(
+            "the run's interpreter {} is gone",
+            run.executable.display()
+        ));
+    }
+    let python = match (explicit, planned) {
+        (Some(now), Some(run)) => {
+            if !same_interpreter(&run.executable, &now.executable) {
+                differences.push(format!(
+                    "the run used the interpreter {}{}; this resume would use {}",
+                    run.executable.display(),
+                    stack
+                        .torch
+                        .as_deref()
+                        .map(|t| format!(" (torch {t})"))
+                        .unwrap_or_default(),
+                    now.executable.display()
+                ));
+            }
+            Some(now)
+        }
+        (Some(now), None) => {
+            differences.push(format!(
+                "the run found no interpreter; this resume would use {}",
+                now.executable.display()
+            ));
+            Some(now)
+        }
+        (None, Some(run)) if differences.is_empty() => Some(run),
+        (None, Some(_)) => python::find_python(None, env).ok(),
+        (None, None) => None,
+    };
+    let tool_version = env!("CARGO_PKG_VERSION");
+    if plan.tool_version != tool_version {
+        differences.push(format!(
+            "gpuprobe {} planned the run; this is gpuprobe {tool_version}",
+            plan.tool_version
+        ));
+    }
+    let package_dir = python::extract_package(&run_dir.path().join("python"))
+        .with_context(|| "cannot extract the probe package into the run directory")?;
+    // Same interpreter: is its torch still the one the run's workers reported? (A torch
+    // upgraded in place would otherwise pass unnoticed.) Only asked when nothing else
+    // differs, since any difference already needs --replan.
+    if differences.is_empty()
+        && let (Some(run_torch), Some(choice)) = (&stack.torch, &python)
+    {
+        let now = python::fetch_env(
+            choice,
+            |plan| python::worker_command(&choice.executable, &package_dir, plan),
+            &run_dir.workers_dir().join("resume-env-plan.json"),
+            supervisor.startup_timeout,
+        );
+        let now_torch = now.torch.as_ref().map(|t| t.version.as_str());
+        if now_torch != Some(run_torch.as_str()) {
+            differences.push(format!(
+                "the run's probes ran under torch {run_torch}; {} now reports {}",
+                choice.executable.display(),
+                match (now_torch, &now.torch_error) {
+                    (Some(version), _) => format!("torch {version}"),
+                    (None, Some(error)) => format!("no usable torch ({error})"),
+                    (None, None) => "no torch".into(),
+                }
+            ));
+        }
+    }
+    if !differences.is_empty() && !replan {
+        return Err(user_error(format!(
+            "cannot resume {} as it was planned: {}.\n\
+             Finishing it so would report results of two different stacks as one run. Resume \
+             without --python to use the run's interpreter, start a new run, or add --replan \
+             to continue anyway (the report then says what changed).",
+            dir.display(),
+            differences.join("; ")
+        )));
+    }
+    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
+    let catalog = catalog_for(
+        &plan,
+        python.as_ref(),
+        &package_dir,
+        &run_dir,
+        env,
+        &mut notes,
+    );
+    if !differences.is_empty() {
+        let (done, _) = run_dir
+            .load_results()
+            .map_err(|e| user_error(e.to_string()))?;
+        let replanned = replanned_tasks(&plan, &catalog);
+        stack.replans.push(format!(
+            "re-planned on resume (--replan): {}; the {} result(s) recorded before came from the \
+             earlier plan, the rest from {} planned probe run(s) under {}",
+            differences.join("; "),
+            done.len(),
+            replanned.len(),
+            python
+                .as_ref()
+                .map(|p| p.executable.display().to_string())
+                .unwrap_or_else(|| "no interpreter".into())
+        ));
+        stack.torch = None;
+        plan.tasks = replanned;
+        plan.tool_version = tool_version.to_string();
+        plan.python = python.as_ref().map(|p| p.executable.display().to_string());
+        plan.python_chosen_by = python.as_ref().map(|p| p.chosen_by.clone());
+        run_dir
+            .write_json(PLAN_FILE, &plan)
+            .map_err(|e| user_error(e.to_string()))?;
+        run_dir
+            .write_stack(&stack)
+            .map_err(|e| user_error(e.to_string()))?;
+    } else if replan {
+        notes.push("--replan: nothing differs from the run's plan; resumed as planned".into());
+    }
+    notes.extend(stack.replans.iter().cloned());
+    Ok(reopened(
+        run_dir,
+        plan,
+        python,
+        package_dir,
+        catalog,
+        supervisor,
+        env,
+        notes,
+    ))
+}
+
+/// The interpreter a plan names, as the run chose it.
+fn planned_python(plan: &RunPlan) -> Option<PythonChoice> {
+    plan.python.as_ref().map(|p| PythonChoice {
+        executable: PathBuf::from(p),
+        chosen_by: plan
+            .python_chosen_by
+            .clone()
+            .unwrap_or_else(|| "plan".into()),
+    })
+}
+
+/// Whether two interpreter paths name the same interpreter: the same path once made
+/// absolute. Links are deliberately not followed: a venv's `bin/python` links to the base
+/// interpreter but runs with the venv's packages, and a wrapper script may change what runs.
+fn same_interpreter(a: &Path, b: &Path) -> bool {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    a == b || absolute(a) == absolute(b)
+}
+
+/// The catalogue a reopened plan is run from: the Python probes its interpreter lists (the
+/// framework-dependent families its tier needs), and the native ones when it has them.
+fn catalog_for(
+    plan: &RunPlan,
+    python: Option<&PythonChoice>,
+    package_dir: &Path,
+    work: &RunDir,
+    env: &BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) -> Vec<ProbeSpec> {
     let expand = expanded_families(plan.tier, &plan.only);
     let bytecode_cache = paths::bytecode_cache(env);
     let mut catalog = python_catalog(
-        python.as_ref(),
-        &package_dir,
-        &work,
+        python,
+        package_dir,
+        work,
         &expand,
         bytecode_cache.as_deref(),
-        &mut notes,
+        notes,
     );
     if plan.native {
         catalog.extend(gpuprobe_gpu::native_catalog());
     }
+    catalog
+}
+
+/// A plan's tasks made again from `catalog`: its tier and patterns, on every device it had
+/// planned (the GPUs found while it ran included).
+fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<PlannedTask> {
+    let selected = engine::select(catalog, plan.tier, &plan.only);
+    let mut devices: Vec<DeviceRef> = Vec::new();
+    for task in &plan.tasks {
+        if !devices.contains(&task.device) {
+            devices.push(task.device);
+        }
+    }
+    devices
+        .iter()
+        .flat_map(|device| {
+            selected
+                .iter()
+                .filter(move |spec| applies_to(spec, *device))
+                .map(move |spec| PlannedTask {
+                    spec: spec.clone(),
+                    device: *device,
+                })
+        })
+        .collect()
+}
+
+/// A reopened run, ready to execute.
+#[allow(clippy::too_many_arguments)]
+fn reopened(
+    run_dir: RunDir,
+    plan: RunPlan,
+    python: Option<PythonChoice>,
+    package_dir: PathBuf,
+    catalog: Vec<ProbeSpec>,
+    supervisor: SupervisorConfig,
+    env: &BTreeMap<String, String>,
+    notes: Vec<String>,
+) -> Prepared {
+    let bytecode_cache = paths::bytecode_cache(env);
     let device_request = match &plan.devices {
         None => DeviceRequest::All,
         Some(list) => DeviceRequest::Listed(list.clone()),
@@ -382,7 +650,7 @@ pub fn prepare_existing(
         // the first run found.
         expected_devices: 1,
     };
-    Ok(Prepared {
+    Prepared {
         run_dir,
         plan,
         config,
@@ -390,7 +658,7 @@ pub fn prepare_existing(
         device_request,
         notes,
         python,
-    })
+    }
 }
 
 /// The kernel log a run watches: the live one, except under simulation, whose results must
@@ -634,6 +902,7 @@ pub fn execute(
         ));
     }
     let lanes = plan.remaining_lanes(&previous);
+    let mut stack = run_dir.read_stack().unwrap_or_default();
     let view = ProgressView::new(&format!("{} tier", plan.tier.name()), verbose);
     for _ in &previous {
         view.update(&engine::Progress::Planned(1));
@@ -644,6 +913,16 @@ pub fn execute(
     planned_devices.dedup();
     let mut added_tasks: Vec<PlannedTask> = Vec::new();
     let mut expand = |backend: Backend, device: DeviceRef, hello: &WorkerEvent| -> Vec<Lane> {
+        // The first torch a Python worker reports is the run's: a resume compares with it.
+        if backend == Backend::Python
+            && stack.torch.is_none()
+            && let WorkerEvent::Hello {
+                torch: Some(torch), ..
+            } = hello
+        {
+            stack.torch = Some(torch.version.clone());
+            let _ = run_dir.write_stack(&stack);
+        }
         // Device 0's Python worker tells how many GPUs torch sees; plan the others.
         if device_request != DeviceRequest::All
             || backend != Backend::Python
@@ -689,6 +968,17 @@ pub fn execute(
     if !added_tasks.is_empty() {
         plan.tasks.extend(added_tasks);
         let _ = run_dir.write_json(PLAN_FILE, &plan);
+    }
+    if let Some(signal) = interrupt::interrupted() {
+        // The workers are stopped and every finished result is in the run directory; a
+        // report of part of the plan would read as the whole, so none is made.
+        let done = previous.len() + execution.results.len();
+        let line = if plan.command == "check" {
+            interrupt::resume_line(done, plan.tasks.len(), run_dir.path())
+        } else {
+            "gpuprobe: interrupted; the workers are stopped".to_string()
+        };
+        interrupt::leave(signal, &line);
     }
     for err in &execution.write_errors {
         notes.push(format!("could not record a result: {err}"));
@@ -776,7 +1066,10 @@ pub fn execute(
     })
 }
 
-/// The exit status a set of results earns (docs/exit-codes.md).
+/// The exit status a set of results earns (docs/exit-codes.md). NOT-TESTED is never a
+/// problem, but neither is it a pass: a run in which most of the probes that apply could
+/// not be attempted ([`Summary::mostly_not_tested`]) has not tested the stack, and exits as
+/// one that could test nothing rather than as "all passed".
 pub fn exit_status_for(
     results: &[ProbeResult],
     findings: &[gpuprobe_model::Finding],
@@ -790,7 +1083,7 @@ pub fn exit_status_for(
             .any(|f| f.severity == gpuprobe_model::Severity::Error)
     {
         ExitStatus::ProblemsFound
-    } else if !judged {
+    } else if !judged || Summary::of(results).mostly_not_tested {
         ExitStatus::NothingTested
     } else {
         ExitStatus::AllPassed
@@ -912,5 +1205,34 @@ mod tests {
             ExitStatus::NothingTested
         );
         assert_eq!(exit_status_for(&[], &[]), ExitStatus::NothingTested);
+        let not_tested = || result(Verdict::NotTested { reason: "x".into() });
+        let skip = || result(Verdict::Skip { reason: "x".into() });
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass), not_tested(), not_tested()], &[]),
+            ExitStatus::NothingTested,
+            "most of what applies was not tested"
+        );
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass), not_tested()], &[]),
+            ExitStatus::AllPassed,
+            "half is enough"
+        );
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass), skip(), skip(), not_tested()], &[]),
+            ExitStatus::AllPassed,
+            "a SKIP does not apply, so it does not count"
+        );
+        assert_eq!(
+            exit_status_for(
+                &[
+                    result(Verdict::Hang { timeout_s: 1.0 }),
+                    not_tested(),
+                    not_tested()
+                ],
+                &[]
+            ),
+            ExitStatus::ProblemsFound,
+            "a problem is reported whatever else was not tested"
+        );
     }
 }

@@ -187,30 +187,73 @@ pub(crate) fn is_bare_event_line(line: &str) -> bool {
 
 /// Parses kernel log text into events.
 pub fn parse(text: &str) -> Result<KernelLog, ParseError> {
-    let mut log = KernelLog::default();
-    let mut open_fault: Option<usize> = None;
-    let mut any_event_line = false;
-    for line in body_lines(text) {
-        let (time, message) = match split_log_line(&line.text) {
+    let mut scanner = Scanner::default();
+    // Events come out when they are complete (a page fault when a later line closes it),
+    // so they are put back in the order of their first lines.
+    let mut events: Vec<(usize, KernelEvent)> = Vec::new();
+    let mut push = |at: usize, ev: KernelEvent| events.push((at, ev));
+    for (at, line) in body_lines(text).iter().enumerate() {
+        scanner.feed(at, &line.text, &mut push);
+    }
+    let log_lines = scanner.finish(&mut push)?;
+    events.sort_by_key(|(at, _)| *at);
+    Ok(KernelLog {
+        events: events.into_iter().map(|(_, ev)| ev).collect(),
+        log_lines,
+    })
+}
+
+/// Reads a kernel log one line at a time and hands each event on as soon as it is
+/// complete, so that a caller that only counts events (triage of a log of millions of
+/// lines) never holds them all. A page fault stays open while its continuation lines
+/// follow; it is handed on when a line closes it, when the next fault begins, or at
+/// [`Scanner::finish`]. Each event carries the position given with its first line.
+#[derive(Debug, Default)]
+pub(crate) struct Scanner {
+    open_fault: Option<(usize, KernelEvent)>,
+    log_lines: usize,
+    any_event_line: bool,
+}
+
+impl Scanner {
+    /// Reads one line; `at` is the caller's position of it (an index, a line number).
+    pub(crate) fn feed(
+        &mut self,
+        at: usize,
+        line: &str,
+        emit: &mut impl FnMut(usize, KernelEvent),
+    ) {
+        let (time, message) = match split_log_line(line) {
             Some(l) => {
-                log.log_lines += 1;
+                self.log_lines += 1;
                 (l.time, l.message)
             }
-            None if is_bare_event_line(&line.text) => {
-                any_event_line = true;
-                (None, line.text.trim().to_owned())
+            None if is_bare_event_line(line) => {
+                self.any_event_line = true;
+                (None, line.trim().to_owned())
             }
-            None => continue,
+            None => return,
         };
-        scan_message(&mut log, &mut open_fault, time, &message, line.text.trim());
+        scan_message(&mut self.open_fault, at, time, &message, line.trim(), emit);
     }
-    if log.log_lines == 0 && !any_event_line {
-        return Err(ParseError::NotRecognized {
-            tool: "kernel log",
-            reason: "no dmesg, journal or kmsg lines",
-        });
+
+    /// Hands on the fault still open and returns the number of kernel log lines read; an
+    /// error when nothing read was a kernel log line.
+    pub(crate) fn finish(
+        mut self,
+        emit: &mut impl FnMut(usize, KernelEvent),
+    ) -> Result<usize, ParseError> {
+        if let Some((at, ev)) = self.open_fault.take() {
+            emit(at, ev);
+        }
+        if self.log_lines == 0 && !self.any_event_line {
+            return Err(ParseError::NotRecognized {
+                tool: "kernel log",
+                reason: "no dmesg, journal or kmsg lines",
+            });
+        }
+        Ok(self.log_lines)
     }
-    Ok(log)
 }
 
 fn event(kind: &str, time: Option<String>, pci_bus: Option<String>, line: &str) -> KernelEvent {
@@ -228,11 +271,12 @@ fn event(kind: &str, time: Option<String>, pci_bus: Option<String>, line: &str) 
 }
 
 fn scan_message(
-    log: &mut KernelLog,
-    open_fault: &mut Option<usize>,
+    open_fault: &mut Option<(usize, KernelEvent)>,
+    at: usize,
     time: Option<String>,
     message: &str,
     raw: &str,
+    emit: &mut impl FnMut(usize, KernelEvent),
 ) {
     let p = patterns();
     let device = p
@@ -258,17 +302,18 @@ fn scan_message(
             ev.process = Some(inline[1].to_owned());
             ev.pid = inline[2].parse().ok();
         }
-        log.events.push(ev);
-        *open_fault = Some(log.events.len() - 1);
+        // A new fault header ends the one before it.
+        if let Some((previous_at, previous)) = open_fault.replace((at, ev)) {
+            emit(previous_at, previous);
+        }
         return;
     }
 
     // Continuation lines of an open page fault (same device, or no device printed).
-    if let Some(i) = *open_fault {
-        let same_device = device.is_none() || log.events[i].pci_bus == device;
+    if let Some((_, ev)) = open_fault.as_mut() {
+        let same_device = device.is_none() || ev.pci_bus == device;
         let mut continued = false;
         if same_device {
-            let ev = &mut log.events[i];
             if let Some(c) = p
                 .process_new
                 .captures(message)
@@ -318,8 +363,10 @@ fn scan_message(
         }
         // Lines from other origins (systemd-coredump in a journal) may interleave; only
         // another amdgpu line that does not continue the fault closes it.
-        if device.is_some() || message.contains("amdgpu") {
-            *open_fault = None;
+        if (device.is_some() || message.contains("amdgpu"))
+            && let Some((fault_at, fault)) = open_fault.take()
+        {
+            emit(fault_at, fault);
         }
     }
 
@@ -333,21 +380,20 @@ fn scan_message(
             ev.details
                 .insert("emitted_seq".to_owned(), emitted.as_str().to_owned());
         }
-        log.events.push(ev);
+        emit(at, ev);
     } else if let Some(c) = p.mes_msg.captures(message) {
         let mut ev = event(kind::MES_FAILURE, time, device, raw);
         ev.details
             .insert("msg".to_owned(), c[1].trim_end_matches(',').to_owned());
-        log.events.push(ev);
+        emit(at, ev);
     } else if p.mes_other.is_match(message) {
-        log.events.push(event(kind::MES_FAILURE, time, device, raw));
+        emit(at, event(kind::MES_FAILURE, time, device, raw));
     } else if let Some(c) = p.gpu_reset.captures(message) {
         let mut ev = event(kind::GPU_RESET, time, device, raw);
         ev.details.insert("what".to_owned(), c[1].to_owned());
-        log.events.push(ev);
+        emit(at, ev);
     } else if p.queue_evicted.is_match(message) {
-        log.events
-            .push(event(kind::QUEUE_EVICTED, time, device, raw));
+        emit(at, event(kind::QUEUE_EVICTED, time, device, raw));
     } else if let Some(c) = p.segfault.captures(message) {
         let library = c[3].to_owned();
         if GPU_LIBRARIES.iter().any(|l| library.contains(l)) {
@@ -355,7 +401,7 @@ fn scan_message(
             ev.process = Some(c[1].to_owned());
             ev.pid = c[2].parse().ok();
             ev.library = Some(library);
-            log.events.push(ev);
+            emit(at, ev);
         }
     } else if let Some(c) = p.xid.captures(message) {
         let mut ev = event(kind::XID, time, normalize_bdf(&c[1]), raw);
@@ -372,14 +418,14 @@ fn scan_message(
             }
         }
         ev.details.insert("message".to_owned(), rest);
-        log.events.push(ev);
+        emit(at, ev);
     } else if let Some(c) = p.hsa_fault.captures(message) {
         let mut ev = event(kind::HSA_MEMORY_FAULT, time, None, raw);
         ev.details.insert("node".to_owned(), c[1].to_owned());
         ev.details.insert("address".to_owned(), c[3].to_owned());
         ev.details
             .insert("reason".to_owned(), c[4].trim().to_owned());
-        log.events.push(ev);
+        emit(at, ev);
     }
 }
 

@@ -3,9 +3,17 @@
 //! each tool's block, parses it, and builds as much of a [`Fingerprint`] as the logs allow
 //! (`source = "triage"`). The outcome lists what was recognised and what was skipped, with
 //! line numbers and reasons, so nothing is silently dropped.
+//!
+//! [`Triager`] takes inputs one at a time and owns each text only while it reads it, so a
+//! caller can read, triage and drop one input before the next; kernel logs are scanned line
+//! by line into a bounded summary ([`events`]), never into one event per line. [`input`]
+//! reads files and streams under a byte cap.
 
+pub mod events;
+pub mod input;
 mod segment;
 
+use std::borrow::Cow;
 use std::fmt;
 
 use gpuprobe_model::Fingerprint;
@@ -17,6 +25,13 @@ use crate::parse::{
     amd_smi, collect_env, firmware_info, kernel_log, nvidia_smi, rocm_smi, rocminfo, system,
 };
 use crate::text::{Line, clean_lines, is_provenance};
+
+pub use events::{EventAt, EventClass, KernelLogSummary, Occurrence};
+
+/// At most this many recognised blocks, and as many skipped ranges, are listed; the rest
+/// are counted. A paste that alternates one-line outputs with junk for megabytes would
+/// otherwise list millions of entries (the facts of every block are still taken).
+const MAX_LISTED: usize = 1000;
 
 /// One pasted input: a file name (or `-`) and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +159,12 @@ pub struct TriageOutcome {
     pub recognized: Vec<Recognized>,
     /// Skipped line ranges in input order.
     pub skipped: Vec<Skipped>,
+    /// Recognised blocks beyond the first 1000, not listed in `recognized`.
+    pub recognized_left_out: usize,
+    /// Skipped ranges beyond the first 1000, not listed in `skipped`.
+    pub skipped_left_out: usize,
+    /// The kernel-log events: per class, counts and first and last occurrences.
+    pub kernel_log: KernelLogSummary,
 }
 
 impl TriageOutcome {
@@ -174,19 +195,77 @@ fn unquote(lines: &mut [Line]) {
 
 /// Recognises, parses and merges every tool output found in the inputs.
 pub fn triage(inputs: &[TriageInput]) -> TriageOutcome {
-    let mut fp = Fingerprint {
-        source: "triage".to_owned(),
-        ..Fingerprint::default()
-    };
-    let mut recognized = Vec::new();
-    let mut skipped = Vec::new();
+    let mut triager = Triager::new();
     for input in inputs {
-        let mut lines = clean_lines(&input.text);
+        triager.add(&input.name, input.text.clone(), 1);
+    }
+    triager.finish()
+}
+
+/// Triage taken one input at a time: [`Triager::add`] each input (or each part of one),
+/// then [`Triager::finish`].
+#[derive(Debug)]
+pub struct Triager {
+    fp: Fingerprint,
+    recognized: Vec<Recognized>,
+    skipped: Vec<Skipped>,
+    recognized_left_out: usize,
+    skipped_left_out: usize,
+    /// The first recognised output of a Linux-only tool, listed or not.
+    linux_tool: Option<ToolKind>,
+    events: events::Aggregator,
+    /// Texts added so far: orders events across inputs and parts.
+    parts: usize,
+}
+
+impl Default for Triager {
+    fn default() -> Self {
+        Triager::new()
+    }
+}
+
+impl Triager {
+    /// An empty triage.
+    pub fn new() -> Triager {
+        Triager {
+            fp: Fingerprint {
+                source: "triage".to_owned(),
+                ..Fingerprint::default()
+            },
+            recognized: Vec::new(),
+            skipped: Vec::new(),
+            recognized_left_out: 0,
+            skipped_left_out: 0,
+            linux_tool: None,
+            events: events::Aggregator::default(),
+            parts: 0,
+        }
+    }
+
+    /// Triages the text of input `name`. `first_line` is the number its first line has in
+    /// the input: 1 for a whole input or its head, more for the tail of an input too large
+    /// to read whole (the lines between were not read). Blocks never span two texts.
+    pub fn add(&mut self, name: &str, text: String, first_line: usize) {
+        let part = self.parts;
+        self.parts += 1;
+        let mut lines = clean_lines(&text);
+        // The cleaned lines are a copy; the text is not needed beside them.
+        drop(text);
+        let offset = first_line.saturating_sub(1);
+        if offset > 0 {
+            for line in &mut lines {
+                line.no += offset;
+            }
+        }
         // Provenance headers at the top are comments, not output.
-        let header = lines.iter().take_while(|l| is_provenance(&l.text)).count();
+        let header = if offset == 0 {
+            lines.iter().take_while(|l| is_provenance(&l.text)).count()
+        } else {
+            0
+        };
         if header > 0 {
-            skipped.push(Skipped {
-                input: input.name.clone(),
+            self.push_skipped(Skipped {
+                input: name.to_owned(),
                 lines: LineRange {
                     first: 1,
                     last: header,
@@ -205,18 +284,23 @@ pub fn triage(inputs: &[TriageInput]) -> TriageOutcome {
                 first: lines[block.first].no,
                 last: lines[block.last].no,
             };
-            let text = block_text(&lines[block.first..=block.last], block.tool);
-            let result =
-                apply_block(block.tool, &text, &mut fp).map(|(summary, notes)| Recognized {
-                    input: input.name.clone(),
-                    tool: block.tool,
-                    lines: range,
-                    command: block.command.clone(),
-                    summary,
-                    notes,
-                });
+            let block_lines = &lines[block.first..=block.last];
+            let applied = if block.tool == ToolKind::KernelLog {
+                self.kernel_block(block_lines, part, name)
+            } else {
+                let text = block_text(block_lines);
+                apply_block(block.tool, &text, &mut self.fp)
+            };
+            let result = applied.map(|(summary, notes)| Recognized {
+                input: name.to_owned(),
+                tool: block.tool,
+                lines: range,
+                command: block.command.clone(),
+                summary,
+                notes,
+            });
             let item = result.map_err(|reason| Skipped {
-                input: input.name.clone(),
+                input: name.to_owned(),
                 lines: range,
                 reason: format!("looked like {} output but {reason}", block.tool),
             });
@@ -228,7 +312,7 @@ pub fn triage(inputs: &[TriageInput]) -> TriageOutcome {
             items.push((
                 run.first,
                 Err(Skipped {
-                    input: input.name.clone(),
+                    input: name.to_owned(),
                     lines: LineRange { first, last },
                     reason: run.reason,
                 }),
@@ -237,21 +321,93 @@ pub fn triage(inputs: &[TriageInput]) -> TriageOutcome {
         items.sort_by_key(|(first, _)| *first);
         for (_, item) in items {
             match item {
-                Ok(r) => recognized.push(r),
-                Err(s) => skipped.push(s),
+                Ok(r) => self.push_recognized(r),
+                Err(s) => self.push_skipped(s),
             }
         }
     }
-    // The ISA first: the facts derived next (APU or not) follow from it.
-    infer_native_isa(&mut fp);
-    for gpu in &mut fp.gpus {
-        derive_gpu_facts(gpu);
+
+    fn push_recognized(&mut self, block: Recognized) {
+        if self.linux_tool.is_none() && LINUX_ONLY.contains(&block.tool) {
+            self.linux_tool = Some(block.tool);
+        }
+        if self.recognized.len() < MAX_LISTED {
+            self.recognized.push(block);
+        } else {
+            self.recognized_left_out += 1;
+        }
     }
-    infer_os(&mut fp, &recognized);
-    TriageOutcome {
-        fingerprint: fp,
-        recognized,
-        skipped,
+
+    fn push_skipped(&mut self, skipped: Skipped) {
+        if self.skipped.len() < MAX_LISTED {
+            self.skipped.push(skipped);
+        } else {
+            self.skipped_left_out += 1;
+        }
+    }
+
+    /// Scans a kernel-log block line by line into the event summary. Continuation lines (a
+    /// terminal wrapped a long line) are joined to the line they continue.
+    fn kernel_block(&mut self, lines: &[Line], part: usize, name: &str) -> Applied {
+        let mut scanner = kernel_log::Scanner::default();
+        let mut kinds: Vec<(String, usize)> = Vec::new();
+        let aggregator = &mut self.events;
+        let mut emit = |no: usize, event: gpuprobe_model::fingerprint::KernelEvent| {
+            match kinds.iter_mut().find(|(k, _)| *k == event.kind) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((event.kind.clone(), 1)),
+            }
+            aggregator.add(part, name, no, event);
+        };
+        let mut pending: Option<(usize, Cow<'_, str>)> = None;
+        for line in lines {
+            let t = line.text.trim();
+            let is_log =
+                kernel_log::split_log_line(t).is_some() || kernel_log::is_bare_event_line(t);
+            match &mut pending {
+                Some((_, previous)) if !is_log && !t.is_empty() => {
+                    let joined = previous.to_mut();
+                    joined.push(' ');
+                    joined.push_str(t);
+                }
+                _ => {
+                    let next = (line.no, Cow::Borrowed(line.text.as_str()));
+                    if let Some((no, text)) = pending.replace(next) {
+                        scanner.feed(no, &text, &mut emit);
+                    }
+                }
+            }
+        }
+        if let Some((no, text)) = pending {
+            scanner.feed(no, &text, &mut emit);
+        }
+        let log_lines = scanner.finish(&mut emit).map_err(|e| e.to_string())?;
+        let counted: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        Ok((
+            format!("{log_lines} log lines, events: {}", list_or_none(&counted)),
+            Vec::new(),
+        ))
+    }
+
+    /// The outcome of everything added.
+    pub fn finish(self) -> TriageOutcome {
+        let mut fp = self.fp;
+        let (events, kernel_log) = self.events.finish();
+        fp.kernel_events.extend(events);
+        // The ISA first: the facts derived next (APU or not) follow from it.
+        infer_native_isa(&mut fp);
+        for gpu in &mut fp.gpus {
+            derive_gpu_facts(gpu);
+        }
+        infer_os(&mut fp, self.linux_tool);
+        TriageOutcome {
+            fingerprint: fp,
+            recognized: self.recognized,
+            skipped: self.skipped,
+            recognized_left_out: self.recognized_left_out,
+            skipped_left_out: self.skipped_left_out,
+            kernel_log,
+        }
     }
 }
 
@@ -290,54 +446,39 @@ fn infer_native_isa(fp: &mut Fingerprint) {
     fp.extra.extend(provenance);
 }
 
+/// Tools whose output proves the logs come from Linux: a kernel log, rocminfo (ROCr is
+/// Linux-only), debugfs, dkms, mokutil, procfs.
+const LINUX_ONLY: [ToolKind; 8] = [
+    ToolKind::KernelLog,
+    ToolKind::Rocminfo,
+    ToolKind::FirmwareInfo,
+    ToolKind::DkmsStatus,
+    ToolKind::Mokutil,
+    ToolKind::OsRelease,
+    ToolKind::Cmdline,
+    ToolKind::ModuleParams,
+];
+
 /// Output of a Linux-only tool proves the logs come from Linux, even when no paste names
-/// the OS: a kernel log, rocminfo (ROCr is Linux-only), debugfs, dkms, mokutil, procfs.
-fn infer_os(fp: &mut Fingerprint, recognized: &[Recognized]) {
+/// the OS.
+fn infer_os(fp: &mut Fingerprint, linux_tool: Option<ToolKind>) {
     if fp.host.os.is_some() {
         return;
     }
-    let linux_only = [
-        ToolKind::KernelLog,
-        ToolKind::Rocminfo,
-        ToolKind::FirmwareInfo,
-        ToolKind::DkmsStatus,
-        ToolKind::Mokutil,
-        ToolKind::OsRelease,
-        ToolKind::Cmdline,
-        ToolKind::ModuleParams,
-    ];
-    if let Some(block) = recognized.iter().find(|r| linux_only.contains(&r.tool)) {
+    if let Some(tool) = linux_tool {
         fp.host.os = Some("linux".to_owned());
-        fp.extra.insert(
-            "triage.os_inferred_from".to_owned(),
-            block.tool.name().to_owned(),
-        );
+        fp.extra
+            .insert("triage.os_inferred_from".to_owned(), tool.name().to_owned());
     }
 }
 
-/// The text handed to a parser; kernel-log continuation lines are joined to the line
-/// they continue (a terminal wrapped them).
-fn block_text(lines: &[Line], tool: ToolKind) -> String {
-    if tool != ToolKind::KernelLog {
-        return lines
-            .iter()
-            .map(|l| l.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-    }
-    let mut out: Vec<String> = Vec::new();
-    for line in lines {
-        let t = line.text.trim();
-        let is_log = kernel_log::split_log_line(t).is_some() || kernel_log::is_bare_event_line(t);
-        match out.last_mut() {
-            Some(previous) if !is_log && !t.is_empty() => {
-                previous.push(' ');
-                previous.push_str(t);
-            }
-            _ => out.push(line.text.clone()),
-        }
-    }
-    out.join("\n")
+/// The text handed to a parser (kernel logs are scanned line by line instead).
+fn block_text(lines: &[Line]) -> String {
+    lines
+        .iter()
+        .map(|l| l.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 type Applied = Result<(String, Vec<String>), String>;
@@ -443,27 +584,11 @@ fn apply_block(tool: ToolKind, text: &str, fp: &mut Fingerprint) -> Applied {
             }
             Ok((summary, Vec::new()))
         }
+        // `Triager::add` hands kernel-log blocks to `Triager::kernel_block`, which scans
+        // them line by line into the event summary; joined into one text they would cost
+        // a copy of the log and an event per line.
         ToolKind::KernelLog => {
-            let log = kernel_log::parse(text).map_err(err)?;
-            log.apply(fp);
-            let mut kinds: Vec<String> = Vec::new();
-            for event in &log.events {
-                if !kinds.contains(&event.kind) {
-                    kinds.push(event.kind.clone());
-                }
-            }
-            let counted: Vec<String> = kinds
-                .iter()
-                .map(|k| format!("{} {k}", log.events.iter().filter(|e| &e.kind == k).count()))
-                .collect();
-            Ok((
-                format!(
-                    "{} log lines, events: {}",
-                    log.log_lines,
-                    list_or_none(&counted)
-                ),
-                Vec::new(),
-            ))
+            Err("kernel logs are scanned line by line, not as one text".to_owned())
         }
         ToolKind::FirmwareInfo => {
             let info = firmware_info::parse(text).map_err(err)?;

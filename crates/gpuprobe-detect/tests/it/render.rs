@@ -107,3 +107,38 @@ fn fingerprint_round_trips_through_json() {
     let back: Fingerprint = serde_json::from_str(&json).expect("deserialises");
     assert_eq!(back, fp);
 }
+
+/// Many kernel events (a live fault storm) render one row per class, not one per event.
+#[test]
+fn many_kernel_events_are_summarised_per_class() {
+    use gpuprobe_model::fingerprint::KernelEvent;
+
+    let mut fp = Fingerprint::default();
+    for i in 0..500 {
+        fp.kernel_events.push(KernelEvent {
+            kind: "page_fault".to_owned(),
+            time: Some(format!("{i}.5")),
+            pci_bus: Some("0000:c5:00.0".to_owned()),
+            client: Some(if i % 2 == 0 { "CPF" } else { "TCP\x1b]0;x\x07" }.to_owned()),
+            process: Some("python3".to_owned()),
+            pid: Some(i),
+            library: None,
+            details: Default::default(),
+            line: format!("[{i}.5] page fault"),
+        });
+    }
+    let text = render_text(&fp);
+    let section: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "Kernel log")
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(section.len(), 4, "{text}");
+    assert!(section[1].contains("500 in 2 classes"), "{text}");
+    assert!(
+        section[2].contains("250 ×")
+            && section[2].contains("page_fault client CPF on 0000:c5:00.0, first 0.5, last 498.5"),
+        "{text}"
+    );
+    assert!(section[3].contains("client TCP\\x1b]0;x\\x07"), "{text}");
+}

@@ -466,3 +466,61 @@ fn triage_recognises_a_windows_collect_env() {
     assert!(text.contains("Windows build 10.0.26100"), "{text}");
     assert!(!text.contains("10.0.26100 64-bit"), "not a CPU: {text}");
 }
+
+/// The tail of a file too large to read whole is triaged as its own part: its blocks and
+/// events keep the file's line numbers, and a page fault storm across head and tail is
+/// one class with its first line in the head and its last in the tail.
+#[test]
+fn a_tail_part_keeps_the_input_line_numbers_and_events_are_summarised_per_class() {
+    use gpuprobe_detect::triage::Triager;
+
+    let fault = |t: usize| {
+        format!(
+            "[{t}.000000] amdgpu 0000:c5:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153 vmid:8 pasid:{t})\n\
+             [{t}.000001] amdgpu 0000:c5:00.0: amdgpu:  Faulty UTCL2 client ID: CPF (0x4)\n"
+        )
+    };
+    let head: String = (0..100).map(fault).collect();
+    let mut tail: String = (500..600).map(fault).collect();
+    tail.push_str("[601.000000] amdgpu 0000:c5:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=1, emitted seq=3\n");
+    let mut triager = Triager::new();
+    triager.add("big.log", head, 1);
+    triager.add("big.log", tail, 1001);
+    let outcome = triager.finish();
+
+    let ranges: Vec<(usize, usize)> = outcome
+        .recognized
+        .iter()
+        .map(|r| (r.lines.first, r.lines.last))
+        .collect();
+    assert_eq!(ranges, vec![(1, 200), (1001, 1201)]);
+    assert!(
+        outcome.recognized[1]
+            .summary
+            .contains("100 page_fault, 1 ring_timeout"),
+        "{:?}",
+        outcome.recognized[1]
+    );
+    let summary = &outcome.kernel_log;
+    assert_eq!(summary.events, 201);
+    assert_eq!(summary.classes.len(), 2);
+    let storm = &summary.classes[0];
+    assert_eq!(
+        storm.label,
+        "page_fault client CPF (gfxhub) on 0000:c5:00.0"
+    );
+    assert_eq!(storm.count, 200);
+    assert_eq!((storm.first.line, storm.last.line), (1, 1199));
+    assert_eq!(storm.last.time.as_deref(), Some("599.000000"));
+    let timeout = &summary.classes[1];
+    assert_eq!(timeout.label, "ring_timeout ring gfx_0.0.0 on 0000:c5:00.0");
+    assert_eq!(timeout.first.line, 1201);
+    // The fingerprint keeps samples (first and last of each class), each located.
+    let events = &outcome.fingerprint.kernel_events;
+    assert_eq!(events.len(), summary.kept.len());
+    assert_eq!(events.len() + summary.left_out, 201);
+    assert!(events.len() <= 6, "{events:?}");
+    assert_eq!(events[0].client.as_deref(), Some("CPF"));
+    assert_eq!(summary.kept[0].line, 1);
+    assert_eq!(outcome.fingerprint.host.os.as_deref(), Some("linux"));
+}

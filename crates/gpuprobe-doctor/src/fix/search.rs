@@ -30,7 +30,8 @@ use super::candidates::Candidate;
 use super::conflicts;
 
 /// Which step of the search a trial belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Do the failures reproduce without settings?
     Baseline,
@@ -76,6 +77,9 @@ pub struct TrialOutcome {
     pub workers: u32,
     /// Wall time, seconds.
     pub elapsed_s: f64,
+    /// Whether the outcome was read back from the journal of an interrupted run instead
+    /// of being run now (see [`super::journal`]).
+    pub replayed: bool,
 }
 
 /// Runs trials. Each call must start fresh workers: settings are read at process start.
@@ -101,6 +105,8 @@ pub struct TrialSummary {
     pub broke: usize,
     /// Wall time, seconds.
     pub elapsed_s: f64,
+    /// Whether the trial was read back from the journal rather than run now.
+    pub replayed: bool,
 }
 
 /// The search's inputs.
@@ -214,6 +220,7 @@ fn badness(verdict: &Verdict) -> u8 {
 struct Observed {
     by_key: BTreeMap<ProbeRef, ProbeResult>,
     elapsed_s: f64,
+    replayed: bool,
 }
 
 impl Observed {
@@ -221,6 +228,7 @@ impl Observed {
         Observed {
             by_key: outcome.results.into_iter().map(|r| (key(&r), r)).collect(),
             elapsed_s: outcome.elapsed_s,
+            replayed: outcome.replayed,
         }
     }
 
@@ -282,6 +290,7 @@ impl Searcher<'_> {
             targets: targets.len(),
             broke: others.iter().filter(|s| !observed.passed(s)).count(),
             elapsed_s: observed.elapsed_s,
+            replayed: observed.replayed,
         };
         (self.on_trial)(&summary);
         observed
@@ -1112,6 +1121,7 @@ mod tests {
                 results,
                 workers: 1,
                 elapsed_s: 1.0,
+                replayed: false,
             }
         }
     }

@@ -10,7 +10,7 @@ use gpuprobe_report::terminal::TerminalOptions;
 use gpuprobe_runner::simulation;
 
 use crate::cli::CheckArgs;
-use crate::session::{self, SessionOptions};
+use crate::session::{self, SessionOptions, interrupt};
 use crate::time;
 
 use super::process_env;
@@ -22,7 +22,7 @@ pub fn print_presets() {
     for preset in simulation::presets() {
         out.push_str(&format!("  {:<20} {}\n", preset.name, preset.description));
     }
-    print!("{out}");
+    let _ = crate::output::stdout().write_all(out.as_bytes());
 }
 
 /// The session options `check` runs with.
@@ -53,6 +53,9 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
         print_presets();
         return Ok(ExitStatus::AllPassed);
     }
+    // First, while gpuprobe has one thread: Ctrl-C then stops the workers and says how to
+    // finish the run instead of cutting gpuprobe off mid-line.
+    interrupt::install(interrupt::Mode::Finish);
     let options = options(&args);
     options.validate()?;
     let started = Instant::now();
@@ -67,14 +70,36 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
                 args.startup_timeout,
                 dir.join("workers"),
             );
-            session::prepare_existing(dir, None, args.python.as_deref(), supervisor, &env)?
+            session::prepare_resume(dir, args.python.as_deref(), args.replan, supervisor, &env)?
         }
         None => session::prepare_new(&options, &env, &started_at)?,
     };
+    // A signal while preparing: the plan is written, no probe of this session has run.
+    if let Some(signal) = interrupt::interrupted() {
+        let done = prepared
+            .run_dir
+            .load_results()
+            .map_or(0, |(done, _)| done.len());
+        let line = interrupt::resume_line(done, prepared.plan.tasks.len(), prepared.run_dir.path());
+        interrupt::leave(signal, &line);
+    }
+    // A signal while the probes ran ends the session inside `execute`.
     let completed = session::execute(prepared, args.verbose, collector, started, &started_at)?;
     let report = &completed.report;
+    // A signal while the report was made: every probe is done and the report written; a
+    // resume prints it.
+    if let Some(signal) = interrupt::interrupted() {
+        let line = interrupt::resume_line(
+            report.results.len(),
+            completed.plan.tasks.len(),
+            completed.run_dir.path(),
+        );
+        interrupt::leave(signal, &line);
+    }
 
-    let mut stdout = std::io::stdout().lock();
+    // The report quotes worker output and exception text: behind the terminal guard (a
+    // JSON document holds no control characters, so it passes unchanged).
+    let mut stdout = crate::output::stdout();
     if args.json {
         writeln!(stdout, "{}", gpuprobe_report::json::render(report))?;
     } else {
@@ -109,5 +134,6 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
             )?;
         }
     }
+    super::runs::after_check(&env, completed.run_dir.path());
     Ok(report.exit_status)
 }

@@ -22,7 +22,7 @@ pub fn load(dir: Option<&Path>) -> Result<Loaded> {
 
 fn print_diagnostics(loaded: &Loaded) {
     for diagnostic in &loaded.diagnostics {
-        eprintln!("gpuprobe: kb: {diagnostic}");
+        crate::output::eprint_line(&format!("gpuprobe: kb: {diagnostic}"));
     }
 }
 
@@ -35,7 +35,7 @@ pub fn run(args: KbArgs) -> Result<ExitStatus> {
     } else {
         ExitStatus::UsageError
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::output::stdout();
     match args.action {
         KbAction::List => {
             write!(out, "{}", gpuprobe_kb::render_list(&loaded.kb))?;

@@ -14,6 +14,7 @@ mod memtest;
 mod native_worker;
 mod profile;
 mod run;
+mod runs;
 mod triage;
 
 /// Runs one command and returns the exit code it earned: a documented [`ExitStatus`]
@@ -28,6 +29,7 @@ pub fn dispatch(command: Command) -> Result<u8> {
         Command::NativeWorker(args) => native_worker::run(args)?,
         Command::Fix(args) => fix::run(args)?,
         Command::Profile(args) => profile::run(args)?,
+        Command::Runs(args) => runs::run(args)?,
         Command::Run(args) => return run::run(args),
         Command::ExecJob(args) => return Ok(run::exec_job(&args.command)),
     };

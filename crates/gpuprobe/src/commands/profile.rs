@@ -17,7 +17,9 @@ use super::process_env;
 /// Runs `profile`.
 pub fn run(args: ProfileArgs) -> Result<ExitStatus> {
     let env = process_env();
-    let mut out = std::io::stdout().lock();
+    // Profiles are files from anywhere: their free text (who made it, costs, notes) goes
+    // out behind the terminal guard.
+    let mut out = crate::output::stdout();
     match args.action {
         ProfileAction::Show { profile } => {
             let loaded = profiles::load(&profile).map_err(|e| user_error(e.to_string()))?;

@@ -30,11 +30,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use gpuprobe_model::profile::Profile;
+use gpuprobe_model::text::visible_line;
 use nix::sys::signal::{SigSet, Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::cli::{FallbackArg, RunArgs};
-use crate::{profiles, stack, user_error};
+use crate::{paths, profiles, stack, user_error};
 
 use super::process_env;
 
@@ -85,9 +86,13 @@ fn signal_words(sig: i32) -> String {
     }
 }
 
+/// One line of gpuprobe's own on stderr. Its messages quote the job's output (a fatal
+/// line), the command's name and paths and values from the profile: the whole line is made
+/// visible, so none of that can drive the terminal. (The job's own output is passed through
+/// as the job wrote it; this is only what gpuprobe says.)
 fn say(line: &str) {
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "gpuprobe: {line}");
+    let _ = writeln!(stderr, "gpuprobe: {}", visible_line(line));
 }
 
 /// How one run of the job ended.
@@ -647,17 +652,18 @@ fn load_profile(args: &RunArgs, env: &BTreeMap<String, String>) -> Result<Option
     let Some(path) = &args.profile else {
         return Ok(None);
     };
-    let profile = profiles::load(path).map_err(|e| user_error(e.to_string()))?;
+    let profile = profiles::load(path).map_err(|e| user_error(visible_line(&e.to_string())))?;
     let here = stack::live_key(args.python.as_deref(), env);
     let differences = profile.proven_on.differences(&here);
     if !differences.is_empty() {
         let list = differences.join("; ");
         if !args.force {
             return Err(user_error(format!(
-                "profile {} was proven on a different stack ({list}); its settings are not \
+                "profile {} was proven on a different stack ({}); its settings are not \
                  proven here: run `gpuprobe fix` on this machine, or pass --force to apply \
                  them anyway",
-                path.display()
+                visible_line(&path.display().to_string()),
+                visible_line(&list)
             )));
         }
         say(&format!(
@@ -683,15 +689,12 @@ pub fn run(args: RunArgs) -> Result<u8> {
             "no command given: gpuprobe run [OPTIONS] -- CMD ...",
         ));
     }
-    if args.repeat == 0 {
-        return Err(user_error("--repeat must be at least 1"));
-    }
-    if let Some(timeout) = args.hang_timeout
-        && !(timeout > 0.0 && timeout.is_finite())
-    {
-        return Err(user_error(
-            "--hang-timeout must be a positive number of seconds",
-        ));
+    // --repeat and --hang-timeout are range-checked by the command line parser.
+    // Every output is checked before the job starts: a typo in --summary must not cost a
+    // run of the job, nor replace the job's exit code afterwards.
+    if let Some(path) = &args.summary {
+        paths::check_writable_file(path)
+            .map_err(|e| user_error(format!("--summary: {}", visible_line(&e))))?;
     }
     let env = process_env();
     let profile = load_profile(&args, &env)?;
@@ -794,8 +797,12 @@ pub fn run(args: RunArgs) -> Result<u8> {
             .find(|r| r.exit_code != 0)
             .map_or(0, |r| r.exit_code),
     };
-    if let Some(path) = &args.summary {
-        write_summary(path, &args, &runs, fallback_run.as_ref(), exit_code)?;
+    if let Some(path) = &args.summary
+        && let Err(err) = write_summary(path, &args, &runs, fallback_run.as_ref(), exit_code)
+    {
+        // The job has run: its exit code is what the caller must see, not gpuprobe's
+        // (the path was checked before the job started, so this is a full disk or the like).
+        say(&format!("error: {err:#}"));
     }
     Ok(u8::try_from(exit_code.clamp(0, 255)).unwrap_or(1))
 }
@@ -879,8 +886,22 @@ fn write_summary(
         "fallback": fallback,
         "exit_code": exit_code,
     });
-    std::fs::write(path, serde_json::to_string_pretty(&value)? + "\n")
-        .map_err(|e| user_error(format!("cannot write {}: {e}", path.display())))?;
+    // Missing parent directories are made, as for a profile (the path was checked before
+    // the job started).
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            user_error(format!(
+                "cannot create {}: {e}",
+                visible_line(&parent.display().to_string())
+            ))
+        })?;
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&value)? + "\n").map_err(|e| {
+        user_error(format!(
+            "cannot write {}: {e}",
+            visible_line(&path.display().to_string())
+        ))
+    })?;
     Ok(())
 }
 

@@ -185,6 +185,8 @@ fn an_only_pattern_outside_the_tier_says_which_tier_has_it() {
         stderr.contains("--only no.such.probe matches no probe in any tier"),
         "{stderr}"
     );
+    // Nothing ran: no run directory is left behind to look like one.
+    assert!(!dir.path().join("run").exists());
 }
 
 /// The report says where the time went: the phases add up to no more than the wall time, and

@@ -1,8 +1,9 @@
 //! Real faults on a real GPU, end to end through `gpuprobe check` (feature `gpu-tests`, off by
 //! default and in CI): an illegal memory access, a kernel that never ends, an out-of-memory
-//! error and a worker killed by a signal are each reported with their class, and the run goes
-//! on with the next probe on a GPU that still computes the right numbers. Also: the alloc,
-//! pipeline and dist families raise no false alarm on a healthy GPU.
+//! error, a worker killed by a signal, a worker that segfaults in native code and one that
+//! aborts are each reported with their class, and the run goes on with the next probe on a
+//! GPU that still computes the right numbers. Also: the alloc, pipeline and dist families
+//! raise no false alarm on a healthy GPU.
 //!
 //! On a GPU host: `GPUPROBE_TEST_PYTHON=$(which python3) cargo test -p gpuprobe --features
 //! gpu-tests --test it gpu_faults`, or a test binary built elsewhere with `GPUPROBE_TEST_BIN`
@@ -163,6 +164,35 @@ fn a_worker_killed_by_a_signal_is_a_crash_and_a_fresh_worker_continues() {
     assert_eq!(output.status.code(), Some(1));
 }
 
+/// A worker that died of a real fault in native code while the GPU was in use: a CRASH with
+/// `signal` and faulthandler's headline as its message, and a fresh worker ran the recovery.
+fn assert_native_crash(fault: &str, signal: i32, headline: &str) {
+    let (dir, output, report) = fault_run(fault, "1.0");
+    assert_survived(&report, fault);
+    let Verdict::Crash {
+        signal: got,
+        message,
+        ..
+    } = &result(&report, fault).verdict
+    else {
+        panic!("{fault}: {:?}", result(&report, fault).verdict)
+    };
+    assert_eq!(*got, Some(signal), "{message}");
+    assert!(message.contains(headline), "{message}");
+    assert_eq!(python_workers(&dir.path().join("run")), 2);
+    assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn a_worker_that_segfaults_is_a_crash_with_signal_11_and_a_fresh_worker_continues() {
+    assert_native_crash("fault.signal.segv", 11, "Segmentation fault");
+}
+
+#[test]
+fn a_worker_that_aborts_is_a_crash_with_signal_6_and_a_fresh_worker_continues() {
+    assert_native_crash("fault.signal.abort", 6, "Aborted");
+}
+
 #[test]
 fn every_fault_in_one_run_each_with_its_class() {
     let dir = tempfile::tempdir().unwrap();
@@ -177,12 +207,25 @@ fn every_fault_in_one_run_each_with_its_class() {
             "fault.hang.kernel",
             "fault.oom.huge",
             "fault.signal.kill",
+            "fault.signal.segv",
+            "fault.signal.abort",
             RECOVERY,
         ]
     );
     let labels: Vec<&str> = report.results.iter().map(|r| r.verdict.label()).collect();
     assert!(matches!(labels[0], "ERROR" | "CRASH"), "{labels:?}");
-    assert_eq!(labels[1..], ["HANG", "ERROR", "CRASH", "PASS"]);
+    assert_eq!(
+        labels[1..],
+        ["HANG", "ERROR", "CRASH", "CRASH", "CRASH", "PASS"]
+    );
+    let signals: Vec<Option<i32>> = report.results[3..6]
+        .iter()
+        .map(|r| match r.verdict {
+            Verdict::Crash { signal, .. } => signal,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(signals, [Some(9), Some(11), Some(6)]);
 }
 
 #[test]

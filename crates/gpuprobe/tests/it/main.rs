@@ -7,11 +7,18 @@
 
 mod check;
 mod commands;
+mod faults;
 mod fix;
+mod fix_resume;
 #[cfg(feature = "gpu-tests")]
 mod gpu_faults;
+mod hostile_text;
+mod outputs_and_arguments;
 mod protocol;
+mod resume_and_interrupt;
 mod run;
+mod runs;
 mod support;
 mod triage;
 mod triage_kb;
+mod triage_limits;

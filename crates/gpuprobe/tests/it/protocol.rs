@@ -119,6 +119,8 @@ fn garbage_on_the_worker_streams_changes_nothing() {
 #[test]
 fn a_missing_interpreter_leaves_every_probe_not_tested_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
+    // Found, not named: a missing interpreter named with --python is a usage error instead
+    // (tests/it/resume_and_interrupt.rs).
     let output = gpuprobe()
         .args([
             "check",
@@ -127,9 +129,8 @@ fn a_missing_interpreter_leaves_every_probe_not_tested_with_the_reason() {
             "cpu",
             "--only",
             "copy.h2d.pageable.4x4",
-            "--python",
-            "/nonexistent/bin/python",
         ])
+        .env("GPUPROBE_PYTHON", "/nonexistent/bin/python")
         .arg("--run-dir")
         .arg(dir.path().join("run"))
         .output()

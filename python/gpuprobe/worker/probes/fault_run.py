@@ -7,6 +7,7 @@ fails, so the surprise is visible rather than a quiet pass.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 from typing import Any
@@ -64,6 +65,41 @@ def run_signal(ctx: ProbeContext) -> ProbeOutput:
     """Kills this worker with SIGKILL (nothing can catch it)."""
     os.kill(os.getpid(), signal.SIGKILL)
     return _survived(ctx, "SIGKILL did not end the process")
+
+
+def _no_core_dump() -> None:
+    """Lowers this worker's core-file limit to 0 before a deliberate fatal signal.
+
+    A torch process dumps hundreds of MB of core, slowly, into the working directory or the
+    system's crash collector (systemd-coredump and apport honour the limit); a fault made on
+    purpose is not worth one. Best effort: without ``resource`` the fault happens anyway."""
+    try:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    except (ImportError, OSError, ValueError):
+        pass
+
+
+def run_segv(ctx: ProbeContext) -> ProbeOutput:
+    """Reads address 8 through ctypes: a real SIGSEGV raised by the CPU in native code, not a
+    signal sent with ``kill``. faulthandler (the worker runs with ``-X faulthandler``) prints
+    the Python stack and re-raises it, so the worker dies of signal 11."""
+    _no_core_dump()
+    # Address 8, not 0: a field read through a NULL struct pointer, the usual native crash.
+    # ctypes takes a pointer of 0 as NULL and allocates a fresh buffer instead of reading it;
+    # the first page is never mapped (vm.mmap_min_addr), so 8 faults.
+    ctypes.string_at(8, 1)
+    return _survived(ctx, "reading address 8 did not fault")
+
+
+def run_abort(ctx: ProbeContext) -> ProbeOutput:
+    """Calls ``abort()`` (``os.abort``), as a native library does on a failed assertion: the
+    worker dies of SIGABRT (signal 6) after faulthandler's Python stack."""
+    _no_core_dump()
+    os.abort()
+    return _survived(ctx, "abort() returned")
 
 
 def run_recovery(ctx: ProbeContext) -> ProbeOutput:

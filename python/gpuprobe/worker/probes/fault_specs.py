@@ -12,13 +12,19 @@ with the right class and go on with the next probe on a usable GPU:
 - ``fault.oom.huge``: an allocation of 2^50 bytes (2^62 on the CPU): ``torch.OutOfMemoryError``,
   recorded as ERROR, and the same worker goes on;
 - ``fault.signal.kill``: the worker kills itself with SIGKILL (CRASH, signal 9);
+- ``fault.signal.segv``: the worker reads address 8 through ctypes, a real segmentation fault
+  in native code rather than a signal sent to itself (CRASH, signal 11, after faulthandler's
+  Python stack);
+- ``fault.signal.abort``: the worker calls ``os.abort()``, as a native library does on a failed
+  assertion (CRASH, signal 6);
 - ``fault.recovery.roundtrip``: not a fault but the check that follows them (it is last in
   catalogue order): a bit-exact 64 MiB round trip and an exact matmul on the same device,
   which must pass in whatever worker runs it after the faults.
 
 All declare ``needs = ["explicit"]`` (run only when ``--only`` names them) and tier ``soak``
 (no check tier includes them, as for the native full memtest). Their timeouts are short so
-that the hang is found quickly.
+that the hang is found quickly. The signal faults behave the same on the CPU as on a GPU (the
+fault is in the worker process, not on the device), so they are tested without one.
 """
 
 from __future__ import annotations
@@ -28,13 +34,14 @@ from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 _RUN = "gpuprobe.worker.probes.fault_run"
 
 
-def _fault(case: str, variant: str, description: str, timeout_s: float) -> ProbeDef:
+def _fault(case: str, variant: str, description: str, timeout_s: float, impl: str | None = None) -> ProbeDef:
+    """A deliberate fault, run by ``fault_run.run_<impl>`` (``impl`` defaults to ``case``)."""
     return ProbeDef(
         id=f"fault.{case}.{variant}",
         tier="soak",
         rule=BIT_EXACT,
         description=description,
-        impl=f"{_RUN}:run_{case}",
+        impl=f"{_RUN}:run_{impl or case}",
         timeout_s=timeout_s,
         needs=("explicit",),
     )
@@ -68,6 +75,22 @@ def specs() -> list[ProbeDef]:
             "kill",
             "deliberate fault: the worker sends itself SIGKILL; the probe is a crash and a fresh worker continues",
             30.0,
+        ),
+        _fault(
+            "signal",
+            "segv",
+            "deliberate fault: the worker reads address 8 (a real segmentation fault in native code); the probe "
+            "is a crash with signal 11 and a fresh worker continues",
+            30.0,
+            impl="segv",
+        ),
+        _fault(
+            "signal",
+            "abort",
+            "deliberate fault: the worker calls abort(), as a native library does on a failed assertion; the probe "
+            "is a crash with signal 6 and a fresh worker continues",
+            30.0,
+            impl="abort",
         ),
         _fault(
             "recovery",
