@@ -7,7 +7,8 @@
 #
 # BIN: a gpuprobe release binary; OUT: where the reports and the summary go. The runs stop
 # early (and say so) when TOTAL_S would be exceeded, so a device call's limit never cuts a run
-# in half. Writes OUT/runK.json (the report), OUT/runK.err (stderr) and OUT/summary.txt.
+# in half. Writes OUT/summary.txt, and OUT/raw.tar.xz with each run's stderr and the full
+# reports of the first and the last run.
 set -u
 BIN=$1
 OUT=$2
@@ -57,4 +58,6 @@ PYEOF
     if [ "$k" -gt 2 ]; then rm -f "$OUT/run$((k - 1)).json"; fi
 done
 xz -9 "$OUT"/run*.json 2>/dev/null
+# One archive for the raw files: a device call brings back only a few files.
+(cd "$OUT" && tar cJf raw.tar.xz run*.err run*.json.xz 2>/dev/null && rm -f run*.err run*.json.xz)
 cat "$summary"
