@@ -171,6 +171,20 @@ struct Start {
     source_run: PathBuf,
 }
 
+impl From<session::Completed> for Start {
+    fn from(completed: session::Completed) -> Start {
+        Start {
+            tier: completed.plan.tier,
+            python: completed.python.as_ref().map(|p| p.executable.clone()),
+            source_run: completed.run_dir.path().to_path_buf(),
+            report: completed.report,
+            catalog: completed.catalog,
+            config: completed.config,
+            matches: completed.matches,
+        }
+    }
+}
+
 /// Runs `fix`.
 pub fn run(args: FixArgs) -> Result<ExitStatus> {
     // First, while gpuprobe has one thread: Ctrl-C stops the workers and clears the bar.
@@ -393,15 +407,7 @@ fn resume_check(
         Instant::now(),
         started_at,
     )?;
-    Ok(Start {
-        tier: completed.plan.tier,
-        python: completed.python.as_ref().map(|p| p.executable.clone()),
-        source_run: completed.run_dir.path().to_path_buf(),
-        report: completed.report,
-        catalog: completed.catalog,
-        config: completed.config,
-        matches: completed.matches,
-    })
+    Ok(Start::from(completed))
 }
 
 /// The number a trial directory (`NN-<phase>`) carries.
@@ -707,15 +713,7 @@ fn start_with_check(
         Instant::now(),
         started_at,
     )?;
-    Ok(Start {
-        tier: completed.plan.tier,
-        python: completed.python.as_ref().map(|p| p.executable.clone()),
-        source_run: completed.run_dir.path().to_path_buf(),
-        report: completed.report,
-        catalog: completed.catalog,
-        config: completed.config,
-        matches: completed.matches,
-    })
+    Ok(Start::from(completed))
 }
 
 /// Reads a finished run (`--from`) as the starting point.
