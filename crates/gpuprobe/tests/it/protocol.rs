@@ -227,38 +227,11 @@ fn an_interpreter_without_torch_says_so() {
 #[test]
 fn a_killed_run_keeps_its_results_and_resumes_to_completion() {
     let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    // A hang that exists only while GPUPROBE_TEST_HANG=1 is set: the first run hangs in
-    // the rng probes and is killed; the resumed run (without it) completes.
-    let faults = dir.path().join("hang.toml");
-    std::fs::write(
-        &faults,
-        "[[fault]]\nname = \"late-hang\"\nop = \"randn\"\nonly_when_set = [\"GPUPROBE_TEST_HANG=1\"]\n\
-         effect = { kind = \"hang\" }\n",
-    )
-    .unwrap();
-    let mut child = gpuprobe()
-        .args([
-            "check",
-            "--json",
-            "--device",
-            "cpu",
-            "--only",
-            "copy.h2d.pageable",
-            "--only",
-            "rng.randn.",
-            "--python",
-        ])
-        .arg(python())
-        .arg("--run-dir")
-        .arg(&run)
-        .args([
-            "--simulate",
-            faults.to_str().unwrap(),
-            "--timeout-scale",
-            "100",
-        ])
-        .env("GPUPROBE_TEST_HANG", "1")
+    // The first run hangs in the rng probes and is killed; the resumed run (without the
+    // variable the hang needs) completes.
+    let (mut command, run) = check_that_hangs_in_rng(dir.path());
+    let mut child = command
+        .arg("--json")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

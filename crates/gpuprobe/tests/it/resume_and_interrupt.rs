@@ -314,35 +314,8 @@ fn alive(pid: i32) -> bool {
 /// while `GPUPROBE_TEST_HANG=1` is set, so a resume runs it to completion), once every
 /// probe before it is recorded; returns the process, its run directory and its results.
 fn hanging_check(dir: &Path) -> (Child, PathBuf, String) {
-    let run = dir.join("run");
-    let faults = dir.join("hang.toml");
-    std::fs::write(
-        &faults,
-        "[[fault]]\nname = \"late-hang\"\nop = \"randn\"\nonly_when_set = [\"GPUPROBE_TEST_HANG=1\"]\n\
-         effect = { kind = \"hang\" }\n",
-    )
-    .unwrap();
-    let mut child = gpuprobe()
-        .args([
-            "check",
-            "--device",
-            "cpu",
-            "--only",
-            "copy.h2d.pageable",
-            "--only",
-            "rng.randn.",
-            "--python",
-        ])
-        .arg(python())
-        .arg("--run-dir")
-        .arg(&run)
-        .args([
-            "--simulate",
-            faults.to_str().unwrap(),
-            "--timeout-scale",
-            "100",
-        ])
-        .env("GPUPROBE_TEST_HANG", "1")
+    let (mut command, run) = check_that_hangs_in_rng(dir);
+    let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -104,3 +104,38 @@ pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
+
+/// A `check` on the CPU whose copy probes pass and whose first rng probe then hangs (a
+/// simulated fault that exists only while `GPUPROBE_TEST_HANG=1`, so a resume without it
+/// completes), with a timeout long enough that the test decides when it ends. The run
+/// directory is `dir/run`; the caller adds its own options and streams.
+pub fn check_that_hangs_in_rng(dir: &Path) -> (std::process::Command, PathBuf) {
+    let run = dir.join("run");
+    let faults = dir.join("hang.toml");
+    std::fs::write(
+        &faults,
+        "[[fault]]\nname = \"late-hang\"\nop = \"randn\"\nonly_when_set = [\"GPUPROBE_TEST_HANG=1\"]\n\
+         effect = { kind = \"hang\" }\n",
+    )
+    .unwrap();
+    let mut command = gpuprobe();
+    command
+        .args([
+            "check",
+            "--device",
+            "cpu",
+            "--only",
+            "copy.h2d.pageable",
+            "--only",
+            "rng.randn.",
+            "--python",
+        ])
+        .arg(python())
+        .arg("--run-dir")
+        .arg(&run)
+        .arg("--simulate")
+        .arg(&faults)
+        .args(["--timeout-scale", "100"])
+        .env("GPUPROBE_TEST_HANG", "1");
+    (command, run)
+}
