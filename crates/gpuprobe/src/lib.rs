@@ -43,7 +43,8 @@ pub(crate) fn user_error(message: impl Into<String>) -> anyhow::Error {
 
 /// Runs gpuprobe with the given arguments (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let cli = match cli::Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() {
@@ -52,6 +53,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 0
             };
             let _ = err.print();
+            // `memtest --json` promises one JSON document on stdout whatever happens, and a
+            // script that passed a bad option needs it most.
+            if err.use_stderr() && commands::memtest::wants_json(&args) {
+                let message = err.render().to_string();
+                let _ = commands::memtest::print_usage_error(&message, &args);
+            }
             return ExitCode::from(code);
         }
     };

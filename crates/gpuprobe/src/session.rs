@@ -1019,7 +1019,13 @@ pub fn execute(
         gpuprobe_kb::lint(&fingerprint),
     );
     let summary = Summary::of(&results);
-    let exit_status = exit_status_for(&results, &findings);
+    let mut exit_status = exit_status_for(&results, &findings);
+    if let Some(absent) = absent_listed_gpus(&device_request, &execution.hellos) {
+        // A GPU index past what the framework sees is a wrong argument, not a stack that
+        // could not be tested: exit 2, with the results of the devices that do exist kept.
+        notes.push(absent.to_string());
+        exit_status = ExitStatus::UsageError;
+    }
     let seconds = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64();
     let prepare_s = seconds(started, probes_started);
     let timings = Timings {
@@ -1090,6 +1096,58 @@ pub fn exit_status_for(
     }
 }
 
+/// GPUs named with `--device` that the framework says are not there.
+#[derive(Debug, PartialEq)]
+pub(crate) struct AbsentGpus {
+    /// The indices asked for that do not exist.
+    pub missing: Vec<u32>,
+    /// How many GPUs the framework sees.
+    pub seen: usize,
+}
+
+impl std::fmt::Display for AbsentGpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let missing: Vec<String> = self.missing.iter().map(u32::to_string).collect();
+        let range = match self.seen {
+            0 => String::new(),
+            1 => " (index 0)".to_string(),
+            n => format!(" (indices 0 to {})", n - 1),
+        };
+        write!(
+            f,
+            "--device {}: no such GPU; torch sees {} GPU(s){range} with this environment's visibility settings",
+            missing.join(","),
+            self.seen
+        )
+    }
+}
+
+/// Which listed GPUs do not exist, judged from a Python worker whose framework could use
+/// the GPU and listed its devices. Without such a worker nothing is known: a framework that
+/// sees no GPU at all leaves the run untested (exit 4), not mistaken.
+pub(crate) fn absent_listed_gpus(
+    request: &DeviceRequest,
+    hellos: &[engine::HelloRecord],
+) -> Option<AbsentGpus> {
+    let DeviceRequest::Listed(listed) = request else {
+        return None;
+    };
+    let seen = hellos.iter().find_map(|hello| match &hello.event {
+        WorkerEvent::Hello {
+            torch: Some(torch), ..
+        } if hello.backend == Backend::Python && torch.gpu_available => Some(torch.devices.len()),
+        _ => None,
+    })?;
+    let missing: Vec<u32> = listed
+        .iter()
+        .filter_map(|device| match device {
+            DeviceRef::Gpu(index) if *index as usize >= seen => Some(*index),
+            _ => None,
+        })
+        .collect();
+    (!missing.is_empty()).then_some(AbsentGpus { missing, seen })
+}
+
 /// The interpreter and framework as the Python workers reported them.
 fn python_env_from(
     python: Option<&PythonChoice>,
@@ -1129,6 +1187,79 @@ fn python_env_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn python_hello(device: u32, gpu_available: bool, seen: u32) -> engine::HelloRecord {
+        let torch = gpuprobe_model::fingerprint::TorchInfo {
+            version: "2.11.0+cu130".into(),
+            cuda: Some("13.0".into()),
+            gpu_available,
+            devices: (0..seen)
+                .map(|index| gpuprobe_model::fingerprint::TorchDevice {
+                    index,
+                    name: "GPU".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        engine::HelloRecord {
+            backend: Backend::Python,
+            device: DeviceRef::Gpu(device),
+            event: WorkerEvent::Hello {
+                protocol: 1,
+                pid: 1,
+                worker: "python".into(),
+                executable: None,
+                python_version: None,
+                torch: Some(torch),
+                unusable: (device >= seen).then(|| format!("cuda:{device} does not exist")),
+                packages: BTreeMap::new(),
+                simulated: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_listed_gpu_the_framework_does_not_see_is_a_wrong_argument() {
+        let listed = |devices: &[u32]| {
+            DeviceRequest::Listed(devices.iter().map(|d| DeviceRef::Gpu(*d)).collect())
+        };
+        let absent = absent_listed_gpus(&listed(&[0, 5, 2]), &[python_hello(5, true, 2)]);
+        assert_eq!(
+            absent,
+            Some(AbsentGpus {
+                missing: vec![5, 2],
+                seen: 2
+            })
+        );
+        assert_eq!(
+            absent.unwrap().to_string(),
+            "--device 5,2: no such GPU; torch sees 2 GPU(s) (indices 0 to 1) with this environment's visibility settings"
+        );
+        assert_eq!(
+            absent_listed_gpus(&listed(&[1]), &[python_hello(1, true, 2)]),
+            None
+        );
+        // Every GPU is asked for, or none is listed: nothing can be missing.
+        assert_eq!(
+            absent_listed_gpus(&DeviceRequest::All, &[python_hello(0, true, 1)]),
+            None
+        );
+        assert_eq!(
+            absent_listed_gpus(
+                &DeviceRequest::Listed(vec![DeviceRef::Cpu]),
+                &[python_hello(0, true, 1)]
+            ),
+            None
+        );
+        // A framework that sees no usable GPU says nothing about which exist (exit 4), and
+        // neither does a run without a Python worker.
+        assert_eq!(
+            absent_listed_gpus(&listed(&[3]), &[python_hello(3, false, 0)]),
+            None
+        );
+        assert_eq!(absent_listed_gpus(&listed(&[3]), &[]), None);
+    }
 
     #[test]
     fn workers_and_an_expanding_catalogue_are_told_the_bytecode_cache() {

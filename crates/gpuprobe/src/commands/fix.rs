@@ -449,6 +449,11 @@ fn search_from(
         start.source_run.display()
     ));
 
+    if start.report.exit_status == ExitStatus::UsageError {
+        // The starting run named a GPU that does not exist (its note says which): no trial
+        // on the devices that do exist would answer what was asked.
+        return Err(user_error(start.report.notes.join("; ")));
+    }
     let failures: Vec<ProbeResult> = start
         .report
         .results

@@ -8,6 +8,7 @@
 //! cases where the test did not produce a report.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -147,26 +148,65 @@ pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
                 ExitStatus::InternalFailure
             };
             output::eprint_line(&format!("gpuprobe: error: {err:#}"));
-            print_json(&JsonOutcome {
-                command: "memtest",
-                status: if status == ExitStatus::UsageError {
-                    "usage_error"
-                } else {
-                    "internal_failure"
-                },
-                reason: format!("{err:#}"),
-                exit_code: status.code(),
-                exit_status: status,
-                gpu: args.device,
-                run_dir: None,
-                verdict: None,
-                stderr_tail: &[],
-                kernel_log: &[],
-                report: None,
-            })?;
+            print_refusal(status, format!("{err:#}"), args.device)?;
             Ok(status)
         }
     }
+}
+
+/// The JSON document of a test gpuprobe did not start: a bad option or a failure before it.
+fn print_refusal(status: ExitStatus, reason: String, gpu: u32) -> Result<()> {
+    print_json(&JsonOutcome {
+        command: "memtest",
+        status: if status == ExitStatus::UsageError {
+            "usage_error"
+        } else {
+            "internal_failure"
+        },
+        reason,
+        exit_code: status.code(),
+        exit_status: status,
+        gpu,
+        run_dir: None,
+        verdict: None,
+        stderr_tail: &[],
+        kernel_log: &[],
+        report: None,
+    })
+}
+
+/// Whether a command line that the argument parser refused was `memtest ... --json`: its
+/// caller expects JSON on stdout even then. Reads the raw words, since they did not parse.
+pub(crate) fn wants_json(args: &[OsString]) -> bool {
+    let words: Vec<&str> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_str().unwrap_or(""))
+        .take_while(|a| *a != "--")
+        .collect();
+    words.iter().find(|w| !w.starts_with('-')) == Some(&"memtest") && words.contains(&"--json")
+}
+
+/// Prints the `usage_error` document for arguments the parser refused (`message` is its
+/// explanation); the GPU is the `--device` given when it reads as one, else 0.
+pub(crate) fn print_usage_error(message: &str, args: &[OsString]) -> Result<()> {
+    let words: Vec<&str> = args.iter().map(|a| a.to_str().unwrap_or("")).collect();
+    let device = words.iter().enumerate().find_map(|(i, w)| {
+        w.strip_prefix("--device=").or_else(|| {
+            (*w == "--device")
+                .then(|| words.get(i + 1).copied())
+                .flatten()
+        })
+    });
+    let gpu = device.and_then(|d| d.trim().parse().ok()).unwrap_or(0);
+    let reason = message
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("bad arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    print_refusal(ExitStatus::UsageError, reason, gpu)
 }
 
 fn print_json(outcome: &JsonOutcome<'_>) -> Result<()> {

@@ -10,7 +10,7 @@ mod check;
 pub(crate) mod env;
 mod fix;
 pub(crate) mod kb;
-mod memtest;
+pub(crate) mod memtest;
 mod native_worker;
 mod profile;
 mod run;

@@ -75,6 +75,28 @@ fn memtest_json_is_one_document_for_every_outcome() {
         assert_eq!(json["exit_status"], "usage_error");
         assert!(stderr(&output).starts_with("gpuprobe: error: "), "{args:?}");
     }
+    // Refused by the argument parser itself: the same document, the parser's explanation
+    // as its reason, the GPU it was asked for.
+    for (args, says, gpu) in [
+        (vec!["--passes", "0"], "1..=1000", 0),
+        (vec!["--device", "3", "--fraction", "2"], "at most 1", 3),
+        (
+            vec!["--device=1", "--no-such-option"],
+            "--no-such-option",
+            1,
+        ),
+    ] {
+        let (output, json) = memtest_json(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {json}");
+        assert_eq!(json["status"], "usage_error", "{args:?}");
+        assert_eq!(json["exit_code"], 2);
+        assert_eq!(json["gpu"], gpu, "{args:?}");
+        assert!(
+            json["reason"].as_str().unwrap().contains(says),
+            "{args:?}: {json}"
+        );
+        assert!(stderr(&output).contains(says), "{args:?}");
+    }
 }
 
 #[test]
