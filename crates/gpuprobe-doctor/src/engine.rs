@@ -643,8 +643,8 @@ pub struct PlannedTask {
 }
 
 impl RunPlan {
-    /// The tasks not yet in `done`, grouped into lanes.
-    pub fn remaining_lanes(&self, done: &[ProbeResult]) -> Vec<Lane> {
+    /// The tasks not yet in `done`, grouped into lanes and cut to `budget` ([`sized_lanes`]).
+    pub fn remaining_lanes(&self, done: &[ProbeResult], budget: LaneBudget) -> Vec<Lane> {
         let finished: std::collections::HashSet<(ProbeId, DeviceRef)> =
             done.iter().map(|r| (r.probe.clone(), r.device)).collect();
         let tasks: Vec<Task> = self
@@ -656,43 +656,11 @@ impl RunPlan {
                 device: t.device,
             })
             .collect();
-        lanes_for(tasks)
+        sized_lanes(tasks, budget)
     }
 }
 
-/// Groups tasks into lanes by (backend, device, placement), keeping their order; side
-/// probes get one lane per family, so each family's slow parts overlap with the others.
-pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
-    let mut lanes: Vec<(Option<String>, Lane)> = Vec::new();
-    for task in tasks {
-        let backend = task.spec.backend;
-        let placement = task.spec.placement;
-        let family = (placement == Placement::Side).then(|| {
-            task.spec
-                .lane
-                .clone()
-                .unwrap_or_else(|| task.spec.id.family().to_string())
-        });
-        match lanes.iter_mut().find(|(f, l)| {
-            l.backend == backend
-                && l.device == task.device
-                && l.placement == placement
-                && *f == family
-        }) {
-            Some((_, lane)) => lane.tasks.push(task),
-            None => lanes.push((
-                family,
-                Lane {
-                    backend,
-                    device: task.device,
-                    placement,
-                    tasks: vec![task],
-                },
-            )),
-        }
-    }
-    lanes.into_iter().map(|(_, lane)| lane).collect()
-}
+pub use crate::lanes::{LaneBudget, lanes_for, sized_lanes};
 
 #[cfg(test)]
 mod tests {

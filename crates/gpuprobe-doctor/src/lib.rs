@@ -12,6 +12,7 @@ pub mod diagnose;
 pub mod engine;
 pub mod fix;
 pub mod judge;
+pub mod lanes;
 pub mod schedule;
 #[cfg(test)]
 mod test_support;

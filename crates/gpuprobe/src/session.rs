@@ -16,7 +16,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use gpuprobe_doctor::engine::{self, EngineConfig, Lane, PlannedTask, RunPlan, Settings};
+use gpuprobe_doctor::engine::{
+    self, EngineConfig, Lane, LaneBudget, PlannedTask, RunPlan, Settings,
+};
 use gpuprobe_kb::KbMatch;
 use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec, Tier};
@@ -180,15 +182,40 @@ pub struct Completed {
 }
 
 /// Starts fingerprinting this machine in the background (tools, kernel log).
-pub fn spawn_collector(env: &BTreeMap<String, String>) -> JoinHandle<Fingerprint> {
-    let env = env.clone();
-    std::thread::spawn(move || {
+pub fn spawn_collector(env: &BTreeMap<String, String>) -> Collector {
+    let fingerprint_env = env.clone();
+    let fingerprint = std::thread::spawn(move || {
         gpuprobe_detect::collect(
             &gpuprobe_detect::Root::live(),
-            &env,
+            &fingerprint_env,
             &crate::commands::env::live_options(true),
         )
-    })
+    });
+    // Beside the planning, so that the lanes can be sized when the probes start.
+    let memory_env = env.clone();
+    let free_gpu_memory = std::thread::spawn(move || {
+        gpuprobe_detect::least_free_gpu_memory(
+            &gpuprobe_detect::Root::live(),
+            &memory_env,
+            FREE_MEMORY_TIMEOUT,
+        )
+    });
+    Collector {
+        fingerprint,
+        free_gpu_memory,
+    }
+}
+
+/// How long the free-memory query may take: past it the lanes are not cut (a slow
+/// `nvidia-smi` must not delay every probe).
+const FREE_MEMORY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What is found out about the machine while a session plans and runs.
+pub struct Collector {
+    /// The fingerprint (tools, kernel log), joined after the probes.
+    fingerprint: JoinHandle<Fingerprint>,
+    /// The least free GPU memory, joined before the probes start (lane sizing).
+    free_gpu_memory: JoinHandle<Option<u64>>,
 }
 
 /// Plans a new session: run directory, interpreter, probe package, catalogue, devices.
@@ -880,7 +907,7 @@ fn device_count_hint(pci: usize, visible_lists: &[String]) -> usize {
 pub fn execute(
     prepared: Prepared,
     verbose: bool,
-    collector: JoinHandle<Fingerprint>,
+    collector: Collector,
     started: Instant,
     started_at: &str,
 ) -> Result<Completed> {
@@ -901,7 +928,12 @@ pub fn execute(
             "{torn} unreadable line(s) in results.jsonl were ignored (a run killed mid-write)"
         ));
     }
-    let lanes = plan.remaining_lanes(&previous);
+    let free_gpu_memory = collector.free_gpu_memory.join().unwrap_or(None);
+    let budget = LaneBudget::for_host(
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        free_gpu_memory,
+    );
+    let lanes = plan.remaining_lanes(&previous, budget);
     let mut stack = run_dir.read_stack().unwrap_or_default();
     let view = ProgressView::new(&format!("{} tier", plan.tier.name()), verbose);
     for _ in &previous {
@@ -955,7 +987,7 @@ pub fn execute(
                 spec: t.spec.clone(),
                 device,
             }));
-            lanes.extend(engine::lanes_for(tasks));
+            lanes.extend(engine::sized_lanes(tasks, budget));
         }
         lanes
     };
@@ -994,10 +1026,13 @@ pub fn execute(
 
     let mut results = previous;
     results.extend(execution.results);
-    let mut fingerprint = collector.join().unwrap_or_else(|_| Fingerprint {
-        source: "live".into(),
-        ..Default::default()
-    });
+    let mut fingerprint = collector
+        .fingerprint
+        .join()
+        .unwrap_or_else(|_| Fingerprint {
+            source: "live".into(),
+            ..Default::default()
+        });
     let fingerprint_joined = Instant::now();
     if let Some(python_env) = python_env_from(python.as_ref(), &execution.hellos) {
         gpuprobe_detect::merge_python(&mut fingerprint, python_env);

@@ -13,6 +13,7 @@ mod gpus;
 mod host;
 mod kmsg;
 mod libs;
+mod memory;
 mod tools;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ pub use env::{is_relevant_env_var, relevant_env};
 pub use gpus::compute_gpu_count;
 pub use kmsg::merge_watched_kernel_lines;
 pub use libs::scan_python_libraries;
+pub use memory::least_free_gpu_memory;
 pub use tools::{CaptureError, Captured, capture};
 
 use crate::merge::derive_gpu_facts;

@@ -1,0 +1,652 @@
+//! How a run's probes are grouped into worker lanes, and how many lanes each device's
+//! Python probes are spread over.
+//!
+//! Grouping ([`lanes_for`]): one lane per (worker kind, device, placement), and for side
+//! probes one per family (or per the lane a family names). Each lane is one worker at a
+//! time, running its probes in order.
+//!
+//! Sizing ([`sized_lanes`]): a lane is as slow as the sum of its probes, so the one that
+//! holds the most work sets the wall time (on the H100 the shared lane ran 662 probes one
+//! after another for 16 s while the other lanes were done by 13 s, bench/RESULTS.md). Where
+//! the host has cores and the GPU has memory to spare ([`LaneBudget`]), the heaviest
+//! lanes are cut into several, each a worker of its own that runs beside the others:
+//! - only the shared lane and side lanes of a family that names no lane of its own are cut
+//!   (a family that names its lanes, like the sweep's, has chosen its grouping; exclusive
+//!   lanes run alone by definition);
+//! - a lane is cut only while each piece keeps at least [`MIN_PIECE_S`] of estimated
+//!   work, since a piece's worker pays the framework's import and a context of its own;
+//! - pieces hold whole sub-families (`nn.sdpa`, `copy.h2d`) where they can, so that a
+//!   sub-family's shared set-up (a library's handles, its compiled kernels) is paid once,
+//!   and each piece keeps the probes' planned order.
+//!
+//! Work is estimated per probe from [`TYPICAL_SECONDS`], measured on the H100 host (the
+//! median warm standard tier, bench/RESULTS.md "Timing"). Estimates only place probes;
+//! every planned probe runs whatever its estimate.
+
+use gpuprobe_model::probe::{DeviceRef, Placement, ProbeSpec};
+use gpuprobe_runner::Task;
+
+use crate::engine::Lane;
+
+/// A piece of a cut lane carries at least this much estimated work (seconds). An extra
+/// worker costs more than its start (importing the framework, creating a context, about
+/// 2 s of one core): lanes side by side share the host's cores, the GPU and the copy
+/// engines, and on the H100 a probe ran up to twice as long beside many others. Cut into
+/// pieces of 1 s, the quick tier took 5.2-5.4 s instead of 3.8 s; cut in two pieces of
+/// about 2 s each, each piece still took 1.9 s (bench/RESULTS.md "Lane sizing"). The
+/// standard tier's heaviest lanes (13-18 s) are cut; the quick tier's (2 s) are not.
+pub const MIN_PIECE_S: f64 = 4.5;
+
+/// Device memory each Python lane may need: its context (about 0.5 GiB) and the working
+/// set of the largest shared probe (1 GiB round-trip copies).
+pub const MEMORY_PER_LANE: u64 = 2 << 30;
+
+/// Seconds of one probe, by the longest prefix of its id listed (most are sub-families,
+/// the first two parts of the id), measured on the H100 host (warm standard tier, mean
+/// per probe). A probe no prefix matches counts [`DEFAULT_SECONDS`].
+pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
+    ("alloc.caching", 0.023),
+    ("alloc.config", 4.043),
+    ("alloc.expandable", 0.078),
+    ("alloc.fragmentation", 0.288),
+    ("alloc.largest", 0.731),
+    ("alloc.oom", 0.218),
+    ("alloc.stream", 0.244),
+    ("alloc.stress", 0.296),
+    ("alloc.usable", 0.423),
+    ("copy.batch", 0.004),
+    ("copy.d2d", 0.038),
+    ("copy.d2h", 0.047),
+    ("copy.h2d", 0.077),
+    ("copy.roundtrip", 0.424),
+    ("dtype.bf16", 0.003),
+    ("dtype.bool", 0.001),
+    ("dtype.fp16", 0.003),
+    ("dtype.fp32", 0.002),
+    ("dtype.fp64", 0.002),
+    ("dtype.fp8e4m3", 0.002),
+    ("dtype.fp8e5m2", 0.002),
+    ("dtype.int32", 0.001),
+    ("dtype.int64", 0.002),
+    ("dtype.int8", 0.001),
+    ("nn.autocast", 0.024),
+    ("nn.conv2d", 0.240),
+    ("nn.conv_transpose2d", 0.019),
+    ("nn.sdpa", 0.084),
+    ("nn.vae", 0.161),
+    ("ops.addmm", 0.067),
+    ("ops.bmm", 0.147),
+    ("ops.elementwise", 0.058),
+    ("ops.layout", 0.015),
+    ("ops.linear", 0.135),
+    ("ops.matmul", 0.465),
+    ("ops.reduce", 0.107),
+    ("ops.sentinel", 0.055),
+    ("pipeline.accelerate", 0.145),
+    ("pipeline.dataloader", 0.826),
+    ("pipeline.save", 0.007),
+    ("rng.multinomial", 0.052),
+    ("rng.rand", 0.134),
+    ("rng.randint", 0.140),
+    ("rng.randn", 0.128),
+    ("rng.randn_like", 0.095),
+    ("rng.randperm", 0.525),
+    ("rng.repeat", 0.001),
+    ("native.copy", 0.200),
+    ("native.copy.roundtrip.pageable.large", 6.800),
+    ("native.copy.roundtrip.pinned.large", 5.000),
+    ("native.kernel", 0.071),
+    ("native.memtest", 0.025),
+    ("native.rtc", 0.116),
+    ("sweep.opdb", 4.602),
+];
+
+/// The estimate of a probe whose sub-family [`TYPICAL_SECONDS`] does not list.
+pub const DEFAULT_SECONDS: f64 = 0.1;
+
+/// What every probe costs beyond its own seconds: the worker's begin and result messages,
+/// judging and recording (the H100's shared lane ran 662 probes in 16 s, about 1.5 s more
+/// than their own seconds).
+const PER_PROBE_OVERHEAD_S: f64 = 0.003;
+
+/// The estimated seconds of one probe.
+pub fn estimated_seconds(spec: &ProbeSpec) -> f64 {
+    let id = spec.id.as_str();
+    let own = TYPICAL_SECONDS
+        .iter()
+        .filter(|(prefix, _)| {
+            id.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map_or(DEFAULT_SECONDS, |(_, seconds)| *seconds);
+    own + PER_PROBE_OVERHEAD_S
+}
+
+/// The first two parts of a probe id (`nn.sdpa` of `nn.sdpa.bf16.cudnn.d64`).
+fn sub_family(id: &str) -> &str {
+    match id.match_indices('.').nth(1) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
+}
+
+/// How many lanes each device's probes may use at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneBudget {
+    /// Lanes side by side on one device: shared and side, Python and native (exclusive
+    /// lanes run alone and do not count).
+    pub lanes: usize,
+}
+
+impl LaneBudget {
+    /// No lane is cut: one worker per lane, as the probes group.
+    pub const UNCUT: LaneBudget = LaneBudget { lanes: 0 };
+
+    /// The budget of a host with `cores` CPU cores whose GPUs have at least
+    /// `free_memory` bytes free each (`None`: not known).
+    ///
+    /// Three in four cores: each lane's worker needs a core for its probes' host side, and
+    /// some lanes start helpers (the sweep's reference processes, DataLoader workers); on
+    /// the H100's 16 cores, 17 lanes ran the standard tier slower than 14. Without a
+    /// known free memory nothing is cut: a small GPU that holds a context per lane plus
+    /// the probes' buffers would fail its probes for want of memory, a false alarm.
+    pub fn for_host(cores: usize, free_memory: Option<u64>) -> LaneBudget {
+        let Some(free) = free_memory else {
+            return LaneBudget::UNCUT;
+        };
+        let by_memory = usize::try_from(free / MEMORY_PER_LANE).unwrap_or(usize::MAX);
+        let by_cores = (cores * 3 / 4).max(1);
+        LaneBudget {
+            lanes: by_memory.min(by_cores),
+        }
+    }
+}
+
+/// Groups tasks into lanes by (backend, device, placement), keeping their order; side
+/// probes get one lane per family (or per the lane their family names), so each family's
+/// slow parts overlap with the others.
+pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
+    grouped(tasks).into_iter().map(|group| group.lane).collect()
+}
+
+/// [`lanes_for`], then the heaviest cuttable Python lanes of each device cut into pieces
+/// while `budget` has lanes to spare (the module header says which and how).
+pub fn sized_lanes(tasks: Vec<Task>, budget: LaneBudget) -> Vec<Lane> {
+    let groups = grouped(tasks);
+    // Each lane's current cut: piece of every task, and the pieces' estimated seconds.
+    let mut cuts: Vec<Assignment> = groups.iter().map(|g| assign(&g.lane, 1)).collect();
+    let mut devices: Vec<DeviceRef> = Vec::new();
+    for group in &groups {
+        if !devices.contains(&group.lane.device) {
+            devices.push(group.lane.device);
+        }
+    }
+    // The budget is the GPUs' memory: a CPU self-test keeps its lanes as they group.
+    devices.retain(|device| matches!(device, DeviceRef::Gpu(_)));
+    for device in devices {
+        let side_by_side: Vec<usize> = (0..groups.len())
+            .filter(|&i| {
+                let lane = &groups[i].lane;
+                lane.device == device && lane.placement != Placement::Exclusive
+            })
+            .collect();
+        let mut spare = budget.lanes.saturating_sub(side_by_side.len());
+        let mut settled: Vec<usize> = Vec::new();
+        while spare > 0 {
+            // The lane with the heaviest piece, cut once more if every piece of the new cut
+            // still holds the minimum; else it stays as it is, and the next is tried.
+            let heaviest = side_by_side
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    groups[i].cuttable
+                        && !settled.contains(&i)
+                        && cuts[i].pieces() < groups[i].lane.tasks.len()
+                })
+                .max_by(|&a, &b| cuts[a].heaviest().total_cmp(&cuts[b].heaviest()));
+            let Some(i) = heaviest else { break };
+            let finer = assign(&groups[i].lane, cuts[i].pieces() + 1);
+            if finer.lightest() >= MIN_PIECE_S {
+                cuts[i] = finer;
+                spare -= 1;
+            } else {
+                settled.push(i);
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .zip(cuts)
+        .flat_map(|(group, cut)| cut.apply(group.lane))
+        .collect()
+}
+
+struct Group {
+    lane: Lane,
+    /// Whether [`sized_lanes`] may cut it.
+    cuttable: bool,
+}
+
+fn grouped(tasks: Vec<Task>) -> Vec<Group> {
+    let mut groups: Vec<(Option<String>, Group)> = Vec::new();
+    for task in tasks {
+        let backend = task.spec.backend;
+        let placement = task.spec.placement;
+        let named = task.spec.lane.is_some();
+        let family = (placement == Placement::Side).then(|| {
+            task.spec
+                .lane
+                .clone()
+                .unwrap_or_else(|| task.spec.id.family().to_string())
+        });
+        match groups.iter_mut().find(|(f, g)| {
+            g.lane.backend == backend
+                && g.lane.device == task.device
+                && g.lane.placement == placement
+                && *f == family
+        }) {
+            Some((_, group)) => {
+                group.cuttable &= !named;
+                group.lane.tasks.push(task);
+            }
+            None => groups.push((
+                family,
+                Group {
+                    cuttable: placement != Placement::Exclusive && !named,
+                    lane: Lane {
+                        backend,
+                        device: task.device,
+                        placement,
+                        tasks: vec![task],
+                    },
+                },
+            )),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
+}
+
+/// Which piece each of a lane's tasks goes to, and each piece's estimated seconds.
+struct Assignment {
+    owner: Vec<usize>,
+    loads: Vec<f64>,
+}
+
+impl Assignment {
+    fn pieces(&self) -> usize {
+        self.loads.len()
+    }
+
+    fn heaviest(&self) -> f64 {
+        self.loads.iter().copied().fold(0.0, f64::max)
+    }
+
+    fn lightest(&self) -> f64 {
+        self.loads.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// The lane's tasks as one lane per piece, each in the lane's order.
+    fn apply(self, lane: Lane) -> Vec<Lane> {
+        if self.pieces() <= 1 {
+            return vec![lane];
+        }
+        let Lane {
+            backend,
+            device,
+            placement,
+            tasks,
+        } = lane;
+        let mut out: Vec<Lane> = (0..self.pieces())
+            .map(|_| Lane {
+                backend,
+                device,
+                placement,
+                tasks: Vec::new(),
+            })
+            .collect();
+        for (task, piece) in tasks.into_iter().zip(self.owner) {
+            out[piece].tasks.push(task);
+        }
+        out.retain(|l| !l.tasks.is_empty());
+        out
+    }
+}
+
+/// Cuts a lane into `pieces` of about equal estimated work. Probes that belong together
+/// stay together as long as the balance allows: whole families first, a family heavier
+/// than a piece's share (by more than a quarter) as whole sub-families, a sub-family
+/// heavier than that probe by probe. Items go heaviest first to the lightest piece.
+fn assign(lane: &Lane, pieces: usize) -> Assignment {
+    let seconds: Vec<f64> = lane
+        .tasks
+        .iter()
+        .map(|t| estimated_seconds(&t.spec))
+        .collect();
+    let pieces = pieces.max(1);
+    // A group up to a quarter over a piece's share stays whole: a slightly uneven cut
+    // costs less than a group's set-up paid twice.
+    let share = seconds.iter().sum::<f64>() / pieces as f64 * 1.25;
+    let family_of = |i: usize| lane.tasks[i].spec.id.family().to_string();
+    let sub_family_of = |i: usize| sub_family(lane.tasks[i].spec.id.as_str()).to_string();
+    let mut items: Vec<(f64, Vec<usize>)> = Vec::new();
+    for family in group_by(0..lane.tasks.len(), family_of) {
+        if weight(&family, &seconds) <= share || family.len() == 1 {
+            items.push((weight(&family, &seconds), family));
+            continue;
+        }
+        for sub in group_by(family.into_iter(), sub_family_of) {
+            if weight(&sub, &seconds) <= share || sub.len() == 1 {
+                items.push((weight(&sub, &seconds), sub));
+            } else {
+                items.extend(sub.into_iter().map(|i| (seconds[i], vec![i])));
+            }
+        }
+    }
+    // Heaviest first; ties keep the planned order, so the same plan always cuts the same way.
+    items.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1[0].cmp(&b.1[0])));
+    let mut loads = vec![0.0_f64; pieces];
+    let mut owner = vec![0usize; lane.tasks.len()];
+    for (weight, indices) in items {
+        let lightest = (0..pieces)
+            .min_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)))
+            .unwrap_or(0);
+        loads[lightest] += weight;
+        for index in indices {
+            owner[index] = lightest;
+        }
+    }
+    Assignment { owner, loads }
+}
+
+/// Task indices grouped by a key, groups in the order their first member appears.
+fn group_by(
+    indices: impl Iterator<Item = usize>,
+    key: impl Fn(usize) -> String,
+) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for index in indices {
+        let k = key(index);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, members)) => members.push(index),
+            None => groups.push((k, vec![index])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
+}
+
+fn weight(indices: &[usize], seconds: &[f64]) -> f64 {
+    indices.iter().map(|&i| seconds[i]).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::spec;
+    use gpuprobe_model::probe::Backend;
+    use gpuprobe_model::probe::ProbeSpec;
+
+    fn task(id: &str, placement: Placement, lane: Option<&str>) -> Task {
+        Task {
+            spec: ProbeSpec {
+                placement,
+                lane: lane.map(str::to_string),
+                backend: Backend::Python,
+                ..spec(id)
+            },
+            device: DeviceRef::Gpu(0),
+        }
+    }
+
+    fn ids(lane: &Lane) -> Vec<&str> {
+        lane.tasks.iter().map(|t| t.spec.id.as_str()).collect()
+    }
+
+    fn lane_seconds(lane: &Lane) -> f64 {
+        lane.tasks.iter().map(|t| estimated_seconds(&t.spec)).sum()
+    }
+
+    /// A standard-tier-like plan: a heavy shared lane of many sub-families, a side family
+    /// of two sub-families, a named side lane, an exclusive lane.
+    fn plan() -> Vec<Task> {
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            tasks.push(task(&format!("ops.matmul.c{i}"), Placement::Shared, None));
+        }
+        for i in 0..30 {
+            tasks.push(task(&format!("copy.h2d.c{i}"), Placement::Shared, None));
+        }
+        for i in 0..200 {
+            tasks.push(task(&format!("dtype.fp32.c{i}"), Placement::Shared, None));
+        }
+        for i in 0..10 {
+            tasks.push(task(&format!("rng.randperm.c{i}"), Placement::Shared, None));
+        }
+        for i in 0..60 {
+            tasks.push(task(&format!("nn.sdpa.c{i}"), Placement::Side, None));
+        }
+        for i in 0..5 {
+            tasks.push(task(&format!("nn.conv2d.c{i}"), Placement::Side, None));
+        }
+        for i in 0..4 {
+            tasks.push(task(
+                &format!("sweep.add.c{i}"),
+                Placement::Side,
+                Some("sweep-1"),
+            ));
+        }
+        tasks.push(task("alloc.usable.chunks", Placement::Exclusive, None));
+        tasks
+    }
+
+    #[test]
+    fn probes_group_by_placement_and_side_family() {
+        let lanes = lanes_for(plan());
+        let placements: Vec<Placement> = lanes.iter().map(|l| l.placement).collect();
+        assert_eq!(
+            placements,
+            [
+                Placement::Shared,
+                Placement::Side,
+                Placement::Side,
+                Placement::Exclusive
+            ]
+        );
+        assert_eq!(lanes[0].tasks.len(), 260);
+        assert_eq!(lanes[1].tasks.len(), 65, "one lane for the nn family");
+    }
+
+    #[test]
+    fn without_a_budget_nothing_is_cut() {
+        let uncut = lanes_for(plan());
+        let sized = sized_lanes(plan(), LaneBudget::UNCUT);
+        assert_eq!(uncut.len(), sized.len());
+        assert_eq!(
+            sized_lanes(plan(), LaneBudget { lanes: 3 }).len(),
+            uncut.len(),
+            "three lanes side by side are already planned: none to spare"
+        );
+    }
+
+    #[test]
+    fn the_heaviest_lanes_are_cut_into_balanced_pieces_that_keep_every_probe_once() {
+        let planned = plan();
+        let lanes = sized_lanes(planned.clone(), LaneBudget { lanes: 8 });
+        // Every probe exactly once.
+        let mut all: Vec<&str> = lanes.iter().flat_map(ids).collect();
+        all.sort_unstable();
+        let mut expected: Vec<&str> = planned.iter().map(|t| t.spec.id.as_str()).collect();
+        expected.sort_unstable();
+        assert_eq!(all, expected);
+        // The named lane and the exclusive lane are untouched.
+        let named: Vec<&Lane> = lanes
+            .iter()
+            .filter(|l| l.tasks.iter().any(|t| t.spec.lane.is_some()))
+            .collect();
+        assert_eq!(named.len(), 1);
+        assert_eq!(named[0].tasks.len(), 4);
+        assert_eq!(
+            lanes
+                .iter()
+                .filter(|l| l.placement == Placement::Exclusive)
+                .count(),
+            1
+        );
+        // Within the budget, and more lanes than before the cut.
+        let side_by_side = lanes
+            .iter()
+            .filter(|l| l.placement != Placement::Exclusive)
+            .count();
+        assert!((4..=8).contains(&side_by_side), "{side_by_side}");
+        // The pieces of the shared lane: no piece more than 1.5x another, and each keeps
+        // the planned order.
+        let shared: Vec<&Lane> = lanes
+            .iter()
+            .filter(|l| l.placement == Placement::Shared)
+            .collect();
+        assert!(shared.len() >= 2, "{}", shared.len());
+        let loads: Vec<f64> = shared.iter().map(|l| lane_seconds(l)).collect();
+        let (low, high) = loads
+            .iter()
+            .fold((f64::MAX, 0.0_f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        assert!(high <= 1.5 * low, "{loads:?}");
+        let order: std::collections::HashMap<&str, usize> = planned
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.spec.id.as_str(), i))
+            .collect();
+        for lane in &lanes {
+            let positions: Vec<usize> = ids(lane).iter().map(|id| order[id]).collect();
+            assert!(positions.windows(2).all(|w| w[0] < w[1]), "{:?}", ids(lane));
+        }
+        // Whole sub-families where they fit: the cheap dtype probes stay together.
+        let with_dtype = lanes
+            .iter()
+            .filter(|l| ids(l).iter().any(|id| id.starts_with("dtype.")))
+            .count();
+        assert_eq!(with_dtype, 1);
+    }
+
+    #[test]
+    fn no_piece_is_cut_below_the_minimum_work() {
+        // 50 probes of 0.1 s: 5.2 s in all; two pieces of 2.6 s would be under the
+        // minimum: none (the quick tier's shared lane is of this size).
+        let tasks: Vec<Task> = (0..50)
+            .map(|i| task(&format!("misc.case.c{i}"), Placement::Shared, None))
+            .collect();
+        let lanes = sized_lanes(tasks, LaneBudget { lanes: 16 });
+        assert_eq!(lanes.len(), 1, "{}", lanes.len());
+        let tasks: Vec<Task> = (0..130)
+            .map(|i| task(&format!("misc.case.c{i}"), Placement::Shared, None))
+            .collect();
+        let lanes = sized_lanes(tasks, LaneBudget { lanes: 16 });
+        // 13.4 s of work: two pieces of 6.7 s (three of 4.5 s would be just under).
+        assert_eq!(lanes.len(), 2);
+        assert!(lanes.iter().all(|l| lane_seconds(l) >= MIN_PIECE_S));
+    }
+
+    #[test]
+    fn the_budget_follows_the_cores_and_the_free_memory() {
+        assert_eq!(LaneBudget::for_host(16, None), LaneBudget::UNCUT);
+        assert_eq!(
+            LaneBudget::for_host(16, Some(80 << 30)).lanes,
+            12,
+            "three in four cores"
+        );
+        assert_eq!(
+            LaneBudget::for_host(16, Some(7 << 30)).lanes,
+            3,
+            "an 8 GB GPU with 7 GiB free: 2 GiB a lane"
+        );
+        assert_eq!(LaneBudget::for_host(1, Some(80 << 30)).lanes, 1);
+    }
+
+    #[test]
+    fn the_longest_listed_prefix_sets_a_probe_estimate() {
+        let seconds = |id: &str| estimated_seconds(&spec(id)) - PER_PROBE_OVERHEAD_S;
+        assert_eq!(seconds("native.copy.roundtrip.pinned.large"), 5.0);
+        assert_eq!(seconds("native.copy.roundtrip.pinned.small"), 0.2);
+        assert_eq!(seconds("nn.sdpa.bf16.cudnn.d64"), 0.084);
+        assert_eq!(
+            seconds("nn.sdpax.bf16"),
+            DEFAULT_SECONDS,
+            "a prefix ends at a dot"
+        );
+        assert_eq!(seconds("brand.new.family"), DEFAULT_SECONDS);
+    }
+
+    #[test]
+    fn related_probes_stay_together_while_the_balance_allows() {
+        // Two families of about equal weight (5.6 and 5.1 s), two pieces: each family
+        // whole in one piece.
+        let mut tasks = Vec::new();
+        for i in 0..12 {
+            tasks.push(task(&format!("ops.matmul.c{i}"), Placement::Shared, None));
+            tasks.push(task(
+                &format!("copy.roundtrip.c{i}"),
+                Placement::Shared,
+                None,
+            ));
+        }
+        let lanes = sized_lanes(tasks, LaneBudget { lanes: 2 });
+        assert_eq!(lanes.len(), 2);
+        for lane in &lanes {
+            let families: std::collections::BTreeSet<&str> =
+                lane.tasks.iter().map(|t| t.spec.id.family()).collect();
+            assert_eq!(families.len(), 1, "{:?}", ids(lane));
+        }
+    }
+
+    #[test]
+    fn native_lanes_are_cut_like_python_ones() {
+        let tasks: Vec<Task> = [
+            "native.copy.roundtrip.pageable.large",
+            "native.copy.roundtrip.pinned.large",
+            "native.kernel.launch",
+        ]
+        .iter()
+        .map(|id| Task {
+            spec: ProbeSpec {
+                backend: Backend::Native,
+                ..spec(id)
+            },
+            device: DeviceRef::Gpu(0),
+        })
+        .collect();
+        let lanes = sized_lanes(tasks, LaneBudget { lanes: 4 });
+        assert_eq!(
+            lanes.len(),
+            2,
+            "two heavy copies apart, the light kernel beside one"
+        );
+        assert!(lanes.iter().all(|l| l.backend == Backend::Native));
+    }
+
+    #[test]
+    fn native_lanes_and_other_devices_are_never_cut_together() {
+        let mut tasks = plan();
+        for task in tasks.iter_mut().take(20) {
+            task.device = DeviceRef::Gpu(1);
+        }
+        tasks.push(Task {
+            spec: ProbeSpec {
+                backend: Backend::Native,
+                ..spec("native.copy.big")
+            },
+            device: DeviceRef::Gpu(0),
+        });
+        let lanes = sized_lanes(tasks, LaneBudget { lanes: 6 });
+        assert!(lanes.iter().all(|l| {
+            l.tasks
+                .iter()
+                .all(|t| t.device == l.device && t.spec.backend == l.backend)
+        }));
+        assert_eq!(
+            lanes
+                .iter()
+                .filter(|l| l.backend == Backend::Native)
+                .count(),
+            1
+        );
+    }
+}
