@@ -98,7 +98,6 @@ pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
     ("native.kernel", 0.071),
     ("native.memtest", 0.025),
     ("native.rtc", 0.116),
-    ("sweep.opdb", 4.602),
 ];
 
 /// The estimate of a probe whose sub-family [`TYPICAL_SECONDS`] does not list.
@@ -170,8 +169,8 @@ pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
     grouped(tasks).into_iter().map(|group| group.lane).collect()
 }
 
-/// [`lanes_for`], then the heaviest cuttable Python lanes of each device cut into pieces
-/// while `budget` has lanes to spare (the module header says which and how).
+/// [`lanes_for`], then the heaviest cuttable lanes of each GPU cut into pieces while
+/// `budget` has lanes to spare (the module header says which and how).
 pub fn sized_lanes(tasks: Vec<Task>, budget: LaneBudget) -> Vec<Lane> {
     let groups = grouped(tasks);
     // Each lane's current cut: piece of every task, and the pieces' estimated seconds.

@@ -1140,6 +1140,17 @@ pub(crate) struct AbsentGpus {
     pub seen: usize,
 }
 
+/// How the report's note on absent GPUs begins ([`AbsentGpus`]'s text).
+const ABSENT_GPUS_NOTE: &str = "--device ";
+
+/// The note on absent GPUs among a report's notes, also in a report read back from disk.
+pub(crate) fn absent_gpus_note(notes: &[String]) -> Option<&str> {
+    notes
+        .iter()
+        .map(String::as_str)
+        .find(|note| note.starts_with(ABSENT_GPUS_NOTE) && note.contains(": no such GPU;"))
+}
+
 impl std::fmt::Display for AbsentGpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let missing: Vec<String> = self.missing.iter().map(u32::to_string).collect();
@@ -1150,7 +1161,7 @@ impl std::fmt::Display for AbsentGpus {
         };
         write!(
             f,
-            "--device {}: no such GPU; torch sees {} GPU(s){range} with this environment's visibility settings",
+            "{ABSENT_GPUS_NOTE}{}: no such GPU; torch sees {} GPU(s){range} with this environment's visibility settings",
             missing.join(","),
             self.seen
         )
@@ -1267,8 +1278,13 @@ mod tests {
                 seen: 2
             })
         );
+        let note = absent.unwrap().to_string();
         assert_eq!(
-            absent.unwrap().to_string(),
+            absent_gpus_note(&["resumed run".into(), note.clone()]),
+            Some(note.as_str())
+        );
+        assert_eq!(
+            note,
             "--device 5,2: no such GPU; torch sees 2 GPU(s) (indices 0 to 1) with this environment's visibility settings"
         );
         assert_eq!(

@@ -183,8 +183,14 @@ fn kfd(root: &Root, fp: &mut Fingerprint) {
     }
 }
 
-fn read_bytes(root: &Root, path: &str) -> Option<u64> {
+pub(super) fn read_bytes(root: &Root, path: &str) -> Option<u64> {
     root.read_opt(path).and_then(|v| parse_int(&v))
+}
+
+/// Whether a `/sys/class/drm` entry is a card (`card0`), not a connector (`card0-DP-1`)
+/// or a render node.
+pub(super) fn is_drm_card(entry: &str) -> bool {
+    entry.starts_with("card") && !entry.contains('-')
 }
 
 /// DRM cards: memory sizes, VBIOS and firmware versions readable without root.
@@ -200,7 +206,7 @@ fn drm(root: &Root, fp: &mut Fingerprint) {
         return;
     };
     for entry in entries {
-        let is_card = entry.starts_with("card") && !entry.contains('-');
+        let is_card = is_drm_card(&entry);
         let is_render = entry.starts_with("renderD");
         if !is_card && !is_render {
             continue;

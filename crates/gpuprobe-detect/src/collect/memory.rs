@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::Root;
-use crate::text::parse_int;
 
+use super::gpus::{is_drm_card, read_bytes};
 use super::tools;
 
 /// The least free memory, in bytes, over this host's GPUs (every GPU, whatever the
@@ -25,11 +25,11 @@ fn amdgpu_free(root: &Root) -> Option<u64> {
     let entries = root.list("/sys/class/drm").ok()?;
     entries
         .iter()
-        .filter(|entry| entry.starts_with("card") && !entry.contains('-'))
+        .filter(|entry| is_drm_card(entry))
         .filter_map(|entry| {
             let base = format!("/sys/class/drm/{entry}/device");
-            let total = parse_int(&root.read_opt(&format!("{base}/mem_info_vram_total"))?)?;
-            let used = parse_int(&root.read_opt(&format!("{base}/mem_info_vram_used"))?)?;
+            let total = read_bytes(root, &format!("{base}/mem_info_vram_total"))?;
+            let used = read_bytes(root, &format!("{base}/mem_info_vram_used"))?;
             Some(total.saturating_sub(used))
         })
         .min()

@@ -452,7 +452,9 @@ fn search_from(
     if start.report.exit_status == ExitStatus::UsageError {
         // The starting run named a GPU that does not exist (its note says which): no trial
         // on the devices that do exist would answer what was asked.
-        return Err(user_error(start.report.notes.join("; ")));
+        let why = session::absent_gpus_note(&start.report.notes)
+            .unwrap_or("the starting run ended with a usage error (see its report)");
+        return Err(user_error(why));
     }
     let failures: Vec<ProbeResult> = start
         .report
