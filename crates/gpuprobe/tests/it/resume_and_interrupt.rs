@@ -147,11 +147,7 @@ fn a_resume_under_another_interpreter_is_refused_naming_both() {
     let run = run_cut_to_one_pass(dir.path());
     // The same interpreter behind another path: what runs may differ (a wrapper can set
     // anything), so only the path the run recorded counts as the same.
-    let wrapper = script(
-        dir.path(),
-        "other-python",
-        &format!("#!/bin/sh\nexec '{}' \"$@\"\n", python().display()),
-    );
+    let wrapper = python_behind_another_path(dir.path());
     let before = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
     let output = resume(&run, &["--python", wrapper.to_str().unwrap()]);
     let stderr = text(&output.stderr);
@@ -217,11 +213,7 @@ fn a_resume_whose_interpreter_now_reports_another_torch_is_refused() {
 fn replan_continues_under_another_interpreter_and_the_report_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let run = run_cut_to_one_pass(dir.path());
-    let wrapper = script(
-        dir.path(),
-        "other-python",
-        &format!("#!/bin/sh\nexec '{}' \"$@\"\n", python().display()),
-    );
+    let wrapper = python_behind_another_path(dir.path());
     let output = resume(
         &run,
         &["--json", "--replan", "--python", wrapper.to_str().unwrap()],

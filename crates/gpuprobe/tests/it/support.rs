@@ -105,6 +105,16 @@ pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
+/// The test interpreter behind another path (`dir/other-python`, a script that execs it):
+/// the same Python to run, another interpreter to a resume, which goes by the path.
+pub fn python_behind_another_path(dir: &Path) -> PathBuf {
+    script(
+        dir,
+        "other-python",
+        &format!("#!/bin/sh\nexec '{}' \"$@\"\n", python().display()),
+    )
+}
+
 /// A `check` on the CPU whose copy probes pass and whose first rng probe then hangs (a
 /// simulated fault that exists only while `GPUPROBE_TEST_HANG=1`, so a resume without it
 /// completes), with a timeout long enough that the test decides when it ends. The run
