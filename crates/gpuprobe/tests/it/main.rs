@@ -10,6 +10,7 @@ mod commands;
 mod faults;
 mod fix;
 mod fix_resume;
+mod golden;
 #[cfg(feature = "gpu-tests")]
 mod gpu_faults;
 mod hostile_text;
