@@ -7,6 +7,7 @@
 //! source that contributed is listed in `GpuInfo::sources`.
 
 use gpuprobe_model::Fingerprint;
+use gpuprobe_model::env_vars;
 use std::collections::BTreeMap;
 
 use gpuprobe_model::fingerprint::{
@@ -250,18 +251,14 @@ pub fn merge_python(fp: &mut Fingerprint, python: PythonEnv) {
             let cuda_info = fp.cuda.get_or_insert_with(CudaInfo::default);
             fill(&mut cuda_info.runtime_version, Some(cuda.to_owned()));
         }
-        let reordered = fp.env.keys().any(|k| {
-            matches!(
-                k.as_str(),
-                "CUDA_VISIBLE_DEVICES"
-                    | "HIP_VISIBLE_DEVICES"
-                    | "ROCR_VISIBLE_DEVICES"
-                    | "GPU_DEVICE_ORDINAL"
-            )
-        }) || fp
+        let reordered = fp
             .env
-            .get("CUDA_DEVICE_ORDER")
-            .is_some_and(|v| v != "PCI_BUS_ID");
+            .keys()
+            .any(|k| env_vars::GPU_RENUMBERING.contains(&k.as_str()))
+            || fp
+                .env
+                .get(env_vars::CUDA_DEVICE_ORDER)
+                .is_some_and(|v| v != "PCI_BUS_ID");
         let vendor_gpus = gpus_of(fp, vendor);
         let by_order = !reordered && vendor_gpus.len() == torch.devices.len();
         for (position, device) in torch.devices.iter().enumerate() {

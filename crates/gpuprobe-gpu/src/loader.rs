@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 
+use gpuprobe_model::env_vars;
+
 use crate::error::{Attempt, LoadError};
 
 /// The runtime libraries this layer loads.
@@ -43,10 +45,10 @@ impl LibraryKind {
     /// The environment variable that names an explicit file (or directory) to use.
     pub fn override_var(self) -> &'static str {
         match self {
-            LibraryKind::CudaDriver => "GPUPROBE_CUDA_LIB",
-            LibraryKind::Nvrtc => "GPUPROBE_NVRTC_LIB",
-            LibraryKind::HipRuntime => "GPUPROBE_HIP_LIB",
-            LibraryKind::Hiprtc => "GPUPROBE_HIPRTC_LIB",
+            LibraryKind::CudaDriver => env_vars::GPUPROBE_CUDA_LIB,
+            LibraryKind::Nvrtc => env_vars::GPUPROBE_NVRTC_LIB,
+            LibraryKind::HipRuntime => env_vars::GPUPROBE_HIP_LIB,
+            LibraryKind::Hiprtc => env_vars::GPUPROBE_HIPRTC_LIB,
         }
     }
 
@@ -83,10 +85,10 @@ impl LibraryKind {
 
 /// Environment variables the search reads (snapshotted so tests can supply their own).
 pub const SEARCH_ENV_VARS: &[&str] = &[
-    "GPUPROBE_CUDA_LIB",
-    "GPUPROBE_NVRTC_LIB",
-    "GPUPROBE_HIP_LIB",
-    "GPUPROBE_HIPRTC_LIB",
+    env_vars::GPUPROBE_CUDA_LIB,
+    env_vars::GPUPROBE_NVRTC_LIB,
+    env_vars::GPUPROBE_HIP_LIB,
+    env_vars::GPUPROBE_HIPRTC_LIB,
     "ROCM_PATH",
     "HIP_PATH",
     "CUDA_PATH",

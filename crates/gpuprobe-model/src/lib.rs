@@ -8,6 +8,7 @@
 //! [`ProbeSpec`] (what to run and how to judge it) → [`Observation`] (facts a probe measured)
 //! → [`Verdict`] (the judgement, made in Rust) → [`Finding`] (what it means) → [`Report`].
 
+pub mod env_vars;
 pub mod exit;
 pub mod finding;
 pub mod fingerprint;

@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gpuprobe_model::env_vars;
+
 use crate::embedded;
 use crate::error::RunnerError;
 use crate::worker::WorkerCommand;
@@ -60,10 +62,10 @@ pub fn find_python(
             chosen_by: "--python".into(),
         });
     }
-    if let Some(path) = env.get("GPUPROBE_PYTHON").filter(|p| !p.is_empty()) {
+    if let Some(path) = env.get(env_vars::GPUPROBE_PYTHON).filter(|p| !p.is_empty()) {
         return Ok(PythonChoice {
             executable: PathBuf::from(path),
-            chosen_by: "GPUPROBE_PYTHON".into(),
+            chosen_by: env_vars::GPUPROBE_PYTHON.into(),
         });
     }
     let mut tried = Vec::new();

@@ -4,15 +4,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use gpuprobe_model::env_vars;
+
 use crate::time::file_stamp;
 
 /// The default parent of run directories: `$XDG_STATE_HOME/gpuprobe/runs`, else
 /// `~/.local/state/gpuprobe/runs`, else `./gpuprobe-runs`.
 pub fn runs_root(env: &BTreeMap<String, String>) -> PathBuf {
-    if let Some(state) = env.get("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
+    if let Some(state) = env.get(env_vars::XDG_STATE_HOME).filter(|s| !s.is_empty()) {
         return PathBuf::from(state).join("gpuprobe/runs");
     }
-    if let Some(home) = env.get("HOME").filter(|s| !s.is_empty()) {
+    if let Some(home) = env.get(env_vars::HOME).filter(|s| !s.is_empty()) {
         return PathBuf::from(home).join(".local/state/gpuprobe/runs");
     }
     PathBuf::from("gpuprobe-runs")
@@ -21,10 +23,10 @@ pub fn runs_root(env: &BTreeMap<String, String>) -> PathBuf {
 /// Where workers cache Python bytecode when the interpreter cannot cache torch's in place:
 /// `$XDG_CACHE_HOME/gpuprobe/bytecode`, else `~/.cache/gpuprobe/bytecode`, else none.
 pub fn bytecode_cache(env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    if let Some(cache) = env.get("XDG_CACHE_HOME").filter(|s| !s.is_empty()) {
+    if let Some(cache) = env.get(env_vars::XDG_CACHE_HOME).filter(|s| !s.is_empty()) {
         return Some(PathBuf::from(cache).join("gpuprobe/bytecode"));
     }
-    env.get("HOME")
+    env.get(env_vars::HOME)
         .filter(|s| !s.is_empty())
         .map(|home| PathBuf::from(home).join(".cache/gpuprobe/bytecode"))
 }

@@ -880,14 +880,10 @@ pub fn gpu_present() -> bool {
 /// on the PCI bus, or fewer when a `*_VISIBLE_DEVICES` variable lists fewer. Only sizes the
 /// workers' CPU thread budgets, so an integrated GPU counted too costs little.
 fn gpu_count_hint() -> usize {
-    let visible: Vec<String> = [
-        "CUDA_VISIBLE_DEVICES",
-        "HIP_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-    ]
-    .iter()
-    .filter_map(|name| std::env::var(name).ok())
-    .collect();
+    let visible: Vec<String> = gpuprobe_model::env_vars::GPU_VISIBILITY_LISTS
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .collect();
     device_count_hint(
         gpuprobe_detect::compute_gpu_count(&gpuprobe_detect::Root::live()),
         &visible,

@@ -19,6 +19,7 @@ use gpuprobe_kb::catalogue::{Catalogue, CatalogueEntry, CatalogueKind};
 use gpuprobe_kb::entry::{RemedyKind, WorkaroundEvidence};
 use gpuprobe_kb::facts::Facts;
 use gpuprobe_kb::matcher::{KbMatch, MatchStatus};
+use gpuprobe_model::env_vars;
 use gpuprobe_model::finding::Cost;
 use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
 use gpuprobe_model::profile::{ReportedChange, SettingChange};
@@ -407,9 +408,9 @@ fn visible_devices(
         .find(|g| g.is_apu == Some(false))
         .map(|g| g.vendor)?;
     let variable = match (vendor, os) {
-        (Vendor::Nvidia, _) => "CUDA_VISIBLE_DEVICES",
-        (_, Some(gpuprobe_kb::entry::OsName::Windows)) => "HIP_VISIBLE_DEVICES",
-        _ => "ROCR_VISIBLE_DEVICES",
+        (Vendor::Nvidia, _) => env_vars::CUDA_VISIBLE_DEVICES,
+        (_, Some(gpuprobe_kb::entry::OsName::Windows)) => env_vars::HIP_VISIBLE_DEVICES,
+        _ => env_vars::ROCR_VISIBLE_DEVICES,
     };
     let list: Vec<String> = discrete.iter().map(|i| i.to_string()).collect();
     Some(ReportedChange {

@@ -2,6 +2,7 @@
 //! the arch override, other environment settings, the allocator configuration, kernel
 //! parameters / firmware / driver / versions, and devices.
 
+use gpuprobe_model::env_vars;
 use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, Vendor};
 use gpuprobe_model::{Confidence, Cost, Evidence, Remedy};
 
@@ -215,7 +216,7 @@ fn is_rocm_only_variable(name: &str) -> bool {
     const EXACT: &[&str] = &[
         "AMD_DIRECT_DISPATCH",
         "GPU_MAX_HW_QUEUES",
-        "GPU_DEVICE_ORDINAL",
+        env_vars::GPU_DEVICE_ORDINAL,
         "ROC_HMM_FLAGS",
         "PYTORCH_NO_HIP_MEMORY_CACHING",
         "PYTORCH_HIP_ALLOC_CONF",
@@ -247,7 +248,7 @@ fn check_settings(facts: &Facts<'_>, sink: &mut Sink) {
             .filter(|(name, _)| {
                 (name.starts_with("HSA_")
                     || name.starts_with("HSAKMT_")
-                    || *name == "ROCR_VISIBLE_DEVICES")
+                    || name.as_str() == env_vars::ROCR_VISIBLE_DEVICES)
                     && name.as_str() != OVERRIDE_VAR
             })
             .collect();
@@ -878,13 +879,9 @@ fn check_devices(facts: &Facts<'_>, sink: &mut Sink) {
             emit_igpu_first(facts, sink, &first.name, &discrete);
         }
     } else if amd && fp.gpus.len() >= 2 {
-        let filtered = [
-            "HIP_VISIBLE_DEVICES",
-            "ROCR_VISIBLE_DEVICES",
-            "CUDA_VISIBLE_DEVICES",
-        ]
-        .iter()
-        .any(|v| facts.env(v).is_some());
+        let filtered = env_vars::GPU_VISIBILITY_LISTS
+            .iter()
+            .any(|v| facts.env(v).is_some());
         let indexed = fp.gpus.iter().all(|g| g.index.is_some());
         if indexed || !filtered {
             let apu: Vec<(u32, bool, &GpuInfo)> = facts
@@ -991,9 +988,9 @@ fn check_devices(facts: &Facts<'_>, sink: &mut Sink) {
 fn emit_igpu_first(facts: &Facts<'_>, sink: &mut Sink, name: &str, discrete: &[u32]) {
     let list: Vec<String> = discrete.iter().map(u32::to_string).collect();
     let variable = if facts.is_windows() {
-        "HIP_VISIBLE_DEVICES"
+        env_vars::HIP_VISIBLE_DEVICES
     } else {
-        "ROCR_VISIBLE_DEVICES"
+        env_vars::ROCR_VISIBLE_DEVICES
     };
     sink.emit(
         "LINT-IGPU-FIRST",

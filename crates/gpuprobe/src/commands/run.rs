@@ -72,11 +72,7 @@ const FORWARDED: &[Signal] = &[
 ];
 
 /// The variables that hide every GPU from a process (CUDA, HIP and ROCr levels).
-pub const HIDE_GPUS: &[&str] = &[
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-];
+pub const HIDE_GPUS: &[&str] = gpuprobe_model::env_vars::GPU_VISIBILITY_LISTS;
 
 /// `SIGSEGV (signal 11)`.
 fn signal_words(sig: i32) -> String {

@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
-use gpuprobe_model::ExitStatus;
 use gpuprobe_model::probe::Tier;
 use gpuprobe_model::report::Summary;
 use gpuprobe_model::text::visible;
 use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::{ExitStatus, env_vars};
 use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE, RESULTS_FILE};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -38,7 +38,7 @@ use super::process_env;
 /// Runs kept by the retention applied after each `check`, unless [`KEEP_ENV`] says otherwise.
 pub(crate) const DEFAULT_KEEP: usize = 20;
 /// The variable that sets the retention after each `check` (`0`: never prune).
-pub(crate) const KEEP_ENV: &str = "GPUPROBE_KEEP_RUNS";
+pub(crate) const KEEP_ENV: &str = env_vars::GPUPROBE_KEEP_RUNS;
 /// How recently a run without its finished marker must have changed to count as in progress
 /// when its process cannot be seen. An hour is longer than any probe's timeout at the default
 /// scale, during which a live run writes at least a result or a worker log.

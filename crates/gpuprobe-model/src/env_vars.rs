@@ -1,0 +1,49 @@
+//! The names of the environment variables gpuprobe reads or sets, in one place: the GPU
+//! visibility lists of the three runtimes, gpuprobe's own settings, and the directories it
+//! keeps state in. A name spelled anywhere else is a name that can drift.
+
+/// NVIDIA's list of the GPUs a CUDA process sees.
+pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+/// HIP's list of the GPUs a HIP process sees (the one Windows honours).
+pub const HIP_VISIBLE_DEVICES: &str = "HIP_VISIBLE_DEVICES";
+/// ROCr's list of the GPUs a ROCm process sees (applied below HIP on Linux).
+pub const ROCR_VISIBLE_DEVICES: &str = "ROCR_VISIBLE_DEVICES";
+/// The older HIP/OpenCL device list.
+pub const GPU_DEVICE_ORDINAL: &str = "GPU_DEVICE_ORDINAL";
+/// How CUDA numbers devices (`PCI_BUS_ID` keeps the order of `nvidia-smi`).
+pub const CUDA_DEVICE_ORDER: &str = "CUDA_DEVICE_ORDER";
+
+/// The visibility lists that hide GPUs from a process: set empty, no GPU is visible.
+pub const GPU_VISIBILITY_LISTS: &[&str] = &[
+    CUDA_VISIBLE_DEVICES,
+    HIP_VISIBLE_DEVICES,
+    ROCR_VISIBLE_DEVICES,
+];
+
+/// Every variable that renumbers or filters the GPUs a process sees.
+pub const GPU_RENUMBERING: &[&str] = &[
+    CUDA_VISIBLE_DEVICES,
+    HIP_VISIBLE_DEVICES,
+    ROCR_VISIBLE_DEVICES,
+    GPU_DEVICE_ORDINAL,
+];
+
+/// The interpreter gpuprobe runs its probes in, when `--python` is not given.
+pub const GPUPROBE_PYTHON: &str = "GPUPROBE_PYTHON";
+/// How many finished run directories gpuprobe keeps.
+pub const GPUPROBE_KEEP_RUNS: &str = "GPUPROBE_KEEP_RUNS";
+/// The CUDA driver library to load instead of the one the search finds.
+pub const GPUPROBE_CUDA_LIB: &str = "GPUPROBE_CUDA_LIB";
+/// The NVRTC library to load instead of the one the search finds.
+pub const GPUPROBE_NVRTC_LIB: &str = "GPUPROBE_NVRTC_LIB";
+/// The HIP runtime library to load instead of the one the search finds.
+pub const GPUPROBE_HIP_LIB: &str = "GPUPROBE_HIP_LIB";
+/// The hipRTC library to load instead of the one the search finds.
+pub const GPUPROBE_HIPRTC_LIB: &str = "GPUPROBE_HIPRTC_LIB";
+
+/// The user's home directory.
+pub const HOME: &str = "HOME";
+/// Where run directories go (XDG base directories).
+pub const XDG_STATE_HOME: &str = "XDG_STATE_HOME";
+/// Where the bytecode cache goes (XDG base directories).
+pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
