@@ -42,6 +42,18 @@ impl ExitStatus {
     }
 }
 
+/// An error that knows the exit status it earns: [`ExitStatus::UsageError`] when the user
+/// can fix it (a wrong argument, an unreadable or malformed input, an unwritable path),
+/// [`ExitStatus::InternalFailure`] when gpuprobe itself failed.
+///
+/// Each library's error enum implements it, so the decision is made where the error is
+/// made, with the variant in hand, and survives being wrapped: the binary asks the errors
+/// of a chain, outermost first, and the first that answers decides.
+pub trait ClassifiedError: std::error::Error + Send + Sync + 'static {
+    /// The exit status this error ends the command with.
+    fn exit_status(&self) -> ExitStatus;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

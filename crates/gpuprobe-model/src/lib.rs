@@ -21,7 +21,7 @@ pub mod report;
 pub mod text;
 pub mod verdict;
 
-pub use exit::ExitStatus;
+pub use exit::{ClassifiedError, ExitStatus};
 pub use finding::{Confidence, Cost, Evidence, Finding, FindingLayer, Remedy, Severity};
 pub use fingerprint::Fingerprint;
 pub use observation::{
