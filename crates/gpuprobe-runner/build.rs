@@ -62,7 +62,8 @@ fn main() {
     collect(
         &python_root.join("gpuprobe"),
         &python_root,
-        &[".py", ".typed"],
+        // `.json`: data the worker reads beside its modules (`gpuprobe/worker/tolerances.json`).
+        &[".py", ".typed", ".json"],
         &mut python,
     );
     let mut presets = Vec::new();

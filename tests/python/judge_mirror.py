@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpuprobe.worker.tolerances import ALIASES as _ALIASES
+from gpuprobe.worker.tolerances import DTYPE_TOLERANCE as _BASE_TOLERANCE
+
 Z = 7.0
 DIGITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float64": 53}
 
@@ -115,22 +118,9 @@ def classify(measurement: dict[str, Any]) -> str:
 
 # -- the tolerance rule (docs/probes.md, "Judging" / "tolerance"; judge.rs judge_tolerance) ------
 
-#: The judge's base tolerance by rule dtype (normwise relative error against float64).
-DTYPE_TOLERANCE = {
-    "float64": 1e-12,
-    "fp64": 1e-12,
-    "float32": 1e-5,
-    "fp32": 1e-5,
-    "tf32": 2e-3,
-    "float16": 4e-3,
-    "fp16": 4e-3,
-    "bfloat16": 3e-2,
-    "bf16": 3e-2,
-    "float8_e4m3fn": 0.15,
-    "fp8_e4m3": 0.15,
-    "float8_e5m2": 0.3,
-    "fp8_e5m2": 0.3,
-}
+#: The judge's base tolerance by rule dtype or alias (normwise relative error against
+#: float64), from the table the judge itself embeds (gpuprobe/worker/tolerances.json).
+DTYPE_TOLERANCE = {**_BASE_TOLERANCE, **{alias: _BASE_TOLERANCE[name] for alias, name in _ALIASES.items()}}
 
 
 def result_classes(results: dict[str, dict[str, Any]]) -> dict[str, str]:

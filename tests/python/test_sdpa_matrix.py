@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from judge_mirror import judge
+from judge_mirror import DTYPE_TOLERANCE, judge
 
 torch = pytest.importorskip("torch")
 
@@ -157,7 +157,7 @@ def test_probe_cases_are_valid_and_ids_unique() -> None:
     assert full_factors and all(got == design for got in full_factors.values())
     # Tolerances are the judge's bounds (as for every tolerance probe).
     for probe in probes.values():
-        tol = {"bfloat16": 3e-2, "float16": 4e-3}[probe.rule["dtype"]]
+        tol = DTYPE_TOLERANCE[probe.rule["dtype"]]
         assert probe.params["tolerance"] == pytest.approx(tol * probe.rule["scale"], rel=1e-12)
 
 

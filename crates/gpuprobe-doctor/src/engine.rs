@@ -554,42 +554,18 @@ pub fn unmatched_patterns(
         .collect()
 }
 
-/// Whether a probe id matches a selection pattern.
+/// Whether a probe id matches a selection pattern: a pattern with `*` is a glob
+/// ([`gpuprobe_kb::glob::wildcard_matches`], where `?` is one character too); any other
+/// (a `?` alone included) names an id or a prefix ending at a dot.
 pub fn id_matches(pattern: &str, id: &str) -> bool {
     if pattern.contains('*') {
-        glob_match(pattern.as_bytes(), id.as_bytes())
+        gpuprobe_kb::glob::wildcard_matches(pattern, id)
     } else {
         id == pattern
             || id
                 .strip_prefix(pattern)
                 .is_some_and(|rest| pattern.ends_with('.') || rest.starts_with('.'))
     }
-}
-
-fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    // Iterative wildcard matching with backtracking to the last star.
-    let (mut p, mut t) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == b'*' {
-            star = Some(p);
-            mark = t;
-            p += 1;
-        } else if let Some(s) = star {
-            p = s + 1;
-            mark += 1;
-            t = mark;
-        } else {
-            return false;
-        }
-    }
-    while p < pattern.len() && pattern[p] == b'*' {
-        p += 1;
-    }
-    p == pattern.len()
 }
 
 /// The run's plan as stored in `plan.json`, enough to resume it.
@@ -770,6 +746,9 @@ mod tests {
         assert!(id_matches("copy.*.pinned*", "copy.h2d.pinned.tiny"));
         assert!(id_matches("*bf16*", "dtype.bf16.fp32.to.device"));
         assert!(!id_matches("rng.*", "copy.h2d"));
+        // `?` is a wildcard only in a pattern with `*`.
+        assert!(id_matches("dist.p2p.?-?*", "dist.p2p.0-1"));
+        assert!(!id_matches("dist.p2p.?-?", "dist.p2p.0-1"));
         assert!(id_matches(
             "dtype.bf16.fp32.to.device",
             "dtype.bf16.fp32.to.device"

@@ -199,22 +199,38 @@ fn judge_exact(stats: &CompareStats) -> Verdict {
     fail(class, detail)
 }
 
+/// The dtype tolerance table, shared with the Python worker, whose probes compute the same
+/// bound (the dtype's tolerance times their scale) to classify elements: one file, so the
+/// two never disagree (`tests/python/test_tolerances.py` checks the Python side). The path
+/// leaves the crate because the file must live inside the Python package, which
+/// gpuprobe-runner embeds whole (its build.rs).
+const TOLERANCES_JSON: &str = include_str!("../../../python/gpuprobe/worker/tolerances.json");
+
+/// `tolerances.json`: the base tolerance by dtype, and the short names rules may use.
+#[derive(Debug, serde::Deserialize)]
+struct ToleranceTable {
+    dtype_tolerance: std::collections::BTreeMap<String, f64>,
+    aliases: std::collections::BTreeMap<String, String>,
+}
+
+/// The table, parsed once; `None` only if the embedded file does not parse, which the
+/// tests below rule out.
+fn tolerance_table() -> Option<&'static ToleranceTable> {
+    static TABLE: std::sync::LazyLock<Option<ToleranceTable>> =
+        std::sync::LazyLock::new(|| serde_json::from_str(TOLERANCES_JSON).ok());
+    TABLE.as_ref()
+}
+
 /// The normwise relative error (‖out − ref‖₂ / ‖ref‖₂) allowed for results computed in
 /// `dtype`, against a float64 reference. Set well above honest rounding error so a healthy
 /// GPU is never blamed, and far below what a broken kernel produces (zeros or garbage give
 /// errors near 1). `tf32` is float32 math on tensor cores (PyTorch's default for
-/// convolutions on NVIDIA).
+/// convolutions on NVIDIA). The values and the aliases (`fp32`, `fp16`, `bf16`, `fp64`,
+/// `fp8_e4m3`, `fp8_e5m2`) come from `python/gpuprobe/worker/tolerances.json`.
 pub fn dtype_tolerance(dtype: &str) -> Option<f64> {
-    Some(match dtype {
-        "float64" | "fp64" => 1e-12,
-        "float32" | "fp32" => 1e-5,
-        "tf32" => 2e-3,
-        "float16" | "fp16" => 4e-3,
-        "bfloat16" | "bf16" => 3e-2,
-        "float8_e4m3fn" | "fp8_e4m3" => 0.15,
-        "float8_e5m2" | "fp8_e5m2" => 0.3,
-        _ => return None,
-    })
+    let table = tolerance_table()?;
+    let name = table.aliases.get(dtype).map_or(dtype, String::as_str);
+    table.dtype_tolerance.get(name).copied()
 }
 
 fn judge_tolerance(stats: &CompareStats, dtype: &str, scale: f64) -> Verdict {
@@ -631,6 +647,61 @@ mod tests {
             judge(&unknown, &compare(|s| s.max_rel_err = Some(0.0))),
             Verdict::Error { .. }
         ));
+    }
+
+    /// The table the judge uses is the file's, aliases included, and its values are those
+    /// the judge has always used.
+    #[test]
+    fn dtype_tolerances_come_from_the_shared_file() {
+        let file: serde_json::Value = serde_json::from_str(TOLERANCES_JSON).unwrap();
+        let values = file["dtype_tolerance"].as_object().unwrap();
+        let aliases = file["aliases"].as_object().unwrap();
+        assert!(tolerance_table().is_some(), "tolerances.json parses");
+        for (name, value) in values {
+            assert_eq!(dtype_tolerance(name), value.as_f64(), "{name}");
+        }
+        for (alias, name) in aliases {
+            let name = name.as_str().unwrap();
+            assert!(values.contains_key(name), "{alias} stands for {name}");
+            assert_eq!(dtype_tolerance(alias), dtype_tolerance(name), "{alias}");
+        }
+        // The numbers parse exactly as Rust literals would (serde_json's float parsing is
+        // not correctly rounded in every case).
+        let mut numbers = 0;
+        for line in TOLERANCES_JSON.lines() {
+            if let Some((name, number)) = line.trim().trim_end_matches(',').split_once("\": ")
+                && let Ok(number) = number.parse::<f64>()
+            {
+                let name = name.trim_start_matches('"');
+                assert_eq!(dtype_tolerance(name), Some(number), "{name}");
+                numbers += 1;
+            }
+        }
+        assert_eq!(numbers, values.len(), "one number per line");
+        // What the judge has always used: changing a tolerance changes verdicts, so it must
+        // be a deliberate edit here too.
+        let expected = [
+            ("float64", 1e-12),
+            ("fp64", 1e-12),
+            ("float32", 1e-5),
+            ("fp32", 1e-5),
+            ("tf32", 2e-3),
+            ("float16", 4e-3),
+            ("fp16", 4e-3),
+            ("bfloat16", 3e-2),
+            ("bf16", 3e-2),
+            ("float8_e4m3fn", 0.15),
+            ("fp8_e4m3", 0.15),
+            ("float8_e5m2", 0.3),
+            ("fp8_e5m2", 0.3),
+        ];
+        for (name, value) in expected {
+            assert_eq!(dtype_tolerance(name), Some(value), "{name}");
+        }
+        assert_eq!(values.len() + aliases.len(), expected.len());
+        for unknown in ["float7", "int32", "FP32", "", "fp8"] {
+            assert_eq!(dtype_tolerance(unknown), None, "{unknown}");
+        }
     }
 
     fn normal_stats(n: u64, mean: f64, var: f64, zeros: u64) -> Observation {

@@ -3,6 +3,44 @@
 //!
 //! The entry is data only; `validate` checks the rules serde cannot express (version
 //! ranges, globs, settings) and `matcher` evaluates it against a fingerprint.
+//!
+//! # Conditions are walked in one place
+//!
+//! [`Conditions::walk`] yields every condition an entry sets as one [`ConditionRef`] (one
+//! variant per field; `cmdline_has` and `cmdline_lacks` share [`ConditionRef::Cmdline`]
+//! because the matcher reads the command line once for both). The matcher, the validator
+//! and the renderer each handle a condition in one arm of an exhaustive `match` on it, so
+//! nothing walks the struct's fields by hand.
+//!
+//! ## Adding a condition
+//!
+//! 1. Add the field to [`Conditions`] (with its doc comment: it becomes the JSON Schema's
+//!    description) and, if it is per GPU, name it in the struct's doc.
+//! 2. Build, and follow the compiler. It points at, in this order:
+//!    - [`Conditions::walk`] here, which destructures the struct without `..`: yield the
+//!      new field as a new [`ConditionRef`] variant (in declaration order) when it is set;
+//!    - [`ConditionRef::kind`] and [`ConditionKind::is_gpu_scoped`] here: say whether it
+//!      must hold for the same GPU as the other GPU conditions;
+//!    - `matcher::eval_condition` (`src/matcher.rs`): how it is evaluated against the
+//!      facts, as held / failed / unchecked with the words the user sees (a fact the
+//!      fingerprint lacks may need a `facts::Facts` accessor);
+//!    - `validate::check_condition` (`src/validate.rs`): what a valid value is (an arm
+//!      with `{}` when serde's types already say everything);
+//!    - `render::condition_lines` (`src/render.rs`): how `gpuprobe kb show` lists it.
+//! 3. Then the tests: add the key to `EVERY_CONDITION` in
+//!    `crates/gpuprobe-kb/tests/it/conditions.rs` (whose walk test counts the kinds, and
+//!    whose order tests then show the new lines of the matcher, the validator and `kb
+//!    show`), and test its matching and validation in `tests/it` (`matching.rs`,
+//!    `broken.rs`). Describe the key in `docs/kb-format.md`.
+//!    `schema.rs` needs nothing: the JSON Schema is derived from the struct (the schema
+//!    test then asks for `kb/kb.schema.json` to be regenerated with
+//!    `GPUPROBE_UPDATE_SCHEMA=1 cargo test -p gpuprobe-kb --test it schema`).
+//!
+//! The three consumers historically list a few conditions in an order other than the
+//! declaration order (the renderer shows the NVIDIA driver and uid ranges after torch's,
+//! the validator checks them after HIP's, the matcher checks `override_differs` last among
+//! the GPU conditions); each keeps its order with a stable sort on [`ConditionKind`], and a
+//! new condition simply takes its declaration place.
 
 use gpuprobe_model::fingerprint::Vendor;
 use gpuprobe_model::{FailClass, FindingLayer, Severity};
@@ -238,16 +276,274 @@ pub struct Conditions {
 }
 
 impl Conditions {
-    /// Whether any GPU-scoped condition is given.
+    /// Whether any GPU-scoped condition is given (in an `any_of` group too).
     pub fn has_gpu_conditions(&self) -> bool {
-        self.vendor.is_some()
-            || !self.arch.is_empty()
-            || self.apu.is_some()
-            || !self.firmware.is_empty()
-            || self.torch_supports_arch.is_some()
-            || self.override_differs.is_some()
-            || self.override_sibling.is_some()
-            || self.any_of.iter().any(Conditions::has_gpu_conditions)
+        self.walk().into_iter().any(|condition| match condition {
+            ConditionRef::AnyOf(groups) => groups.iter().any(Conditions::has_gpu_conditions),
+            condition => condition.kind().is_gpu_scoped(),
+        })
+    }
+
+    /// Every condition that is set, in declaration order, `any_of` last. This is the one
+    /// place that reads the fields: see the module header for how to add a condition.
+    pub fn walk(&self) -> Vec<ConditionRef<'_>> {
+        // Destructured without `..`, so that a new field does not compile until it is
+        // walked.
+        let Conditions {
+            vendor,
+            arch,
+            apu,
+            firmware,
+            torch_supports_arch,
+            override_differs,
+            override_sibling,
+            os,
+            kernel,
+            rocm,
+            hip,
+            torch,
+            torch_local,
+            amdgpu_driver,
+            nvidia_driver,
+            env,
+            module_params,
+            cmdline_has,
+            cmdline_lacks,
+            min_gpus,
+            container,
+            secure_boot,
+            uid,
+            packages,
+            alloc_conf,
+            any_of,
+        } = self;
+        use ConditionRef as C;
+        [
+            vendor.map(C::Vendor),
+            non_empty(arch).map(C::Arch),
+            apu.map(C::Apu),
+            non_empty(firmware).map(C::Firmware),
+            torch_supports_arch.map(C::TorchSupportsArch),
+            override_differs.map(C::OverrideDiffers),
+            override_sibling.map(C::OverrideSibling),
+            non_empty(os).map(C::Os),
+            kernel.as_deref().map(C::Kernel),
+            rocm.as_deref().map(C::Rocm),
+            hip.as_deref().map(C::Hip),
+            torch.as_deref().map(C::Torch),
+            non_empty(torch_local).map(C::TorchLocal),
+            amdgpu_driver.as_ref().map(C::AmdgpuDriver),
+            nvidia_driver.as_deref().map(C::NvidiaDriver),
+            non_empty(env).map(C::Env),
+            non_empty(module_params).map(C::ModuleParams),
+            (!cmdline_has.is_empty() || !cmdline_lacks.is_empty()).then_some(C::Cmdline {
+                has: cmdline_has,
+                lacks: cmdline_lacks,
+            }),
+            min_gpus.map(C::MinGpus),
+            container.map(C::Container),
+            secure_boot.map(C::SecureBoot),
+            uid.as_deref().map(C::Uid),
+            non_empty(packages).map(C::Packages),
+            non_empty(alloc_conf).map(C::AllocConf),
+            non_empty(any_of).map(C::AnyOf),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// A list condition is set when it has an item.
+fn non_empty<T>(items: &[T]) -> Option<&[T]> {
+    (!items.is_empty()).then_some(items)
+}
+
+/// One condition an entry sets, borrowed from its [`Conditions`] (see
+/// [`Conditions::walk`]); each variant is the field of the same name. Lists are never empty.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConditionRef<'a> {
+    /// `vendor`.
+    Vendor(Vendor),
+    /// `arch`.
+    Arch(&'a [String]),
+    /// `apu`.
+    Apu(bool),
+    /// `firmware`.
+    Firmware(&'a [FirmwareCondition]),
+    /// `torch_supports_arch`.
+    TorchSupportsArch(bool),
+    /// `override_differs`.
+    OverrideDiffers(bool),
+    /// `override_sibling`.
+    OverrideSibling(bool),
+    /// `os`.
+    Os(&'a [OsName]),
+    /// `kernel`.
+    Kernel(&'a str),
+    /// `rocm`.
+    Rocm(&'a str),
+    /// `hip`.
+    Hip(&'a str),
+    /// `torch`.
+    Torch(&'a str),
+    /// `torch_local`.
+    TorchLocal(&'a [String]),
+    /// `amdgpu_driver`.
+    AmdgpuDriver(&'a DriverCondition),
+    /// `nvidia_driver`.
+    NvidiaDriver(&'a str),
+    /// `env`.
+    Env(&'a [EnvCondition]),
+    /// `module_params`.
+    ModuleParams(&'a [ParamCondition]),
+    /// `cmdline_has` and `cmdline_lacks` (either may be empty, not both): one condition on
+    /// the kernel command line, which the matcher reads once.
+    Cmdline {
+        /// `cmdline_has`.
+        has: &'a [String],
+        /// `cmdline_lacks`.
+        lacks: &'a [String],
+    },
+    /// `min_gpus`.
+    MinGpus(u32),
+    /// `container`.
+    Container(bool),
+    /// `secure_boot`.
+    SecureBoot(bool),
+    /// `uid`.
+    Uid(&'a str),
+    /// `packages`.
+    Packages(&'a [PackageCondition]),
+    /// `alloc_conf`.
+    AllocConf(&'a [AllocConfCondition]),
+    /// `any_of`.
+    AnyOf(&'a [Conditions]),
+}
+
+impl ConditionRef<'_> {
+    /// Which condition this is, without its value.
+    pub fn kind(&self) -> ConditionKind {
+        use ConditionKind as K;
+        match self {
+            ConditionRef::Vendor(_) => K::Vendor,
+            ConditionRef::Arch(_) => K::Arch,
+            ConditionRef::Apu(_) => K::Apu,
+            ConditionRef::Firmware(_) => K::Firmware,
+            ConditionRef::TorchSupportsArch(_) => K::TorchSupportsArch,
+            ConditionRef::OverrideDiffers(_) => K::OverrideDiffers,
+            ConditionRef::OverrideSibling(_) => K::OverrideSibling,
+            ConditionRef::Os(_) => K::Os,
+            ConditionRef::Kernel(_) => K::Kernel,
+            ConditionRef::Rocm(_) => K::Rocm,
+            ConditionRef::Hip(_) => K::Hip,
+            ConditionRef::Torch(_) => K::Torch,
+            ConditionRef::TorchLocal(_) => K::TorchLocal,
+            ConditionRef::AmdgpuDriver(_) => K::AmdgpuDriver,
+            ConditionRef::NvidiaDriver(_) => K::NvidiaDriver,
+            ConditionRef::Env(_) => K::Env,
+            ConditionRef::ModuleParams(_) => K::ModuleParams,
+            ConditionRef::Cmdline { .. } => K::Cmdline,
+            ConditionRef::MinGpus(_) => K::MinGpus,
+            ConditionRef::Container(_) => K::Container,
+            ConditionRef::SecureBoot(_) => K::SecureBoot,
+            ConditionRef::Uid(_) => K::Uid,
+            ConditionRef::Packages(_) => K::Packages,
+            ConditionRef::AllocConf(_) => K::AllocConf,
+            ConditionRef::AnyOf(_) => K::AnyOf,
+        }
+    }
+}
+
+/// The kinds of [`ConditionRef`], ordered as [`Conditions::walk`] yields them (declaration
+/// order), so that a consumer can keep an order of its own with a stable sort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConditionKind {
+    /// `vendor`.
+    Vendor,
+    /// `arch`.
+    Arch,
+    /// `apu`.
+    Apu,
+    /// `firmware`.
+    Firmware,
+    /// `torch_supports_arch`.
+    TorchSupportsArch,
+    /// `override_differs`.
+    OverrideDiffers,
+    /// `override_sibling`.
+    OverrideSibling,
+    /// `os`.
+    Os,
+    /// `kernel`.
+    Kernel,
+    /// `rocm`.
+    Rocm,
+    /// `hip`.
+    Hip,
+    /// `torch`.
+    Torch,
+    /// `torch_local`.
+    TorchLocal,
+    /// `amdgpu_driver`.
+    AmdgpuDriver,
+    /// `nvidia_driver`.
+    NvidiaDriver,
+    /// `env`.
+    Env,
+    /// `module_params`.
+    ModuleParams,
+    /// `cmdline_has` and `cmdline_lacks`.
+    Cmdline,
+    /// `min_gpus`.
+    MinGpus,
+    /// `container`.
+    Container,
+    /// `secure_boot`.
+    SecureBoot,
+    /// `uid`.
+    Uid,
+    /// `packages`.
+    Packages,
+    /// `alloc_conf`.
+    AllocConf,
+    /// `any_of`.
+    AnyOf,
+}
+
+impl ConditionKind {
+    /// Whether the condition is about one GPU, so that all such conditions must hold for
+    /// one and the same GPU (and only results from the matching GPUs count).
+    pub fn is_gpu_scoped(self) -> bool {
+        use ConditionKind as K;
+        match self {
+            K::Vendor
+            | K::Arch
+            | K::Apu
+            | K::Firmware
+            | K::TorchSupportsArch
+            | K::OverrideDiffers
+            | K::OverrideSibling => true,
+            K::Os
+            | K::Kernel
+            | K::Rocm
+            | K::Hip
+            | K::Torch
+            | K::TorchLocal
+            | K::AmdgpuDriver
+            | K::NvidiaDriver
+            | K::Env
+            | K::ModuleParams
+            | K::Cmdline
+            | K::MinGpus
+            | K::Container
+            | K::SecureBoot
+            | K::Uid
+            | K::Packages
+            | K::AllocConf
+            // The groups' own conditions say for themselves.
+            | K::AnyOf => false,
+        }
     }
 }
 

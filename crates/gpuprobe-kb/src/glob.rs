@@ -2,7 +2,13 @@
 //!
 //! Deliberately small: `*` matches any run of characters (dots included, so one pattern
 //! covers every variant below a case), `?` matches one character, everything else matches
-//! itself. Patterns are validated when the knowledge base loads.
+//! itself, case-sensitively; the whole text must match. Patterns are validated when the
+//! knowledge base loads ([`Glob`]).
+//!
+//! This is gpuprobe's one glob matcher: the doctor's `--only` probe selection
+//! (`gpuprobe_doctor::engine::id_matches`) matches its `*` patterns with
+//! [`wildcard_matches`], the same matching without the validation (a user's pattern with
+//! another character simply matches that character).
 
 use std::fmt;
 
@@ -99,6 +105,15 @@ fn wildcard_match(pattern: &[char], text: &[char]) -> bool {
     pattern[p..].iter().all(|c| *c == '*')
 }
 
+/// Whether the whole of `text` matches `pattern` (`*` any run of characters, dots
+/// included; `?` one character; anything else itself), without validating the pattern.
+pub fn wildcard_matches(pattern: &str, text: &str) -> bool {
+    wildcard_match(
+        &pattern.chars().collect::<Vec<_>>(),
+        &text.chars().collect::<Vec<_>>(),
+    )
+}
+
 /// The first of `patterns` that matches `text`; invalid patterns never match.
 pub fn first_match<'a>(patterns: &'a [String], text: &str) -> Option<&'a str> {
     patterns
@@ -127,5 +142,57 @@ mod tests {
         );
         assert!(Glob::new("a[b").is_err());
         assert!(Glob::new("").is_err());
+    }
+
+    /// The cases the doctor's `--only` matcher was tested with before it used this one,
+    /// and the edge cases both callers rely on.
+    #[test]
+    fn wildcards_as_probe_selection_uses_them() {
+        assert!(wildcard_matches("copy.*.pinned*", "copy.h2d.pinned.tiny"));
+        assert!(wildcard_matches("*bf16*", "dtype.bf16.fp32.to.device"));
+        assert!(!wildcard_matches("rng.*", "copy.h2d"));
+        assert!(wildcard_matches(
+            "copy.h2d.medium.*",
+            "copy.h2d.medium.fp16"
+        ));
+        assert!(!wildcard_matches("copy.h2d.medium.*", "copy.h2d.medium"));
+        // `*` matches the empty run and several stars backtrack.
+        assert!(wildcard_matches("copy*", "copy"));
+        assert!(wildcard_matches("*", ""));
+        assert!(wildcard_matches("**", "a.b"));
+        assert!(wildcard_matches("*a*b*c", "xaxbxbc"));
+        assert!(!wildcard_matches("*a*b*c", "xaxbxbcx"));
+        // `?` is exactly one character, a dot included.
+        assert!(wildcard_matches("gfx11?1", "gfx1151"));
+        assert!(!wildcard_matches("gfx11?", "gfx11"));
+        assert!(wildcard_matches("copy?h2d", "copy.h2d"));
+        // The whole text must match, case-sensitively.
+        assert!(!wildcard_matches("copy*", "xcopy.h2d"));
+        assert!(!wildcard_matches("*h2d", "copy.h2d.tiny"));
+        assert!(!wildcard_matches("COPY.*", "copy.h2d"));
+        assert!(!wildcard_matches("gfx11*", "GFX1151"));
+        // No validation: any other character matches itself.
+        assert!(wildcard_matches("a[b*", "a[bc"));
+        assert!(!wildcard_matches("", "a"));
+        assert!(wildcard_matches("", ""));
+        // A validated glob matches exactly as the unvalidated function does.
+        for (pattern, text) in [
+            (
+                "copy.h2d.pageable.tiny*",
+                "copy.h2d.pageable.tiny.nonblocking",
+            ),
+            ("dist.p2p.?-?", "dist.p2p.0-1"),
+            ("gfx11*", "gfx1030"),
+        ] {
+            let glob = Glob::new(pattern).unwrap();
+            assert_eq!(glob.matches(text), wildcard_matches(pattern, text));
+        }
+    }
+
+    #[test]
+    fn first_match_skips_invalid_patterns() {
+        let patterns = vec!["a[b*".to_string(), "gfx11*".to_string()];
+        assert_eq!(first_match(&patterns, "a[bc"), None);
+        assert_eq!(first_match(&patterns, "gfx1151"), Some("gfx11*"));
     }
 }

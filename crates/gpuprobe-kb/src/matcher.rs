@@ -27,8 +27,9 @@ use gpuprobe_model::{
 };
 
 use crate::entry::{
-    Conditions, DriverSourceName, KbEntry, LogSignature, ProbeOutcome, VerdictName,
-    is_generic_fault_text,
+    AllocConfCondition, ConditionKind, ConditionRef, Conditions, DriverCondition, DriverSourceName,
+    EnvCondition, FirmwareCondition, KbEntry, LogSignature, OsName, PackageCondition,
+    ParamCondition, ProbeOutcome, VerdictName, is_generic_fault_text,
 };
 use crate::facts::{Facts, OVERRIDE_VAR};
 use crate::glob::first_match;
@@ -492,216 +493,335 @@ fn vendor_name(vendor: Vendor) -> &'static str {
     }
 }
 
-/// Evaluates a condition group, for one GPU when given.
+/// A condition group evaluated for one GPU: the facts about that GPU the GPU conditions
+/// read.
+struct GpuScope<'f> {
+    gpu: &'f GpuInfo,
+    label: String,
+    native: Option<isa::GfxIsa>,
+}
+
+/// What one evaluation of a condition group reads.
+struct Group<'f> {
+    facts: &'f Facts<'f>,
+    /// The GPU the GPU conditions are evaluated for; `None` when there is none.
+    gpu: Option<(u32, &'f GpuInfo)>,
+    scope: Option<GpuScope<'f>>,
+    /// Inside an `any_of` group (whose own `any_of` is a validation error, never
+    /// evaluated).
+    nested: bool,
+}
+
+impl Group<'_> {
+    /// Runs a GPU condition's evaluation when there is a GPU; without one, `eval_group` has
+    /// already said so once for all of them.
+    fn on_gpu(&self, evaluate: impl FnOnce(&GpuScope<'_>)) {
+        if let Some(scope) = &self.scope {
+            evaluate(scope);
+        }
+    }
+}
+
+/// Evaluates a condition group, for one GPU when given: the GPU conditions first, then the
+/// host's, then (at the top level only) the `any_of` alternatives.
 fn eval_group(
     conditions: &Conditions,
     facts: &Facts<'_>,
     gpu: Option<(u32, &GpuInfo)>,
     nested: bool,
 ) -> Eval {
+    let mut walked = conditions.walk();
+    // GPU conditions first, each kind in declaration order, except that `override_differs`
+    // has always been checked last among them (after `override_sibling`).
+    walked.sort_by_key(|condition| {
+        let kind = condition.kind();
+        let (kind, after) = match kind {
+            ConditionKind::OverrideDiffers => (ConditionKind::OverrideSibling, 1),
+            kind => (kind, 0),
+        };
+        (!kind.is_gpu_scoped(), kind, after)
+    });
+    let group = Group {
+        facts,
+        gpu,
+        scope: gpu.map(|(index, gpu)| GpuScope {
+            gpu,
+            label: gpu_label(index),
+            native: facts.native_isa(gpu),
+        }),
+        nested,
+    };
     let mut eval = Eval::default();
-    eval_gpu_conditions(&mut eval, conditions, facts, gpu);
-    eval_host_conditions(&mut eval, conditions, facts);
-    if !nested && !conditions.any_of.is_empty() {
-        let groups: Vec<Eval> = conditions
-            .any_of
-            .iter()
-            .map(|group| eval_group(group, facts, gpu, true))
-            .collect();
-        if let Some(held) = groups.iter().find(|g| g.truth() == Truth::Held) {
-            for text in &held.held {
-                eval.held.push(format!("one of the alternatives: {text}"));
-            }
-            eval.specific_held |= held.specific_held;
-        } else if groups.iter().any(|g| g.truth() == Truth::Unchecked) {
-            let reasons: Vec<String> = groups
-                .iter()
-                .filter(|g| g.truth() == Truth::Unchecked)
-                .flat_map(|g| g.unchecked.clone())
-                .collect();
-            eval.unchecked(format!(
-                "no alternative could be confirmed: {}",
-                reasons.join("; ")
-            ));
+    if group.scope.is_none() && walked.iter().any(|c| c.kind().is_gpu_scoped()) {
+        // On the live machine an empty GPU list is a fact (no GPU); in pasted logs it
+        // only means the logs did not show one.
+        if facts.is_live() {
+            eval.failed("no GPU on this machine".to_string());
         } else {
-            let reasons: Vec<String> = groups.iter().flat_map(|g| g.failed.clone()).collect();
-            eval.failed(format!("no alternative holds: {}", reasons.join("; ")));
+            eval.unchecked("no GPU facts in the fingerprint".to_string());
         }
+    }
+    for condition in walked {
+        eval_condition(&mut eval, condition, &group);
     }
     eval
 }
 
-fn eval_gpu_conditions(
+/// Evaluates one condition: the single place that says how each kind is checked.
+fn eval_condition(eval: &mut Eval, condition: ConditionRef<'_>, group: &Group<'_>) {
+    use ConditionRef as C;
+    let facts = group.facts;
+    let fp = facts.fp;
+    match condition {
+        C::Vendor(wanted) => group.on_gpu(|gpu| eval_vendor(eval, gpu, wanted)),
+        C::Arch(patterns) => group.on_gpu(|gpu| eval_arch(eval, gpu, patterns)),
+        C::Apu(wanted) => group.on_gpu(|gpu| eval_apu(eval, facts, gpu, wanted)),
+        C::Firmware(conditions) => group.on_gpu(|gpu| {
+            for condition in conditions {
+                eval_firmware(eval, facts, gpu, condition);
+            }
+        }),
+        C::TorchSupportsArch(wanted) => {
+            group.on_gpu(|gpu| eval_torch_supports_arch(eval, facts, gpu, wanted))
+        }
+        C::OverrideDiffers(wanted) => {
+            group.on_gpu(|gpu| eval_override_differs(eval, facts, gpu, wanted))
+        }
+        C::OverrideSibling(wanted) => {
+            group.on_gpu(|gpu| eval_override_sibling(eval, wanted, facts, &gpu.label, gpu.native))
+        }
+        C::Os(wanted) => eval_os(eval, facts, wanted),
+        C::Kernel(range) => eval_range_dotted(eval, "kernel release", range, facts.kernel()),
+        C::Rocm(range) => eval_range_dotted(eval, "ROCm version", range, facts.rocm()),
+        C::Hip(range) => eval_range_dotted(eval, "HIP version", range, facts.hip()),
+        C::Torch(range) => eval_torch(eval, facts, range),
+        C::TorchLocal(prefixes) => eval_torch_local(eval, facts, prefixes),
+        C::AmdgpuDriver(condition) => eval_amdgpu_driver(eval, facts, condition),
+        C::NvidiaDriver(range) => eval_nvidia_driver(eval, fp, range),
+        C::Env(conditions) => {
+            for condition in conditions {
+                eval_env(eval, facts, condition);
+            }
+        }
+        C::ModuleParams(params) => {
+            for param in params {
+                eval_module_param(eval, facts, param);
+            }
+        }
+        C::Cmdline { has, lacks } => eval_cmdline(eval, facts, has, lacks),
+        C::MinGpus(min) => eval_min_gpus(eval, fp, min),
+        C::Container(wanted) => eval_container(eval, fp, wanted),
+        C::SecureBoot(wanted) => eval_secure_boot(eval, fp, wanted),
+        C::Uid(range) => eval_uid(eval, fp, range),
+        C::Packages(packages) => {
+            for package in packages {
+                eval_package(eval, fp, package);
+            }
+        }
+        C::AllocConf(conditions) => eval_alloc_conf(eval, facts, conditions),
+        C::AnyOf(groups) => {
+            if !group.nested {
+                eval_alternatives(eval, groups, facts, group.gpu);
+            }
+        }
+    }
+}
+
+/// `any_of`: the first alternative that holds counts; otherwise the group is unchecked if
+/// any alternative is, else failed.
+fn eval_alternatives(
     eval: &mut Eval,
-    conditions: &Conditions,
+    alternatives: &[Conditions],
     facts: &Facts<'_>,
     gpu: Option<(u32, &GpuInfo)>,
 ) {
-    let Some((index, gpu)) = gpu else {
-        if conditions.vendor.is_some()
-            || !conditions.arch.is_empty()
-            || conditions.apu.is_some()
-            || !conditions.firmware.is_empty()
-            || conditions.torch_supports_arch.is_some()
-            || conditions.override_differs.is_some()
-            || conditions.override_sibling.is_some()
-        {
-            // On the live machine an empty GPU list is a fact (no GPU); in pasted logs it
-            // only means the logs did not show one.
-            if facts.is_live() {
-                eval.failed("no GPU on this machine".to_string());
-            } else {
-                eval.unchecked("no GPU facts in the fingerprint".to_string());
-            }
+    let groups: Vec<Eval> = alternatives
+        .iter()
+        .map(|group| eval_group(group, facts, gpu, true))
+        .collect();
+    if let Some(held) = groups.iter().find(|g| g.truth() == Truth::Held) {
+        for text in &held.held {
+            eval.held.push(format!("one of the alternatives: {text}"));
         }
-        return;
+        eval.specific_held |= held.specific_held;
+    } else if groups.iter().any(|g| g.truth() == Truth::Unchecked) {
+        let reasons: Vec<String> = groups
+            .iter()
+            .filter(|g| g.truth() == Truth::Unchecked)
+            .flat_map(|g| g.unchecked.clone())
+            .collect();
+        eval.unchecked(format!(
+            "no alternative could be confirmed: {}",
+            reasons.join("; ")
+        ));
+    } else {
+        let reasons: Vec<String> = groups.iter().flat_map(|g| g.failed.clone()).collect();
+        eval.failed(format!("no alternative holds: {}", reasons.join("; ")));
+    }
+}
+
+fn eval_vendor(eval: &mut Eval, scope: &GpuScope<'_>, vendor: Vendor) {
+    let (label, gpu) = (&scope.label, scope.gpu);
+    let truth = if gpu.vendor == vendor {
+        Truth::Held
+    } else {
+        Truth::Failed
     };
-    let label = gpu_label(index);
-    if let Some(vendor) = conditions.vendor {
-        let truth = if gpu.vendor == vendor {
-            Truth::Held
-        } else {
-            Truth::Failed
-        };
-        let verb = if truth == Truth::Held { "is" } else { "is not" };
-        let text = format!(
-            "{label} vendor {} {verb} {}",
-            vendor_name(gpu.vendor),
-            vendor_name(vendor)
-        );
-        if truth == Truth::Held {
-            eval.held_broad(text);
-        } else {
-            eval.push(truth, text);
+    let verb = if truth == Truth::Held { "is" } else { "is not" };
+    let text = format!(
+        "{label} vendor {} {verb} {}",
+        vendor_name(gpu.vendor),
+        vendor_name(vendor)
+    );
+    if truth == Truth::Held {
+        eval.held_broad(text);
+    } else {
+        eval.push(truth, text);
+    }
+}
+
+fn eval_arch(eval: &mut Eval, scope: &GpuScope<'_>, patterns: &[String]) {
+    let label = &scope.label;
+    let wanted = patterns.join(", ");
+    match &scope.native {
+        None => eval.unchecked(format!("{label} native ISA unknown (needed: {wanted})")),
+        Some(isa) => match first_match(patterns, &isa.name()) {
+            Some(pattern) => eval.held(format!("{label} native ISA {isa} matches {pattern}")),
+            None => eval.failed(format!("{label} native ISA {isa} does not match {wanted}")),
+        },
+    }
+}
+
+fn eval_apu(eval: &mut Eval, facts: &Facts<'_>, scope: &GpuScope<'_>, wanted: bool) {
+    let label = &scope.label;
+    match facts.is_apu(scope.gpu) {
+        None => eval.unchecked(format!("{label}: whether it is an APU is unknown")),
+        Some((apu, basis)) => {
+            let words = if apu { "an APU" } else { "not an APU" };
+            let truth = if apu == wanted {
+                Truth::Held
+            } else {
+                Truth::Failed
+            };
+            eval.push(truth, format!("{label} is {words} ({basis})"));
         }
     }
-    let native = facts.native_isa(gpu);
-    if !conditions.arch.is_empty() {
-        let wanted = conditions.arch.join(", ");
-        match &native {
-            None => eval.unchecked(format!("{label} native ISA unknown (needed: {wanted})")),
-            Some(isa) => match first_match(&conditions.arch, &isa.name()) {
-                Some(pattern) => eval.held(format!("{label} native ISA {isa} matches {pattern}")),
-                None => eval.failed(format!("{label} native ISA {isa} does not match {wanted}")),
-            },
+}
+
+fn eval_firmware(
+    eval: &mut Eval,
+    facts: &Facts<'_>,
+    scope: &GpuScope<'_>,
+    condition: &FirmwareCondition,
+) {
+    let label = &scope.label;
+    let found = scope
+        .gpu
+        .firmware
+        .iter()
+        .find(|fw| fw.name.eq_ignore_ascii_case(&condition.component));
+    match found {
+        None => {
+            let why = unreadable_reason(facts.fp, &[&condition.component, "firmware"])
+                .map(|reason| format!(" ({reason})"))
+                .unwrap_or_default();
+            eval.unchecked(format!(
+                "{label} {} firmware version not read{why} (needed: {})",
+                condition.component, condition.version
+            ));
         }
-    }
-    if let Some(wanted) = conditions.apu {
-        match facts.is_apu(gpu) {
-            None => eval.unchecked(format!("{label}: whether it is an APU is unknown")),
-            Some((apu, basis)) => {
-                let words = if apu { "an APU" } else { "not an APU" };
-                let truth = if apu == wanted {
+        Some(fw) => match (
+            DottedVersion::parse(&fw.version),
+            DottedReq::parse(&condition.version),
+        ) {
+            (Ok(version), Ok(req)) => {
+                let truth = if req.matches(&version) {
                     Truth::Held
                 } else {
                     Truth::Failed
                 };
-                eval.push(truth, format!("{label} is {words} ({basis})"));
-            }
-        }
-    }
-    for condition in &conditions.firmware {
-        let found = gpu
-            .firmware
-            .iter()
-            .find(|fw| fw.name.eq_ignore_ascii_case(&condition.component));
-        match found {
-            None => {
-                let why = unreadable_reason(facts.fp, &[&condition.component, "firmware"])
-                    .map(|reason| format!(" ({reason})"))
-                    .unwrap_or_default();
-                eval.unchecked(format!(
-                    "{label} {} firmware version not read{why} (needed: {})",
-                    condition.component, condition.version
-                ));
-            }
-            Some(fw) => match (
-                DottedVersion::parse(&fw.version),
-                DottedReq::parse(&condition.version),
-            ) {
-                (Ok(version), Ok(req)) => {
-                    let truth = if req.matches(&version) {
-                        Truth::Held
-                    } else {
-                        Truth::Failed
-                    };
-                    let verb = if truth == Truth::Held {
-                        "matches"
-                    } else {
-                        "does not match"
-                    };
-                    eval.push(
-                        truth,
-                        format!(
-                            "{label} {} firmware {} {verb} {}",
-                            fw.name, fw.version, condition.version
-                        ),
-                    );
-                }
-                _ => eval.unchecked(format!(
-                    "{label} {} firmware version {:?} could not be compared with {}",
-                    fw.name, fw.version, condition.version
-                )),
-            },
-        }
-    }
-    if let Some(wanted) = conditions.torch_supports_arch {
-        let arch_list = facts.torch().map(|torch| &torch.arch_list);
-        match (arch_list, &native) {
-            (Some(list), Some(isa)) if !list.is_empty() => {
-                let covered = list.iter().any(|target| isa::target_covers(target, isa));
-                let words = if covered { "is" } else { "is not" };
-                let truth = if covered == wanted {
-                    Truth::Held
+                let verb = if truth == Truth::Held {
+                    "matches"
                 } else {
-                    Truth::Failed
+                    "does not match"
                 };
                 eval.push(
                     truth,
                     format!(
-                        "{label} ISA {isa} {words} in torch's arch list ({})",
-                        list.join(", ")
+                        "{label} {} firmware {} {verb} {}",
+                        fw.name, fw.version, condition.version
                     ),
                 );
             }
-            (_, None) => eval.unchecked(format!(
-                "{label} native ISA unknown (needed to check torch's arch list)"
+            _ => eval.unchecked(format!(
+                "{label} {} firmware version {:?} could not be compared with {}",
+                fw.name, fw.version, condition.version
             )),
-            _ => eval.unchecked("torch's arch list unknown".to_string()),
+        },
+    }
+}
+
+fn eval_torch_supports_arch(
+    eval: &mut Eval,
+    facts: &Facts<'_>,
+    scope: &GpuScope<'_>,
+    wanted: bool,
+) {
+    let label = &scope.label;
+    let arch_list = facts.torch().map(|torch| &torch.arch_list);
+    match (arch_list, &scope.native) {
+        (Some(list), Some(isa)) if !list.is_empty() => {
+            let covered = list.iter().any(|target| isa::target_covers(target, isa));
+            let words = if covered { "is" } else { "is not" };
+            let truth = if covered == wanted {
+                Truth::Held
+            } else {
+                Truth::Failed
+            };
+            eval.push(
+                truth,
+                format!(
+                    "{label} ISA {isa} {words} in torch's arch list ({})",
+                    list.join(", ")
+                ),
+            );
         }
+        (_, None) => eval.unchecked(format!(
+            "{label} native ISA unknown (needed to check torch's arch list)"
+        )),
+        _ => eval.unchecked("torch's arch list unknown".to_string()),
     }
-    if let Some(wanted) = conditions.override_sibling {
-        eval_override_sibling(eval, wanted, facts, &label, native);
-    }
-    if let Some(wanted) = conditions.override_differs {
-        match facts.arch_override() {
-            None => {
-                let truth = if wanted { Truth::Failed } else { Truth::Held };
-                eval.push(truth, format!("{OVERRIDE_VAR} is not set"));
+}
+
+fn eval_override_differs(eval: &mut Eval, facts: &Facts<'_>, scope: &GpuScope<'_>, wanted: bool) {
+    let label = &scope.label;
+    match facts.arch_override() {
+        None => {
+            let truth = if wanted { Truth::Failed } else { Truth::Held };
+            eval.push(truth, format!("{OVERRIDE_VAR} is not set"));
+        }
+        Some((value, decoded)) => match (decoded, &scope.native) {
+            (Err(_), _) => {
+                let truth = if wanted { Truth::Held } else { Truth::Failed };
+                eval.push(truth, format!("{OVERRIDE_VAR}={value} names no ISA"));
             }
-            Some((value, decoded)) => match (decoded, &native) {
-                (Err(_), _) => {
-                    let truth = if wanted { Truth::Held } else { Truth::Failed };
-                    eval.push(truth, format!("{OVERRIDE_VAR}={value} names no ISA"));
-                }
-                (Ok(_), None) => eval.unchecked(format!(
-                    "{label} native ISA unknown (needed to compare with {OVERRIDE_VAR}={value})"
-                )),
-                (Ok(decoded), Some(isa)) => {
-                    let differs = decoded != *isa;
-                    let truth = if differs == wanted {
-                        Truth::Held
-                    } else {
-                        Truth::Failed
-                    };
-                    let relation = if differs { "differs from" } else { "equals" };
-                    eval.push(
-                        truth,
-                        format!("{OVERRIDE_VAR}={value} decodes to {decoded}, which {relation} {label}'s native ISA {isa}"),
-                    );
-                }
-            },
-        }
+            (Ok(_), None) => eval.unchecked(format!(
+                "{label} native ISA unknown (needed to compare with {OVERRIDE_VAR}={value})"
+            )),
+            (Ok(decoded), Some(isa)) => {
+                let differs = decoded != *isa;
+                let truth = if differs == wanted {
+                    Truth::Held
+                } else {
+                    Truth::Failed
+                };
+                let relation = if differs { "differs from" } else { "equals" };
+                eval.push(
+                    truth,
+                    format!("{OVERRIDE_VAR}={value} decodes to {decoded}, which {relation} {label}'s native ISA {isa}"),
+                );
+            }
+        },
     }
 }
 
@@ -742,367 +862,369 @@ fn eval_override_sibling(
     }
 }
 
-fn eval_host_conditions(eval: &mut Eval, conditions: &Conditions, facts: &Facts<'_>) {
-    let fp = facts.fp;
-    if !conditions.os.is_empty() {
-        let wanted: Vec<&str> = conditions.os.iter().map(|os| os.name()).collect();
-        match facts.os() {
+fn eval_os(eval: &mut Eval, facts: &Facts<'_>, os_names: &[OsName]) {
+    let wanted: Vec<&str> = os_names.iter().map(|os| os.name()).collect();
+    match facts.os() {
+        None => eval.unchecked(format!(
+            "operating system unknown (needed: {})",
+            wanted.join(", ")
+        )),
+        Some(os) if os_names.contains(&os) => eval.held_broad(format!("OS is {}", os.name())),
+        Some(os) => eval.failed(format!(
+            "OS {} is not one of {}",
+            os.name(),
+            wanted.join(", ")
+        )),
+    }
+}
+
+fn eval_torch(eval: &mut Eval, facts: &Facts<'_>, range: &str) {
+    match (Pep440Req::parse(range), facts.torch()) {
+        (Err(_), _) => eval.failed(format!("torch range {range:?} is invalid")),
+        (Ok(_), None) => eval.unchecked(format!("torch version unknown (needed: {range})")),
+        (Ok(req), Some(torch)) => match Pep440Version::parse(&torch.version) {
+            Ok(version) if req.matches(&version) => {
+                eval.held(format!("torch {} is in {range}", torch.version))
+            }
+            Ok(_) => eval.failed(format!("torch {} is not in {range}", torch.version)),
+            Err(_) => eval.unchecked(format!(
+                "torch version {:?} could not be parsed",
+                torch.version
+            )),
+        },
+    }
+}
+
+fn eval_torch_local(eval: &mut Eval, facts: &Facts<'_>, prefixes: &[String]) {
+    let wanted = prefixes.join(", ");
+    let Some(torch) = facts.torch() else {
+        eval.unchecked(format!(
+            "torch version unknown (needed local tag: {wanted})"
+        ));
+        return;
+    };
+    let local = facts
+        .torch_version()
+        .and_then(|v| v.local().map(str::to_string));
+    match local {
+        Some(local) => match prefixes
+            .iter()
+            .find(|prefix| local.starts_with(&prefix.to_ascii_lowercase()))
+        {
+            Some(prefix) => eval.held(format!(
+                "torch {} local tag starts with {prefix}",
+                torch.version
+            )),
+            None => eval.failed(format!(
+                "torch {} local tag does not start with {wanted}",
+                torch.version
+            )),
+        },
+        None => eval.failed(format!(
+            "torch {} has no local tag (needed: {wanted})",
+            torch.version
+        )),
+    }
+}
+
+fn eval_amdgpu_driver(eval: &mut Eval, facts: &Facts<'_>, condition: &DriverCondition) {
+    let driver = match &facts.fp.amdgpu {
+        None if facts.is_live() => {
+            eval.failed("the amdgpu driver is not loaded".to_string());
+            return;
+        }
+        None => {
+            eval.unchecked("amdgpu driver facts missing".to_string());
+            return;
+        }
+        Some(driver) => driver,
+    };
+    if let Some(source) = condition.source {
+        use gpuprobe_model::fingerprint::DriverSource;
+        let actual = match driver.source {
+            DriverSource::Inbox => Some(DriverSourceName::Inbox),
+            DriverSource::Dkms => Some(DriverSourceName::Dkms),
+            DriverSource::Unknown => None,
+        };
+        let name = |s: DriverSourceName| match s {
+            DriverSourceName::Inbox => "inbox",
+            DriverSourceName::Dkms => "DKMS",
+        };
+        match actual {
             None => eval.unchecked(format!(
-                "operating system unknown (needed: {})",
-                wanted.join(", ")
+                "amdgpu driver source unknown (needed: {})",
+                name(source)
             )),
-            Some(os) if conditions.os.contains(&os) => {
-                eval.held_broad(format!("OS is {}", os.name()))
+            Some(actual) if actual == source => {
+                eval.held(format!("amdgpu driver is the {} driver", name(actual)))
             }
-            Some(os) => eval.failed(format!(
-                "OS {} is not one of {}",
-                os.name(),
-                wanted.join(", ")
-            )),
-        }
-    }
-    if let Some(range) = &conditions.kernel {
-        eval_range_dotted(eval, "kernel release", range, facts.kernel());
-    }
-    if let Some(range) = &conditions.rocm {
-        eval_range_dotted(eval, "ROCm version", range, facts.rocm());
-    }
-    if let Some(range) = &conditions.hip {
-        eval_range_dotted(eval, "HIP version", range, facts.hip());
-    }
-    if let Some(range) = &conditions.torch {
-        match (Pep440Req::parse(range), facts.torch()) {
-            (Err(_), _) => eval.failed(format!("torch range {range:?} is invalid")),
-            (Ok(_), None) => eval.unchecked(format!("torch version unknown (needed: {range})")),
-            (Ok(req), Some(torch)) => match Pep440Version::parse(&torch.version) {
-                Ok(version) if req.matches(&version) => {
-                    eval.held(format!("torch {} is in {range}", torch.version))
-                }
-                Ok(_) => eval.failed(format!("torch {} is not in {range}", torch.version)),
-                Err(_) => eval.unchecked(format!(
-                    "torch version {:?} could not be parsed",
-                    torch.version
-                )),
-            },
-        }
-    }
-    if !conditions.torch_local.is_empty() {
-        let wanted = conditions.torch_local.join(", ");
-        match facts.torch() {
-            None => eval.unchecked(format!(
-                "torch version unknown (needed local tag: {wanted})"
-            )),
-            Some(torch) => {
-                let local = facts
-                    .torch_version()
-                    .and_then(|v| v.local().map(str::to_string));
-                match local {
-                    Some(local) => match conditions
-                        .torch_local
-                        .iter()
-                        .find(|prefix| local.starts_with(&prefix.to_ascii_lowercase()))
-                    {
-                        Some(prefix) => eval.held(format!(
-                            "torch {} local tag starts with {prefix}",
-                            torch.version
-                        )),
-                        None => eval.failed(format!(
-                            "torch {} local tag does not start with {wanted}",
-                            torch.version
-                        )),
-                    },
-                    None => eval.failed(format!(
-                        "torch {} has no local tag (needed: {wanted})",
-                        torch.version
-                    )),
-                }
-            }
-        }
-    }
-    if let Some(driver_condition) = &conditions.amdgpu_driver {
-        match &fp.amdgpu {
-            None if facts.is_live() => eval.failed("the amdgpu driver is not loaded".to_string()),
-            None => eval.unchecked("amdgpu driver facts missing".to_string()),
-            Some(driver) => {
-                if let Some(source) = driver_condition.source {
-                    use gpuprobe_model::fingerprint::DriverSource;
-                    let actual = match driver.source {
-                        DriverSource::Inbox => Some(DriverSourceName::Inbox),
-                        DriverSource::Dkms => Some(DriverSourceName::Dkms),
-                        DriverSource::Unknown => None,
-                    };
-                    let name = |s: DriverSourceName| match s {
-                        DriverSourceName::Inbox => "inbox",
-                        DriverSourceName::Dkms => "DKMS",
-                    };
-                    match actual {
-                        None => eval.unchecked(format!(
-                            "amdgpu driver source unknown (needed: {})",
-                            name(source)
-                        )),
-                        Some(actual) if actual == source => {
-                            eval.held(format!("amdgpu driver is the {} driver", name(actual)))
-                        }
-                        Some(actual) => eval.failed(format!(
-                            "amdgpu driver is the {} driver, not {}",
-                            name(actual),
-                            name(source)
-                        )),
-                    }
-                }
-                if let Some(range) = &driver_condition.version {
-                    let fact = driver.version.as_deref().and_then(|v| {
-                        DottedVersion::parse(v)
-                            .ok()
-                            .map(|version| crate::facts::Sourced {
-                                version,
-                                source: format!("amdgpu driver {v}"),
-                            })
-                    });
-                    eval_range_dotted(eval, "amdgpu driver version", range, fact);
-                }
-            }
-        }
-    }
-    if let Some(range) = &conditions.nvidia_driver {
-        let fact = fp
-            .nvidia
-            .as_ref()
-            .and_then(|n| n.version.as_deref())
-            .and_then(|v| {
-                DottedVersion::parse(v)
-                    .ok()
-                    .map(|version| crate::facts::Sourced {
-                        version,
-                        source: format!("NVIDIA driver {v}"),
-                    })
-            });
-        eval_range_dotted(eval, "NVIDIA driver version", range, fact);
-    }
-    for env in &conditions.env {
-        let value = facts.env(&env.name);
-        let must_be_set = env.set.unwrap_or(true);
-        match (value, must_be_set) {
-            (None, true) => eval.failed(format!("{} is not set", env.name)),
-            (None, false) => eval.held(format!("{} is not set", env.name)),
-            (Some(value), false) => eval.failed(format!("{}={value} is set", env.name)),
-            (Some(value), true) => {
-                if !env.one_of.is_empty() && !env.one_of.iter().any(|v| v == value) {
-                    eval.failed(format!(
-                        "{}={value} is not one of {}",
-                        env.name,
-                        env.one_of.join(", ")
-                    ));
-                    continue;
-                }
-                if !env.decodes_to.is_empty() {
-                    match isa::decode_override(value) {
-                        Ok(decoded) => match first_match(&env.decodes_to, &decoded.name()) {
-                            Some(pattern) => eval.held(format!(
-                                "{}={value} decodes to {decoded}, matching {pattern}",
-                                env.name
-                            )),
-                            None => {
-                                eval.failed(format!(
-                                    "{}={value} decodes to {decoded}, not {}",
-                                    env.name,
-                                    env.decodes_to.join(", ")
-                                ));
-                            }
-                        },
-                        Err(error) => eval.failed(format!("{}: {error}", env.name)),
-                    }
-                    continue;
-                }
-                eval.held(format!("{}={value} is set", env.name));
-            }
-        }
-    }
-    for param in &conditions.module_params {
-        let (value, basis) = match facts.module_param(&param.name) {
-            Some(value) => (Some(value.to_string()), "running value"),
-            None => match facts.cmdline_value(&param.name) {
-                Some(value) => (Some(value.to_string()), "kernel command line"),
-                None if facts.cmdline_tokens().is_some() && param.default.is_some() => (
-                    param.default.clone(),
-                    "driver default; not on the command line",
-                ),
-                None => (None, ""),
-            },
-        };
-        match value {
-            None => eval.unchecked(format!(
-                "{} unknown (needed: {})",
-                param.name,
-                param.one_of.join(" or ")
-            )),
-            Some(value) if param.one_of.contains(&value) => {
-                eval.held(format!("{}={value} ({basis})", param.name))
-            }
-            Some(value) => eval.failed(format!(
-                "{}={value} ({basis}), not {}",
-                param.name,
-                param.one_of.join(" or ")
+            Some(actual) => eval.failed(format!(
+                "amdgpu driver is the {} driver, not {}",
+                name(actual),
+                name(source)
             )),
         }
     }
-    if !conditions.cmdline_has.is_empty() || !conditions.cmdline_lacks.is_empty() {
-        match facts.cmdline_tokens() {
-            None => eval.unchecked("kernel command line unknown".to_string()),
-            Some(tokens) => {
-                for token in &conditions.cmdline_has {
-                    let present = cmdline_contains(&tokens, token);
-                    let truth = if present { Truth::Held } else { Truth::Failed };
-                    let words = if present { "has" } else { "lacks" };
-                    eval.push(truth, format!("kernel command line {words} {token}"));
-                }
-                for token in &conditions.cmdline_lacks {
-                    let present = cmdline_contains(&tokens, token);
-                    let truth = if present { Truth::Failed } else { Truth::Held };
-                    let words = if present { "has" } else { "lacks" };
-                    eval.push(truth, format!("kernel command line {words} {token}"));
-                }
-            }
-        }
-    }
-    if let Some(min) = conditions.min_gpus {
-        let count = fp.gpus.len();
-        let truth = if count >= min as usize {
-            Truth::Held
-        } else {
-            Truth::Failed
-        };
-        eval.push(
-            truth,
-            format!("{count} GPU(s) found (needed: at least {min})"),
-        );
-    }
-    if let Some(wanted) = conditions.container {
-        let inside = fp.host.container.is_some();
-        let truth = if inside == wanted {
-            Truth::Held
-        } else {
-            Truth::Failed
-        };
-        let words = match &fp.host.container {
-            Some(runtime) => format!("running inside a container ({runtime})"),
-            None => "not running inside a container".to_string(),
-        };
-        eval.push(truth, words);
-    }
-    if let Some(wanted) = conditions.secure_boot {
-        match fp.host.secure_boot {
-            None => {
-                let why = unreadable_reason(fp, &["secure boot"])
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default();
-                eval.unchecked(format!("Secure Boot state unknown{why}"));
-            }
-            Some(enabled) => {
-                let truth = if enabled == wanted {
-                    Truth::Held
-                } else {
-                    Truth::Failed
-                };
-                let words = if enabled { "enabled" } else { "disabled" };
-                eval.push(truth, format!("Secure Boot is {words}"));
-            }
-        }
-    }
-    if let Some(range) = &conditions.uid {
-        let fact = fp.host.uid.and_then(|uid| {
-            DottedVersion::parse(&uid.to_string())
+    if let Some(range) = &condition.version {
+        let fact = driver.version.as_deref().and_then(|v| {
+            DottedVersion::parse(v)
                 .ok()
                 .map(|version| crate::facts::Sourced {
                     version,
-                    source: format!("uid {uid}"),
+                    source: format!("amdgpu driver {v}"),
                 })
         });
-        eval_range_dotted(eval, "user id", range, fact);
+        eval_range_dotted(eval, "amdgpu driver version", range, fact);
     }
-    for package in &conditions.packages {
-        let Some(python) = &fp.python else {
-            eval.unchecked(format!(
-                "Python environment unknown (needed: package {})",
-                package.name
-            ));
-            continue;
-        };
-        let wanted = normalize_package(&package.name);
-        let installed = python
-            .packages
-            .iter()
-            .find(|(name, _)| normalize_package(name) == wanted)
-            .map(|(_, version)| version.clone())
-            .or_else(|| {
-                (wanted == "torch")
-                    .then(|| python.torch.as_ref().map(|t| t.version.clone()))
-                    .flatten()
-            });
-        match (installed, &package.version) {
-            (None, _) => eval.failed(format!("package {} is not installed", package.name)),
-            (Some(version), None) => {
-                eval.held(format!("package {} {version} is installed", package.name))
+}
+
+fn eval_nvidia_driver(eval: &mut Eval, fp: &Fingerprint, range: &str) {
+    let fact = fp
+        .nvidia
+        .as_ref()
+        .and_then(|n| n.version.as_deref())
+        .and_then(|v| {
+            DottedVersion::parse(v)
+                .ok()
+                .map(|version| crate::facts::Sourced {
+                    version,
+                    source: format!("NVIDIA driver {v}"),
+                })
+        });
+    eval_range_dotted(eval, "NVIDIA driver version", range, fact);
+}
+
+fn eval_env(eval: &mut Eval, facts: &Facts<'_>, env: &EnvCondition) {
+    let value = facts.env(&env.name);
+    let must_be_set = env.set.unwrap_or(true);
+    match (value, must_be_set) {
+        (None, true) => eval.failed(format!("{} is not set", env.name)),
+        (None, false) => eval.held(format!("{} is not set", env.name)),
+        (Some(value), false) => eval.failed(format!("{}={value} is set", env.name)),
+        (Some(value), true) => {
+            if !env.one_of.is_empty() && !env.one_of.iter().any(|v| v == value) {
+                eval.failed(format!(
+                    "{}={value} is not one of {}",
+                    env.name,
+                    env.one_of.join(", ")
+                ));
+                return;
             }
-            (Some(version), Some(range)) => {
-                match (Pep440Version::parse(&version), Pep440Req::parse(range)) {
-                    (Ok(v), Ok(req)) if req.matches(&v) => {
-                        eval.held(format!("package {} {version} is in {range}", package.name))
-                    }
-                    (Ok(_), Ok(_)) => eval.failed(format!(
-                        "package {} {version} is not in {range}",
-                        package.name
-                    )),
-                    _ => eval.unchecked(format!(
-                        "package {} version {version:?} could not be compared",
-                        package.name
-                    )),
+            if !env.decodes_to.is_empty() {
+                match isa::decode_override(value) {
+                    Ok(decoded) => match first_match(&env.decodes_to, &decoded.name()) {
+                        Some(pattern) => eval.held(format!(
+                            "{}={value} decodes to {decoded}, matching {pattern}",
+                            env.name
+                        )),
+                        None => {
+                            eval.failed(format!(
+                                "{}={value} decodes to {decoded}, not {}",
+                                env.name,
+                                env.decodes_to.join(", ")
+                            ));
+                        }
+                    },
+                    Err(error) => eval.failed(format!("{}: {error}", env.name)),
                 }
+                return;
+            }
+            eval.held(format!("{}={value} is set", env.name));
+        }
+    }
+}
+
+fn eval_module_param(eval: &mut Eval, facts: &Facts<'_>, param: &ParamCondition) {
+    let (value, basis) = match facts.module_param(&param.name) {
+        Some(value) => (Some(value.to_string()), "running value"),
+        None => match facts.cmdline_value(&param.name) {
+            Some(value) => (Some(value.to_string()), "kernel command line"),
+            None if facts.cmdline_tokens().is_some() && param.default.is_some() => (
+                param.default.clone(),
+                "driver default; not on the command line",
+            ),
+            None => (None, ""),
+        },
+    };
+    match value {
+        None => eval.unchecked(format!(
+            "{} unknown (needed: {})",
+            param.name,
+            param.one_of.join(" or ")
+        )),
+        Some(value) if param.one_of.contains(&value) => {
+            eval.held(format!("{}={value} ({basis})", param.name))
+        }
+        Some(value) => eval.failed(format!(
+            "{}={value} ({basis}), not {}",
+            param.name,
+            param.one_of.join(" or ")
+        )),
+    }
+}
+
+/// `cmdline_has` and `cmdline_lacks` together: an unknown command line is said once.
+fn eval_cmdline(eval: &mut Eval, facts: &Facts<'_>, has: &[String], lacks: &[String]) {
+    let Some(tokens) = facts.cmdline_tokens() else {
+        eval.unchecked("kernel command line unknown".to_string());
+        return;
+    };
+    for token in has {
+        let present = cmdline_contains(&tokens, token);
+        let truth = if present { Truth::Held } else { Truth::Failed };
+        let words = if present { "has" } else { "lacks" };
+        eval.push(truth, format!("kernel command line {words} {token}"));
+    }
+    for token in lacks {
+        let present = cmdline_contains(&tokens, token);
+        let truth = if present { Truth::Failed } else { Truth::Held };
+        let words = if present { "has" } else { "lacks" };
+        eval.push(truth, format!("kernel command line {words} {token}"));
+    }
+}
+
+fn eval_min_gpus(eval: &mut Eval, fp: &Fingerprint, min: u32) {
+    let count = fp.gpus.len();
+    let truth = if count >= min as usize {
+        Truth::Held
+    } else {
+        Truth::Failed
+    };
+    eval.push(
+        truth,
+        format!("{count} GPU(s) found (needed: at least {min})"),
+    );
+}
+
+fn eval_container(eval: &mut Eval, fp: &Fingerprint, wanted: bool) {
+    let inside = fp.host.container.is_some();
+    let truth = if inside == wanted {
+        Truth::Held
+    } else {
+        Truth::Failed
+    };
+    let words = match &fp.host.container {
+        Some(runtime) => format!("running inside a container ({runtime})"),
+        None => "not running inside a container".to_string(),
+    };
+    eval.push(truth, words);
+}
+
+fn eval_secure_boot(eval: &mut Eval, fp: &Fingerprint, wanted: bool) {
+    match fp.host.secure_boot {
+        None => {
+            let why = unreadable_reason(fp, &["secure boot"])
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            eval.unchecked(format!("Secure Boot state unknown{why}"));
+        }
+        Some(enabled) => {
+            let truth = if enabled == wanted {
+                Truth::Held
+            } else {
+                Truth::Failed
+            };
+            let words = if enabled { "enabled" } else { "disabled" };
+            eval.push(truth, format!("Secure Boot is {words}"));
+        }
+    }
+}
+
+fn eval_uid(eval: &mut Eval, fp: &Fingerprint, range: &str) {
+    let fact = fp.host.uid.and_then(|uid| {
+        DottedVersion::parse(&uid.to_string())
+            .ok()
+            .map(|version| crate::facts::Sourced {
+                version,
+                source: format!("uid {uid}"),
+            })
+    });
+    eval_range_dotted(eval, "user id", range, fact);
+}
+
+fn eval_package(eval: &mut Eval, fp: &Fingerprint, package: &PackageCondition) {
+    let Some(python) = &fp.python else {
+        eval.unchecked(format!(
+            "Python environment unknown (needed: package {})",
+            package.name
+        ));
+        return;
+    };
+    let wanted = normalize_package(&package.name);
+    let installed = python
+        .packages
+        .iter()
+        .find(|(name, _)| normalize_package(name) == wanted)
+        .map(|(_, version)| version.clone())
+        .or_else(|| {
+            (wanted == "torch")
+                .then(|| python.torch.as_ref().map(|t| t.version.clone()))
+                .flatten()
+        });
+    match (installed, &package.version) {
+        (None, _) => eval.failed(format!("package {} is not installed", package.name)),
+        (Some(version), None) => {
+            eval.held(format!("package {} {version} is installed", package.name))
+        }
+        (Some(version), Some(range)) => {
+            match (Pep440Version::parse(&version), Pep440Req::parse(range)) {
+                (Ok(v), Ok(req)) if req.matches(&v) => {
+                    eval.held(format!("package {} {version} is in {range}", package.name))
+                }
+                (Ok(_), Ok(_)) => eval.failed(format!(
+                    "package {} {version} is not in {range}",
+                    package.name
+                )),
+                _ => eval.unchecked(format!(
+                    "package {} version {version:?} could not be compared",
+                    package.name
+                )),
             }
         }
     }
-    if !conditions.alloc_conf.is_empty() {
-        let state = alloc_conf::state(facts);
-        for condition in &conditions.alloc_conf {
-            let values: Vec<(&str, Option<String>)> = match state.effective() {
-                Some((variable, conf)) => {
-                    vec![(variable, alloc_conf::value_of(conf, &condition.key))]
-                }
-                None if state.set.is_empty() => vec![("no allocator configuration", None)],
-                None => state
-                    .set
-                    .iter()
-                    .map(|(variable, conf)| (*variable, alloc_conf::value_of(conf, &condition.key)))
-                    .collect(),
-            };
-            let holds: Vec<bool> = values
-                .iter()
-                .map(|(_, value)| {
-                    value.as_ref().is_some_and(|value| {
-                        condition
-                            .one_of
-                            .iter()
-                            .any(|wanted| wanted.eq_ignore_ascii_case(value))
-                    })
-                })
-                .collect();
-            let describe: Vec<String> = values
-                .iter()
-                .map(|(variable, value)| match value {
-                    Some(value) => format!("{variable} has {}:{value}", condition.key),
-                    None => format!("{variable} does not set {}", condition.key),
-                })
-                .collect();
-            let description = describe.join("; ");
-            if holds.iter().all(|h| *h) {
-                eval.held(description);
-            } else if holds.iter().all(|h| !*h) {
-                eval.failed(description);
-            } else {
-                eval.unchecked(format!(
-                    "{description} (which one torch reads depends on its version)"
-                ));
+}
+
+fn eval_alloc_conf(eval: &mut Eval, facts: &Facts<'_>, conditions: &[AllocConfCondition]) {
+    let state = alloc_conf::state(facts);
+    for condition in conditions {
+        let values: Vec<(&str, Option<String>)> = match state.effective() {
+            Some((variable, conf)) => {
+                vec![(variable, alloc_conf::value_of(conf, &condition.key))]
             }
+            None if state.set.is_empty() => vec![("no allocator configuration", None)],
+            None => state
+                .set
+                .iter()
+                .map(|(variable, conf)| (*variable, alloc_conf::value_of(conf, &condition.key)))
+                .collect(),
+        };
+        let holds: Vec<bool> = values
+            .iter()
+            .map(|(_, value)| {
+                value.as_ref().is_some_and(|value| {
+                    condition
+                        .one_of
+                        .iter()
+                        .any(|wanted| wanted.eq_ignore_ascii_case(value))
+                })
+            })
+            .collect();
+        let describe: Vec<String> = values
+            .iter()
+            .map(|(variable, value)| match value {
+                Some(value) => format!("{variable} has {}:{value}", condition.key),
+                None => format!("{variable} does not set {}", condition.key),
+            })
+            .collect();
+        let description = describe.join("; ");
+        if holds.iter().all(|h| *h) {
+            eval.held(description);
+        } else if holds.iter().all(|h| !*h) {
+            eval.failed(description);
+        } else {
+            eval.unchecked(format!(
+                "{description} (which one torch reads depends on its version)"
+            ));
         }
     }
 }

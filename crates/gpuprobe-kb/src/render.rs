@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use gpuprobe_model::finding::WITHOUT_SIGNATURE;
 use gpuprobe_model::text::terminal_safe;
 
-use crate::entry::{Conditions, KbEntry, ProbeOutcome};
+use crate::entry::{ConditionKind, ConditionRef, Conditions, KbEntry, ProbeOutcome};
 use crate::kb::KnowledgeBase;
 use crate::matcher::{KbMatch, MatchStatus};
 
@@ -42,128 +42,126 @@ fn severity_name(severity: gpuprobe_model::Severity) -> &'static str {
 }
 
 fn conditions_lines(conditions: &Conditions, indent: &str, out: &mut String) {
-    let mut line = |label: &str, value: String| {
-        let _ = writeln!(out, "{indent}{label:<20} {value}");
-    };
-    if let Some(vendor) = conditions.vendor {
-        line("vendor", format!("{vendor:?}").to_lowercase());
+    let mut walked = conditions.walk();
+    // `kb show` has always listed the NVIDIA driver and uid ranges with the other version
+    // ranges, right after torch's; every other condition in declaration order.
+    walked.sort_by_key(|condition| match condition.kind() {
+        ConditionKind::NvidiaDriver => (ConditionKind::Torch, 1),
+        ConditionKind::Uid => (ConditionKind::Torch, 2),
+        kind => (kind, 0),
+    });
+    for condition in walked {
+        condition_lines(condition, indent, out);
     }
-    if !conditions.arch.is_empty() {
-        line("arch (native ISA)", conditions.arch.join(", "));
-    }
-    if let Some(apu) = conditions.apu {
-        line("APU", apu.to_string());
-    }
-    for fw in &conditions.firmware {
-        line("firmware", format!("{} {}", fw.component, fw.version));
-    }
-    if let Some(v) = conditions.torch_supports_arch {
-        line("ISA in torch wheel", v.to_string());
-    }
-    if let Some(v) = conditions.override_differs {
-        line("override differs", v.to_string());
-    }
-    if let Some(v) = conditions.override_sibling {
-        line("override is sibling", v.to_string());
-    }
-    if !conditions.os.is_empty() {
-        line(
+}
+
+fn line(out: &mut String, indent: &str, label: &str, value: String) {
+    let _ = writeln!(out, "{indent}{label:<20} {value}");
+}
+
+/// The lines of one condition: the single place that says how each kind is shown.
+fn condition_lines(condition: ConditionRef<'_>, indent: &str, out: &mut String) {
+    use ConditionRef as C;
+    let mut line = |label: &str, value: String| line(out, indent, label, value);
+    match condition {
+        C::Vendor(vendor) => line("vendor", format!("{vendor:?}").to_lowercase()),
+        C::Arch(arch) => line("arch (native ISA)", arch.join(", ")),
+        C::Apu(apu) => line("APU", apu.to_string()),
+        C::Firmware(firmware) => {
+            for fw in firmware {
+                line("firmware", format!("{} {}", fw.component, fw.version));
+            }
+        }
+        C::TorchSupportsArch(v) => line("ISA in torch wheel", v.to_string()),
+        C::OverrideDiffers(v) => line("override differs", v.to_string()),
+        C::OverrideSibling(v) => line("override is sibling", v.to_string()),
+        C::Os(os) => line(
             "os",
-            conditions
-                .os
-                .iter()
-                .map(|o| o.name())
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-    }
-    for (label, value) in [
-        ("kernel", &conditions.kernel),
-        ("ROCm", &conditions.rocm),
-        ("HIP", &conditions.hip),
-        ("torch", &conditions.torch),
-        ("NVIDIA driver", &conditions.nvidia_driver),
-        ("uid", &conditions.uid),
-    ] {
-        if let Some(value) = value {
-            line(label, value.clone());
+            os.iter().map(|o| o.name()).collect::<Vec<_>>().join(", "),
+        ),
+        C::Kernel(range) => line("kernel", range.to_string()),
+        C::Rocm(range) => line("ROCm", range.to_string()),
+        C::Hip(range) => line("HIP", range.to_string()),
+        C::Torch(range) => line("torch", range.to_string()),
+        C::NvidiaDriver(range) => line("NVIDIA driver", range.to_string()),
+        C::Uid(range) => line("uid", range.to_string()),
+        C::TorchLocal(prefixes) => line("torch local tag", format!("{}*", prefixes.join("*, "))),
+        C::AmdgpuDriver(driver) => {
+            let mut parts = Vec::new();
+            if let Some(source) = driver.source {
+                parts.push(format!("{source:?}").to_lowercase());
+            }
+            if let Some(version) = &driver.version {
+                parts.push(version.clone());
+            }
+            line("amdgpu driver", parts.join(" "));
         }
-    }
-    if !conditions.torch_local.is_empty() {
-        line(
-            "torch local tag",
-            format!("{}*", conditions.torch_local.join("*, ")),
-        );
-    }
-    if let Some(driver) = &conditions.amdgpu_driver {
-        let mut parts = Vec::new();
-        if let Some(source) = driver.source {
-            parts.push(format!("{source:?}").to_lowercase());
+        C::Env(env) => {
+            for env in env {
+                let text = if env.set == Some(false) {
+                    format!("{} unset", env.name)
+                } else if !env.decodes_to.is_empty() {
+                    format!("{} decodes to {}", env.name, env.decodes_to.join(" or "))
+                } else if !env.one_of.is_empty() {
+                    format!("{} = {}", env.name, env.one_of.join(" or "))
+                } else {
+                    format!("{} set", env.name)
+                };
+                line("env", text);
+            }
         }
-        if let Some(version) = &driver.version {
-            parts.push(version.clone());
+        C::ModuleParams(params) => {
+            for param in params {
+                line(
+                    "module parameter",
+                    format!("{} = {}", param.name, param.one_of.join(" or ")),
+                );
+            }
         }
-        line("amdgpu driver", parts.join(" "));
-    }
-    for env in &conditions.env {
-        let text = if env.set == Some(false) {
-            format!("{} unset", env.name)
-        } else if !env.decodes_to.is_empty() {
-            format!("{} decodes to {}", env.name, env.decodes_to.join(" or "))
-        } else if !env.one_of.is_empty() {
-            format!("{} = {}", env.name, env.one_of.join(" or "))
-        } else {
-            format!("{} set", env.name)
-        };
-        line("env", text);
-    }
-    for param in &conditions.module_params {
-        line(
-            "module parameter",
-            format!("{} = {}", param.name, param.one_of.join(" or ")),
-        );
-    }
-    if !conditions.cmdline_has.is_empty() {
-        line("cmdline has", conditions.cmdline_has.join(" "));
-    }
-    if !conditions.cmdline_lacks.is_empty() {
-        line("cmdline lacks", conditions.cmdline_lacks.join(" "));
-    }
-    if let Some(min) = conditions.min_gpus {
-        line("GPUs", format!("at least {min}"));
-    }
-    if let Some(container) = conditions.container {
-        line("container", container.to_string());
-    }
-    if let Some(secure_boot) = conditions.secure_boot {
-        line("Secure Boot", secure_boot.to_string());
-    }
-    for package in &conditions.packages {
-        line(
-            "package",
-            format!(
-                "{} {}",
-                package.name,
-                package.version.clone().unwrap_or_default()
-            )
-            .trim()
-            .to_string(),
-        );
-    }
-    for alloc in &conditions.alloc_conf {
-        line(
-            "allocator conf",
-            format!("{}:{}", alloc.key, alloc.one_of.join("|")),
-        );
-    }
-    for (i, group) in conditions.any_of.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "{indent}{} alternative {}:",
-            if i == 0 { "and at least one" } else { "or" },
-            i + 1
-        );
-        conditions_lines(group, &format!("{indent}    "), out);
+        C::Cmdline { has, lacks } => {
+            if !has.is_empty() {
+                line("cmdline has", has.join(" "));
+            }
+            if !lacks.is_empty() {
+                line("cmdline lacks", lacks.join(" "));
+            }
+        }
+        C::MinGpus(min) => line("GPUs", format!("at least {min}")),
+        C::Container(container) => line("container", container.to_string()),
+        C::SecureBoot(secure_boot) => line("Secure Boot", secure_boot.to_string()),
+        C::Packages(packages) => {
+            for package in packages {
+                line(
+                    "package",
+                    format!(
+                        "{} {}",
+                        package.name,
+                        package.version.clone().unwrap_or_default()
+                    )
+                    .trim()
+                    .to_string(),
+                );
+            }
+        }
+        C::AllocConf(conditions) => {
+            for alloc in conditions {
+                line(
+                    "allocator conf",
+                    format!("{}:{}", alloc.key, alloc.one_of.join("|")),
+                );
+            }
+        }
+        C::AnyOf(groups) => {
+            for (i, group) in groups.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{indent}{} alternative {}:",
+                    if i == 0 { "and at least one" } else { "or" },
+                    i + 1
+                );
+                conditions_lines(group, &format!("{indent}    "), out);
+            }
+        }
     }
 }
 

@@ -12,7 +12,10 @@ use gpuprobe_model::Severity;
 use toml::de::{DeTable, DeValue};
 
 use crate::catalogue;
-use crate::entry::{Conditions, KbEntry, ProbeOutcome, RemedyKind, VerdictName, Workaround};
+use crate::entry::{
+    ConditionKind, ConditionRef, Conditions, EnvCondition, KbEntry, ParamCondition, ProbeOutcome,
+    RemedyKind, VerdictName, Workaround,
+};
 use crate::glob::Glob;
 use crate::isa::{self, GfxIsa};
 use crate::lint::alloc_conf::KNOWN_KEYS as KNOWN_ALLOC_CONF_KEYS;
@@ -344,10 +347,8 @@ fn check_entry(checker: &mut Checker, entry: &KbEntry, file: &str, strictness: S
     }
 }
 
-fn check_dotted(checker: &mut Checker, key: &'static str, range: &Option<String>) {
-    if let Some(range) = range
-        && let Err(error) = DottedReq::parse(range)
-    {
+fn check_dotted(checker: &mut Checker, key: &'static str, range: &str) {
+    if let Err(error) = DottedReq::parse(range) {
         checker.report(
             &[Step::Key(key)],
             format!("invalid version range {range:?}: {error}"),
@@ -371,182 +372,233 @@ fn check_arch_globs(checker: &mut Checker, steps: &[Step], patterns: &[String]) 
 }
 
 fn check_conditions(checker: &mut Checker, conditions: &Conditions, nested: bool) {
-    check_arch_globs(checker, &[Step::Key("arch")], &conditions.arch);
-    for (i, firmware) in conditions.firmware.iter().enumerate() {
-        if firmware.component.trim().is_empty() {
-            checker.report(
-                &[
-                    Step::Key("firmware"),
-                    Step::Index(i),
-                    Step::Key("component"),
-                ],
-                "component must not be empty",
-            );
-        }
-        if let Err(error) = DottedReq::parse(&firmware.version) {
-            checker.report(
-                &[Step::Key("firmware"), Step::Index(i), Step::Key("version")],
-                format!("invalid version range {:?}: {error}", firmware.version),
-            );
-        }
+    let mut walked = conditions.walk();
+    // The validator has always checked the NVIDIA driver and uid ranges right after HIP's
+    // (with the other dotted ranges); every other condition in declaration order.
+    walked.sort_by_key(|condition| match condition.kind() {
+        ConditionKind::NvidiaDriver => (ConditionKind::Hip, 1),
+        ConditionKind::Uid => (ConditionKind::Hip, 2),
+        kind => (kind, 0),
+    });
+    for condition in walked {
+        check_condition(checker, condition, nested);
     }
-    check_dotted(checker, "kernel", &conditions.kernel);
-    check_dotted(checker, "rocm", &conditions.rocm);
-    check_dotted(checker, "hip", &conditions.hip);
-    check_dotted(checker, "nvidia_driver", &conditions.nvidia_driver);
-    check_dotted(checker, "uid", &conditions.uid);
-    if let Some(torch) = &conditions.torch
-        && let Err(error) = Pep440Req::parse(torch)
-    {
-        checker.report(
-            &[Step::Key("torch")],
-            format!("invalid PEP 440 range {torch:?}: {error}"),
-        );
-    }
-    for (i, prefix) in conditions.torch_local.iter().enumerate() {
-        if prefix.is_empty() || prefix.contains(char::is_whitespace) || prefix.contains('+') {
-            checker.report(
-                &[Step::Key("torch_local"), Step::Index(i)],
-                format!("{prefix:?} is not a local-tag prefix (e.g. rocm7.2, cu13)"),
-            );
-        }
-    }
-    if let Some(driver) = &conditions.amdgpu_driver {
-        if driver.source.is_none() && driver.version.is_none() {
-            checker.report(
-                &[Step::Key("amdgpu_driver")],
-                "amdgpu_driver needs a source or a version",
-            );
-        }
-        if let Some(version) = &driver.version
-            && let Err(error) = DottedReq::parse(version)
-        {
-            checker.report(
-                &[Step::Key("amdgpu_driver"), Step::Key("version")],
-                format!("invalid version range {version:?}: {error}"),
-            );
-        }
-    }
-    for (i, env) in conditions.env.iter().enumerate() {
-        let at = |key: &'static str| [Step::Key("env"), Step::Index(i), Step::Key(key)];
-        if !valid_env_name(&env.name) {
-            checker.report(
-                &at("name"),
-                format!("{:?} is not a variable name", env.name),
-            );
-        }
-        if env.set == Some(false) && (!env.one_of.is_empty() || !env.decodes_to.is_empty()) {
-            checker.report(
-                &at("set"),
-                "set = false cannot be combined with one_of or decodes_to",
-            );
-        }
-        if !env.decodes_to.is_empty() {
-            if env.name != "HSA_OVERRIDE_GFX_VERSION" {
-                checker.report(
-                    &at("decodes_to"),
-                    "decodes_to applies only to HSA_OVERRIDE_GFX_VERSION",
-                );
+}
+
+/// Checks one condition: the single place that says what a valid value of each kind is.
+fn check_condition(checker: &mut Checker, condition: ConditionRef<'_>, nested: bool) {
+    use ConditionRef as C;
+    match condition {
+        // serde's types say everything about these.
+        C::Vendor(_)
+        | C::Apu(_)
+        | C::TorchSupportsArch(_)
+        | C::OverrideDiffers(_)
+        | C::OverrideSibling(_)
+        | C::Os(_)
+        | C::Container(_)
+        | C::SecureBoot(_) => {}
+        C::Arch(patterns) => check_arch_globs(checker, &[Step::Key("arch")], patterns),
+        C::Firmware(firmware) => {
+            for (i, firmware) in firmware.iter().enumerate() {
+                if firmware.component.trim().is_empty() {
+                    checker.report(
+                        &[
+                            Step::Key("firmware"),
+                            Step::Index(i),
+                            Step::Key("component"),
+                        ],
+                        "component must not be empty",
+                    );
+                }
+                if let Err(error) = DottedReq::parse(&firmware.version) {
+                    checker.report(
+                        &[Step::Key("firmware"), Step::Index(i), Step::Key("version")],
+                        format!("invalid version range {:?}: {error}", firmware.version),
+                    );
+                }
             }
-            check_arch_globs(checker, &at("decodes_to"), &env.decodes_to);
         }
-    }
-    for (i, param) in conditions.module_params.iter().enumerate() {
-        let valid_name = param.name.split_once('.').is_some_and(|(module, name)| {
-            !module.is_empty()
-                && !name.is_empty()
-                && param
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-        });
-        if !valid_name {
-            checker.report(
-                &[
-                    Step::Key("module_params"),
-                    Step::Index(i),
-                    Step::Key("name"),
-                ],
-                format!("{:?} is not of the form module.parameter", param.name),
-            );
-        }
-        if param.one_of.is_empty() {
-            checker.report(
-                &[
-                    Step::Key("module_params"),
-                    Step::Index(i),
-                    Step::Key("one_of"),
-                ],
-                "one_of must list at least one value",
-            );
-        }
-    }
-    for (key, tokens) in [
-        ("cmdline_has", &conditions.cmdline_has),
-        ("cmdline_lacks", &conditions.cmdline_lacks),
-    ] {
-        for (i, token) in tokens.iter().enumerate() {
-            if token.is_empty() || token.contains(char::is_whitespace) {
+        C::Kernel(range) => check_dotted(checker, "kernel", range),
+        C::Rocm(range) => check_dotted(checker, "rocm", range),
+        C::Hip(range) => check_dotted(checker, "hip", range),
+        C::NvidiaDriver(range) => check_dotted(checker, "nvidia_driver", range),
+        C::Uid(range) => check_dotted(checker, "uid", range),
+        C::Torch(torch) => {
+            if let Err(error) = Pep440Req::parse(torch) {
                 checker.report(
-                    &[Step::Key(key), Step::Index(i)],
-                    format!("{token:?} is not one command-line token"),
+                    &[Step::Key("torch")],
+                    format!("invalid PEP 440 range {torch:?}: {error}"),
                 );
             }
         }
+        C::TorchLocal(prefixes) => {
+            for (i, prefix) in prefixes.iter().enumerate() {
+                if prefix.is_empty() || prefix.contains(char::is_whitespace) || prefix.contains('+')
+                {
+                    checker.report(
+                        &[Step::Key("torch_local"), Step::Index(i)],
+                        format!("{prefix:?} is not a local-tag prefix (e.g. rocm7.2, cu13)"),
+                    );
+                }
+            }
+        }
+        C::AmdgpuDriver(driver) => {
+            if driver.source.is_none() && driver.version.is_none() {
+                checker.report(
+                    &[Step::Key("amdgpu_driver")],
+                    "amdgpu_driver needs a source or a version",
+                );
+            }
+            if let Some(version) = &driver.version
+                && let Err(error) = DottedReq::parse(version)
+            {
+                checker.report(
+                    &[Step::Key("amdgpu_driver"), Step::Key("version")],
+                    format!("invalid version range {version:?}: {error}"),
+                );
+            }
+        }
+        C::Env(env) => {
+            for (i, env) in env.iter().enumerate() {
+                check_env(checker, i, env);
+            }
+        }
+        C::ModuleParams(params) => {
+            for (i, param) in params.iter().enumerate() {
+                check_module_param(checker, i, param);
+            }
+        }
+        C::Cmdline { has, lacks } => {
+            for (key, tokens) in [("cmdline_has", has), ("cmdline_lacks", lacks)] {
+                for (i, token) in tokens.iter().enumerate() {
+                    if token.is_empty() || token.contains(char::is_whitespace) {
+                        checker.report(
+                            &[Step::Key(key), Step::Index(i)],
+                            format!("{token:?} is not one command-line token"),
+                        );
+                    }
+                }
+            }
+        }
+        C::MinGpus(min) => {
+            if min == 0 {
+                checker.report(
+                    &[Step::Key("min_gpus")],
+                    "min_gpus = 0 always holds; leave it out",
+                );
+            }
+        }
+        C::Packages(packages) => {
+            for (i, package) in packages.iter().enumerate() {
+                if package.name.trim().is_empty() {
+                    checker.report(
+                        &[Step::Key("packages"), Step::Index(i), Step::Key("name")],
+                        "package name must not be empty",
+                    );
+                }
+                if let Some(version) = &package.version
+                    && let Err(error) = Pep440Req::parse(version)
+                {
+                    checker.report(
+                        &[Step::Key("packages"), Step::Index(i), Step::Key("version")],
+                        format!("invalid PEP 440 range {version:?}: {error}"),
+                    );
+                }
+            }
+        }
+        C::AllocConf(conditions) => {
+            for (i, alloc) in conditions.iter().enumerate() {
+                if !KNOWN_ALLOC_CONF_KEYS.contains(&alloc.key.as_str()) {
+                    checker.report(
+                        &[Step::Key("alloc_conf"), Step::Index(i), Step::Key("key")],
+                        format!(
+                            "unknown allocator key {:?}; known: {}",
+                            alloc.key,
+                            KNOWN_ALLOC_CONF_KEYS.join(", ")
+                        ),
+                    );
+                }
+                if alloc.one_of.is_empty() {
+                    checker.report(
+                        &[Step::Key("alloc_conf"), Step::Index(i), Step::Key("one_of")],
+                        "one_of must list at least one value",
+                    );
+                }
+            }
+        }
+        C::AnyOf(groups) => {
+            if nested {
+                checker.report(&[Step::Key("any_of")], "any_of groups cannot nest");
+            }
+            for (i, group) in groups.iter().enumerate() {
+                if *group == Conditions::default() {
+                    checker.report(
+                        &[Step::Key("any_of"), Step::Index(i)],
+                        "an empty any_of group always holds",
+                    );
+                }
+                checker.within(&[Step::Key("any_of"), Step::Index(i)], |c| {
+                    check_conditions(c, group, true)
+                });
+            }
+        }
     }
-    if conditions.min_gpus == Some(0) {
+}
+
+fn check_env(checker: &mut Checker, i: usize, env: &EnvCondition) {
+    let at = |key: &'static str| [Step::Key("env"), Step::Index(i), Step::Key(key)];
+    if !valid_env_name(&env.name) {
         checker.report(
-            &[Step::Key("min_gpus")],
-            "min_gpus = 0 always holds; leave it out",
+            &at("name"),
+            format!("{:?} is not a variable name", env.name),
         );
     }
-    for (i, package) in conditions.packages.iter().enumerate() {
-        if package.name.trim().is_empty() {
-            checker.report(
-                &[Step::Key("packages"), Step::Index(i), Step::Key("name")],
-                "package name must not be empty",
-            );
-        }
-        if let Some(version) = &package.version
-            && let Err(error) = Pep440Req::parse(version)
-        {
-            checker.report(
-                &[Step::Key("packages"), Step::Index(i), Step::Key("version")],
-                format!("invalid PEP 440 range {version:?}: {error}"),
-            );
-        }
+    if env.set == Some(false) && (!env.one_of.is_empty() || !env.decodes_to.is_empty()) {
+        checker.report(
+            &at("set"),
+            "set = false cannot be combined with one_of or decodes_to",
+        );
     }
-    for (i, alloc) in conditions.alloc_conf.iter().enumerate() {
-        if !KNOWN_ALLOC_CONF_KEYS.contains(&alloc.key.as_str()) {
+    if !env.decodes_to.is_empty() {
+        if env.name != "HSA_OVERRIDE_GFX_VERSION" {
             checker.report(
-                &[Step::Key("alloc_conf"), Step::Index(i), Step::Key("key")],
-                format!(
-                    "unknown allocator key {:?}; known: {}",
-                    alloc.key,
-                    KNOWN_ALLOC_CONF_KEYS.join(", ")
-                ),
+                &at("decodes_to"),
+                "decodes_to applies only to HSA_OVERRIDE_GFX_VERSION",
             );
         }
-        if alloc.one_of.is_empty() {
-            checker.report(
-                &[Step::Key("alloc_conf"), Step::Index(i), Step::Key("one_of")],
-                "one_of must list at least one value",
-            );
-        }
+        check_arch_globs(checker, &at("decodes_to"), &env.decodes_to);
     }
-    if nested && !conditions.any_of.is_empty() {
-        checker.report(&[Step::Key("any_of")], "any_of groups cannot nest");
+}
+
+fn check_module_param(checker: &mut Checker, i: usize, param: &ParamCondition) {
+    let valid_name = param.name.split_once('.').is_some_and(|(module, name)| {
+        !module.is_empty()
+            && !name.is_empty()
+            && param
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    });
+    if !valid_name {
+        checker.report(
+            &[
+                Step::Key("module_params"),
+                Step::Index(i),
+                Step::Key("name"),
+            ],
+            format!("{:?} is not of the form module.parameter", param.name),
+        );
     }
-    for (i, group) in conditions.any_of.iter().enumerate() {
-        if *group == Conditions::default() {
-            checker.report(
-                &[Step::Key("any_of"), Step::Index(i)],
-                "an empty any_of group always holds",
-            );
-        }
-        checker.within(&[Step::Key("any_of"), Step::Index(i)], |c| {
-            check_conditions(c, group, true)
-        });
+    if param.one_of.is_empty() {
+        checker.report(
+            &[
+                Step::Key("module_params"),
+                Step::Index(i),
+                Step::Key("one_of"),
+            ],
+            "one_of must list at least one value",
+        );
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod broken;
 mod catalogue;
+mod conditions;
 mod docs;
 mod entries;
 mod fixtures;

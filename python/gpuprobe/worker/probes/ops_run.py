@@ -30,15 +30,8 @@ from gpuprobe.worker.compare import CompareAccumulator, CompareCounts, bits_of, 
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, require_memory
 from gpuprobe.worker.patterns import canary_value, fill_canary, pattern
 
-#: Base tolerances of the judge (crates/gpuprobe-doctor/src/judge.rs, docs/probes.md
-#: "Judging"), repeated here because a probe classifies its elements with the same bound.
-DTYPE_TOLERANCE = {
-    "float64": 1e-12,
-    "float32": 1e-5,
-    "tf32": 2e-3,
-    "float16": 4e-3,
-    "bfloat16": 3e-2,
-}
+# The judge's base tolerances (which the probes' ``tolerance`` parameters are computed from)
+# live in ``gpuprobe/worker/tolerances.json``, read through ``gpuprobe.worker.tolerances``.
 
 #: Significand digits (implicit bit included) and the exponent of the smallest subnormal.
 _DIGITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float64": 53}

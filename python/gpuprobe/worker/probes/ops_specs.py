@@ -28,11 +28,12 @@ import math
 from typing import Any
 
 from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
+from gpuprobe.worker.tolerances import DTYPE_TOLERANCE
 
 _RUN = "gpuprobe.worker.probes.ops_run"
 
-#: Base tolerances of the judge by rule dtype (docs/probes.md, "Judging").
-DTYPE_TOLERANCE = {"float32": 1e-5, "tf32": 2e-3, "float16": 4e-3, "bfloat16": 3e-2}
+# ``DTYPE_TOLERANCE``: the judge's base tolerances by rule dtype (docs/probes.md, "Judging"),
+# from ``gpuprobe/worker/tolerances.json``, the table the Rust judge embeds.
 
 #: Id part by dtype name.
 SHORT = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "int64": "int64", "bool": "bool"}

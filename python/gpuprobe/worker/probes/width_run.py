@@ -58,6 +58,7 @@ from gpuprobe.worker import ops_math, simulate
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
 from gpuprobe.worker.faults import is_device_fault, is_oom
 from gpuprobe.worker.patterns import derive_seed
+from gpuprobe.worker.tolerances import DTYPE_TOLERANCE
 
 #: The boundary each probe crosses: its exponent, and whether one dimension crosses it.
 BOUNDARIES = {"n31": 31, "n32": 32, "d31": 31, "g16": 16}
@@ -91,14 +92,16 @@ CPU_BITS_BELOW_SMALL = 8
 GPU_COLS = 1031
 CPU_COLS = 31
 
-#: Relative tolerance of a result in each dtype, in units of the case's scale: a few units
-#: of the dtype's rounding (2^-24, 2^-11, 2^-8) plus the accumulation in float32 that the
-#: half-precision kernels do. An index-width fault is an error of the order of the scale
-#: itself (zeros, another element's value), far outside these.
-TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}
+#: Relative tolerance of a result in each dtype, in units of the case's scale: the judge's
+#: base tolerances (``gpuprobe/worker/tolerances.json``), a few units of the dtype's rounding
+#: (2^-24, 2^-11, 2^-8) plus the accumulation in float32 that the half-precision kernels do.
+#: An index-width fault is an error of the order of the scale itself (zeros, another
+#: element's value), far outside these.
+TOLERANCE = DTYPE_TOLERANCE
 
 #: Scans add thousands of partial sums in sequence (the carries between blocks): their
-#: float32 tolerance is wider, relative to the running sum of magnitudes.
+#: float32 tolerance is wider, relative to the running sum of magnitudes. Deliberately not
+#: the judge's table: a different bound for a different comparison.
 SCAN_TOLERANCE = {"float32": 2e-4, "float16": 8e-3, "bfloat16": 5e-2}
 
 #: Statistics over 2^21 elements and more in one float32 accumulation (the mean and
