@@ -351,7 +351,7 @@ pub fn search(
     out
 }
 
-/// 1. Baseline: every failure, every sentinel alternative and the throughput probes,
+/// Phase 1, the baseline: every failure, every sentinel alternative and the throughput probes,
 /// without settings. Sorts the failures into reproduced and flaky, keeps the first
 /// passing sentinel of each slot, and notes what looked wrong.
 fn run_baseline(
@@ -428,7 +428,7 @@ fn run_baseline(
     }
 }
 
-/// 2. Singles: each candidate alone on the reproduced failures and the sentinels, while
+/// Phase 2, the singles: each candidate alone on the reproduced failures and the sentinels, while
 /// the budget lasts. Records every candidate in `out.candidates`, tried or not.
 fn try_singles(
     input: &SearchInput<'_>,
@@ -520,7 +520,7 @@ fn record_single_options(
     }
 }
 
-/// 3. Groups, for the failures no accepted single cures, over the candidates that broke
+/// Phase 3, the groups, for the failures no accepted single cures, over the candidates that broke
 /// nothing alone (at least two are needed; otherwise a note says why none ran).
 fn search_groups(
     input: &SearchInput<'_>,
@@ -565,7 +565,7 @@ fn search_groups(
     }
 }
 
-/// 4. Cover: the best compatible set of the proven options over every curable failure.
+/// Phase 4, the cover: the best compatible set of the proven options over every curable failure.
 fn choose_cover(options: &[CoverOption]) -> Vec<CoverOption> {
     let coverable: BTreeSet<ProbeRef> = options
         .iter()
@@ -577,7 +577,7 @@ fn choose_cover(options: &[CoverOption]) -> Vec<CoverOption> {
         .collect()
 }
 
-/// 5. Verify the chosen options in one final run with the throughput probes, and
+/// Phase 5: verify the chosen options in one final run with the throughput probes, and
 /// measure their cost against the baseline. When the options together break a sentinel,
 /// falls back to the best one alone (several) or chooses nothing (one).
 fn verify_chosen(
