@@ -3,8 +3,10 @@
 //! reported memory is not all allocatable are sized correctly), measures the device's copy
 //! bandwidth in the same run, then runs the pattern steps (walking ones and zeros, own
 //! address, moving inversions, random, retention re-read) over every chunk with the
-//! 16-byte-per-thread kernels, reading the error sink after each check.
+//! 16-byte-per-thread kernels, reading the error sink after each check. [`MemtestOutcome`]
+//! is what `gpuprobe memtest` reports of it, text and JSON.
 
+mod outcome;
 mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use outcome::{
+    InjectionArgError, MemtestOutcome, parse_injection, render_refusal_json,
+    render_usage_error_json, wants_json,
+};
 pub use report::{
     ChunkInfo, CopyCeiling, ErrorExample, ErrorRange, InjectedError, MAX_EXAMPLES, MAX_RANGES,
     MEMTEST_REPORT_VERSION, MemtestDevice, MemtestErrors, MemtestMemory, MemtestReport,
