@@ -196,15 +196,41 @@ pub fn render_text(fp: &Fingerprint) -> String {
     let mut out = Out {
         text: String::new(),
     };
-    // Absence means "not there" on a live machine, but only "not shown" in pasted logs.
-    let live = fp.source == "live";
-    let absent = |live_text: &'static str| {
-        if live {
+    let absent = Absent {
+        live: fp.source == "live",
+    };
+    host_section(&mut out, fp, absent);
+    gpus_section(&mut out, fp, absent);
+    drivers_section(&mut out, fp, absent);
+    rocm_section(&mut out, fp, absent);
+    cuda_section(&mut out, fp, absent);
+    python_section(&mut out, fp, absent);
+    environment_section(&mut out, fp, absent);
+    trailing_sections(&mut out, fp);
+    // Every value here was read from tools, files and pastes: the last guard before a
+    // terminal.
+    gpuprobe_model::text::terminal_safe(&out.text).into_owned()
+}
+
+/// How to say that something is absent. Absence means "not there" on a live machine, but
+/// only "not shown" in pasted logs.
+#[derive(Clone, Copy)]
+struct Absent {
+    live: bool,
+}
+
+impl Absent {
+    fn text(self, live_text: &'static str) -> &'static str {
+        if self.live {
             live_text
         } else {
             "not shown in the logs"
         }
-    };
+    }
+}
+
+/// "Host (source)": name, OS, kernel, CPU, memory, platform, Secure Boot, IOMMU, access.
+fn host_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     let host = &fp.host;
     out.section(&format!(
         "Host ({})",
@@ -245,7 +271,7 @@ pub fn render_text(fp: &Fingerprint) -> String {
     let mut platform = Vec::new();
     match &host.virtualization {
         Some(v) => platform.push(format!("virtual machine: {v}")),
-        None => platform.push(absent("no hypervisor detected").to_owned()),
+        None => platform.push(absent.text("no hypervisor detected").to_owned()),
     }
     if let Some(c) = &host.container {
         platform.push(format!("container: {c}"));
@@ -274,15 +300,21 @@ pub fn render_text(fp: &Fingerprint) -> String {
     if let Some(cmdline) = &host.kernel_cmdline {
         out.row("Kernel cmdline", cmdline);
     }
+}
 
+/// "GPUs": one block per GPU.
+fn gpus_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     out.section("GPUs");
     if fp.gpus.is_empty() {
-        out.row("(none)", absent("no GPU found"));
+        out.row("(none)", absent.text("no GPU found"));
     }
     for (number, gpu) in fp.gpus.iter().enumerate() {
-        gpu_rows(&mut out, number, gpu);
+        gpu_rows(out, number, gpu);
     }
+}
 
+/// "Drivers": amdgpu (source, parameters) and nvidia.
+fn drivers_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     out.section("Drivers");
     match &fp.amdgpu {
         Some(d) if d.loaded => {
@@ -309,7 +341,7 @@ pub fn render_text(fp: &Fingerprint) -> String {
             }
         }
         Some(_) => out.row("amdgpu", "not loaded"),
-        None => out.row("amdgpu", absent("not present")),
+        None => out.row("amdgpu", absent.text("not present")),
     }
     match &fp.nvidia {
         Some(n) => {
@@ -325,9 +357,12 @@ pub fn render_text(fp: &Fingerprint) -> String {
             }
             out.row("nvidia", line);
         }
-        None => out.row("nvidia", absent("not present")),
+        None => out.row("nvidia", absent.text("not present")),
     }
+}
 
+/// "ROCm / HIP": the installation, or the HIP files found without one.
+fn rocm_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     out.section("ROCm / HIP");
     match &fp.rocm {
         Some(r) if r.version.is_some() || r.path.is_some() || r.pip_installed => {
@@ -352,7 +387,7 @@ pub fn render_text(fp: &Fingerprint) -> String {
         Some(r) => {
             out.row(
                 "Installed",
-                absent("no ROCm installation found (no /opt/rocm, no ROCM_PATH)"),
+                absent.text("no ROCm installation found (no /opt/rocm, no ROCM_PATH)"),
             );
             if let Some(h) = &r.hip_version {
                 out.row("HIP", h);
@@ -366,10 +401,13 @@ pub fn render_text(fp: &Fingerprint) -> String {
         }
         None => out.row(
             "Installed",
-            absent("no ROCm installation and no HIP library found"),
+            absent.text("no ROCm installation and no HIP library found"),
         ),
     }
+}
 
+/// "CUDA": the runtime and its libraries.
+fn cuda_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     out.section("CUDA");
     match &fp.cuda {
         Some(c) => {
@@ -381,9 +419,12 @@ pub fn render_text(fp: &Fingerprint) -> String {
                 out.row("Library", library_line(lib));
             }
         }
-        None => out.row("Runtime", absent("no CUDA library found")),
+        None => out.row("Runtime", absent.text("no CUDA library found")),
     }
+}
 
+/// "Python": the interpreter and torch.
+fn python_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     out.section("Python");
     match &fp.python {
         Some(p) => {
@@ -429,18 +470,25 @@ pub fn render_text(fp: &Fingerprint) -> String {
                 (None, None) => out.row("Framework", "torch not found"),
             }
         }
-        None => out.row("Interpreter", absent("not inspected")),
+        None => out.row("Interpreter", absent.text("not inspected")),
     }
+}
 
+/// "Environment": the GPU-related variables set.
+fn environment_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     out.section("Environment");
     if fp.env.is_empty() {
-        out.row("(none)", absent("no GPU-related variable is set"));
+        out.row("(none)", absent.text("no GPU-related variable is set"));
     }
     out.table(fp.env.iter());
+}
 
+/// The sections shown only when they have something: kernel log, other facts, what was
+/// not readable.
+fn trailing_sections(out: &mut Out, fp: &Fingerprint) {
     if !fp.kernel_events.is_empty() {
         out.section("Kernel log");
-        kernel_event_rows(&mut out, &fp.kernel_events);
+        kernel_event_rows(out, &fp.kernel_events);
     }
 
     if !fp.extra.is_empty() {
@@ -454,9 +502,6 @@ pub fn render_text(fp: &Fingerprint) -> String {
             out.row("-", format!("{}: {}", u.what, u.reason));
         }
     }
-    // Every value here was read from tools, files and pastes: the last guard before a
-    // terminal.
-    gpuprobe_model::text::terminal_safe(&out.text).into_owned()
 }
 
 /// Up to this many kernel events are listed one per row; more are summarised per class.

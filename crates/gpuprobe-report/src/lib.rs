@@ -4,7 +4,8 @@
 //! - [`json`]: the machine-readable report and its published JSON Schema;
 //! - [`matrix`]: the measured dtype-conversion matrix;
 //! - [`fix`]: the account of a workaround search (`gpuprobe fix`);
-//! - [`timings`]: where a run's time went (`check --timings`).
+//! - [`timings`]: where a run's time went (`check --timings`);
+//! - [`triage`]: what pasted logs revealed (`gpuprobe triage`).
 //!
 //! Renderers take a finished [`gpuprobe_model::Report`] and return text; they never decide
 //! anything about the results.
@@ -15,3 +16,4 @@ pub mod matrix;
 pub mod style;
 pub mod terminal;
 pub mod timings;
+pub mod triage;

@@ -7,10 +7,11 @@
 //! [`Triager`] takes inputs one at a time and owns each text only while it reads it, so a
 //! caller can read, triage and drop one input before the next; kernel logs are scanned line
 //! by line into a bounded summary ([`events`]), never into one event per line. [`input`]
-//! reads files and streams under a byte cap.
+//! reads files and streams under a byte cap; [`read`] reads a run's inputs into a triage.
 
 pub mod events;
 pub mod input;
+pub mod read;
 mod segment;
 
 use std::borrow::Cow;

@@ -297,6 +297,32 @@ impl Searcher<'_> {
     }
 }
 
+/// What a candidate tried alone did: the failures it cured and whether it broke a
+/// sentinel; `None` when it was not tried.
+type SingleOutcome = Option<(BTreeSet<ProbeRef>, bool)>;
+
+/// What the baseline established, for the later phases.
+struct Baseline {
+    /// The baseline trial itself (its timings are the cost's "without").
+    observed: Observed,
+    /// Failures that failed again: the ones worth curing.
+    reproduced: Vec<ProbeRef>,
+    /// Failures that passed when re-run.
+    flaky: BTreeSet<ProbeRef>,
+    /// The sentinels kept (also in `out.sentinels`).
+    sentinels: Vec<ProbeRef>,
+}
+
+/// What the verification left standing.
+struct Verified {
+    /// The failures cured in the final reckoning.
+    cured: BTreeSet<ProbeRef>,
+    /// The options kept.
+    chosen_options: Vec<CoverOption>,
+    /// Their settings.
+    chosen: Vec<SettingChange>,
+}
+
 /// Runs the search. `on_trial` hears about every trial as it ends.
 pub fn search(
     input: &SearchInput<'_>,
@@ -312,11 +338,28 @@ pub fn search(
             ..RunBudget::default()
         },
     };
-    let all_targets: Vec<ProbeRef> = input.failures.iter().map(key).collect();
-    let first_seen: BTreeMap<ProbeRef, &ProbeResult> =
-        input.failures.iter().map(|r| (key(r), r)).collect();
+    let baseline = run_baseline(input, &mut searcher, &mut out);
+    let single_outcomes = try_singles(input, &mut searcher, &mut out, &baseline);
+    record_single_options(input, &single_outcomes, &mut out);
+    search_groups(input, &mut searcher, &mut out, &baseline, &single_outcomes);
+    let chosen_options = choose_cover(&out.options);
+    let verified = verify_chosen(input, &mut searcher, &mut out, &baseline, chosen_options);
+    record_targets(input, &mut out, &baseline.flaky, &verified.cured);
+    out.chosen_options = verified.chosen_options;
+    out.chosen = verified.chosen;
+    out.budget = searcher.budget;
+    out
+}
 
-    // 1. Baseline (every sentinel alternative runs once here).
+/// Phase 1, the baseline: every failure, every sentinel alternative and the throughput probes,
+/// without settings. Sorts the failures into reproduced and flaky, keeps the first
+/// passing sentinel of each slot, and notes what looked wrong.
+fn run_baseline(
+    input: &SearchInput<'_>,
+    searcher: &mut Searcher<'_>,
+    out: &mut SearchResult,
+) -> Baseline {
+    let all_targets: Vec<ProbeRef> = input.failures.iter().map(key).collect();
     let sentinel_candidates: Vec<ProbeRef> = input.sentinels.iter().flatten().cloned().collect();
     let baseline = searcher.run(
         Phase::Baseline,
@@ -377,10 +420,27 @@ pub fn search(
         ));
     }
     out.reproduced = !reproduced.is_empty();
-    let sentinels = out.sentinels.clone();
+    Baseline {
+        observed: baseline,
+        reproduced,
+        flaky,
+        sentinels: out.sentinels.clone(),
+    }
+}
 
-    // 2. Singles.
-    let mut single_outcomes: Vec<Option<(BTreeSet<ProbeRef>, bool)>> = Vec::new();
+/// Phase 2, the singles: each candidate alone on the reproduced failures and the sentinels, while
+/// the budget lasts. Records every candidate in `out.candidates`, tried or not.
+fn try_singles(
+    input: &SearchInput<'_>,
+    searcher: &mut Searcher<'_>,
+    out: &mut SearchResult,
+    baseline: &Baseline,
+) -> Vec<SingleOutcome> {
+    let reproduced = &baseline.reproduced;
+    let sentinels = &baseline.sentinels;
+    let first_seen: BTreeMap<ProbeRef, &ProbeResult> =
+        input.failures.iter().map(|r| (key(r), r)).collect();
+    let mut single_outcomes: Vec<SingleOutcome> = Vec::new();
     for candidate in input.candidates {
         let mut trial = CandidateTrial {
             setting: candidate.change.clone(),
@@ -411,8 +471,8 @@ pub fn search(
         let observed = searcher.run(
             Phase::Single,
             std::slice::from_ref(&candidate.change),
-            &reproduced,
-            &sentinels,
+            reproduced,
+            sentinels,
         );
         trial.tried = true;
         trial.elapsed_s = Some(observed.elapsed_s);
@@ -421,7 +481,7 @@ pub fn search(
             .filter(|t| observed.passed(t))
             .cloned()
             .collect();
-        trial.broke = observed.not_passing(&sentinels);
+        trial.broke = observed.not_passing(sentinels);
         trial.worsened = reproduced
             .iter()
             .filter_map(|t| {
@@ -436,9 +496,16 @@ pub fn search(
         )));
         out.candidates.push(trial);
     }
+    single_outcomes
+}
 
-    // Proven single options.
-    for (candidate, outcome) in input.candidates.iter().zip(&single_outcomes) {
+/// The proven single options: candidates that cured something and broke nothing.
+fn record_single_options(
+    input: &SearchInput<'_>,
+    single_outcomes: &[SingleOutcome],
+    out: &mut SearchResult,
+) {
+    for (candidate, outcome) in input.candidates.iter().zip(single_outcomes) {
         if let Some((cured, false)) = outcome
             && !cured.is_empty()
         {
@@ -451,8 +518,18 @@ pub fn search(
             });
         }
     }
+}
 
-    // 3. Groups, for failures no accepted single cures.
+/// Phase 3, the groups, for the failures no accepted single cures, over the candidates that broke
+/// nothing alone (at least two are needed; otherwise a note says why none ran).
+fn search_groups(
+    input: &SearchInput<'_>,
+    searcher: &mut Searcher<'_>,
+    out: &mut SearchResult,
+    baseline: &Baseline,
+    single_outcomes: &[SingleOutcome],
+) {
+    let reproduced = &baseline.reproduced;
     let cured_by_singles: BTreeSet<ProbeRef> = out
         .options
         .iter()
@@ -473,12 +550,12 @@ pub fn search(
     if !remaining.is_empty() && pool.len() >= 2 {
         group_search(
             input,
-            &mut searcher,
-            &mut out,
+            searcher,
+            out,
             &pool,
-            &single_outcomes,
+            single_outcomes,
             &mut remaining,
-            &sentinels,
+            &baseline.sentinels,
         );
     } else if !remaining.is_empty() && !reproduced.is_empty() && !input.candidates.is_empty() {
         out.notes.push(format!(
@@ -486,21 +563,33 @@ pub fn search(
             pool.len()
         ));
     }
+}
 
-    // 4. Cover.
-    let coverable: BTreeSet<ProbeRef> = out
-        .options
+/// Phase 4, the cover: the best compatible set of the proven options over every curable failure.
+fn choose_cover(options: &[CoverOption]) -> Vec<CoverOption> {
+    let coverable: BTreeSet<ProbeRef> = options
         .iter()
         .flat_map(|o| o.cures.iter().cloned())
         .collect();
-    let chosen_indices = best_cover(&out.options, &coverable);
-    let mut chosen_options: Vec<CoverOption> = chosen_indices
+    best_cover(options, &coverable)
         .iter()
-        .map(|&i| out.options[i].clone())
-        .collect();
-    let mut chosen = union_changes(&chosen_options);
+        .map(|&i| options[i].clone())
+        .collect()
+}
 
-    // 5. Verify and measure.
+/// Phase 5: verify the chosen options in one final run with the throughput probes, and
+/// measure their cost against the baseline. When the options together break a sentinel,
+/// falls back to the best one alone (several) or chooses nothing (one).
+fn verify_chosen(
+    input: &SearchInput<'_>,
+    searcher: &mut Searcher<'_>,
+    out: &mut SearchResult,
+    baseline: &Baseline,
+    mut chosen_options: Vec<CoverOption>,
+) -> Verified {
+    let reproduced = &baseline.reproduced;
+    let sentinels = &baseline.sentinels;
+    let mut chosen = union_changes(&chosen_options);
     let mut cured_final: BTreeSet<ProbeRef> = BTreeSet::new();
     if !chosen.is_empty() {
         let expected: BTreeSet<ProbeRef> = chosen_options
@@ -510,7 +599,7 @@ pub fn search(
         let verify = searcher.run(
             Phase::Verify,
             &chosen,
-            &reproduced,
+            reproduced,
             &[sentinels.as_slice(), input.measure].concat(),
         );
         let passed_now: BTreeSet<ProbeRef> = reproduced
@@ -518,12 +607,12 @@ pub fn search(
             .filter(|t| verify.passed(t))
             .cloned()
             .collect();
-        let broke = verify.not_passing(&sentinels);
+        let broke = verify.not_passing(sentinels);
         let verification = Verification {
             settings: chosen.clone(),
             passed: broke.is_empty() && expected.iter().all(|t| passed_now.contains(t)),
             cured: passed_now.iter().cloned().collect(),
-            still_failing: verify.not_passing(&reproduced),
+            still_failing: verify.not_passing(reproduced),
             broke: broke.clone(),
         };
         if broke.is_empty() {
@@ -540,7 +629,7 @@ pub fn search(
                 ));
             }
             out.cost = Some(measure(
-                &baseline,
+                &baseline.observed,
                 &verify,
                 &[sentinels.as_slice(), input.measure].concat(),
             ));
@@ -584,8 +673,21 @@ pub fn search(
             chosen.clear();
         }
     }
+    Verified {
+        cured: cured_final,
+        chosen_options,
+        chosen,
+    }
+}
 
-    // Targets and what became of them.
+/// The failures and what became of each: flaky, cured or not, which options cure it
+/// and which cures were rejected for breaking a sentinel.
+fn record_targets(
+    input: &SearchInput<'_>,
+    out: &mut SearchResult,
+    flaky: &BTreeSet<ProbeRef>,
+    cured_final: &BTreeSet<ProbeRef>,
+) {
     for failure in input.failures {
         let at = key(failure);
         let status = if flaky.contains(&at) {
@@ -630,10 +732,6 @@ pub fn search(
             rejected,
         });
     }
-    out.chosen_options = chosen_options;
-    out.chosen = chosen;
-    out.budget = searcher.budget;
-    out
 }
 
 /// The result when there is nothing to try: every failure stands and no trial is run.
@@ -660,7 +758,7 @@ fn group_search(
     searcher: &mut Searcher<'_>,
     out: &mut SearchResult,
     pool: &[usize],
-    single_outcomes: &[Option<(BTreeSet<ProbeRef>, bool)>],
+    single_outcomes: &[SingleOutcome],
     remaining: &mut Vec<ProbeRef>,
     sentinels: &[ProbeRef],
 ) {

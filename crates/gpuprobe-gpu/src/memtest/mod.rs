@@ -3,8 +3,10 @@
 //! reported memory is not all allocatable are sized correctly), measures the device's copy
 //! bandwidth in the same run, then runs the pattern steps (walking ones and zeros, own
 //! address, moving inversions, random, retention re-read) over every chunk with the
-//! 16-byte-per-thread kernels, reading the error sink after each check.
+//! 16-byte-per-thread kernels, reading the error sink after each check. [`MemtestOutcome`]
+//! is what `gpuprobe memtest` reports of it, text and JSON.
 
+mod outcome;
 mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use outcome::{
+    InjectionArgError, MemtestOutcome, parse_injection, render_refusal_json,
+    render_usage_error_json, wants_json,
+};
 pub use report::{
     ChunkInfo, CopyCeiling, ErrorExample, ErrorRange, InjectedError, MAX_EXAMPLES, MAX_RANGES,
     MEMTEST_REPORT_VERSION, MemtestDevice, MemtestErrors, MemtestMemory, MemtestReport,
@@ -587,6 +593,48 @@ struct Tally {
     regions: BTreeMap<usize, RegionAggregate>,
 }
 
+/// Where the pattern steps write and check, and what sizing it found. Fields drop in
+/// order: the chunks are freed before the error sink, as when they were locals.
+struct TestArea<'b> {
+    /// Frees the chunks when the test ends, whatever way it ends.
+    _owned: Owned<'b>,
+    /// The error counters and region tables the check kernels write.
+    sink: ErrorSink<'b>,
+    chunks: Vec<Chunk>,
+    /// Bytes under test (the chunks together).
+    tested: u64,
+    /// Free bytes the test was sized from.
+    free: u64,
+    /// Free bytes with the test's memory taken, if the runtime said.
+    free_while: Option<u64>,
+    region_size: u64,
+    hit_allocation_limit: bool,
+    released_margin_bytes: u64,
+}
+
+/// The bit to flip before every check: (offset in the test, bit, device address).
+type Injection = Option<(u64, u8, DevicePtr)>;
+
+/// What every step runs with.
+#[derive(Clone, Copy)]
+struct Bench<'a, 'k> {
+    backend: &'a dyn Backend,
+    kernels: &'a KernelSet<'k>,
+    stream: &'a Stream<'a>,
+    timer: &'a EventTimer<'a>,
+    area: &'a TestArea<'a>,
+    inject: Injection,
+}
+
+/// What the pattern steps produced.
+struct StepsRun {
+    phases: Vec<PhaseReport>,
+    tally: Tally,
+    injections: u64,
+    waited: Duration,
+    wall: Duration,
+}
+
 /// Runs the memtest on `backend` with the loaded `kernels`. `progress` receives one line per
 /// pattern (the worker turns them into log events).
 pub fn run_memtest(
@@ -599,10 +647,76 @@ pub fn run_memtest(
     let versions = backend.versions();
     let stream = Stream::new(backend)?;
     let before = backend.mem_info()?;
+    let copy =
+        measure_copy_ceiling_first(backend, kernels, &stream, options, before.free, progress)?;
+    let area = take_test_memory(backend, kernels, &stream, options, before.total, progress)?;
+    let inject = locate_injection(options, &area)?;
+    let run = run_steps(backend, kernels, &stream, options, &area, inject, progress)?;
+    let throughput = summarize_throughput(&run.phases, run.wall, run.waited, copy);
+    let per_pattern = summarize_patterns(&run.phases);
+    let chunk_infos: Vec<ChunkInfo> = area
+        .chunks
+        .iter()
+        .map(|c| ChunkInfo {
+            address: c.ptr,
+            bytes: c.bytes,
+            offset: c.offset,
+        })
+        .collect();
+    let (errors, injected) = collect_errors(run.tally, &area, inject, run.injections, &chunk_infos);
+    Ok(MemtestReport {
+        version: MEMTEST_REPORT_VERSION,
+        device: MemtestDevice {
+            name: info.name,
+            arch: info.arch,
+            runtime: backend.kind().name().to_string(),
+            runtime_version: versions.runtime.unwrap_or_default(),
+            kernels: kernels.origin.to_string(),
+            integrated: info.integrated,
+        },
+        memory: MemtestMemory {
+            total_bytes: before.total,
+            free_bytes: area.free,
+            requested_fraction: options.fraction,
+            tested_bytes: area.tested,
+            fraction_of_free: area.tested as f64 / area.free.max(1) as f64,
+            fraction_of_total: area.tested as f64 / before.total.max(1) as f64,
+            chunks: chunk_infos,
+            hit_allocation_limit: area.hit_allocation_limit,
+            released_margin_bytes: area.released_margin_bytes,
+            free_bytes_while_testing: area.free_while,
+        },
+        seed: options.seed,
+        passes: options.passes,
+        patterns: options
+            .patterns
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect(),
+        retention_ms: if options.patterns.contains(&Pattern::Retention) {
+            options.retention_ms
+        } else {
+            0
+        },
+        phases: run.phases,
+        per_pattern,
+        errors,
+        throughput,
+        injected,
+    })
+}
 
-    // The copy ceiling, measured before the test takes the memory.
-    let copy_bytes = options.copy_bytes.min(before.free / 8).max(16 * MIB) / 16 * 16;
-    let copy = measure_copy_ceiling(backend, kernels, &stream, copy_bytes, options.copy_reps)?;
+/// The copy ceiling, measured before the test takes the memory.
+fn measure_copy_ceiling_first(
+    backend: &dyn Backend,
+    kernels: &KernelSet<'_>,
+    stream: &Stream<'_>,
+    options: &MemtestOptions,
+    free_before: u64,
+    progress: &mut dyn FnMut(&str),
+) -> GpuResult<CopyCeiling> {
+    let copy_bytes = options.copy_bytes.min(free_before / 8).max(16 * MIB) / 16 * 16;
+    let copy = measure_copy_ceiling(backend, kernels, stream, copy_bytes, options.copy_reps)?;
     progress(&format!(
         "copy ceiling: memcpy {:.0} GB/s, kernel {:.0} GB/s ({} MiB x {})",
         copy.memcpy_gbps,
@@ -610,7 +724,19 @@ pub fn run_memtest(
         copy.bytes / MIB,
         copy.reps
     ));
+    Ok(copy)
+}
 
+/// Sizes the test from the free memory, sets up the error sink, warms every kernel up and
+/// allocates the chunks (giving back the safety margin).
+fn take_test_memory<'b>(
+    backend: &'b dyn Backend,
+    kernels: &KernelSet<'_>,
+    stream: &Stream<'_>,
+    options: &MemtestOptions,
+    total: u64,
+    progress: &mut dyn FnMut(&str),
+) -> GpuResult<TestArea<'b>> {
     let free = backend.mem_info()?.free;
     let mut target = (free as f64 * options.fraction) as u64;
     if let Some(max) = options.max_bytes {
@@ -622,11 +748,11 @@ pub fn run_memtest(
     let max_chunks = target.div_ceil(CHUNK_ALIGN) as usize + 1;
     let regions = (target / region_size) as usize + max_chunks + 1;
     let sink = ErrorSink::new(backend, regions, options.region_shift)?;
-    warm_up(kernels, &stream, &sink)?;
+    warm_up(kernels, stream, &sink)?;
 
     let margin = options
         .margin_bytes
-        .unwrap_or_else(|| (256 * MIB).max(before.total / 100));
+        .unwrap_or_else(|| (256 * MIB).max(total / 100));
     let allocation = allocate_chunks(
         target,
         options.chunk_bytes,
@@ -637,7 +763,7 @@ pub fn run_memtest(
             let _ = backend.free(ptr);
         },
     )?;
-    let _owned = Owned {
+    let owned = Owned {
         backend,
         ptrs: allocation.chunks.iter().map(|c| c.0).collect(),
     };
@@ -666,35 +792,65 @@ pub fn run_memtest(
         chunks.len(),
         100.0 * tested as f64 / free.max(1) as f64
     ));
+    Ok(TestArea {
+        _owned: owned,
+        sink,
+        chunks,
+        tested,
+        free,
+        free_while,
+        region_size,
+        hit_allocation_limit: allocation.hit_limit,
+        released_margin_bytes: allocation.released,
+    })
+}
 
-    let inject = match options.inject_error {
-        Some(inject) => {
-            let offset = (inject.offset / 8 * 8).min(tested - 8);
-            let chunk = chunks
-                .iter()
-                .find(|c| offset >= c.offset && offset < c.offset + c.bytes)
-                .ok_or_else(|| {
-                    GpuError::InvalidArgument("inject offset outside the test".into())
-                })?;
-            Some((offset, inject.bit, chunk.ptr + (offset - chunk.offset)))
-        }
-        None => None,
+/// The word to corrupt before every check, when the options ask to prove detection.
+fn locate_injection(options: &MemtestOptions, area: &TestArea<'_>) -> GpuResult<Injection> {
+    let Some(inject) = options.inject_error else {
+        return Ok(None);
     };
+    let offset = (inject.offset / 8 * 8).min(area.tested - 8);
+    let chunk = area
+        .chunks
+        .iter()
+        .find(|c| offset >= c.offset && offset < c.offset + c.bytes)
+        .ok_or_else(|| GpuError::InvalidArgument("inject offset outside the test".into()))?;
+    Ok(Some((
+        offset,
+        inject.bit,
+        chunk.ptr + (offset - chunk.offset),
+    )))
+}
 
+/// Runs every planned step over every chunk, one phase report per step, tallying the
+/// errors the checks find.
+fn run_steps(
+    backend: &dyn Backend,
+    kernels: &KernelSet<'_>,
+    stream: &Stream<'_>,
+    options: &MemtestOptions,
+    area: &TestArea<'_>,
+    inject: Injection,
+    progress: &mut dyn FnMut(&str),
+) -> GpuResult<StepsRun> {
     let steps = plan_steps(options);
     let timer = EventTimer::new(backend)?;
-    let mut phases = Vec::new();
-    let mut tally = Tally {
-        error_words: 0,
-        error_bits: 0,
-        zero_words: 0,
-        histogram: vec![0; 64],
-        examples: Vec::new(),
-        truncated: false,
-        regions: BTreeMap::new(),
+    let mut run = StepsRun {
+        phases: Vec::new(),
+        tally: Tally {
+            error_words: 0,
+            error_bits: 0,
+            zero_words: 0,
+            histogram: vec![0; 64],
+            examples: Vec::new(),
+            truncated: false,
+            regions: BTreeMap::new(),
+        },
+        injections: 0,
+        waited: Duration::ZERO,
+        wall: Duration::ZERO,
     };
-    let mut injections = 0u64;
-    let mut waited = Duration::ZERO;
     let mut current_pattern = None;
     let started = Instant::now();
     for step in &steps {
@@ -702,90 +858,122 @@ pub fn run_memtest(
             current_pattern = Some((step.pass, step.pattern));
             progress(&format!("pass {} {}", step.pass, step.pattern.name()));
         }
-        let label = format!("{} {}", step.pattern.name(), step.label);
-        let mut phase = PhaseReport {
-            pass: step.pass,
-            pattern: step.pattern.name().to_string(),
-            step: step.label.clone(),
-            kind: PhaseKind::Wait,
-            bytes_written: 0,
-            bytes_read: 0,
-            kernel_ms: 0.0,
-            gbps: 0.0,
-            error_words: 0,
-            error_bits: 0,
+        let bench = Bench {
+            backend,
+            kernels,
+            stream,
+            timer: &timer,
+            area,
+            inject,
         };
-        match step.action {
-            Action::Wait { ms } => {
-                stream.synchronize()?;
-                let t = Instant::now();
-                std::thread::sleep(Duration::from_millis(ms));
-                waited += t.elapsed();
-                phase.kernel_ms = t.elapsed().as_secs_f64() * 1e3;
-            }
-            Action::Fill { generator, a, x } => {
-                let (_, ms) = timer.time(&stream, || {
-                    for c in &chunks {
-                        kernels.fill(&stream, generator, c.ptr, c.bytes, c.offset / 8, a, x)?;
-                    }
-                    Ok(())
-                })?;
-                phase.kind = PhaseKind::Write;
-                phase.bytes_written = tested;
-                phase.kernel_ms = ms;
-            }
-            Action::Check {
-                generator,
-                a,
-                x,
-                rewrite,
-            } => {
-                if let Some((_, bit, address)) = inject {
-                    stream.synchronize()?;
-                    flip_bit(backend, address, bit)?;
-                    injections += 1;
-                }
-                let (_, ms) = timer.time(&stream, || {
-                    for c in &chunks {
-                        let request = CheckRequest {
-                            generator,
-                            ptr: c.ptr,
-                            bytes: c.bytes,
-                            word_base: c.offset / 8,
-                            a,
-                            x,
-                            rewrite,
-                            first_region: c.first_region,
-                        };
-                        kernels.check(&stream, &request, &sink)?;
-                    }
-                    Ok(())
-                })?;
-                let readout = sink.read()?;
-                phase.kind = if rewrite {
-                    PhaseKind::CheckInvert
-                } else {
-                    PhaseKind::Check
-                };
-                phase.bytes_read = tested;
-                phase.bytes_written = if rewrite { tested } else { 0 };
-                phase.kernel_ms = ms;
-                phase.error_words = readout.error_words;
-                phase.error_bits = readout.error_bits;
-                if readout.error_words > 0 {
-                    absorb(&mut tally, &readout, &sink, &chunks, &label)?;
-                    sink.reset_regions()?;
-                }
-                sink.reset_counters()?;
-            }
-        }
-        phase.gbps = gbps(phase.bytes_written + phase.bytes_read, phase.kernel_ms);
-        phases.push(phase);
+        let phase = run_step(&bench, step, &mut run)?;
+        run.phases.push(phase);
     }
     stream.synchronize()?;
-    let wall = started.elapsed();
+    run.wall = started.elapsed();
+    Ok(run)
+}
 
-    // Totals.
+/// One step: a wait, a fill of every chunk, or a check of every chunk (flipping the
+/// injected bit first, and reading the error sink after).
+fn run_step(bench: &Bench<'_, '_>, step: &Step, run: &mut StepsRun) -> GpuResult<PhaseReport> {
+    let Bench {
+        backend,
+        kernels,
+        stream,
+        timer,
+        area,
+        inject,
+    } = *bench;
+    let (chunks, sink, tested) = (&area.chunks, &area.sink, area.tested);
+    let label = format!("{} {}", step.pattern.name(), step.label);
+    let mut phase = PhaseReport {
+        pass: step.pass,
+        pattern: step.pattern.name().to_string(),
+        step: step.label.clone(),
+        kind: PhaseKind::Wait,
+        bytes_written: 0,
+        bytes_read: 0,
+        kernel_ms: 0.0,
+        gbps: 0.0,
+        error_words: 0,
+        error_bits: 0,
+    };
+    match step.action {
+        Action::Wait { ms } => {
+            stream.synchronize()?;
+            let t = Instant::now();
+            std::thread::sleep(Duration::from_millis(ms));
+            run.waited += t.elapsed();
+            phase.kernel_ms = t.elapsed().as_secs_f64() * 1e3;
+        }
+        Action::Fill { generator, a, x } => {
+            let (_, ms) = timer.time(stream, || {
+                for c in chunks {
+                    kernels.fill(stream, generator, c.ptr, c.bytes, c.offset / 8, a, x)?;
+                }
+                Ok(())
+            })?;
+            phase.kind = PhaseKind::Write;
+            phase.bytes_written = tested;
+            phase.kernel_ms = ms;
+        }
+        Action::Check {
+            generator,
+            a,
+            x,
+            rewrite,
+        } => {
+            if let Some((_, bit, address)) = inject {
+                stream.synchronize()?;
+                flip_bit(backend, address, bit)?;
+                run.injections += 1;
+            }
+            let (_, ms) = timer.time(stream, || {
+                for c in chunks {
+                    let request = CheckRequest {
+                        generator,
+                        ptr: c.ptr,
+                        bytes: c.bytes,
+                        word_base: c.offset / 8,
+                        a,
+                        x,
+                        rewrite,
+                        first_region: c.first_region,
+                    };
+                    kernels.check(stream, &request, sink)?;
+                }
+                Ok(())
+            })?;
+            let readout = sink.read()?;
+            phase.kind = if rewrite {
+                PhaseKind::CheckInvert
+            } else {
+                PhaseKind::Check
+            };
+            phase.bytes_read = tested;
+            phase.bytes_written = if rewrite { tested } else { 0 };
+            phase.kernel_ms = ms;
+            phase.error_words = readout.error_words;
+            phase.error_bits = readout.error_bits;
+            if readout.error_words > 0 {
+                absorb(&mut run.tally, &readout, sink, chunks, &label)?;
+                sink.reset_regions()?;
+            }
+            sink.reset_counters()?;
+        }
+    }
+    phase.gbps = gbps(phase.bytes_written + phase.bytes_read, phase.kernel_ms);
+    Ok(phase)
+}
+
+/// Bytes moved, kernel and wall time, and the bandwidths against the copy ceiling.
+fn summarize_throughput(
+    phases: &[PhaseReport],
+    wall: Duration,
+    waited: Duration,
+    copy: CopyCeiling,
+) -> Throughput {
     let bytes_written: u64 = phases.iter().map(|p| p.bytes_written).sum();
     let bytes_read: u64 = phases.iter().map(|p| p.bytes_read).sum();
     let kernel_ms: f64 = phases
@@ -803,7 +991,7 @@ pub fn run_memtest(
             0.0
         }
     };
-    let throughput = Throughput {
+    Throughput {
         bytes_written,
         bytes_read,
         kernel_seconds: kernel_ms / 1e3,
@@ -814,12 +1002,15 @@ pub fn run_memtest(
         kernel_vs_copy: ratio(kernel_gbps),
         wall_vs_copy: ratio(wall_gbps),
         copy,
-    };
+    }
+}
 
+/// The phases summed per pattern, in the order the patterns first ran.
+fn summarize_patterns(phases: &[PhaseReport]) -> Vec<PatternSummary> {
     let mut per_pattern: Vec<PatternSummary> = Vec::new();
-    for phase in &phases {
-        let entry = match per_pattern.iter_mut().find(|p| p.pattern == phase.pattern) {
-            Some(entry) => entry,
+    for phase in phases {
+        let index = match per_pattern.iter().position(|p| p.pattern == phase.pattern) {
+            Some(index) => index,
             None => {
                 per_pattern.push(PatternSummary {
                     pattern: phase.pattern.clone(),
@@ -829,9 +1020,10 @@ pub fn run_memtest(
                     error_bits: 0,
                     kernel_ms: 0.0,
                 });
-                per_pattern.last_mut().expect("just pushed")
+                per_pattern.len() - 1
             }
         };
+        let entry = &mut per_pattern[index];
         entry.phases += 1;
         entry.bytes_checked += phase.bytes_read;
         entry.error_words += phase.error_words;
@@ -840,18 +1032,21 @@ pub fn run_memtest(
             entry.kernel_ms += phase.kernel_ms;
         }
     }
+    per_pattern
+}
 
-    let chunk_infos: Vec<ChunkInfo> = chunks
-        .iter()
-        .map(|c| ChunkInfo {
-            address: c.ptr,
-            bytes: c.bytes,
-            offset: c.offset,
-        })
-        .collect();
-    let offset_of = |address: u64| offset_in(&chunks, address);
+/// The errors found: totals, coalesced address ranges, examples, whether the injected
+/// bit (if any) was found exactly, and the diagnosis.
+fn collect_errors(
+    tally: Tally,
+    area: &TestArea<'_>,
+    inject: Injection,
+    injections: u64,
+    chunk_infos: &[ChunkInfo],
+) -> (MemtestErrors, Option<InjectedError>) {
+    let offset_of = |address: u64| offset_in(&area.chunks, address);
     let regions: Vec<RegionAggregate> = tally.regions.values().cloned().collect();
-    let all_ranges = coalesce_regions(&regions, region_size, offset_of);
+    let all_ranges = coalesce_regions(&regions, area.region_size, offset_of);
     let mut errors = MemtestErrors {
         error_words: tally.error_words,
         error_bits: tally.error_bits,
@@ -878,48 +1073,8 @@ pub fn run_memtest(
             found_exactly: exact,
         }
     });
-    errors.diagnosis = diagnose(&errors, injected.as_ref(), &chunk_infos);
-
-    Ok(MemtestReport {
-        version: MEMTEST_REPORT_VERSION,
-        device: MemtestDevice {
-            name: info.name,
-            arch: info.arch,
-            runtime: backend.kind().name().to_string(),
-            runtime_version: versions.runtime.unwrap_or_default(),
-            kernels: kernels.origin.to_string(),
-            integrated: info.integrated,
-        },
-        memory: MemtestMemory {
-            total_bytes: before.total,
-            free_bytes: free,
-            requested_fraction: options.fraction,
-            tested_bytes: tested,
-            fraction_of_free: tested as f64 / free.max(1) as f64,
-            fraction_of_total: tested as f64 / before.total.max(1) as f64,
-            chunks: chunk_infos,
-            hit_allocation_limit: allocation.hit_limit,
-            released_margin_bytes: allocation.released,
-            free_bytes_while_testing: free_while,
-        },
-        seed: options.seed,
-        passes: options.passes,
-        patterns: options
-            .patterns
-            .iter()
-            .map(|p| p.name().to_string())
-            .collect(),
-        retention_ms: if options.patterns.contains(&Pattern::Retention) {
-            options.retention_ms
-        } else {
-            0
-        },
-        phases,
-        per_pattern,
-        errors,
-        throughput,
-        injected,
-    })
+    errors.diagnosis = diagnose(&errors, injected.as_ref(), chunk_infos);
+    (errors, injected)
 }
 
 fn offset_in(chunks: &[Chunk], address: u64) -> u64 {

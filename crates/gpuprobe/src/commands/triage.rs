@@ -1,363 +1,39 @@
 //! `gpuprobe triage`: what pasted logs reveal, run through the knowledge base and the lint.
 //!
 //! Inputs are read under a byte cap (`--max-bytes`, shared by all inputs) one at a time,
-//! each dropped once triaged, so neither `/dev/zero`, an endless `journalctl -f`, nor a log
-//! of months can exhaust memory; an input cut by the cap is said so on stderr, in the text
-//! and in the JSON (`truncated`), and what was read is still triaged. Kernel-log events are
-//! shown per class (count, first and last line) rather than one by one, with the lines the
-//! knowledge base matched. Every piece of pasted text is shown through
-//! `gpuprobe_model::text::visible_line`.
+//! each dropped once triaged (`gpuprobe_detect::triage::read`); an input cut by the cap is
+//! said so on stderr, in the text and in the JSON (`truncated`). The views are
+//! `gpuprobe_report::triage`'s.
 
-use std::borrow::Cow;
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::Result;
-use gpuprobe_detect::triage::input::{
-    DEFAULT_MAX_BYTES, Truncation, read_file, read_stream, regular_file_size, share_cap,
-};
-use gpuprobe_detect::triage::{KernelLogSummary, Recognized, Skipped, TriageOutcome, Triager};
-use gpuprobe_kb::KbMatch;
-use gpuprobe_model::ExitStatus;
-use gpuprobe_model::finding::Finding;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::text::visible_line;
-use gpuprobe_report::style::Style;
-use serde::Serialize;
+use gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
+use gpuprobe_detect::triage::read::{TriagedInputs, triage_inputs};
+use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_report::triage as view;
 
 use crate::cli::TriageArgs;
 use crate::user_error;
 
-/// Recognised blocks and skipped ranges listed in the text view, each; the JSON lists up
-/// to 1000 (the outcome's own bound).
-const TEXT_LISTED: usize = 100;
-/// Event classes shown in the text view; the JSON has them all.
-const TEXT_CLASSES: usize = 30;
-/// Characters of a quoted log line in the text view.
-const TEXT_LINE_CHARS: usize = 240;
-/// Matched lines shown per knowledge-base entry.
-const MATCHED_PER_ENTRY: usize = 10;
-
-/// A kernel-log line a knowledge-base entry matched, with where it is.
-#[derive(Debug, Serialize)]
-struct MatchedLine {
-    /// The entry's id.
-    entry: String,
-    /// Whether the line carries the entry's signature (confirms) or only its kind (a hint).
-    signature: bool,
-    input: String,
-    line: usize,
-    text: String,
-}
-
-/// The JSON shape of `triage --json`.
-#[derive(Serialize)]
-struct TriageReport<'a> {
-    recognized: &'a [Recognized],
-    /// Recognised blocks beyond those listed.
-    recognized_left_out: usize,
-    skipped: &'a [Skipped],
-    /// Skipped ranges beyond those listed.
-    skipped_left_out: usize,
-    /// Inputs larger than their share of `--max-bytes`, and what was left out of them.
-    truncated: &'a [Truncation],
-    /// Kernel-log events per class; `fingerprint.kernel_events` holds samples of them.
-    kernel_log: &'a KernelLogSummary,
-    /// The kernel-log lines the knowledge base matched.
-    kb_matched_lines: &'a [MatchedLine],
-    fingerprint: &'a Fingerprint,
-    findings: &'a [Finding],
-}
-
-/// A size as `--max-bytes` takes it, rounded up to whole MiB or GiB.
-fn size_argument(bytes: u64) -> String {
-    const MIB: u64 = 1 << 20;
-    const GIB: u64 = 1 << 30;
-    if bytes >= 4 * GIB {
-        format!("{}G", bytes.div_ceil(GIB))
-    } else {
-        format!("{}M", bytes.div_ceil(MIB).max(1))
-    }
-}
-
-/// The stderr line for an input cut by the cap.
-fn truncation_message(t: &Truncation, cap: u64) -> String {
-    let suggested = match t.size_bytes {
-        // Enough for the whole file on top of what the others took.
-        Some(size) => (cap - t.share_bytes).saturating_add(size),
-        None => cap.saturating_mul(4),
-    };
-    format!(
-        "gpuprobe: triage: {}: {}. The cap is {} for all inputs together; raise it with \
-         --max-bytes (e.g. --max-bytes {}).",
-        visible_line(&t.input),
-        t.describe(),
-        gpuprobe_detect::human_bytes(cap),
-        size_argument(suggested)
-    )
-}
-
-/// A pasted line for one row of the text view: escaped and shortened.
-fn shown(text: &str) -> Cow<'_, str> {
-    let text = match text.char_indices().nth(TEXT_LINE_CHARS) {
-        Some((cut, _)) => Cow::Owned(format!("{}…", &text[..cut])),
-        None => Cow::Borrowed(text),
-    };
-    match visible_line(&text) {
-        Cow::Borrowed(_) => text,
-        Cow::Owned(escaped) => Cow::Owned(escaped),
-    }
-}
-
-/// The lines each match names (the matcher writes `kernel log: <line>`), found among the
-/// events the fingerprint kept (the only ones the knowledge base saw), with where they are.
-fn matched_lines(matches: &[KbMatch], outcome: &TriageOutcome) -> Vec<MatchedLine> {
-    let events = &outcome.fingerprint.kernel_events;
-    let kept = &outcome.kernel_log.kept;
-    let mut out = Vec::new();
-    for m in matches {
-        let lines = m
-            .logs
-            .iter()
-            .map(|l| (true, l))
-            .chain(m.hint_logs.iter().map(|l| (false, l)));
-        let mut listed = 0;
-        for (signature, evidence) in lines {
-            let Some(text) = evidence.strip_prefix("kernel log: ") else {
-                continue;
-            };
-            for (event, at) in events.iter().zip(kept) {
-                if listed >= MATCHED_PER_ENTRY {
-                    break;
-                }
-                if event.line.trim() == text {
-                    out.push(MatchedLine {
-                        entry: m.entry.id.clone(),
-                        signature,
-                        input: at.input.clone(),
-                        line: at.line,
-                        text: text.to_owned(),
-                    });
-                    listed += 1;
-                }
-            }
-        }
-    }
-    // The matcher lists a line once per pattern it meets; one row each is enough.
-    out.dedup_by(|a, b| a.entry == b.entry && a.input == b.input && a.line == b.line);
-    out
-}
-
-fn write_text(
-    out: &mut impl Write,
-    outcome: &TriageOutcome,
-    truncated: &[Truncation],
-    matched: &[MatchedLine],
-    findings: &[Finding],
-) -> std::io::Result<()> {
-    writeln!(out, "recognized:")?;
-    for block in outcome.recognized.iter().take(TEXT_LISTED) {
-        let command = block
-            .command
-            .as_deref()
-            .map(|c| format!(" (`{}`)", visible_line(c)))
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "  {} {}: {}{command}: {}",
-            visible_line(&block.input),
-            block.lines,
-            block.tool,
-            visible_line(&block.summary)
-        )?;
-        for note in &block.notes {
-            writeln!(out, "      note: {}", visible_line(note))?;
-        }
-    }
-    let more = outcome.recognized.len().saturating_sub(TEXT_LISTED) + outcome.recognized_left_out;
-    if more > 0 {
-        writeln!(
-            out,
-            "  ... and {more} more blocks (`--json` lists up to 1000)"
-        )?;
-    }
-    if outcome.recognized.is_empty() {
-        writeln!(out, "  nothing: no known tool output found")?;
-    }
-    if !outcome.skipped.is_empty() {
-        writeln!(out, "skipped:")?;
-        for skipped in outcome.skipped.iter().take(TEXT_LISTED) {
-            writeln!(
-                out,
-                "  {} {}: {}",
-                visible_line(&skipped.input),
-                skipped.lines,
-                visible_line(&skipped.reason)
-            )?;
-        }
-        let more = outcome.skipped.len().saturating_sub(TEXT_LISTED) + outcome.skipped_left_out;
-        if more > 0 {
-            writeln!(
-                out,
-                "  ... and {more} more ranges (`--json` lists up to 1000)"
-            )?;
-        }
-    }
-    if !truncated.is_empty() {
-        writeln!(out, "truncated (raise the cap with --max-bytes):")?;
-        for t in truncated {
-            writeln!(out, "  {}: {}", visible_line(&t.input), t.describe())?;
-        }
-    }
-    writeln!(out)?;
-    // The events are shown below with their true counts; the fingerprint holds samples.
-    let mut shown_fp = outcome.fingerprint.clone();
-    shown_fp.kernel_events.clear();
-    write!(out, "{}", gpuprobe_detect::render_text(&shown_fp))?;
-    write_events(out, &outcome.kernel_log, matched)?;
-    if !findings.is_empty() {
-        writeln!(out)?;
-        write!(
-            out,
-            "{}",
-            gpuprobe_report::terminal::render_findings(findings, Style::PLAIN)
-        )?;
-    }
-    Ok(())
-}
-
-fn write_events(
-    out: &mut impl Write,
-    summary: &KernelLogSummary,
-    matched: &[MatchedLine],
-) -> std::io::Result<()> {
-    if summary.events == 0 {
-        return Ok(());
-    }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "Kernel log events: {} in {} classes",
-        summary.events,
-        summary.classes.len()
-    )?;
-    for class in summary.classes.iter().take(TEXT_CLASSES) {
-        writeln!(out, "  {} × {}", class.count, visible_line(&class.label))?;
-        let first = &class.first;
-        writeln!(
-            out,
-            "      first  {} line {}: {}",
-            visible_line(&first.input),
-            first.line,
-            shown(&first.text)
-        )?;
-        if class.count > 1 {
-            let last = &class.last;
-            writeln!(
-                out,
-                "      last   {} line {}: {}",
-                visible_line(&last.input),
-                last.line,
-                shown(&last.text)
-            )?;
-        }
-    }
-    if summary.classes.len() > TEXT_CLASSES {
-        writeln!(
-            out,
-            "  ... and {} more classes (all in `--json`)",
-            summary.classes.len() - TEXT_CLASSES
-        )?;
-    }
-    if summary.left_out > 0 {
-        writeln!(
-            out,
-            "  (counted, not listed: {} events; `--json` lists {} of them)",
-            summary.left_out,
-            summary.kept.len()
-        )?;
-    }
-    if !matched.is_empty() {
-        writeln!(out, "  lines the knowledge base matched:")?;
-        for m in matched {
-            writeln!(
-                out,
-                "      {}{} {} line {}: {}",
-                visible_line(&m.entry),
-                if m.signature { "" } else { " (hint)" },
-                visible_line(&m.input),
-                m.line,
-                shown(&m.text)
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Reads the inputs, each within its share of the cap, into the triage.
-fn read_inputs(files: &[std::path::PathBuf], cap: u64) -> Result<(TriageOutcome, Vec<Truncation>)> {
-    let is_stdin = |path: &Path| path.as_os_str() == "-";
-    let sizes: Vec<Option<u64>> = files
-        .iter()
-        .map(|p| {
-            if is_stdin(p) {
-                None
-            } else {
-                regular_file_size(p)
-            }
-        })
-        .collect();
-    let shares = share_cap(cap, &sizes);
-    let mut triager = Triager::new();
-    let mut truncated = Vec::new();
-    for (path, share) in files.iter().zip(shares) {
-        let (name, read) = if is_stdin(path) {
-            let read = read_stream(&mut std::io::stdin().lock(), "stdin", share)
-                .map_err(|e| user_error(format!("cannot read stdin: {e}")))?;
-            ("stdin".to_owned(), read)
-        } else {
-            let name = path.display().to_string();
-            let read = read_file(path, &name, share)
-                .map_err(|e| user_error(format!("cannot read {}: {e}", visible_line(&name))))?;
-            (name, read)
-        };
-        if let Some(t) = read.truncation {
-            crate::output::eprint_line(&truncation_message(&t, cap));
-            truncated.push(t);
-        }
-        // Each text is triaged and dropped before the next is read.
-        for part in read.parts {
-            triager.add(&name, part.text, part.first_line);
-        }
-    }
-    Ok((triager.finish(), truncated))
-}
-
 /// Runs `triage`.
 pub fn run(args: TriageArgs) -> Result<ExitStatus> {
     let cap = args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
-    let (outcome, truncated) = read_inputs(&args.files, cap)?;
+    let TriagedInputs { outcome, truncated } = triage_inputs(&args.files, cap, &mut |t| {
+        crate::output::eprint_line(&view::truncation_message(t, cap));
+    })
+    .map_err(classified)?;
     let loaded = super::kb::load(None)?;
     let matches = gpuprobe_kb::match_all(&loaded.kb, &outcome.fingerprint, &[]);
-    let matched = matched_lines(&matches, &outcome);
+    let matched = view::matched_lines(&matches, &outcome);
     let mut findings = gpuprobe_kb::lint(&outcome.fingerprint);
     findings.extend(matches.iter().map(|m| m.to_finding()));
     let mut out = crate::output::stdout();
     if args.json {
-        let report = TriageReport {
-            recognized: &outcome.recognized,
-            recognized_left_out: outcome.recognized_left_out,
-            skipped: &outcome.skipped,
-            skipped_left_out: outcome.skipped_left_out,
-            truncated: &truncated,
-            kernel_log: &outcome.kernel_log,
-            kb_matched_lines: &matched,
-            fingerprint: &outcome.fingerprint,
-            findings: &findings,
-        };
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        let json = view::render_json(&outcome, &truncated, &matched, &findings)?;
+        writeln!(out, "{json}")?;
     } else {
-        write_text(&mut out, &outcome, &truncated, &matched, &findings)?;
+        view::write_text(&mut out, &outcome, &truncated, &matched, &findings)?;
     }
     out.flush()?;
     if outcome.recognized.is_empty() {
@@ -366,6 +42,17 @@ pub fn run(args: TriageArgs) -> Result<ExitStatus> {
         ));
     }
     Ok(super::findings_status(&findings))
+}
+
+/// A library error as the binary's error, until the binary classifies errors by
+/// `ClassifiedError` itself: a usage error travels as `UserError` (same message, with its
+/// causes, as `{:#}` shows them).
+fn classified(err: impl ClassifiedError) -> anyhow::Error {
+    if err.exit_status() == ExitStatus::UsageError {
+        user_error(format!("{:#}", anyhow::Error::new(err)))
+    } else {
+        anyhow::Error::new(err)
+    }
 }
 
 #[cfg(test)]
@@ -379,12 +66,5 @@ mod tests {
             gpuprobe_detect::triage::input::parse_byte_size("64M"),
             Ok(DEFAULT_MAX_BYTES)
         );
-    }
-
-    #[test]
-    fn suggested_sizes_round_up() {
-        assert_eq!(size_argument(200_000_000), "191M");
-        assert_eq!(size_argument(5 << 30), "5G");
-        assert_eq!(size_argument(1), "1M");
     }
 }
