@@ -10,25 +10,7 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// Substrings that make a kernel log line worth keeping.
-const INTERESTING: &[&str] = &[
-    "amdgpu",
-    "amdkfd",
-    "kfd",
-    "gfxhub",
-    "mmhub",
-    "page fault",
-    "NVRM",
-    "Xid",
-    "segfault",
-    "MES",
-    "ring ",
-    "GPU reset",
-    "gpu reset",
-    "iommu",
-    "IOMMU",
-    "AMD-Vi",
-];
+use gpuprobe_model::fault_text::KERNEL_LOG_MARKERS;
 
 /// Most lines returned per call, so a log storm cannot flood a report.
 const MAX_LINES: usize = 50;
@@ -115,7 +97,11 @@ impl KernelLogWatcher {
         String::from_utf8_lossy(&raw)
             .lines()
             .map(format_record)
-            .filter(|line| INTERESTING.iter().any(|needle| line.contains(needle)))
+            .filter(|line| {
+                KERNEL_LOG_MARKERS
+                    .iter()
+                    .any(|needle| line.contains(needle))
+            })
             .take(MAX_LINES)
             .collect()
     }

@@ -17,6 +17,7 @@
 
 pub mod error;
 pub mod kmsg;
+pub mod process;
 pub mod python;
 pub mod rundir;
 pub mod simulation;

@@ -28,14 +28,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use gpuprobe_model::fault_text::CRASH_TELLING_MARKERS;
 use gpuprobe_model::observation::Observation;
 use gpuprobe_model::probe::{DeviceRef, ProbeId, ProbeSpec};
 use gpuprobe_model::protocol::{Outcome, WorkerEvent};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 
 use crate::error::RunnerError;
 use crate::kmsg::KernelLogWatcher;
+use crate::process::{kill_group, signal_name};
 use crate::worker::{Next, RunningWorker, WorkerCommand, WorkerExit, WorkerMessage};
 
 /// One probe to run on one device.
@@ -359,7 +359,7 @@ pub fn supervise(
 
 /// Ends a worker at once, with its whole process group, and reaps it.
 fn stop(worker: &mut RunningWorker) {
-    let _ = killpg(Pid::from_raw(worker.pid() as i32), Signal::SIGKILL);
+    kill_group(worker.pid());
     worker.wait();
 }
 
@@ -802,40 +802,9 @@ fn describe_exit(exit: WorkerExit) -> String {
     }
 }
 
-/// The name of a signal number, for messages.
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        15 => "SIGTERM",
-        _ => "signal",
-    }
-}
-
-/// Markers of the line that best explains a crash, strongest first.
-const TELLING_MARKERS: &[&str] = &[
-    "Memory access fault",
-    "Page not present",
-    "HSA_STATUS_ERROR",
-    "illegal memory access",
-    "Segmentation fault",
-    "Fatal Python error",
-    "HIP error",
-    "CUDA error",
-    "hipError",
-    "CUDA_ERROR",
-    "terminate called",
-    "Aborted",
-    "Error",
-];
-
 /// The most telling line of a worker's last output.
 pub fn telling_line(tail: &[String]) -> Option<String> {
-    for marker in TELLING_MARKERS {
+    for marker in CRASH_TELLING_MARKERS {
         if let Some(line) = tail.iter().rev().find(|l| l.contains(marker)) {
             return Some(line.trim().to_string());
         }
