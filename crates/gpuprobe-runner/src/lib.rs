@@ -16,6 +16,7 @@
 //! verdicts.
 
 pub mod error;
+pub mod job;
 pub mod kmsg;
 pub mod process;
 pub mod python;
