@@ -5,6 +5,7 @@ mod broken;
 mod catalogue;
 mod docs;
 mod entries;
+mod fault_markers;
 mod fixtures;
 mod lint_rules;
 mod matching;
