@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
@@ -34,26 +34,9 @@ pub(crate) fn run_once(
     say: &mut dyn FnMut(&str),
 ) -> JobRun {
     let started = Instant::now();
-    // Started through `gpuprobe __exec-job` (see [`super::exec`]), which clears the signal
-    // mask this process runs with (so signals can be waited for) and then becomes the job.
-    let mut launcher = launcher(command);
-    for name in &env.remove {
-        launcher.env_remove(name);
-    }
-    let mut child = match launcher
-        .envs(&env.set)
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-    {
+    let mut child = match spawn(command, env) {
         Ok(child) => child,
         Err(err) => {
-            let err = JobError::Exec {
-                program: PathBuf::from(&command[0]),
-                source: err,
-            };
             say(&err.to_string());
             return JobRun {
                 device,
@@ -93,47 +76,22 @@ pub(crate) fn run_once(
         let _ = done_tx.send(());
         status
     });
-
-    let mut hung = false;
-    let mut last_gpu_ms = 0u64;
-    let mut last_poll = Instant::now();
-    let tick = hang_timeout
-        .map(|t| Duration::from_secs_f64((t / 4.0).clamp(0.05, 1.0)))
-        .unwrap_or(Duration::from_secs(3600));
-    loop {
-        match done_rx.recv_timeout(tick) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+    let hung = match hang_timeout {
+        Some(timeout) => {
+            let silence = Silence {
+                started,
+                last_output_ms: &last_output_ms,
+                activity,
+                timeout,
+            };
+            silence.wait_or_hang(&done_rx, leader, say)
         }
-        let Some(timeout) = hang_timeout else {
-            continue;
-        };
-        let now_ms = started.elapsed().as_millis() as u64;
-        let active_ms = last_output_ms.load(Ordering::SeqCst).max(last_gpu_ms);
-        let silent = Duration::from_millis(now_ms.saturating_sub(active_ms));
-        if silent >= Duration::from_secs(1)
-            && last_poll.elapsed() >= activity.interval(timeout)
-            && *activity != ActivitySource::None
-        {
-            last_poll = Instant::now();
-            if activity.busy() == Some(true) {
-                last_gpu_ms = started.elapsed().as_millis() as u64;
-                continue;
-            }
+        None => {
+            // Only the job's end ends the wait.
+            let _ = done_rx.recv();
+            false
         }
-        if silent.as_secs_f64() >= timeout {
-            hung = true;
-            say(&format!(
-                "the job hung: no sign of life for {timeout:.0} s (watched: {}); killing its process group",
-                activity.describe()
-            ));
-            signal_group(leader, Signal::SIGTERM);
-            if done_rx.recv_timeout(Duration::from_secs(3)).is_err() {
-                kill_group(leader);
-            }
-            break;
-        }
-    }
+    };
     let status = waiter.join().ok().and_then(|s| s.ok());
     if hung {
         // Whatever the job left behind in its group goes too.
@@ -141,8 +99,114 @@ pub(crate) fn run_once(
     }
     signals.set_group(0);
     drop(foreground);
-    // Let the readers drain what is left; a background process that keeps the pipes open
-    // is not waited for.
+    drain(readers);
+    let seconds = started.elapsed().as_secs_f64();
+    let (code, signal) = match status {
+        Some(status) => (status.code(), status.signal()),
+        None => (None, None),
+    };
+    let exit_code = code.unwrap_or_else(|| 128 + signal.unwrap_or(0));
+    let fatal = seen.lock().map(|s| s.fatal.clone()).unwrap_or(None);
+    let ending = Ending {
+        hung,
+        signal,
+        exit_code,
+        fatal,
+        forwarded: signals.forwarded(),
+    };
+    let outcome = ending.outcome(activity);
+    if let (JobOutcome::Succeeded, Some(line)) = (&outcome, &ending.fatal) {
+        say(&format!(
+            "note: a GPU fault message appeared but the job exited 0: {line}"
+        ));
+    }
+    JobRun {
+        device,
+        outcome,
+        exit_code,
+        seconds,
+    }
+}
+
+/// Starts the job in a process group of its own, with its output piped to the supervisor.
+/// Started through `gpuprobe __exec-job` (see [`super::exec`]), which clears the signal mask
+/// this process runs with (so signals can be waited for) and then becomes the job.
+fn spawn(command: &[OsString], env: &EnvChanges) -> Result<Child, JobError> {
+    let mut launcher = launcher(command);
+    for name in &env.remove {
+        launcher.env_remove(name);
+    }
+    launcher
+        .envs(&env.set)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|source| JobError::Exec {
+            program: PathBuf::from(&command[0]),
+            source,
+        })
+}
+
+/// The hang watch: the job is hung after `timeout` seconds without output and without GPU
+/// activity.
+struct Silence<'a> {
+    started: Instant,
+    last_output_ms: &'a AtomicU64,
+    activity: &'a ActivitySource,
+    timeout: f64,
+}
+
+impl Silence<'_> {
+    /// Waits for the job to end (`done` delivers or disconnects); when it hangs first, says
+    /// so, ends its group (SIGTERM, then SIGKILL after 3 s) and returns `true`.
+    fn wait_or_hang(
+        &self,
+        done: &mpsc::Receiver<()>,
+        leader: u32,
+        say: &mut dyn FnMut(&str),
+    ) -> bool {
+        let (started, activity, timeout) = (self.started, self.activity, self.timeout);
+        let mut last_gpu_ms = 0u64;
+        let mut last_poll = Instant::now();
+        let tick = Duration::from_secs_f64((timeout / 4.0).clamp(0.05, 1.0));
+        loop {
+            match done.recv_timeout(tick) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let now_ms = started.elapsed().as_millis() as u64;
+            let active_ms = self.last_output_ms.load(Ordering::SeqCst).max(last_gpu_ms);
+            let silent = Duration::from_millis(now_ms.saturating_sub(active_ms));
+            if silent >= Duration::from_secs(1)
+                && last_poll.elapsed() >= activity.interval(timeout)
+                && *activity != ActivitySource::None
+            {
+                last_poll = Instant::now();
+                if activity.busy() == Some(true) {
+                    last_gpu_ms = started.elapsed().as_millis() as u64;
+                    continue;
+                }
+            }
+            if silent.as_secs_f64() >= timeout {
+                say(&format!(
+                    "the job hung: no sign of life for {timeout:.0} s (watched: {}); killing its process group",
+                    activity.describe()
+                ));
+                signal_group(leader, Signal::SIGTERM);
+                if done.recv_timeout(Duration::from_secs(3)).is_err() {
+                    kill_group(leader);
+                }
+                return true;
+            }
+        }
+    }
+}
+
+/// Lets the output readers drain what is left; a background process that keeps the pipes
+/// open is not waited for.
+fn drain(readers: Vec<thread::JoinHandle<()>>) {
     let drain_until = Instant::now() + Duration::from_secs(2);
     for reader in readers {
         while !reader.is_finished() && Instant::now() < drain_until {
@@ -152,58 +216,68 @@ pub(crate) fn run_once(
             let _ = reader.join();
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
-    let (code, signal) = match status {
-        Some(status) => (status.code(), status.signal()),
-        None => (None, None),
-    };
-    let exit_code = code.unwrap_or_else(|| 128 + signal.unwrap_or(0));
-    let seen = seen.lock().map(|s| s.fatal.clone()).unwrap_or(None);
-    let forwarded = signals.forwarded();
-    let outcome = if hung {
-        JobOutcome::Hung {
-            watched: activity.describe(),
-        }
-    } else if let Some(sig) = signal {
-        if forwarded != 0 && sig == forwarded {
-            JobOutcome::Interrupted { signal: sig }
-        } else if sig == Signal::SIGPIPE as i32 {
-            // Its reader went away (`gpuprobe run -- job | head`): what the job would
-            // meet without gpuprobe too.
-            JobOutcome::Failed
-        } else if CRASH_SIGNALS.contains(&sig) {
-            let mut reason = format!("killed by {}", signal_words(sig));
-            if sig == 9 {
-                reason.push_str(", possibly by the out-of-memory killer");
+}
+
+/// How a run of the job ended, before it is classified.
+struct Ending {
+    /// The hang watch killed it.
+    hung: bool,
+    /// The signal that ended it.
+    signal: Option<i32>,
+    /// Its exit code (128 + signal for a signal).
+    exit_code: i32,
+    /// The first fatal GPU message in its output.
+    fatal: Option<String>,
+    /// The last signal passed on to it, 0 when none.
+    forwarded: i32,
+}
+
+impl Ending {
+    /// The outcome: a hang; for a signal, interrupted (the signal forwarded or another
+    /// non-crash one), failed (SIGPIPE) or crashed; for an exit, succeeded, crashed (a
+    /// non-zero exit after a fatal message), interrupted or failed.
+    fn outcome(&self, activity: &ActivitySource) -> JobOutcome {
+        let Ending {
+            hung,
+            signal,
+            exit_code,
+            ref fatal,
+            forwarded,
+        } = *self;
+        if hung {
+            JobOutcome::Hung {
+                watched: activity.describe(),
             }
-            if let Some(line) = &seen {
-                reason.push_str(&format!(": {line}"));
+        } else if let Some(sig) = signal {
+            if forwarded != 0 && sig == forwarded {
+                JobOutcome::Interrupted { signal: sig }
+            } else if sig == Signal::SIGPIPE as i32 {
+                // Its reader went away (`gpuprobe run -- job | head`): what the job would
+                // meet without gpuprobe too.
+                JobOutcome::Failed
+            } else if CRASH_SIGNALS.contains(&sig) {
+                let mut reason = format!("killed by {}", signal_words(sig));
+                if sig == 9 {
+                    reason.push_str(", possibly by the out-of-memory killer");
+                }
+                if let Some(line) = fatal {
+                    reason.push_str(&format!(": {line}"));
+                }
+                JobOutcome::Crashed { reason }
+            } else {
+                JobOutcome::Interrupted { signal: sig }
             }
-            JobOutcome::Crashed { reason }
+        } else if exit_code == 0 {
+            JobOutcome::Succeeded
+        } else if let Some(line) = fatal {
+            JobOutcome::Crashed {
+                reason: format!("exit {exit_code} after: {line}"),
+            }
+        } else if forwarded != 0 {
+            JobOutcome::Interrupted { signal: forwarded }
         } else {
-            JobOutcome::Interrupted { signal: sig }
+            JobOutcome::Failed
         }
-    } else if exit_code == 0 {
-        if let Some(line) = &seen {
-            say(&format!(
-                "note: a GPU fault message appeared but the job exited 0: {line}"
-            ));
-        }
-        JobOutcome::Succeeded
-    } else if let Some(line) = seen {
-        JobOutcome::Crashed {
-            reason: format!("exit {exit_code} after: {line}"),
-        }
-    } else if forwarded != 0 {
-        JobOutcome::Interrupted { signal: forwarded }
-    } else {
-        JobOutcome::Failed
-    };
-    JobRun {
-        device,
-        outcome,
-        exit_code,
-        seconds,
     }
 }
 
@@ -279,6 +353,56 @@ fn note_line(line: &[u8], seen: &Mutex<Seen>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ending(signal: Option<i32>, exit_code: i32, fatal: Option<&str>, forwarded: i32) -> Ending {
+        Ending {
+            hung: false,
+            signal,
+            exit_code,
+            fatal: fatal.map(str::to_string),
+            forwarded,
+        }
+    }
+
+    #[test]
+    fn endings_are_classified_as_shells_and_gpu_faults_suggest() {
+        let none = ActivitySource::None;
+        let segv = ending(Some(11), 139, Some("CUDA error: x"), 0).outcome(&none);
+        assert_eq!(
+            segv,
+            JobOutcome::Crashed {
+                reason: "killed by SIGSEGV (signal 11): CUDA error: x".into()
+            }
+        );
+        let oom = ending(Some(9), 137, None, 0).outcome(&none);
+        assert!(matches!(oom, JobOutcome::Crashed { reason } if reason.contains("out-of-memory")));
+        assert_eq!(
+            ending(Some(2), 130, None, 2).outcome(&none),
+            JobOutcome::Interrupted { signal: 2 }
+        );
+        assert_eq!(
+            ending(Some(13), 141, None, 0).outcome(&none),
+            JobOutcome::Failed
+        );
+        assert_eq!(
+            ending(None, 0, Some("HIP error"), 0).outcome(&none),
+            JobOutcome::Succeeded
+        );
+        assert_eq!(
+            ending(None, 1, Some("HIP error"), 0).outcome(&none),
+            JobOutcome::Crashed {
+                reason: "exit 1 after: HIP error".into()
+            }
+        );
+        assert_eq!(
+            ending(None, 1, None, 15).outcome(&none),
+            JobOutcome::Interrupted { signal: 15 }
+        );
+        assert_eq!(ending(None, 1, None, 0).outcome(&none), JobOutcome::Failed);
+        let mut hung = ending(None, 143, None, 0);
+        hung.hung = true;
+        assert!(matches!(hung.outcome(&none), JobOutcome::Hung { .. }));
+    }
 
     #[test]
     fn fatal_lines_are_remembered() {
