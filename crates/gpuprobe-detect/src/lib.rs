@@ -27,7 +27,7 @@ mod text;
 pub mod triage;
 
 pub use collect::{
-    CaptureError, Captured, CollectOptions, capture, collect, compute_gpu_count,
+    CaptureError, Captured, CollectOptions, KmsgReader, capture, collect, compute_gpu_count,
     is_relevant_env_var, least_free_gpu_memory, merge_watched_kernel_lines, relevant_env,
     scan_python_libraries,
 };

@@ -10,6 +10,7 @@
 
 pub mod env_vars;
 pub mod exit;
+pub mod fault_text;
 pub mod finding;
 pub mod fingerprint;
 pub mod isa;

@@ -5,33 +5,15 @@
 //! watcher remembers where the log ended before the run and hands back the new lines of
 //! interest after each probe, so they are recorded with that probe's result.
 
-use std::fs::File;
-use std::io::{ErrorKind, Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// Substrings that make a kernel log line worth keeping.
-const INTERESTING: &[&str] = &[
-    "amdgpu",
-    "amdkfd",
-    "kfd",
-    "gfxhub",
-    "mmhub",
-    "page fault",
-    "NVRM",
-    "Xid",
-    "segfault",
-    "MES",
-    "ring ",
-    "GPU reset",
-    "gpu reset",
-    "iommu",
-    "IOMMU",
-    "AMD-Vi",
-];
+use gpuprobe_detect::KmsgReader;
+use gpuprobe_model::fault_text::KERNEL_LOG_MARKERS;
 
 /// Most lines returned per call, so a log storm cannot flood a report.
 const MAX_LINES: usize = 50;
+/// Most records read per call (the device returns one per read).
+const MAX_READS: usize = 10_000;
 
 /// Where the kernel log watched during probes comes from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,12 +39,11 @@ impl KernelLogSource {
     }
 }
 
-/// Reads kernel log records appended since it was opened.
+/// Reads kernel log records appended since it was opened (through detect's
+/// [`KmsgReader`], the one reader of the log).
 #[derive(Debug)]
 pub struct KernelLogWatcher {
-    file: File,
-    /// Whether it is the character device, which returns one record per read.
-    one_record_per_read: bool,
+    reader: KmsgReader,
 }
 
 impl KernelLogWatcher {
@@ -74,48 +55,24 @@ impl KernelLogWatcher {
 
     /// Opens a log file or device and moves to its end.
     pub fn open(path: &Path) -> Result<KernelLogWatcher, String> {
-        let mut file = File::options()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(path)
+        let reader = KmsgReader::open(path, true)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        file.seek(SeekFrom::End(0))
-            .map_err(|e| format!("cannot seek {}: {e}", path.display()))?;
-        let one_record_per_read = file
-            .metadata()
-            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_char_device(&m.file_type()));
-        Ok(KernelLogWatcher {
-            file,
-            one_record_per_read,
-        })
+        Ok(KernelLogWatcher { reader })
     }
 
     /// The interesting lines appended since the last call.
     pub fn new_lines(&mut self) -> Vec<String> {
         let mut raw = Vec::new();
-        let mut buf = vec![0u8; 8192];
-        // /dev/kmsg returns one record per read; a regular file returns what is there.
-        for _ in 0..10_000 {
-            match self.file.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    raw.extend_from_slice(&buf[..n]);
-                    // Each record of the character device is one read; keep it one line
-                    // (a regular file's reads end anywhere).
-                    if self.one_record_per_read && raw.last() != Some(&b'\n') {
-                        raw.push(b'\n');
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                // WouldBlock: nothing more; EPIPE: records were overwritten, skip them.
-                Err(e) if e.kind() == ErrorKind::BrokenPipe => continue,
-                Err(_) => break,
-            }
-        }
+        // What was read before an error is kept; the next call tries again.
+        let _ = self.reader.read_available(&mut raw, MAX_READS, usize::MAX);
         String::from_utf8_lossy(&raw)
             .lines()
             .map(format_record)
-            .filter(|line| INTERESTING.iter().any(|needle| line.contains(needle)))
+            .filter(|line| {
+                KERNEL_LOG_MARKERS
+                    .iter()
+                    .any(|needle| line.contains(needle))
+            })
             .take(MAX_LINES)
             .collect()
     }
@@ -146,6 +103,7 @@ fn format_record(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::Write;
 
     #[test]

@@ -9,17 +9,27 @@
 //!   a fresh worker for the probes that remain ([`supervisor`]);
 //! - the run directory, where every result is appended the moment it is known, so a killed
 //!   run loses nothing and can be resumed ([`rundir`]);
+//! - where run directories live and how they are named ([`paths`], [`stamp`]), and which
+//!   of them are over and may be pruned ([`runs`]);
 //! - fault-simulation presets and custom fault files ([`simulation`]);
-//! - new kernel log lines seen while probes run ([`kmsg`]).
+//! - new kernel log lines seen while probes run ([`kmsg`]);
+//! - running a user's job for `gpuprobe run`, watched for crashes and hangs ([`job`]), with
+//!   the process-group and signal handling it shares with the probe supervisor
+//!   ([`process`]).
 //!
 //! It does not judge: workers report observations, and `gpuprobe-doctor` turns them into
 //! verdicts.
 
 pub mod error;
+pub mod job;
 pub mod kmsg;
+pub mod paths;
+pub mod process;
 pub mod python;
 pub mod rundir;
+pub mod runs;
 pub mod simulation;
+pub mod stamp;
 pub mod supervisor;
 pub mod worker;
 

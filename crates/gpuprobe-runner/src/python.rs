@@ -212,8 +212,7 @@ pub fn validate_explicit(
         chosen_by: "--python".into(),
     };
     let Some(status) = status else {
-        let group = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        crate::process::kill_group(child.id());
         let _ = child.wait();
         return Ok(choice);
     };

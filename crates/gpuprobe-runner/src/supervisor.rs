@@ -28,14 +28,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use gpuprobe_model::fault_text::CRASH_TELLING_MARKERS;
 use gpuprobe_model::observation::Observation;
 use gpuprobe_model::probe::{DeviceRef, ProbeId, ProbeSpec};
 use gpuprobe_model::protocol::{Outcome, WorkerEvent};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 
 use crate::error::RunnerError;
 use crate::kmsg::KernelLogWatcher;
+use crate::process::{kill_group, signal_name};
 use crate::worker::{Next, RunningWorker, WorkerCommand, WorkerExit, WorkerMessage};
 
 /// One probe to run on one device.
@@ -359,7 +359,7 @@ pub fn supervise(
 
 /// Ends a worker at once, with its whole process group, and reaps it.
 fn stop(worker: &mut RunningWorker) {
-    let _ = killpg(Pid::from_raw(worker.pid() as i32), Signal::SIGKILL);
+    kill_group(worker.pid());
     worker.wait();
 }
 
@@ -501,10 +501,19 @@ fn spawn_worker(
     })
 }
 
+/// The probe a worker is running now.
 struct Running {
     index: usize,
     started: Instant,
     timeout_s: f64,
+}
+
+/// What a message or a timeout did to a worker's turn.
+enum Step {
+    /// Wait for the next message.
+    Continue,
+    /// The turn is over; whether any task got a result.
+    Return(bool),
 }
 
 /// Runs one worker over the remaining tasks (the one spawned ahead for them, if any); returns
@@ -515,257 +524,389 @@ fn run_one_worker(
     make_command: &mut CommandFactory<'_>,
     config: &SupervisorConfig,
     worker_number: &mut usize,
-    mut kernel_log: Option<&mut KernelLogWatcher>,
+    kernel_log: Option<&mut KernelLogWatcher>,
     on_event: &mut dyn FnMut(SupervisorEvent),
 ) -> bool {
-    let spawned = match ahead.ready.take() {
-        Some(spawned) => spawned,
-        None => {
-            if config.cancel.is_cancelled() {
-                return false;
-            }
-            let tasks: Vec<Task> = remaining.iter().cloned().collect();
-            match spawn_worker(&tasks, false, make_command, config, worker_number) {
-                Ok(spawned) => spawned,
-                Err(_) if config.cancel.is_cancelled() => return false,
-                Err(reason) => {
-                    finish_all(remaining, &reason, on_event);
-                    return true;
-                }
-            }
-        }
+    let spawned = match take_worker(
+        remaining,
+        ahead,
+        make_command,
+        config,
+        worker_number,
+        on_event,
+    ) {
+        Ok(spawned) => spawned,
+        Err(progressed) => return progressed,
     };
-    let Spawned {
-        mut worker,
-        waits_for_start,
-    } = spawned;
-
-    let mut progressed = false;
-    let mut hello_seen = false;
-    let mut running: Option<Running> = None;
-    // For a worker spawned ahead, its startup time counts from its turn, as if spawned now.
-    let mut deadline = Instant::now() + config.startup_timeout;
-    let mut garbage_lines = 0usize;
+    let mut turn = Turn {
+        remaining,
+        kernel_log,
+        worker: spawned.worker,
+        waits_for_start: spawned.waits_for_start,
+        progressed: false,
+        hello_seen: false,
+        running: None,
+        // For a worker spawned ahead, its startup time counts from its turn, as if spawned
+        // now.
+        deadline: Instant::now() + config.startup_timeout,
+        garbage_lines: 0,
+    };
     loop {
-        let message = match next_or_cancelled(&worker, deadline, &config.cancel) {
+        let step = match next_or_cancelled(&turn.worker, turn.deadline, &config.cancel) {
             Polled::Cancelled => {
-                stop(&mut worker);
-                return progressed;
+                stop(&mut turn.worker);
+                Step::Return(turn.progressed)
             }
-            Polled::Message(message) => message,
-            Polled::TimedOut => {
-                let tail_before = worker.tail();
-                let _exit = worker.kill_hung();
-                let mut tail = worker.tail();
-                if tail.is_empty() {
-                    tail = tail_before;
-                }
-                match running.take() {
-                    Some(run) => {
-                        let task = remaining
-                            .remove(run.index)
-                            .expect("running task is in remaining");
-                        let kernel = read_kernel_log(&mut kernel_log);
-                        on_event(SupervisorEvent::Finished(RawResult {
-                            probe: task.spec.id.clone(),
-                            device: task.device,
-                            outcome: RawOutcome::Hang {
-                                timeout_s: run.timeout_s,
-                            },
-                            elapsed_s: Some(run.started.elapsed().as_secs_f64()),
-                            output_tail: tail,
-                            kernel_log: kernel,
-                        }));
-                        return true;
-                    }
-                    None if !hello_seen => {
-                        finish_all(
-                            remaining,
-                            &format!(
-                                "the worker did not start within {:.0} s (interpreter or framework import hung); last output: {}",
-                                config.startup_timeout.as_secs_f64(),
-                                telling_line(&tail).unwrap_or_else(|| "none".into())
-                            ),
-                            on_event,
-                        );
-                        return true;
-                    }
-                    None => {
-                        // Stuck between probes: blame the next one, which it was preparing.
-                        if let Some(task) = remaining.pop_front() {
-                            on_event(SupervisorEvent::Finished(RawResult {
-                                probe: task.spec.id.clone(),
-                                device: task.device,
-                                outcome: RawOutcome::Hang {
-                                    timeout_s: config.between_probes_timeout.as_secs_f64(),
-                                },
-                                elapsed_s: None,
-                                output_tail: tail,
-                                kernel_log: read_kernel_log(&mut kernel_log),
-                            }));
-                        }
-                        return true;
-                    }
-                }
+            Polled::TimedOut => Step::Return(turn.timed_out(config, on_event)),
+            Polled::Message(WorkerMessage::Event(event)) => {
+                turn.event(event, ahead, make_command, config, worker_number, on_event)
             }
+            Polled::Message(WorkerMessage::Garbage(line)) => {
+                turn.garbage(&line, on_event);
+                Step::Continue
+            }
+            Polled::Message(WorkerMessage::Closed) => Step::Return(turn.closed(on_event)),
         };
-        match message {
-            WorkerMessage::Event(event) => match *event {
-                WorkerEvent::Hello { ref unusable, .. } => {
-                    hello_seen = true;
-                    let unusable = unusable.clone();
-                    on_event(SupervisorEvent::Hello(event));
-                    if let Some(reason) = unusable {
-                        worker.wait();
-                        finish_all(remaining, &reason, on_event);
-                        return true;
-                    }
-                    if waits_for_start {
-                        // Ready but not yet its turn: no deadline runs while it waits, since
-                        // what it waits for is other lanes, each under its own limits.
-                        if let Some(gate) = &config.start_gate
-                            && !gate.wait_unless(&config.cancel)
-                        {
-                            stop(&mut worker);
-                            return progressed;
-                        }
-                        worker.start();
-                    }
-                    // This worker is past its import and started: the next batches' workers
-                    // can import now, while this one runs its probes.
-                    ahead.top_up(
-                        config.workers_ahead,
-                        make_command,
-                        config,
-                        worker_number,
-                        on_event,
-                    );
-                    deadline = Instant::now() + config.between_probes_timeout;
-                }
-                WorkerEvent::Begin { probe, device } => {
-                    let Some(index) = remaining
-                        .iter()
-                        .position(|t| t.spec.id == probe && t.device == device)
-                    else {
-                        on_event(SupervisorEvent::Log(format!(
-                            "worker began an unplanned probe {probe} on {device}"
-                        )));
-                        continue;
-                    };
-                    let timeout_s = remaining[index].spec.timeout_s * config.timeout_scale;
-                    running = Some(Running {
-                        index,
-                        started: Instant::now(),
-                        timeout_s,
-                    });
-                    deadline = Instant::now() + Duration::from_secs_f64(timeout_s.max(0.001));
-                    on_event(SupervisorEvent::Started(probe, device));
-                }
-                WorkerEvent::Result {
-                    probe,
-                    device,
-                    outcome,
-                    elapsed_s,
-                } => {
-                    let Some(index) = remaining
-                        .iter()
-                        .position(|t| t.spec.id == probe && t.device == device)
-                    else {
-                        on_event(SupervisorEvent::Log(format!(
-                            "worker reported an unplanned probe {probe} on {device}"
-                        )));
-                        continue;
-                    };
-                    let started = running
-                        .take()
-                        .filter(|r| r.index == index)
-                        .map(|r| r.started);
-                    let task = remaining.remove(index).expect("index is valid");
-                    let elapsed = elapsed_s.or_else(|| started.map(|s| s.elapsed().as_secs_f64()));
-                    let is_error = matches!(outcome, Outcome::Error { .. });
-                    let raw = match outcome {
-                        Outcome::Observed { observation } => {
-                            RawOutcome::Observed(Box::new(observation))
-                        }
-                        Outcome::Skip { reason } => RawOutcome::Skip(reason),
-                        Outcome::Error {
-                            error_type,
-                            message,
-                            traceback,
-                        } => RawOutcome::Error {
-                            error_type,
-                            message,
-                            traceback,
-                        },
-                    };
-                    on_event(SupervisorEvent::Finished(RawResult {
-                        probe: task.spec.id.clone(),
-                        device: task.device,
-                        outcome: raw,
-                        elapsed_s: elapsed,
-                        output_tail: if is_error { worker.tail() } else { Vec::new() },
-                        kernel_log: read_kernel_log(&mut kernel_log),
-                    }));
-                    progressed = true;
-                    deadline = Instant::now() + config.between_probes_timeout;
-                }
-                WorkerEvent::Log { level, message } => {
-                    on_event(SupervisorEvent::Log(format!("{level}: {message}")));
-                }
-                WorkerEvent::Done => {
-                    worker.wait();
-                    finish_all(
-                        remaining,
-                        "the worker finished without running this probe",
-                        on_event,
-                    );
-                    return true;
-                }
-                WorkerEvent::Catalog { .. } => {}
-            },
-            WorkerMessage::Garbage(line) => {
-                garbage_lines += 1;
-                if garbage_lines <= 3 {
-                    let shown: String = line.chars().take(200).collect();
-                    on_event(SupervisorEvent::Log(format!(
-                        "ignored a non-protocol line from the worker: {shown}"
-                    )));
-                }
+        if let Step::Return(progressed) = step {
+            return progressed;
+        }
+    }
+}
+
+/// The worker for the remaining tasks: the one spawned ahead for them, else a new one. When
+/// there is none, the value to return from the turn: `true` when the tasks were finished as
+/// not tested (the worker could not be prepared or started), `false` when cancelled.
+fn take_worker(
+    remaining: &mut VecDeque<Task>,
+    ahead: &mut Ahead<'_>,
+    make_command: &mut CommandFactory<'_>,
+    config: &SupervisorConfig,
+    worker_number: &mut usize,
+    on_event: &mut dyn FnMut(SupervisorEvent),
+) -> Result<Spawned, bool> {
+    if let Some(spawned) = ahead.ready.take() {
+        return Ok(spawned);
+    }
+    if config.cancel.is_cancelled() {
+        return Err(false);
+    }
+    let tasks: Vec<Task> = remaining.iter().cloned().collect();
+    match spawn_worker(&tasks, false, make_command, config, worker_number) {
+        Ok(spawned) => Ok(spawned),
+        Err(_) if config.cancel.is_cancelled() => Err(false),
+        Err(reason) => {
+            finish_all(remaining, &reason, on_event);
+            Err(true)
+        }
+    }
+}
+
+/// One worker's turn over the remaining tasks.
+struct Turn<'r, 'k> {
+    remaining: &'r mut VecDeque<Task>,
+    kernel_log: Option<&'k mut KernelLogWatcher>,
+    worker: RunningWorker,
+    /// Whether it holds at the start line after its hello.
+    waits_for_start: bool,
+    /// Whether any task got a result.
+    progressed: bool,
+    hello_seen: bool,
+    running: Option<Running>,
+    /// When the worker counts as hung if nothing arrives.
+    deadline: Instant,
+    garbage_lines: usize,
+}
+
+impl Turn<'_, '_> {
+    fn kernel_lines(&mut self) -> Vec<String> {
+        read_kernel_log(&mut self.kernel_log)
+    }
+
+    /// The deadline passed: the probe running is HANG, or the worker never started, or it
+    /// is stuck between probes (the next one is blamed). Always ends the turn.
+    fn timed_out(
+        &mut self,
+        config: &SupervisorConfig,
+        on_event: &mut dyn FnMut(SupervisorEvent),
+    ) -> bool {
+        let tail_before = self.worker.tail();
+        let _exit = self.worker.kill_hung();
+        let mut tail = self.worker.tail();
+        if tail.is_empty() {
+            tail = tail_before;
+        }
+        match self.running.take() {
+            Some(run) => {
+                let task = self
+                    .remaining
+                    .remove(run.index)
+                    .expect("running task is in remaining");
+                let kernel = self.kernel_lines();
+                on_event(SupervisorEvent::Finished(RawResult {
+                    probe: task.spec.id.clone(),
+                    device: task.device,
+                    outcome: RawOutcome::Hang {
+                        timeout_s: run.timeout_s,
+                    },
+                    elapsed_s: Some(run.started.elapsed().as_secs_f64()),
+                    output_tail: tail,
+                    kernel_log: kernel,
+                }));
             }
-            WorkerMessage::Closed => {
-                let exit = worker.wait();
-                let tail = worker.tail();
-                if let Some(run) = running.take() {
-                    let task = remaining
-                        .remove(run.index)
-                        .expect("running task is in remaining");
+            None if !self.hello_seen => {
+                finish_all(
+                    self.remaining,
+                    &format!(
+                        "the worker did not start within {:.0} s (interpreter or framework import hung); last output: {}",
+                        config.startup_timeout.as_secs_f64(),
+                        telling_line(&tail).unwrap_or_else(|| "none".into())
+                    ),
+                    on_event,
+                );
+            }
+            None => {
+                // Stuck between probes: blame the next one, which it was preparing.
+                if let Some(task) = self.remaining.pop_front() {
                     on_event(SupervisorEvent::Finished(RawResult {
                         probe: task.spec.id.clone(),
                         device: task.device,
-                        outcome: crash_outcome(exit, &tail),
-                        elapsed_s: Some(run.started.elapsed().as_secs_f64()),
+                        outcome: RawOutcome::Hang {
+                            timeout_s: config.between_probes_timeout.as_secs_f64(),
+                        },
+                        elapsed_s: None,
                         output_tail: tail,
-                        kernel_log: read_kernel_log(&mut kernel_log),
+                        kernel_log: self.kernel_lines(),
                     }));
-                    return true;
                 }
-                if !hello_seen {
-                    finish_all(
-                        remaining,
-                        &format!(
-                            "the worker exited before reporting ({}): {}",
-                            describe_exit(exit),
-                            telling_line(&tail).unwrap_or_else(|| "no output".into())
-                        ),
-                        on_event,
-                    );
-                    return true;
-                }
-                // Exited between probes (e.g. on purpose after an error that poisoned the
-                // GPU context): a fresh worker continues.
-                return progressed;
             }
         }
+        true
+    }
+
+    /// A protocol event from the worker.
+    fn event(
+        &mut self,
+        event: Box<WorkerEvent>,
+        ahead: &mut Ahead<'_>,
+        make_command: &mut CommandFactory<'_>,
+        config: &SupervisorConfig,
+        worker_number: &mut usize,
+        on_event: &mut dyn FnMut(SupervisorEvent),
+    ) -> Step {
+        match *event {
+            WorkerEvent::Hello { .. } => {
+                self.hello(event, ahead, make_command, config, worker_number, on_event)
+            }
+            WorkerEvent::Begin { probe, device } => {
+                self.begin(probe, device, config, on_event);
+                Step::Continue
+            }
+            WorkerEvent::Result {
+                probe,
+                device,
+                outcome,
+                elapsed_s,
+            } => {
+                self.result(probe, device, outcome, elapsed_s, config, on_event);
+                Step::Continue
+            }
+            WorkerEvent::Log { level, message } => {
+                on_event(SupervisorEvent::Log(format!("{level}: {message}")));
+                Step::Continue
+            }
+            WorkerEvent::Done => {
+                self.worker.wait();
+                finish_all(
+                    self.remaining,
+                    "the worker finished without running this probe",
+                    on_event,
+                );
+                Step::Return(true)
+            }
+            WorkerEvent::Catalog { .. } => Step::Continue,
+        }
+    }
+
+    /// The worker's hello: it is past its import. An unusable worker finishes the tasks as
+    /// not tested; one that waits for the start line is let go when the gate opens; then
+    /// the next batches' workers may be spawned ahead.
+    fn hello(
+        &mut self,
+        event: Box<WorkerEvent>,
+        ahead: &mut Ahead<'_>,
+        make_command: &mut CommandFactory<'_>,
+        config: &SupervisorConfig,
+        worker_number: &mut usize,
+        on_event: &mut dyn FnMut(SupervisorEvent),
+    ) -> Step {
+        self.hello_seen = true;
+        let unusable = match &*event {
+            WorkerEvent::Hello { unusable, .. } => unusable.clone(),
+            _ => None,
+        };
+        on_event(SupervisorEvent::Hello(event));
+        if let Some(reason) = unusable {
+            self.worker.wait();
+            finish_all(self.remaining, &reason, on_event);
+            return Step::Return(true);
+        }
+        if self.waits_for_start {
+            // Ready but not yet its turn: no deadline runs while it waits, since what it
+            // waits for is other lanes, each under its own limits.
+            if let Some(gate) = &config.start_gate
+                && !gate.wait_unless(&config.cancel)
+            {
+                stop(&mut self.worker);
+                return Step::Return(self.progressed);
+            }
+            self.worker.start();
+        }
+        // This worker is past its import and started: the next batches' workers can import
+        // now, while this one runs its probes.
+        ahead.top_up(
+            config.workers_ahead,
+            make_command,
+            config,
+            worker_number,
+            on_event,
+        );
+        self.deadline = Instant::now() + config.between_probes_timeout;
+        Step::Continue
+    }
+
+    /// A probe began: its own timeout runs from now.
+    fn begin(
+        &mut self,
+        probe: ProbeId,
+        device: DeviceRef,
+        config: &SupervisorConfig,
+        on_event: &mut dyn FnMut(SupervisorEvent),
+    ) {
+        let Some(index) = self.position(&probe, device) else {
+            on_event(SupervisorEvent::Log(format!(
+                "worker began an unplanned probe {probe} on {device}"
+            )));
+            return;
+        };
+        let timeout_s = self.remaining[index].spec.timeout_s * config.timeout_scale;
+        self.running = Some(Running {
+            index,
+            started: Instant::now(),
+            timeout_s,
+        });
+        self.deadline = Instant::now() + Duration::from_secs_f64(timeout_s.max(0.001));
+        on_event(SupervisorEvent::Started(probe, device));
+    }
+
+    /// A probe's result: recorded with the kernel lines seen so far (and the worker's
+    /// output tail for an error).
+    fn result(
+        &mut self,
+        probe: ProbeId,
+        device: DeviceRef,
+        outcome: Outcome,
+        elapsed_s: Option<f64>,
+        config: &SupervisorConfig,
+        on_event: &mut dyn FnMut(SupervisorEvent),
+    ) {
+        let Some(index) = self.position(&probe, device) else {
+            on_event(SupervisorEvent::Log(format!(
+                "worker reported an unplanned probe {probe} on {device}"
+            )));
+            return;
+        };
+        let started = self
+            .running
+            .take()
+            .filter(|r| r.index == index)
+            .map(|r| r.started);
+        let task = self.remaining.remove(index).expect("index is valid");
+        let elapsed = elapsed_s.or_else(|| started.map(|s| s.elapsed().as_secs_f64()));
+        let is_error = matches!(outcome, Outcome::Error { .. });
+        let raw = match outcome {
+            Outcome::Observed { observation } => RawOutcome::Observed(Box::new(observation)),
+            Outcome::Skip { reason } => RawOutcome::Skip(reason),
+            Outcome::Error {
+                error_type,
+                message,
+                traceback,
+            } => RawOutcome::Error {
+                error_type,
+                message,
+                traceback,
+            },
+        };
+        let output_tail = if is_error {
+            self.worker.tail()
+        } else {
+            Vec::new()
+        };
+        on_event(SupervisorEvent::Finished(RawResult {
+            probe: task.spec.id.clone(),
+            device: task.device,
+            outcome: raw,
+            elapsed_s: elapsed,
+            output_tail,
+            kernel_log: self.kernel_lines(),
+        }));
+        self.progressed = true;
+        self.deadline = Instant::now() + config.between_probes_timeout;
+    }
+
+    /// Where the task for `probe` on `device` is among the remaining ones.
+    fn position(&self, probe: &ProbeId, device: DeviceRef) -> Option<usize> {
+        self.remaining
+            .iter()
+            .position(|t| &t.spec.id == probe && t.device == device)
+    }
+
+    /// A line that is not the protocol: the first three are logged.
+    fn garbage(&mut self, line: &str, on_event: &mut dyn FnMut(SupervisorEvent)) {
+        self.garbage_lines += 1;
+        if self.garbage_lines <= 3 {
+            let shown: String = line.chars().take(200).collect();
+            on_event(SupervisorEvent::Log(format!(
+                "ignored a non-protocol line from the worker: {shown}"
+            )));
+        }
+    }
+
+    /// The worker's event stream closed: it exited. The probe running is CRASH; a worker
+    /// that never said hello leaves its tasks not tested; one that exited between probes
+    /// (e.g. on purpose after an error that poisoned the GPU context) makes way for a fresh
+    /// one.
+    fn closed(&mut self, on_event: &mut dyn FnMut(SupervisorEvent)) -> bool {
+        let exit = self.worker.wait();
+        let tail = self.worker.tail();
+        if let Some(run) = self.running.take() {
+            let task = self
+                .remaining
+                .remove(run.index)
+                .expect("running task is in remaining");
+            let kernel_log = self.kernel_lines();
+            on_event(SupervisorEvent::Finished(RawResult {
+                probe: task.spec.id.clone(),
+                device: task.device,
+                outcome: crash_outcome(exit, &tail),
+                elapsed_s: Some(run.started.elapsed().as_secs_f64()),
+                output_tail: tail,
+                kernel_log,
+            }));
+            return true;
+        }
+        if !self.hello_seen {
+            finish_all(
+                self.remaining,
+                &format!(
+                    "the worker exited before reporting ({}): {}",
+                    describe_exit(exit),
+                    telling_line(&tail).unwrap_or_else(|| "no output".into())
+                ),
+                on_event,
+            );
+            return true;
+        }
+        self.progressed
     }
 }
 
@@ -802,40 +943,9 @@ fn describe_exit(exit: WorkerExit) -> String {
     }
 }
 
-/// The name of a signal number, for messages.
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        15 => "SIGTERM",
-        _ => "signal",
-    }
-}
-
-/// Markers of the line that best explains a crash, strongest first.
-const TELLING_MARKERS: &[&str] = &[
-    "Memory access fault",
-    "Page not present",
-    "HSA_STATUS_ERROR",
-    "illegal memory access",
-    "Segmentation fault",
-    "Fatal Python error",
-    "HIP error",
-    "CUDA error",
-    "hipError",
-    "CUDA_ERROR",
-    "terminate called",
-    "Aborted",
-    "Error",
-];
-
 /// The most telling line of a worker's last output.
 pub fn telling_line(tail: &[String]) -> Option<String> {
-    for marker in TELLING_MARKERS {
+    for marker in CRASH_TELLING_MARKERS {
         if let Some(line) = tail.iter().rev().find(|l| l.contains(marker)) {
             return Some(line.trim().to_string());
         }

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use command_fds::{CommandFdExt, FdMapping};
 use gpuprobe_model::protocol::{EVENT_FD, START_LINE, WorkerEvent};
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::error::RunnerError;
+use crate::process::kill_group;
 
 /// How many output lines a worker's tail keeps.
 const TAIL_LINES: usize = 40;
@@ -214,7 +215,7 @@ impl RunningWorker {
         let pid = Pid::from_raw(self.child.id() as i32);
         let _ = kill(pid, Signal::SIGUSR1);
         thread::sleep(Duration::from_millis(300));
-        let _ = killpg(pid, Signal::SIGKILL);
+        kill_group(self.child.id());
         self.wait()
     }
 
@@ -227,7 +228,7 @@ impl RunningWorker {
                 Ok(Some(status)) => break status,
                 Ok(None) if Instant::now() < grace => thread::sleep(Duration::from_millis(5)),
                 _ => {
-                    let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+                    kill_group(self.child.id());
                     match self.child.wait() {
                         Ok(status) => break status,
                         Err(_) => {
@@ -242,7 +243,7 @@ impl RunningWorker {
         };
         // Children of the worker (e.g. DataLoader processes) may still hold the pipes open;
         // end the group so the readers finish.
-        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        kill_group(self.child.id());
         for reader in self.readers.drain(..) {
             let _ = reader.join();
         }
@@ -253,7 +254,7 @@ impl RunningWorker {
 impl Drop for RunningWorker {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            kill_group(self.child.id());
             let _ = self.child.wait();
         }
     }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read};
+use std::path::Path;
 use std::time::Duration;
 
 use gpuprobe_model::Fingerprint;
@@ -19,37 +20,84 @@ const MAX_BYTES: usize = 32 << 20;
 /// Keep at most this many events (a fault storm repeats the same lines thousands of times).
 const MAX_EVENTS: usize = 500;
 
+/// Reads kernel log records without blocking: the one low-level reader of `/dev/kmsg` (the
+/// fingerprint reads the whole log once through it; `gpuprobe-runner`'s watcher reads what
+/// was appended while probes ran).
+///
+/// The character device returns one record (`prio,seq,usec,flags;message`) per read, with
+/// no newline guarantee, and fails a read with EPIPE when records were overwritten while it
+/// was read (the next read continues); a regular file standing in for it (tests, replays)
+/// returns whatever its reads hold.
+#[derive(Debug)]
+pub struct KmsgReader {
+    file: std::fs::File,
+    /// Whether it is the character device, which returns one record per read.
+    one_record_per_read: bool,
+}
+
+impl KmsgReader {
+    /// Opens the log at `path` without blocking, at its start, or at its end when
+    /// `from_end` (only what is appended later is read then).
+    pub fn open(path: &Path, from_end: bool) -> std::io::Result<KmsgReader> {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(path)?;
+        if from_end {
+            file.seek(SeekFrom::End(0))?;
+        }
+        let one_record_per_read = file
+            .metadata()
+            .is_ok_and(|m| m.file_type().is_char_device());
+        Ok(KmsgReader {
+            file,
+            one_record_per_read,
+        })
+    }
+
+    /// Appends to `out` what can be read now, one record per line, until the log would
+    /// block or ends, `max_reads` reads were made, or `out` holds more than `max_bytes`.
+    /// An error other than those is returned, with what was read before it left in `out`.
+    pub fn read_available(
+        &mut self,
+        out: &mut Vec<u8>,
+        max_reads: usize,
+        max_bytes: usize,
+    ) -> std::io::Result<()> {
+        let mut buf = vec![0u8; 16 * 1024];
+        for _ in 0..max_reads {
+            match self.file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&buf[..n]);
+                    // Each record of the character device is one read; keep it one line
+                    // (a regular file's reads end anywhere).
+                    if self.one_record_per_read && out.last() != Some(&b'\n') {
+                        out.push(b'\n');
+                    }
+                    if out.len() > max_bytes {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                // EPIPE: records were overwritten while reading; the next read continues.
+                Err(e) if e.kind() == ErrorKind::BrokenPipe => continue,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Reads `/dev/kmsg` until it would block.
 fn read_kmsg(root: &Root) -> Result<String, ReadError> {
-    use std::os::unix::fs::OpenOptionsExt;
     root.check("/dev/kmsg")?;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(root.path("/dev/kmsg"))?;
+    let mut reader = KmsgReader::open(&root.path("/dev/kmsg"), false)?;
     let mut out: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                out.extend_from_slice(&buf[..n]);
-                // Records from the character device come one per read without a newline
-                // guarantee; make each its own line.
-                if out.last() != Some(&b'\n') {
-                    out.push(b'\n');
-                }
-                if out.len() > MAX_BYTES {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            // EPIPE: records were overwritten while reading; the next read continues.
-            Err(e) if e.raw_os_error() == Some(32) => continue,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
+    reader.read_available(&mut out, usize::MAX, MAX_BYTES)?;
     Ok(unescape_kmsg(&String::from_utf8_lossy(&out)))
 }
 
@@ -206,6 +254,36 @@ mod tests {
         merge_watched_kernel_lines(&mut fp, []);
         assert!(fp.kernel_events.is_empty());
         assert!(fp.extra.is_empty());
+    }
+
+    #[test]
+    fn the_reader_reads_from_the_start_or_only_what_is_appended() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kmsg");
+        std::fs::write(&path, "6,1,100,-;first\n").unwrap();
+        let mut whole = KmsgReader::open(&path, false).unwrap();
+        let mut later = KmsgReader::open(&path, true).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        // A regular file's reads are not records: no line break is added to a torn one.
+        write!(file, "6,2,200,-;second").unwrap();
+        let mut out = Vec::new();
+        whole
+            .read_available(&mut out, usize::MAX, MAX_BYTES)
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "6,1,100,-;first\n6,2,200,-;second"
+        );
+        let mut out = Vec::new();
+        later
+            .read_available(&mut out, usize::MAX, MAX_BYTES)
+            .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "6,2,200,-;second");
+        assert!(KmsgReader::open(&dir.path().join("missing"), false).is_err());
     }
 
     #[test]

@@ -24,7 +24,7 @@ use gpuprobe_model::fingerprint::Vendor;
 
 pub use env::{is_relevant_env_var, relevant_env};
 pub use gpus::compute_gpu_count;
-pub use kmsg::merge_watched_kernel_lines;
+pub use kmsg::{KmsgReader, merge_watched_kernel_lines};
 pub use libs::scan_python_libraries;
 pub use memory::least_free_gpu_memory;
 pub use tools::{CaptureError, Captured, capture};

@@ -6,6 +6,7 @@ mod catalogue;
 mod conditions;
 mod docs;
 mod entries;
+mod fault_markers;
 mod fixtures;
 mod lint_rules;
 mod matching;

@@ -1,0 +1,185 @@
+//! Process groups and signals, for every process this crate supervises (probe workers and
+//! `gpuprobe run`'s job): killing a whole group, passing signals on to a group, handing it
+//! the terminal, and naming signals in messages.
+//!
+//! Every child runs in a process group of its own, so whatever it starts (a compiler, a
+//! data loader) ends with it.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::thread;
+
+use nix::sys::signal::{SigSet, Signal, killpg};
+use nix::unistd::Pid;
+
+/// Signals that mean a process crashed: SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGKILL
+/// (when the supervisor did not send it: the out-of-memory killer), SIGSEGV, SIGSYS.
+pub const CRASH_SIGNALS: &[i32] = &[4, 5, 6, 7, 8, 9, 11, 31];
+
+/// Signals a supervisor passes on to its child's process group.
+pub const FORWARDED: &[Signal] = &[
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// `SIGSEGV (signal 11)`: a signal as `gpuprobe run` names it.
+pub fn signal_words(sig: i32) -> String {
+    match Signal::try_from(sig) {
+        Ok(signal) => format!("{} (signal {sig})", signal.as_str()),
+        Err(_) => format!("signal {sig}"),
+    }
+}
+
+/// The name of a signal number as the probe supervisor's messages give it (`signal` for the
+/// ones a probe worker is not expected to die of).
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// Sends `signal` to the process group led by `leader` (a child spawned with
+/// `process_group(0)`, whose pid is its group's id). A group already gone is no error: there
+/// is nothing left to signal.
+pub fn signal_group(leader: u32, signal: Signal) {
+    let Ok(raw) = i32::try_from(leader) else {
+        return;
+    };
+    let _ = killpg(Pid::from_raw(raw), signal);
+}
+
+/// Kills the process group led by `leader` at once.
+pub fn kill_group(leader: u32) {
+    signal_group(leader, Signal::SIGKILL);
+}
+
+/// Signals passed on to a child's process group by a thread that waits for them (see
+/// [`SignalForwarding::install`]).
+#[derive(Debug)]
+pub struct SignalForwarding {
+    /// Process group of the running child (0: none).
+    group: AtomicI32,
+    /// The last signal passed on, 0 when none.
+    forwarded: AtomicI32,
+    /// Set once any forwarded signal arrived: start nothing more.
+    stop: AtomicBool,
+}
+
+impl SignalForwarding {
+    /// Blocks the [`FORWARDED`] signals in the calling process so every thread inherits the
+    /// mask, and starts a thread that waits for them and passes them to the current group.
+    /// Call it while the process still has a single thread. Child processes start with an
+    /// empty mask (the standard library resets it). When the mask cannot be set, nothing is
+    /// forwarded (the signals then act on this process as usual).
+    pub fn install() -> Arc<SignalForwarding> {
+        let state = Arc::new(SignalForwarding {
+            group: AtomicI32::new(0),
+            forwarded: AtomicI32::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let mut wanted = SigSet::empty();
+        for signal in FORWARDED {
+            wanted.add(*signal);
+        }
+        let mut blocked = wanted;
+        // Blocked so that handing the terminal back from the background works.
+        blocked.add(Signal::SIGTTOU);
+        if blocked.thread_block().is_err() {
+            return state;
+        }
+        let shared = Arc::clone(&state);
+        thread::spawn(move || {
+            while let Ok(signal) = wanted.wait() {
+                shared.forwarded.store(signal as i32, Ordering::SeqCst);
+                shared.stop.store(true, Ordering::SeqCst);
+                let group = shared.group.load(Ordering::SeqCst);
+                if group > 0 {
+                    let _ = killpg(Pid::from_raw(group), signal);
+                }
+            }
+        });
+        state
+    }
+
+    /// Forwards to `group` from now on (0: to nobody).
+    pub fn set_group(&self, group: i32) {
+        self.group.store(group, Ordering::SeqCst);
+    }
+
+    /// The last signal passed on, 0 when none.
+    pub fn forwarded(&self) -> i32 {
+        self.forwarded.load(Ordering::SeqCst)
+    }
+
+    /// Whether any forwarded signal arrived (the user wants the work to stop).
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// Unblocks every signal of the calling thread: what a re-executed child does before it
+/// becomes the user's program, which must start with the mask a shell would give it.
+pub fn unblock_all_signals() {
+    let _ = SigSet::all().thread_unblock();
+}
+
+/// Hands the terminal's foreground to a child's group when this process holds it, so a
+/// child that reads the terminal is not stopped; gives it back on drop.
+#[derive(Debug)]
+pub struct Foreground {
+    ours: Option<Pid>,
+}
+
+impl Foreground {
+    /// Gives the terminal to `group` when stdin is a terminal whose foreground is ours.
+    pub fn give(group: i32) -> Foreground {
+        let group = Pid::from_raw(group);
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return Foreground { ours: None };
+        }
+        let ours = nix::unistd::getpgrp();
+        match nix::unistd::tcgetpgrp(&stdin) {
+            Ok(foreground) if foreground == ours => {
+                if nix::unistd::tcsetpgrp(&stdin, group).is_ok() {
+                    // The child may have tried to read before it owned the terminal.
+                    let _ = killpg(group, Signal::SIGCONT);
+                    return Foreground { ours: Some(ours) };
+                }
+                Foreground { ours: None }
+            }
+            _ => Foreground { ours: None },
+        }
+    }
+}
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        if let Some(ours) = self.ours {
+            let _ = nix::unistd::tcsetpgrp(std::io::stdin(), ours);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_named_both_ways() {
+        assert_eq!(signal_words(11), "SIGSEGV (signal 11)");
+        assert_eq!(signal_words(999), "signal 999");
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(1), "signal");
+    }
+}
