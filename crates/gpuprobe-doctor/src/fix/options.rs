@@ -231,7 +231,10 @@ mod tests {
             )
             .unwrap();
         assert_eq!(resumed.session.tier, Tier::Standard);
-        assert_eq!(resumed.session.simulate.as_deref(), Some("no-such-preset-file"));
+        assert_eq!(
+            resumed.session.simulate.as_deref(),
+            Some("no-such-preset-file")
+        );
         assert_eq!(resumed.session.python, Some(PathBuf::from("python3")));
         assert_eq!(resumed.session.run_dir, dir);
         assert_eq!(resumed.max_runs, 9);

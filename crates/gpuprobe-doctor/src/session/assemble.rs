@@ -139,7 +139,6 @@ pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError
 
 /// The exit status a set of results earns (docs/exit-codes.md). NOT-TESTED is never a
 /// problem, but neither is it a pass: a run in which most of the probes that apply could
-
 /// not be attempted ([`Summary::mostly_not_tested`]) has not tested the stack, and exits as
 /// one that could test nothing rather than as "all passed".
 pub fn exit_status_for(

@@ -42,7 +42,6 @@ pub fn parse_devices(text: &str) -> Result<DeviceRequest, SessionError> {
 }
 
 /// What a new session runs (the options `check` and `fix` share).
-
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
     /// The command recorded in the plan and report (`check`, `fix`).
