@@ -28,8 +28,8 @@ pub mod triage;
 
 pub use collect::{
     CaptureError, Captured, CollectOptions, KmsgReader, capture, collect, compute_gpu_count,
-    is_relevant_env_var, least_free_gpu_memory, merge_watched_kernel_lines, relevant_env,
-    scan_python_libraries,
+    gpu_device_nodes_present, is_relevant_env_var, least_free_gpu_memory,
+    merge_watched_kernel_lines, relevant_env, scan_python_libraries,
 };
 pub use merge::merge_python;
 pub use parse::ParseError;

@@ -1,7 +1,7 @@
 //! The workaround search behind `gpuprobe fix`: which settings cure the failures of a run,
 //! proven by re-running the failing probes, without breaking anything else.
 //!
-//! The pieces are pure and testable without processes; the binary supplies a
+//! The search's pieces are pure and testable without processes; [`trials`] supplies the
 //! [`search::TrialRunner`] that runs probes in fresh supervised workers with the settings
 //! of a trial applied (settings read once per process, such as ROCr flags or
 //! `TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL`, need a fresh process every time).
@@ -20,12 +20,19 @@
 //!   and a [`Profile`](gpuprobe_model::Profile).
 //! - [`journal`]: every finished trial recorded as it ends, so an interrupted search can be
 //!   resumed without running its finished trials again.
+//! - [`options`]: what a fix runs with, recorded for `--resume` and checked before any work;
+//!   [`start`]: its starting point (a check run here, or `--from` a finished run);
+//!   [`run`]: the whole command, new or resumed, to the account and the profile.
 
 pub mod account;
 pub mod candidates;
 pub mod journal;
+pub mod options;
+pub mod run;
 pub mod search;
 pub mod sentinels;
+pub mod start;
+pub mod trials;
 
 use gpuprobe_model::profile::SettingChange;
 

@@ -6,14 +6,21 @@
 //! - [`schedule`] decides when each of the engine's lanes starts and how many CPU threads
 //!   its workers get;
 //! - [`diagnose`] places failures on a layer of the stack with the evidence for it;
-//! - [`fix`] searches for the settings that cure a run's failures (`gpuprobe fix`).
+//! - [`session`] plans a probe session, runs it and assembles its report (`gpuprobe
+//!   check`, and the starting check of `gpuprobe fix`);
+//! - [`fix`] searches for the settings that cure a run's failures (`gpuprobe fix`);
+//! - [`profile_file`] reads, checks, writes and exports profile files, and [`stack`]
+//!   computes the stack key a profile's proof depends on.
 
 pub mod diagnose;
 pub mod engine;
 pub mod fix;
 pub mod judge;
 pub mod lanes;
+pub mod profile_file;
 pub mod schedule;
+pub mod session;
+pub mod stack;
 #[cfg(test)]
 mod test_support;
 

@@ -59,71 +59,82 @@ pub enum TierArg {
     Soak,
 }
 
-/// Options of `check`.
+/// The options `check` and `fix` share: what their session runs. Worded for `check`;
+/// `fix` words its own help (the starting check) and keeps its order ([`FixArgs`]). Every
+/// option has its place in the help set here, so that the flattened group keeps the order
+/// each command had before it was shared.
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub struct SessionArgs {
     /// How much to run.
-    #[arg(long, value_enum, default_value = "quick")]
+    #[arg(long, value_enum, default_value = "quick", display_order = 0)]
     pub tier: TierArg,
     /// Devices to test: `all` (every GPU the framework sees), indices like `0,2`, or `cpu`
     /// (a self-test of the probes on the CPU).
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", display_order = 1)]
     pub device: String,
     /// Run only probes whose id matches (glob over ids, e.g. `copy.*` or `*bf16*`;
     /// a plain prefix like `copy` selects the family; a full probe id selects that probe
     /// alone). Repeatable.
-    #[arg(long = "only", value_name = "PATTERN")]
+    #[arg(long = "only", value_name = "PATTERN", display_order = 2)]
     pub only: Vec<String>,
     /// The Python interpreter to probe (default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", display_order = 3)]
     pub python: Option<PathBuf>,
     /// Print the report as JSON on stdout (schema: docs/report.schema.json).
-    #[arg(long)]
+    #[arg(long, display_order = 4)]
     pub json: bool,
+    /// Where to keep this run's results (default: ~/.local/state/gpuprobe/runs/<time>).
+    #[arg(long, value_name = "DIR", display_order = 7)]
+    pub run_dir: Option<PathBuf>,
+    /// Fault simulation (test and demo mode): preset names or TOML files, comma-separated;
+    /// `list` shows the presets. Every output made under it says SIMULATED.
+    #[arg(long, value_name = "SPEC", display_order = 10)]
+    pub simulate: Option<String>,
+    /// Skip the native (CUDA/HIP runtime) probes.
+    #[arg(long, display_order = 11)]
+    pub no_native: bool,
+    /// Multiply every probe's timeout (slow machines); 0.05 to 1000.
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = timeout_scale, allow_negative_numbers = true, display_order = 12)]
+    pub timeout_scale: f64,
+    /// Seconds a worker may take to start (interpreter and framework import); 1 to 3600.
+    #[arg(long, default_value_t = 180.0, value_name = "SECONDS", value_parser = startup_timeout, allow_negative_numbers = true, display_order = 13)]
+    pub startup_timeout: f64,
+    /// Seed for every random input (a run is reproducible from it).
+    #[arg(long, default_value_t = 20261122, display_order = 14)]
+    pub seed: u64,
+    /// Show worker messages (library warnings, restarts).
+    #[arg(short, long, display_order = 16)]
+    pub verbose: bool,
+}
+
+/// Options of `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// What the session runs.
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// List passing probes too.
-    #[arg(long)]
+    #[arg(long, display_order = 5)]
     pub all: bool,
     /// Also print the measured dtype conversion matrix.
-    #[arg(long)]
+    #[arg(long, display_order = 6)]
     pub matrix: bool,
-    /// Where to keep this run's results (default: ~/.local/state/gpuprobe/runs/<time>).
-    #[arg(long, value_name = "DIR")]
-    pub run_dir: Option<PathBuf>,
     /// Finish an interrupted run from its directory, under what it ran under: refused when
     /// the interpreter, its torch or gpuprobe differ from the run's (see --replan).
-    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["run_dir", "simulate", "tier", "only", "device", "no_native", "seed", "soak_seconds"])]
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["run_dir", "simulate", "tier", "only", "device", "no_native", "seed", "soak_seconds"], display_order = 8)]
     pub resume: Option<PathBuf>,
     /// With --resume: continue even though the interpreter, its torch or gpuprobe differ
     /// from the run's. What is left is planned again under them, the results already
     /// recorded are kept, and the report says what changed.
-    #[arg(long, requires = "resume")]
+    #[arg(long, requires = "resume", display_order = 9)]
     pub replan: bool,
-    /// Fault simulation (test and demo mode): preset names or TOML files, comma-separated;
-    /// `list` shows the presets. Every output made under it says SIMULATED.
-    #[arg(long, value_name = "SPEC")]
-    pub simulate: Option<String>,
-    /// Skip the native (CUDA/HIP runtime) probes.
-    #[arg(long)]
-    pub no_native: bool,
-    /// Multiply every probe's timeout (slow machines); 0.05 to 1000.
-    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = timeout_scale, allow_negative_numbers = true)]
-    pub timeout_scale: f64,
-    /// Seconds a worker may take to start (interpreter and framework import); 1 to 3600.
-    #[arg(long, default_value_t = 180.0, value_name = "SECONDS", value_parser = startup_timeout, allow_negative_numbers = true)]
-    pub startup_timeout: f64,
-    /// Seed for every random input (a run is reproducible from it).
-    #[arg(long, default_value_t = 20261122)]
-    pub seed: u64,
     /// Seconds of sustained load in the soak tier, between the cold and the loaded runs of
     /// its sentinel probes; 0.5 to 720.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = soak_seconds, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = soak_seconds, allow_negative_numbers = true, display_order = 15)]
     pub soak_seconds: f64,
-    /// Show worker messages (library warnings, restarts).
-    #[arg(short, long)]
-    pub verbose: bool,
     /// Print where the time went: the phases, and each lane's start, hello, first probe,
     /// last result and end (always in the JSON report as `timings`).
-    #[arg(long)]
+    #[arg(long, display_order = 17)]
     pub timings: bool,
 }
 
@@ -223,73 +234,54 @@ pub struct NativeWorkerArgs {
     pub plan: PathBuf,
 }
 
-/// Options of `fix`.
+/// Options of `fix`. The shared options are worded for the starting check and put back in
+/// the order `fix --help` always had.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("tier", |a| a.help("How much the starting check runs").display_order(1)),
+    mut_arg("device", |a| a.help("Devices the starting check tests: `all`, indices like `0,2`, or `cpu`").display_order(2)),
+    mut_arg("only", |a| a.help("Run only probes whose id matches (as in `check`). Repeatable. Sentinels are still drawn from every probe of the tier in the families that ran").display_order(3)),
+    mut_arg("python", |a| a.help("The Python interpreter to probe").display_order(4)),
+    mut_arg("simulate", |a| a.help("Fault simulation (test and demo mode), as in `check`. Every output says SIMULATED").display_order(5)),
+    mut_arg("no_native", |a| a.display_order(6)),
+    mut_arg("run_dir", |a| a.help("Where to keep the search (default: ~/.local/state/gpuprobe/runs/fix-<time>)").display_order(7)),
+    mut_arg("json", |a| a.help("Print the account as JSON on stdout").display_order(13)),
+    mut_arg("timeout_scale", |a| a.help("Multiply every probe's timeout; 0.05 to 1000").display_order(14)),
+    mut_arg("startup_timeout", |a| a.help("Seconds a worker may take to start; 1 to 3600").display_order(15)),
+    mut_arg("seed", |a| a.help("Seed for every random input").display_order(16)),
+    mut_arg("verbose", |a| a.help("Show worker messages of the starting check").display_order(17)),
+)]
 pub struct FixArgs {
+    /// What the starting check runs (and the limits of every trial).
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// Start from this finished run (its report.json and plan.json) instead of running a
     /// check first.
-    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["tier", "only", "device", "simulate", "no_native"])]
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["tier", "only", "device", "simulate", "no_native"], display_order = 0)]
     pub from: Option<PathBuf>,
-    /// How much the starting check runs.
-    #[arg(long, value_enum, default_value = "quick")]
-    pub tier: TierArg,
-    /// Devices the starting check tests: `all`, indices like `0,2`, or `cpu`.
-    #[arg(long, default_value = "all")]
-    pub device: String,
-    /// Run only probes whose id matches (as in `check`). Repeatable. Sentinels are still
-    /// drawn from every probe of the tier in the families that ran.
-    #[arg(long = "only", value_name = "PATTERN")]
-    pub only: Vec<String>,
-    /// The Python interpreter to probe.
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<PathBuf>,
-    /// Fault simulation (test and demo mode), as in `check`. Every output says SIMULATED.
-    #[arg(long, value_name = "SPEC")]
-    pub simulate: Option<String>,
-    /// Skip the native (CUDA/HIP runtime) probes.
-    #[arg(long)]
-    pub no_native: bool,
-    /// Where to keep the search (default: ~/.local/state/gpuprobe/runs/fix-<time>).
-    #[arg(long, value_name = "DIR")]
-    pub run_dir: Option<PathBuf>,
     /// Finish an interrupted fix from its run directory: the trials it finished (recorded in
     /// its `trials.jsonl`) are not run again, and the search goes on with the options the
     /// fix was started with, to the same account and profile.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = [
         "from", "run_dir", "tier", "only", "device", "simulate", "no_native", "max_runs",
         "candidate", "sentinels", "profile_out", "timeout_scale", "startup_timeout", "seed",
-    ])]
+    ], display_order = 8)]
     pub resume: Option<PathBuf>,
     /// The most trials (fresh-worker runs, one set of settings each) the search may use,
     /// baseline and verification included.
-    #[arg(long, default_value_t = 40, value_name = "N")]
+    #[arg(long, default_value_t = 40, value_name = "N", display_order = 9)]
     pub max_runs: u32,
     /// Try only these settings (`NAME=VALUE`, or `NAME` to run without it); repeatable.
     /// Each must be a catalogue setting.
-    #[arg(long = "candidate", value_name = "SETTING")]
+    #[arg(long = "candidate", value_name = "SETTING", display_order = 10)]
     pub candidate: Vec<String>,
     /// Sentinel probes per family without failures (families with failures get two more).
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", display_order = 11)]
     pub sentinels: usize,
     /// Where to write the profile (default: profile.toml in the run directory). Checked
     /// for being writable before anything runs.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", display_order = 12)]
     pub profile_out: Option<PathBuf>,
-    /// Print the account as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Multiply every probe's timeout; 0.05 to 1000.
-    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = timeout_scale, allow_negative_numbers = true)]
-    pub timeout_scale: f64,
-    /// Seconds a worker may take to start; 1 to 3600.
-    #[arg(long, default_value_t = 180.0, value_name = "SECONDS", value_parser = startup_timeout, allow_negative_numbers = true)]
-    pub startup_timeout: f64,
-    /// Seed for every random input.
-    #[arg(long, default_value_t = 20261122)]
-    pub seed: u64,
-    /// Show worker messages of the starting check.
-    #[arg(short, long)]
-    pub verbose: bool,
 }
 
 /// Where `run --fallback` may go.
@@ -571,8 +563,8 @@ mod tests {
         let Command::Check(check) = parse(&["check"]).unwrap().command else {
             panic!("not check");
         };
-        assert_eq!(check.timeout_scale, 1.0);
-        assert_eq!(check.startup_timeout, 180.0);
+        assert_eq!(check.session.timeout_scale, 1.0);
+        assert_eq!(check.session.startup_timeout, 180.0);
         assert_eq!(check.soak_seconds, 60.0);
     }
 }

@@ -9,20 +9,19 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gpuprobe_model::ExitStatus;
+use gpuprobe_model::{ClassifiedError, ExitStatus};
 
 pub mod cli;
 mod commands;
 mod output;
 mod paths;
-// Public (hidden) only so that the profile fuzz target and its regression replay
-// (`crates/gpuprobe-fuzz-targets`) call the same `profiles::parse` as `--profile FILE`.
-#[doc(hidden)]
-pub mod profiles;
 mod progress;
 mod session;
-mod stack;
 mod time;
+
+// `run` still names these by their former binary paths.
+pub(crate) use gpuprobe_doctor::profile_file as profiles;
+pub(crate) use gpuprobe_doctor::stack;
 
 /// An error the user can fix (exit 2), as opposed to an internal failure (exit 3).
 #[derive(Debug)]
@@ -39,6 +38,16 @@ impl std::error::Error for UserError {}
 /// Shorthand for a user error.
 pub(crate) fn user_error(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UserError(message.into()))
+}
+
+/// A library error as the binary reports it: one line of its text, exit 2 when the error
+/// says the user can fix it, else its chain of causes, exit 3.
+pub(crate) fn classified<E: ClassifiedError>(err: E) -> anyhow::Error {
+    match err.exit_status() {
+        // The message already quotes its cause; the chain would say it twice.
+        ExitStatus::UsageError => user_error(err.to_string()),
+        _ => anyhow::Error::new(err),
+    }
 }
 
 /// Runs gpuprobe with the given arguments (the first is the program name).

@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use gpuprobe_doctor::engine::Progress;
+use gpuprobe_doctor::session::SessionProgress;
 use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::Verdict;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -96,5 +97,40 @@ impl ProgressView {
             *active = None;
         }
         let _ = &self.label;
+    }
+}
+
+/// A session's progress as a bar on stderr (hidden unless it is a terminal), made when the
+/// probes start.
+pub struct TerminalProgress {
+    verbose: bool,
+    view: Option<ProgressView>,
+}
+
+impl TerminalProgress {
+    /// Progress that shows worker messages and non-passing verdicts when `verbose`.
+    pub fn new(verbose: bool) -> TerminalProgress {
+        TerminalProgress {
+            verbose,
+            view: None,
+        }
+    }
+}
+
+impl SessionProgress for TerminalProgress {
+    fn started(&mut self, label: &str) {
+        self.view = Some(ProgressView::new(label, self.verbose));
+    }
+
+    fn update(&mut self, event: &Progress<'_>) {
+        if let Some(view) = &self.view {
+            view.update(event);
+        }
+    }
+
+    fn finished(&mut self) {
+        if let Some(view) = &self.view {
+            view.finish();
+        }
     }
 }

@@ -42,6 +42,15 @@ fn is_gpu(class: u64, vendor_id: u64) -> bool {
     base_class == 0x03 || (base_class == 0x12 && (vendor_id == AMD || vendor_id == NVIDIA))
 }
 
+/// The device nodes a GPU runtime opens: AMD's KFD, NVIDIA's first GPU, WSL's GPU bridge.
+const GPU_DEVICE_NODES: [&str; 3] = ["/dev/kfd", "/dev/nvidia0", "/dev/dxg"];
+
+/// Whether `root` shows a device node of an AMD, NVIDIA or WSL GPU, without loading any GPU
+/// library. Links are followed, as the runtimes that open them do.
+pub fn gpu_device_nodes_present(root: &Root) -> bool {
+    GPU_DEVICE_NODES.iter().any(|node| root.path(node).exists())
+}
+
 /// How many AMD and NVIDIA GPUs the PCI bus shows (the ones CUDA or ROCm can drive), without
 /// loading any GPU library; 0 when the bus cannot be read.
 pub fn compute_gpu_count(root: &Root) -> usize {
@@ -328,5 +337,22 @@ fn names(root: &Root, fp: &mut Fingerprint) {
         if let Some(device) = device {
             gpu.name = isa::lookup_amdgpu_ids(&ids, device, revision);
         }
+    }
+}
+
+#[cfg(test)]
+mod device_node_tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_device_node_under_the_root_is_seen() {
+        let tree = tempfile::tempdir().unwrap();
+        let root = Root::at(tree.path());
+        assert!(!gpu_device_nodes_present(&root));
+        std::fs::create_dir_all(tree.path().join("dev")).unwrap();
+        std::fs::write(tree.path().join("dev/null"), "").unwrap();
+        assert!(!gpu_device_nodes_present(&root), "not a GPU node");
+        std::fs::write(tree.path().join("dev/dxg"), "").unwrap();
+        assert!(gpu_device_nodes_present(&root));
     }
 }

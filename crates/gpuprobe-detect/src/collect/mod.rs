@@ -23,7 +23,7 @@ use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::Vendor;
 
 pub use env::{is_relevant_env_var, relevant_env};
-pub use gpus::compute_gpu_count;
+pub use gpus::{compute_gpu_count, gpu_device_nodes_present};
 pub use kmsg::{KmsgReader, merge_watched_kernel_lines};
 pub use libs::scan_python_libraries;
 pub use memory::least_free_gpu_memory;

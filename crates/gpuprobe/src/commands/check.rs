@@ -1,17 +1,21 @@
-//! `gpuprobe check`: fingerprint, lint, probes on every GPU, diagnosis, report.
+//! `gpuprobe check`: fingerprint, lint, probes on every GPU, diagnosis, report. The session
+//! is `gpuprobe_doctor::session`'s; this adapter maps the options, draws the progress bar,
+//! leaves cleanly on a signal and renders the report.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Instant, SystemTime};
 
 use anyhow::Result;
+use gpuprobe_doctor::session::{self as doctor, interrupt};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::style::Style;
 use gpuprobe_report::terminal::TerminalOptions;
 use gpuprobe_runner::simulation;
 
 use crate::cli::CheckArgs;
-use crate::session::{self, SessionOptions, interrupt};
-use crate::time;
+use crate::progress::TerminalProgress;
+use crate::session::{self, session_options};
+use crate::{classified, time};
 
 use super::process_env;
 
@@ -25,55 +29,51 @@ pub fn print_presets() {
     let _ = crate::output::stdout().write_all(out.as_bytes());
 }
 
-/// The session options `check` runs with.
-fn options(args: &CheckArgs) -> SessionOptions {
-    SessionOptions {
-        command: "check",
-        tier: session::tier_of(args.tier),
-        device: args.device.clone(),
-        only: args.only.clone(),
-        python: args.python.clone(),
-        simulate: args.simulate.clone(),
-        run_dir: args.run_dir.clone(),
-        no_native: args.no_native,
-        timeout_scale: args.timeout_scale,
-        startup_timeout: args.startup_timeout,
-        seed: args.seed,
-        probe_options: [(
-            "soak_seconds".to_string(),
-            serde_json::json!(args.soak_seconds),
-        )]
-        .into(),
-    }
-}
-
 /// Runs `check`.
 pub fn run(args: CheckArgs) -> Result<ExitStatus> {
-    if args.simulate.as_deref() == Some("list") {
+    let shared = &args.session;
+    if shared.simulate.as_deref() == Some("list") {
         print_presets();
         return Ok(ExitStatus::AllPassed);
     }
     // First, while gpuprobe has one thread: Ctrl-C then stops the workers and says how to
     // finish the run instead of cutting gpuprobe off mid-line.
-    interrupt::install(interrupt::Mode::Finish);
-    let options = options(&args);
-    options.validate()?;
+    session::install_interrupt(interrupt::Mode::Finish);
+    let env = process_env();
+    let options = session_options(
+        shared,
+        "check",
+        &env,
+        [(
+            "soak_seconds".to_string(),
+            serde_json::json!(args.soak_seconds),
+        )]
+        .into(),
+    );
+    options.validate().map_err(classified)?;
     let started = Instant::now();
     let started_at = time::rfc3339(SystemTime::now());
-    let env = process_env();
+    let host = session::host(&env);
     // The machine's fingerprint is gathered while the probes run.
-    let collector = session::spawn_collector(&env);
+    let collector = doctor::spawn_collector(&env);
     let prepared = match &args.resume {
         Some(dir) => {
-            let supervisor = session::supervisor_config(
-                args.timeout_scale,
-                args.startup_timeout,
+            let supervisor = doctor::supervisor_config(
+                shared.timeout_scale,
+                shared.startup_timeout,
                 dir.join("workers"),
             );
-            session::prepare_resume(dir, args.python.as_deref(), args.replan, supervisor, &env)?
+            doctor::prepare_resume(
+                dir,
+                shared.python.as_deref(),
+                args.replan,
+                supervisor,
+                &host,
+            )
         }
-        None => session::prepare_new(&options, &env, &started_at)?,
-    };
+        None => doctor::prepare_new(&options, &host, &started_at),
+    }
+    .map_err(classified)?;
     // A signal while preparing: the plan is written, no probe of this session has run.
     if let Some(signal) = interrupt::interrupted() {
         let done = prepared
@@ -84,7 +84,16 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
         interrupt::leave(signal, &line);
     }
     // A signal while the probes ran ends the session inside `execute`.
-    let completed = session::execute(prepared, args.verbose, collector, started, &started_at)?;
+    let mut progress = TerminalProgress::new(shared.verbose);
+    let completed = doctor::execute(
+        prepared,
+        shared.verbose,
+        collector,
+        &mut progress,
+        started,
+        &started_at,
+    )
+    .map_err(classified)?;
     let report = &completed.report;
     // A signal while the report was made: every probe is done and the report written; a
     // resume prints it.
@@ -100,7 +109,7 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
     // The report quotes worker output and exception text: behind the terminal guard (a
     // JSON document holds no control characters, so it passes unchanged).
     let mut stdout = crate::output::stdout();
-    if args.json {
+    if shared.json {
         writeln!(stdout, "{}", gpuprobe_report::json::render(report))?;
     } else {
         let style = Style::for_output(

@@ -1,6 +1,7 @@
 //! `gpuprobe profile`: show a profile, check it against this machine, export its settings
 //! (`.env`, shell, JSON). Every action validates the profile first: a profile with a
-//! setting outside the catalogue is refused (exit 2) before anything is printed.
+//! setting outside the catalogue is refused (exit 2) before anything is printed. Reading,
+//! checking and exporting are `gpuprobe_doctor::profile_file`'s; this adapter renders.
 
 use std::io::Write;
 
@@ -9,8 +10,10 @@ use gpuprobe_model::ExitStatus;
 use gpuprobe_model::profile::Profile;
 
 use crate::cli::{ExportFormatArg, ProfileAction, ProfileArgs};
-use crate::profiles::{self, ExportFormat};
-use crate::{stack, user_error};
+use gpuprobe_doctor::profile_file::{self as profiles, ExportFormat};
+use gpuprobe_doctor::stack;
+
+use crate::{classified, user_error};
 
 use super::process_env;
 
@@ -22,12 +25,12 @@ pub fn run(args: ProfileArgs) -> Result<ExitStatus> {
     let mut out = crate::output::stdout();
     match args.action {
         ProfileAction::Show { profile } => {
-            let loaded = profiles::load(&profile).map_err(|e| user_error(e.to_string()))?;
+            let loaded = profiles::load(&profile).map_err(classified)?;
             write!(out, "{}", show(&loaded))?;
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Check { profile, python } => {
-            let loaded = profiles::load(&profile).map_err(|e| user_error(e.to_string()))?;
+            let loaded = profiles::load(&profile).map_err(classified)?;
             let here = stack::live_key(python.as_deref(), &env);
             let differences = loaded.proven_on.differences(&here);
             if differences.is_empty() {
@@ -64,7 +67,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitStatus> {
             check_stack,
             python,
         } => {
-            let loaded = profiles::load(&profile).map_err(|e| user_error(e.to_string()))?;
+            let loaded = profiles::load(&profile).map_err(classified)?;
             if check_stack {
                 let here = stack::live_key(python.as_deref(), &env);
                 let differences = loaded.proven_on.differences(&here);

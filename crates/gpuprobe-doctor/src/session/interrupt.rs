@@ -14,7 +14,9 @@
 //! - a second one leaves at once.
 //!
 //! Either way the exit code is 128 + the signal (130 for SIGINT, 143 for SIGTERM), as
-//! shells report a process the signal ended (docs/exit-codes.md).
+//! shells report a process the signal ended (docs/exit-codes.md). What is on the screen is
+//! the caller's: [`install`] takes the function that clears it (the binary's progress bar)
+//! before the last line is printed.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
@@ -26,7 +28,7 @@ use nix::sys::signal::{SigSet, Signal};
 
 /// What the first signal does once the workers are stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub enum Mode {
     /// The session goes on to say how far it got, then leaves ([`leave`]).
     Finish,
     /// gpuprobe leaves at once.
@@ -43,6 +45,8 @@ struct State {
     signal: AtomicI32,
     /// What [`Mode::Leave`] prints, once the command knows how it can be resumed.
     leave_line: Mutex<Option<String>>,
+    /// Clears the screen's transient output before gpuprobe leaves ([`install`]).
+    clear_screen: OnceLock<fn()>,
 }
 
 fn state() -> &'static State {
@@ -51,12 +55,13 @@ fn state() -> &'static State {
         cancel: Cancel::new(),
         signal: AtomicI32::new(0),
         leave_line: Mutex::new(None),
+        clear_screen: OnceLock::new(),
     })
 }
 
 /// The line [`Mode::Leave`] prints when a signal ends the command from now on (e.g. `fix`:
 /// how to resume from its directory).
-pub(crate) fn set_leave_line(line: String) {
+pub fn set_leave_line(line: String) {
     if let Ok(mut slot) = state().leave_line.lock() {
         *slot = Some(line);
     }
@@ -64,12 +69,12 @@ pub(crate) fn set_leave_line(line: String) {
 
 /// The flag every supervisor of this process watches: cancelled by the first signal once
 /// [`install`] ran, never otherwise.
-pub(crate) fn cancel_token() -> Cancel {
+pub fn cancel_token() -> Cancel {
     state().cancel.clone()
 }
 
 /// The signal that interrupted the session, if one did.
-pub(crate) fn interrupted() -> Option<i32> {
+pub fn interrupted() -> Option<i32> {
     match state().signal.load(Ordering::SeqCst) {
         0 => None,
         signal => Some(signal),
@@ -79,10 +84,12 @@ pub(crate) fn interrupted() -> Option<i32> {
 /// Takes over SIGINT and SIGTERM for the rest of the process. Must run before any other
 /// thread starts: a thread that does not block them would take the default action (the
 /// mask is inherited by threads; child processes start with an empty one, as the standard
-/// library resets it). Later calls do nothing.
-pub(crate) fn install(mode: Mode) {
+/// library resets it). `clear_screen` removes what the caller draws (a progress bar) before
+/// gpuprobe leaves. Later calls do nothing.
+pub fn install(mode: Mode, clear_screen: fn()) {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
+        let _ = state().clear_screen.set(clear_screen);
         let mut wanted = SigSet::empty();
         wanted.add(Signal::SIGINT);
         wanted.add(Signal::SIGTERM);
@@ -124,20 +131,22 @@ fn wait_for_signals(wanted: SigSet, mode: Mode) {
     }
 }
 
-/// Leaves gpuprobe after a signal: clears the progress bar, prints `line` on stderr and
+/// Leaves gpuprobe after a signal: clears the screen's progress output, prints `line` on stderr and
 /// exits with 128 + `signal`. The first caller wins; any other (the signal thread and the
 /// session may both get here) waits for the process to end.
-pub(crate) fn leave(signal: i32, line: &str) -> ! {
+pub fn leave(signal: i32, line: &str) -> ! {
     static LEAVING: Mutex<()> = Mutex::new(());
     // Held until the exit: a second caller blocks here.
     std::mem::forget(LEAVING.lock());
-    crate::progress::clear_active();
+    if let Some(clear_screen) = state().clear_screen.get() {
+        clear_screen();
+    }
     eprintln!("{}", visible_line(line));
     std::process::exit(128 + signal)
 }
 
 /// The line a `check` ended by a signal prints: how far it got and how to finish.
-pub(crate) fn resume_line(done: usize, planned: usize, run_dir: &std::path::Path) -> String {
+pub fn resume_line(done: usize, planned: usize, run_dir: &std::path::Path) -> String {
     format!(
         "interrupted: {done} of {planned} probes done; finish with: gpuprobe check --resume {}",
         shell_word(&run_dir.display().to_string())
@@ -145,7 +154,7 @@ pub(crate) fn resume_line(done: usize, planned: usize, run_dir: &std::path::Path
 }
 
 /// How an interrupted `fix` is finished from its directory.
-pub(crate) fn fix_resume_hint(fix_dir: &std::path::Path) -> String {
+pub fn fix_resume_hint(fix_dir: &std::path::Path) -> String {
     format!(
         "finish with: gpuprobe fix --resume {}",
         shell_word(&fix_dir.display().to_string())

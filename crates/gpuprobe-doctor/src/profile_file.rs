@@ -8,10 +8,11 @@
 //! system files) is refused with the reason. Kernel parameters and firmware changes are
 //! text in `system_changes`: reported, never applied.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gpuprobe_kb::catalogue::Catalogue;
 use gpuprobe_model::profile::{PROFILE_VERSION, Profile};
+use gpuprobe_model::{ClassifiedError, ExitStatus};
 
 /// Variables that change which code a process loads or where it finds it.
 const CODE_LOADING: &[&str] = &[
@@ -53,34 +54,111 @@ const TOP_KEYS: &[&str] = &[
 const STACK_KEYS: &[&str] = &["gpus", "kernel", "driver", "runtime", "torch"];
 const SETTING_KEYS: &[&str] = &["setting", "cures", "together_with", "sources", "cost"];
 
-/// Why a profile cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProfileError(pub String);
+/// Why a profile cannot be read, used or written. The user's to fix (exit 2), except a
+/// profile that cannot be serialized (exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The file cannot be read.
+    #[error("cannot read profile {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not TOML of a profile's shape.
+    #[error("{origin} is not a valid profile: {source}")]
+    Malformed {
+        /// The file, as messages name it.
+        origin: String,
+        /// What the TOML reader said.
+        #[source]
+        source: toml::de::Error,
+    },
+    /// A key gpuprobe does not know.
+    #[error(
+        "{origin}: unknown key `{key}`{place}: a profile holds only settings and the facts \
+         that justify them (docs/profiles.md); it cannot run commands or change system files"
+    )]
+    UnknownKey {
+        /// The file, as messages name it.
+        origin: String,
+        /// The key.
+        key: String,
+        /// Where it is (empty at the top, ` in [proven_on]`, ` in [[setting]]`).
+        place: &'static str,
+    },
+    /// Written by a newer gpuprobe.
+    #[error(
+        "{origin} has profile_version {version}; this gpuprobe reads version {PROFILE_VERSION} (upgrade gpuprobe)"
+    )]
+    Version {
+        /// The file, as messages name it.
+        origin: String,
+        /// Its version.
+        version: u32,
+    },
+    /// Settings the catalogue does not allow.
+    #[error("{origin} is refused: {}", problems.join("; "))]
+    Refused {
+        /// The file, as messages name it.
+        origin: String,
+        /// Each refused setting with the reason.
+        problems: Vec<String>,
+    },
+    /// The profile cannot be turned into TOML (exit 3).
+    #[error("cannot serialize the profile: {0}")]
+    Serialize(#[source] toml::ser::Error),
+    /// A missing parent directory cannot be made.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
-impl std::fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl ClassifiedError for ProfileError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            ProfileError::Serialize(_) => ExitStatus::InternalFailure,
+            _ => ExitStatus::UsageError,
+        }
     }
 }
 
-impl std::error::Error for ProfileError {}
-
 /// Reads and validates a profile.
 pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ProfileError(format!("cannot read profile {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse(&text, &path.display().to_string())
 }
 
 /// Parses and validates profile text (`origin` names it in messages).
 pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
-    let table: toml::Table = toml::from_str(text)
-        .map_err(|e| ProfileError(format!("{origin} is not a valid profile: {e}")))?;
-    let unknown = |key: &str, place: &str| {
-        ProfileError(format!(
-            "{origin}: unknown key `{key}`{place}: a profile holds only settings and the facts \
-             that justify them (docs/profiles.md); it cannot run commands or change system files"
-        ))
+    let malformed = |source| ProfileError::Malformed {
+        origin: origin.to_string(),
+        source,
+    };
+    let table: toml::Table = toml::from_str(text).map_err(malformed)?;
+    let unknown = |key: &str, place: &'static str| ProfileError::UnknownKey {
+        origin: origin.to_string(),
+        key: key.to_string(),
+        place,
     };
     for key in table.keys() {
         if !TOP_KEYS.contains(&key.as_str()) {
@@ -105,20 +183,19 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
             }
         }
     }
-    let profile: Profile = toml::from_str(text)
-        .map_err(|e| ProfileError(format!("{origin} is not a valid profile: {e}")))?;
+    let profile: Profile = toml::from_str(text).map_err(malformed)?;
     if profile.profile_version > PROFILE_VERSION {
-        return Err(ProfileError(format!(
-            "{origin} has profile_version {}; this gpuprobe reads version {PROFILE_VERSION} (upgrade gpuprobe)",
-            profile.profile_version
-        )));
+        return Err(ProfileError::Version {
+            origin: origin.to_string(),
+            version: profile.profile_version,
+        });
     }
     let problems = setting_problems(&profile, &gpuprobe_kb::catalogue::embedded());
     if !problems.is_empty() {
-        return Err(ProfileError(format!(
-            "{origin} is refused: {}",
-            problems.join("; ")
-        )));
+        return Err(ProfileError::Refused {
+            origin: origin.to_string(),
+            problems,
+        });
     }
     Ok(profile)
 }
@@ -152,8 +229,7 @@ pub fn setting_problems(profile: &Profile, catalogue: &Catalogue) -> Vec<String>
 
 /// Writes a profile as TOML, with a header comment saying what it is.
 pub fn write(path: &Path, profile: &Profile) -> Result<(), ProfileError> {
-    let body = toml::to_string(profile)
-        .map_err(|e| ProfileError(format!("cannot serialize the profile: {e}")))?;
+    let body = toml::to_string(profile).map_err(ProfileError::Serialize)?;
     let mut text = String::from(
         "# gpuprobe profile: process settings proven by `gpuprobe fix` to cure failing probes\n\
          # on the stack in [proven_on]. Apply with `gpuprobe run --profile FILE -- CMD` or\n\
@@ -168,11 +244,15 @@ pub fn write(path: &Path, profile: &Profile) -> Result<(), ProfileError> {
     text.push('\n');
     text.push_str(&body);
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| ProfileError(format!("cannot create {}: {e}", parent.display())))?;
+        std::fs::create_dir_all(parent).map_err(|source| ProfileError::CreateDir {
+            path: parent.to_path_buf(),
+            source,
+        })?;
     }
-    std::fs::write(path, text)
-        .map_err(|e| ProfileError(format!("cannot write {}: {e}", path.display())))
+    std::fs::write(path, text).map_err(|source| ProfileError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Export formats.
@@ -310,8 +390,9 @@ mod tests {
             let mut profile = sample();
             profile.env.insert(name.into(), value.into());
             let err = parse(&to_text(&profile), "p.toml").unwrap_err();
-            assert!(err.0.contains(name), "{err}");
-            assert!(err.0.contains(words), "{name}: {err}");
+            let err = err.to_string();
+            assert!(err.contains(name), "{err}");
+            assert!(err.contains(words), "{name}: {err}");
         }
     }
 
@@ -319,10 +400,10 @@ mod tests {
     fn unknown_keys_are_refused() {
         let text = format!("{}\nexec = \"rm -rf /\"\n", to_text(&sample()));
         let err = parse(&text, "p.toml").unwrap_err();
-        assert!(err.0.contains("unknown key `exec`"), "{err}");
+        assert!(err.to_string().contains("unknown key `exec`"), "{err}");
         let text = to_text(&sample()).replace("[proven_on]", "[proven_on]\nsysctl = \"x\"");
         let err = parse(&text, "p.toml").unwrap_err();
-        assert!(err.0.contains("`sysctl` in [proven_on]"), "{err}");
+        assert!(err.to_string().contains("`sysctl` in [proven_on]"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,162 @@
+//! Where a fix starts: a check run in its directory (finished first when a resumed fix
+//! finds it interrupted), or a finished run named with `--from`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use gpuprobe_kb::KbMatch;
+use gpuprobe_model::probe::{ProbeSpec, Tier};
+use gpuprobe_model::report::Report;
+use gpuprobe_runner::RunDir;
+use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
+
+use super::options::FixOptions;
+use super::run::{FixError, FixHost};
+use crate::engine::EngineConfig;
+use crate::session::{self, Completed};
+
+/// What the search starts from.
+pub(crate) struct Start {
+    pub(crate) report: Report,
+    pub(crate) catalog: Vec<ProbeSpec>,
+    pub(crate) config: EngineConfig,
+    pub(crate) matches: Vec<KbMatch>,
+    pub(crate) tier: Tier,
+    pub(crate) python: Option<PathBuf>,
+    pub(crate) source_run: PathBuf,
+}
+
+impl From<Completed> for Start {
+    fn from(completed: Completed) -> Start {
+        Start {
+            tier: completed.plan.tier,
+            python: completed.python.as_ref().map(|p| p.executable.clone()),
+            source_run: completed.run_dir.path().to_path_buf(),
+            report: completed.report,
+            catalog: completed.catalog,
+            config: completed.config,
+            matches: completed.matches,
+        }
+    }
+}
+
+/// The starting check of a resumed fix: read when it finished, finished (as `check
+/// --resume` would) when it was interrupted, run when it never started.
+pub(crate) fn resume_check(
+    options: &FixOptions,
+    fix_dir: &Path,
+    work: &RunDir,
+    host: &mut FixHost<'_>,
+    started_at: &str,
+) -> Result<Start, FixError> {
+    let check_dir = fix_dir.join("check");
+    if check_dir.join(REPORT_FILE).is_file() {
+        return start_from(&check_dir, options, work, host);
+    }
+    if !check_dir.join(PLAN_FILE).is_file() {
+        return start_with_check(options, fix_dir, host, started_at);
+    }
+    (host.say)("the starting check was interrupted: finishing it first");
+    let supervisor = session::supervisor_config(
+        options.session.timeout_scale,
+        options.session.startup_timeout,
+        check_dir.join("workers"),
+    );
+    let collector = session::spawn_collector(&host.session.env);
+    let prepared = session::prepare_existing(
+        &check_dir,
+        None,
+        options.session.python.as_deref(),
+        supervisor,
+        &host.session,
+    )?;
+    let completed = session::execute(
+        prepared,
+        options.verbose,
+        collector,
+        &mut *host.progress,
+        Instant::now(),
+        started_at,
+    )?;
+    Ok(Start::from(completed))
+}
+
+/// Runs a check in `fix_dir/check` and returns its outcome as the starting point.
+pub(crate) fn start_with_check(
+    options: &FixOptions,
+    fix_dir: &Path,
+    host: &mut FixHost<'_>,
+    started_at: &str,
+) -> Result<Start, FixError> {
+    let mut check = options.session.clone();
+    check.command = "fix";
+    check.run_dir = fix_dir.join("check");
+    check.probe_options = Default::default();
+    check.validate()?;
+    let collector = session::spawn_collector(&host.session.env);
+    let prepared = session::prepare_new(&check, &host.session, started_at)?;
+    (host.say)(&format!(
+        "checking first: {} probe run(s) planned ({} tier)",
+        prepared.plan.tasks.len(),
+        prepared.plan.tier.name()
+    ));
+    let completed = session::execute(
+        prepared,
+        options.verbose,
+        collector,
+        &mut *host.progress,
+        Instant::now(),
+        started_at,
+    )?;
+    Ok(Start::from(completed))
+}
+
+/// Reads a finished run (`--from`) as the starting point.
+pub(crate) fn start_from(
+    dir: &Path,
+    options: &FixOptions,
+    work: &RunDir,
+    host: &FixHost<'_>,
+) -> Result<Start, FixError> {
+    let supervisor = session::supervisor_config(
+        options.session.timeout_scale,
+        options.session.startup_timeout,
+        work.workers_dir(),
+    );
+    let prepared = session::prepare_existing(
+        dir,
+        Some(work),
+        options.session.python.as_deref(),
+        supervisor,
+        &host.session,
+    )?;
+    let report_path = dir.join(REPORT_FILE);
+    let text =
+        std::fs::read_to_string(&report_path).map_err(|source| FixError::ReportUnreadable {
+            path: report_path.clone(),
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+    let report: Report = serde_json::from_str(&text).map_err(|source| FixError::NotAReport {
+        path: report_path.clone(),
+        source,
+    })?;
+    let knowledge = gpuprobe_kb::KnowledgeBase::load_embedded();
+    let matches = gpuprobe_kb::match_all(&knowledge.kb, &report.fingerprint, &report.results);
+    // Probes of the old run that today's catalogue lacks keep their recorded specs.
+    let mut catalog = prepared.catalog;
+    for task in &prepared.plan.tasks {
+        if !catalog.iter().any(|s| s.id == task.spec.id) {
+            catalog.push(task.spec.clone());
+        }
+    }
+    Ok(Start {
+        tier: prepared.plan.tier,
+        python: prepared.python.as_ref().map(|p| p.executable.clone()),
+        source_run: dir.to_path_buf(),
+        report,
+        catalog,
+        config: prepared.config,
+        matches,
+    })
+}

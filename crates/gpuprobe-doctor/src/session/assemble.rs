@@ -1,0 +1,408 @@
+//! Assembling a session's report: the fingerprint joined and completed with what the
+//! workers said, knowledge-base matches, lint and diagnosis, the exit status the results
+//! earn, the timings, all written to `report.json`.
+
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
+use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec};
+use gpuprobe_model::protocol::WorkerEvent;
+use gpuprobe_model::report::{Report, Summary, Timings};
+use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::{ExitStatus, REPORT_SCHEMA_VERSION};
+use gpuprobe_runner::rundir::REPORT_FILE;
+use gpuprobe_runner::{PythonChoice, RunDir};
+
+use super::options::DeviceRequest;
+use super::{Completed, SessionError};
+use crate::engine::{self, EngineConfig, RunPlan};
+
+/// A session whose probes are over: what the report is assembled from.
+pub(crate) struct Finished<'a> {
+    pub run_dir: RunDir,
+    pub plan: RunPlan,
+    pub config: EngineConfig,
+    pub catalog: Vec<ProbeSpec>,
+    pub device_request: DeviceRequest,
+    pub notes: Vec<String>,
+    pub python: Option<PythonChoice>,
+    /// The results recorded before this session (a resumed run's).
+    pub previous: Vec<ProbeResult>,
+    /// What the engine ran now.
+    pub execution: engine::Execution,
+    /// The fingerprint being gathered since the session began.
+    pub fingerprint: JoinHandle<Fingerprint>,
+    pub started: Instant,
+    pub probes_started: Instant,
+    pub probes_ended: Instant,
+    pub started_at: &'a str,
+}
+
+/// Builds the report of a finished session and writes it to `report.json`.
+pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError> {
+    let Finished {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        mut notes,
+        python,
+        previous,
+        execution,
+        fingerprint,
+        started,
+        probes_started,
+        probes_ended,
+        started_at,
+    } = finished;
+    let mut results = previous;
+    results.extend(execution.results);
+    let mut fingerprint = fingerprint.join().unwrap_or_else(|_| Fingerprint {
+        source: "live".into(),
+        ..Default::default()
+    });
+    let fingerprint_joined = Instant::now();
+    if let Some(python_env) = python_env_from(python.as_ref(), &execution.hellos) {
+        gpuprobe_detect::merge_python(&mut fingerprint, python_env);
+    }
+    // Kernel lines printed during the probes are events of this machine too: parsed, they
+    // meet the knowledge base's log signatures (kind, client) like those read at the start.
+    gpuprobe_detect::merge_watched_kernel_lines(
+        &mut fingerprint,
+        results
+            .iter()
+            .flat_map(|r| r.kernel_log.iter().map(String::as_str)),
+    );
+    let knowledge = gpuprobe_kb::KnowledgeBase::load_embedded();
+    let matches = gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results);
+    let kb_findings: Vec<_> = matches.iter().map(|m| m.to_finding()).collect();
+    let findings = crate::diagnose::assemble(
+        crate::diagnose::diagnose(&results, &fingerprint),
+        kb_findings,
+        gpuprobe_kb::lint(&fingerprint),
+    );
+    let summary = Summary::of(&results);
+    let mut exit_status = exit_status_for(&results, &findings);
+    if let Some(absent) = absent_listed_gpus(&device_request, &execution.hellos) {
+        // A GPU index past what the framework sees is a wrong argument, not a stack that
+        // could not be tested: exit 2, with the results of the devices that do exist kept.
+        notes.push(absent.to_string());
+        exit_status = ExitStatus::UsageError;
+    }
+    let seconds = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64();
+    let prepare_s = seconds(started, probes_started);
+    let timings = Timings {
+        prepare_s,
+        probes_s: seconds(probes_started, probes_ended),
+        fingerprint_wait_s: seconds(probes_ended, fingerprint_joined),
+        report_s: seconds(fingerprint_joined, Instant::now()),
+        // The engine measures from its own start, the moment the probes began.
+        lanes: execution
+            .lanes
+            .into_iter()
+            .map(|lane| lane.shifted(prepare_s))
+            .collect(),
+    };
+    let report = Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: plan.command.clone(),
+        run_dir: Some(run_dir.path().display().to_string()),
+        started_at: started_at.to_string(),
+        wall_s: started.elapsed().as_secs_f64(),
+        tier: plan.tier,
+        simulation: config.simulate.clone(),
+        fingerprint,
+        results,
+        findings,
+        summary,
+        exit_status,
+        exit_code: exit_status.code(),
+        notes,
+        timings: Some(timings),
+    };
+    run_dir
+        .write_json(REPORT_FILE, &report)
+        .map_err(SessionError::RunDir)?;
+    Ok(Completed {
+        report,
+        run_dir,
+        plan,
+        config,
+        catalog,
+        python,
+        matches,
+    })
+}
+
+/// The exit status a set of results earns (docs/exit-codes.md). NOT-TESTED is never a
+/// problem, but neither is it a pass: a run in which most of the probes that apply could
+/// not be attempted ([`Summary::mostly_not_tested`]) has not tested the stack, and exits as
+/// one that could test nothing rather than as "all passed".
+pub fn exit_status_for(
+    results: &[ProbeResult],
+    findings: &[gpuprobe_model::Finding],
+) -> ExitStatus {
+    let judged = results
+        .iter()
+        .any(|r| r.verdict.is_judged() || r.verdict.is_problem());
+    if results.iter().any(|r| r.verdict.is_problem())
+        || findings
+            .iter()
+            .any(|f| f.severity == gpuprobe_model::Severity::Error)
+    {
+        ExitStatus::ProblemsFound
+    } else if !judged || Summary::of(results).mostly_not_tested {
+        ExitStatus::NothingTested
+    } else {
+        ExitStatus::AllPassed
+    }
+}
+
+/// GPUs named with `--device` that the framework says are not there.
+#[derive(Debug, PartialEq)]
+pub struct AbsentGpus {
+    /// The indices asked for that do not exist.
+    pub missing: Vec<u32>,
+    /// How many GPUs the framework sees.
+    pub seen: usize,
+}
+
+/// How the report's note on absent GPUs begins ([`AbsentGpus`]'s text).
+const ABSENT_GPUS_NOTE: &str = "--device ";
+
+/// The note on absent GPUs among a report's notes, also in a report read back from disk.
+pub fn absent_gpus_note(notes: &[String]) -> Option<&str> {
+    notes
+        .iter()
+        .map(String::as_str)
+        .find(|note| note.starts_with(ABSENT_GPUS_NOTE) && note.contains(": no such GPU;"))
+}
+
+impl std::fmt::Display for AbsentGpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let missing: Vec<String> = self.missing.iter().map(u32::to_string).collect();
+        let range = match self.seen {
+            0 => String::new(),
+            1 => " (index 0)".to_string(),
+            n => format!(" (indices 0 to {})", n - 1),
+        };
+        write!(
+            f,
+            "{ABSENT_GPUS_NOTE}{}: no such GPU; torch sees {} GPU(s){range} with this environment's visibility settings",
+            missing.join(","),
+            self.seen
+        )
+    }
+}
+
+/// Which listed GPUs do not exist, judged from a Python worker whose framework could use
+/// the GPU and listed its devices. Without such a worker nothing is known: a framework that
+/// sees no GPU at all leaves the run untested (exit 4), not mistaken.
+pub fn absent_listed_gpus(
+    request: &DeviceRequest,
+    hellos: &[engine::HelloRecord],
+) -> Option<AbsentGpus> {
+    let DeviceRequest::Listed(listed) = request else {
+        return None;
+    };
+    let seen = hellos.iter().find_map(|hello| match &hello.event {
+        WorkerEvent::Hello {
+            torch: Some(torch), ..
+        } if hello.backend == Backend::Python && torch.gpu_available => Some(torch.devices.len()),
+        _ => None,
+    })?;
+    let missing: Vec<u32> = listed
+        .iter()
+        .filter_map(|device| match device {
+            DeviceRef::Gpu(index) if *index as usize >= seen => Some(*index),
+            _ => None,
+        })
+        .collect();
+    (!missing.is_empty()).then_some(AbsentGpus { missing, seen })
+}
+
+/// The interpreter and framework as the Python workers reported them.
+fn python_env_from(
+    python: Option<&PythonChoice>,
+    hellos: &[engine::HelloRecord],
+) -> Option<PythonEnv> {
+    let choice = python?;
+    let mut python_env = PythonEnv {
+        executable: choice.executable.display().to_string(),
+        chosen_by: choice.chosen_by.clone(),
+        ..Default::default()
+    };
+    // Prefer a hello that carries torch facts (device 0's), else any.
+    let hello = hellos
+        .iter()
+        .filter(|h| h.backend == Backend::Python)
+        .max_by_key(|h| matches!(&h.event, WorkerEvent::Hello { torch: Some(_), .. }));
+    if let Some(engine::HelloRecord {
+        event:
+            WorkerEvent::Hello {
+                python_version,
+                torch,
+                unusable,
+                packages,
+                ..
+            },
+        ..
+    }) = hello
+    {
+        python_env.version = python_version.clone();
+        python_env.torch = torch.clone();
+        python_env.torch_error = unusable.clone();
+        python_env.packages = packages.clone();
+    }
+    Some(python_env)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn python_hello(device: u32, gpu_available: bool, seen: u32) -> engine::HelloRecord {
+        let torch = gpuprobe_model::fingerprint::TorchInfo {
+            version: "2.11.0+cu130".into(),
+            cuda: Some("13.0".into()),
+            gpu_available,
+            devices: (0..seen)
+                .map(|index| gpuprobe_model::fingerprint::TorchDevice {
+                    index,
+                    name: "GPU".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        engine::HelloRecord {
+            backend: Backend::Python,
+            device: DeviceRef::Gpu(device),
+            event: WorkerEvent::Hello {
+                protocol: 1,
+                pid: 1,
+                worker: "python".into(),
+                executable: None,
+                python_version: None,
+                torch: Some(torch),
+                unusable: (device >= seen).then(|| format!("cuda:{device} does not exist")),
+                packages: BTreeMap::new(),
+                simulated: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_listed_gpu_the_framework_does_not_see_is_a_wrong_argument() {
+        let listed = |devices: &[u32]| {
+            DeviceRequest::Listed(devices.iter().map(|d| DeviceRef::Gpu(*d)).collect())
+        };
+        let absent = absent_listed_gpus(&listed(&[0, 5, 2]), &[python_hello(5, true, 2)]);
+        assert_eq!(
+            absent,
+            Some(AbsentGpus {
+                missing: vec![5, 2],
+                seen: 2
+            })
+        );
+        let note = absent.unwrap().to_string();
+        assert_eq!(
+            absent_gpus_note(&["resumed run".into(), note.clone()]),
+            Some(note.as_str())
+        );
+        assert_eq!(
+            note,
+            "--device 5,2: no such GPU; torch sees 2 GPU(s) (indices 0 to 1) with this environment's visibility settings"
+        );
+        assert_eq!(
+            absent_listed_gpus(&listed(&[1]), &[python_hello(1, true, 2)]),
+            None
+        );
+        // Every GPU is asked for, or none is listed: nothing can be missing.
+        assert_eq!(
+            absent_listed_gpus(&DeviceRequest::All, &[python_hello(0, true, 1)]),
+            None
+        );
+        assert_eq!(
+            absent_listed_gpus(
+                &DeviceRequest::Listed(vec![DeviceRef::Cpu]),
+                &[python_hello(0, true, 1)]
+            ),
+            None
+        );
+        // A framework that sees no usable GPU says nothing about which exist (exit 4), and
+        // neither does a run without a Python worker.
+        assert_eq!(
+            absent_listed_gpus(&listed(&[3]), &[python_hello(3, false, 0)]),
+            None
+        );
+        assert_eq!(absent_listed_gpus(&listed(&[3]), &[]), None);
+    }
+
+    #[test]
+    fn exit_status_rules() {
+        use gpuprobe_model::probe::{Layer, ProbeId};
+        use gpuprobe_model::verdict::Verdict;
+        let result = |verdict| {
+            ProbeResult::new(
+                ProbeId::new("a.b"),
+                DeviceRef::Gpu(0),
+                Layer::Framework,
+                verdict,
+            )
+        };
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass)], &[]),
+            ExitStatus::AllPassed
+        );
+        assert_eq!(
+            exit_status_for(
+                &[
+                    result(Verdict::Pass),
+                    result(Verdict::Hang { timeout_s: 1.0 })
+                ],
+                &[]
+            ),
+            ExitStatus::ProblemsFound
+        );
+        assert_eq!(
+            exit_status_for(&[result(Verdict::NotTested { reason: "x".into() })], &[]),
+            ExitStatus::NothingTested
+        );
+        assert_eq!(exit_status_for(&[], &[]), ExitStatus::NothingTested);
+        let not_tested = || result(Verdict::NotTested { reason: "x".into() });
+        let skip = || result(Verdict::Skip { reason: "x".into() });
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass), not_tested(), not_tested()], &[]),
+            ExitStatus::NothingTested,
+            "most of what applies was not tested"
+        );
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass), not_tested()], &[]),
+            ExitStatus::AllPassed,
+            "half is enough"
+        );
+        assert_eq!(
+            exit_status_for(&[result(Verdict::Pass), skip(), skip(), not_tested()], &[]),
+            ExitStatus::AllPassed,
+            "a SKIP does not apply, so it does not count"
+        );
+        assert_eq!(
+            exit_status_for(
+                &[
+                    result(Verdict::Hang { timeout_s: 1.0 }),
+                    not_tested(),
+                    not_tested()
+                ],
+                &[]
+            ),
+            ExitStatus::ProblemsFound,
+            "a problem is reported whatever else was not tested"
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! Executing a prepared session: the machine's fingerprint gathered in the background,
+//! what is left of the plan run through the engine (the other GPUs planned once GPU 0's
+//! worker has counted them), progress told to the caller's observer, then the report
+//! assembled ([`super::assemble`]).
+
+use std::collections::BTreeMap;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use gpuprobe_model::fingerprint::Fingerprint;
+use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec};
+use gpuprobe_model::protocol::WorkerEvent;
+use gpuprobe_runner::Task;
+use gpuprobe_runner::rundir::PLAN_FILE;
+
+use super::assemble::{self, Finished};
+use super::options::{DeviceRequest, applies_to};
+use super::{Completed, Prepared, SessionError, SessionProgress, interrupt};
+use crate::engine::{self, Lane, LaneBudget, PlannedTask};
+
+/// Starts fingerprinting this machine in the background (tools, kernel log).
+pub fn spawn_collector(env: &BTreeMap<String, String>) -> Collector {
+    let fingerprint_env = env.clone();
+    let fingerprint = std::thread::spawn(move || {
+        gpuprobe_detect::collect(
+            &gpuprobe_detect::Root::live(),
+            &fingerprint_env,
+            &gpuprobe_detect::CollectOptions::live(),
+        )
+    });
+    // Beside the planning, so that the lanes can be sized when the probes start.
+    let memory_env = env.clone();
+    let free_gpu_memory = std::thread::spawn(move || {
+        gpuprobe_detect::least_free_gpu_memory(
+            &gpuprobe_detect::Root::live(),
+            &memory_env,
+            FREE_MEMORY_TIMEOUT,
+        )
+    });
+    Collector {
+        fingerprint,
+        free_gpu_memory,
+    }
+}
+
+/// How long the free-memory query may take: past it the lanes are not cut (a slow
+/// `nvidia-smi` must not delay every probe).
+const FREE_MEMORY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What is found out about the machine while a session plans and runs.
+pub struct Collector {
+    /// The fingerprint (tools, kernel log), joined after the probes.
+    pub(crate) fingerprint: JoinHandle<Fingerprint>,
+    /// The least free GPU memory, joined before the probes start (lane sizing).
+    free_gpu_memory: JoinHandle<Option<u64>>,
+}
+
+/// Runs what is left of the plan and builds the report (written to `report.json`).
+pub fn execute(
+    prepared: Prepared,
+    verbose: bool,
+    collector: Collector,
+    progress: &mut dyn SessionProgress,
+    started: Instant,
+    started_at: &str,
+) -> Result<Completed, SessionError> {
+    let Prepared {
+        run_dir,
+        mut plan,
+        config,
+        catalog,
+        device_request,
+        mut notes,
+        python,
+    } = prepared;
+    let (previous, torn) = run_dir.load_results().map_err(SessionError::RunDir)?;
+    if torn > 0 {
+        notes.push(format!(
+            "{torn} unreadable line(s) in results.jsonl were ignored (a run killed mid-write)"
+        ));
+    }
+    let free_gpu_memory = collector.free_gpu_memory.join().unwrap_or(None);
+    let budget = LaneBudget::for_host(
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        free_gpu_memory,
+    );
+    let lanes = plan.remaining_lanes(&previous, budget);
+    let mut stack = run_dir.read_stack().unwrap_or_default();
+    progress.started(&format!("{} tier", plan.tier.name()));
+    for _ in &previous {
+        progress.update(&engine::Progress::Planned(1));
+    }
+
+    let selected: Vec<ProbeSpec> = engine::select(&catalog, plan.tier, &plan.only);
+    let mut planned_devices: Vec<DeviceRef> = plan.tasks.iter().map(|t| t.device).collect();
+    planned_devices.dedup();
+    let mut added_tasks: Vec<PlannedTask> = Vec::new();
+    let mut expand = |backend: Backend, device: DeviceRef, hello: &WorkerEvent| -> Vec<Lane> {
+        // The first torch a Python worker reports is the run's: a resume compares with it.
+        if backend == Backend::Python
+            && stack.torch.is_none()
+            && let WorkerEvent::Hello {
+                torch: Some(torch), ..
+            } = hello
+        {
+            stack.torch = Some(torch.version.clone());
+            let _ = run_dir.write_stack(&stack);
+        }
+        // Device 0's Python worker tells how many GPUs torch sees; plan the others.
+        if device_request != DeviceRequest::All
+            || backend != Backend::Python
+            || device != DeviceRef::Gpu(0)
+        {
+            return Vec::new();
+        }
+        let WorkerEvent::Hello {
+            torch: Some(torch), ..
+        } = hello
+        else {
+            return Vec::new();
+        };
+        let mut lanes = Vec::new();
+        for info in torch.devices.iter().skip(1) {
+            let device = DeviceRef::Gpu(info.index);
+            if planned_devices.contains(&device) {
+                continue;
+            }
+            planned_devices.push(device);
+            let tasks: Vec<Task> = selected
+                .iter()
+                .filter(|spec| applies_to(spec, device))
+                .map(|spec| Task {
+                    spec: spec.clone(),
+                    device,
+                })
+                .collect();
+            added_tasks.extend(tasks.iter().map(|t| PlannedTask {
+                spec: t.spec.clone(),
+                device,
+            }));
+            lanes.extend(engine::sized_lanes(tasks, budget));
+        }
+        lanes
+    };
+    let probes_started = Instant::now();
+    let execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
+        progress.update(&event)
+    });
+    let probes_ended = Instant::now();
+    progress.finished();
+    if !added_tasks.is_empty() {
+        plan.tasks.extend(added_tasks);
+        let _ = run_dir.write_json(PLAN_FILE, &plan);
+    }
+    if let Some(signal) = interrupt::interrupted() {
+        // The workers are stopped and every finished result is in the run directory; a
+        // report of part of the plan would read as the whole, so none is made.
+        let done = previous.len() + execution.results.len();
+        let line = if plan.command == "check" {
+            interrupt::resume_line(done, plan.tasks.len(), run_dir.path())
+        } else {
+            "gpuprobe: interrupted; the workers are stopped".to_string()
+        };
+        interrupt::leave(signal, &line);
+    }
+    for err in &execution.write_errors {
+        notes.push(format!("could not record a result: {err}"));
+    }
+    if let Some(reason) = &execution.kernel_log_unreadable {
+        notes.push(format!(
+            "the kernel log was not watched during the probes ({reason}): page faults and resets are not linked to the probes that ran when they were printed; run as root, or with kernel.dmesg_restrict=0, to link them"
+        ));
+    }
+    if verbose {
+        notes.extend(execution.logs.iter().cloned());
+    }
+    assemble::assemble(Finished {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        notes,
+        python,
+        previous,
+        execution,
+        fingerprint: collector.fingerprint,
+        started,
+        probes_started,
+        probes_ended,
+        started_at,
+    })
+}

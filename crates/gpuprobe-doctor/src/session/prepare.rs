@@ -1,0 +1,650 @@
+//! Preparing a session: a new run (run directory, interpreter, probe package, catalogue,
+//! plan), a run reopened for `fix` to build on, or one resumed to be finished, refused
+//! when it would no longer run under what it ran under (unless re-planned).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gpuprobe_model::probe::{DeviceRef, ProbeSpec, Tier};
+use gpuprobe_model::protocol::SimulationSpec;
+use gpuprobe_runner::rundir::PLAN_FILE;
+use gpuprobe_runner::{
+    KernelLogSource, PythonChoice, RunDir, SupervisorConfig, python, simulation,
+};
+
+use super::options::{
+    DeviceRequest, SessionOptions, applies_to, gpu_count_hint, initial_devices, parse_devices,
+    supervisor_config, validate_python,
+};
+use super::{Prepared, SessionError, SessionHost};
+use crate::engine::{self, EngineConfig, PlannedTask, RunPlan, Settings};
+
+/// Plans a new session: run directory, interpreter, probe package, catalogue, devices.
+pub fn prepare_new(
+    options: &SessionOptions,
+    host: &SessionHost,
+    started_at: &str,
+) -> Result<Prepared, SessionError> {
+    let env = &host.env;
+    options.validate()?;
+    let tier = options.tier;
+    let device_request = parse_devices(&options.device)?;
+    let simulate: Option<SimulationSpec> = options
+        .simulate
+        .as_deref()
+        .map(simulation::resolve)
+        .transpose()
+        .map_err(SessionError::Simulation)?;
+    // Last of the arguments (it runs the interpreter), but before any work.
+    let explicit_python = validate_python(options.python.as_deref(), env)?;
+    let run_path = options.run_dir.clone();
+    let created_here = !run_path.exists();
+    let run_dir = RunDir::create(&run_path).map_err(SessionError::RunDir)?;
+    let mut notes = Vec::new();
+
+    let python = match explicit_python {
+        Some(choice) => Some(choice),
+        None => match python::find_python(None, env) {
+            Ok(choice) => Some(choice),
+            Err(err) => {
+                notes.push(err.to_string());
+                None
+            }
+        },
+    };
+    let package_dir = python::extract_package(&run_dir.path().join("python"))
+        .map_err(SessionError::ExtractPackage)?;
+    let expand = expanded_families(tier, &options.only);
+    let bytecode_cache = host.bytecode_cache.clone();
+    let mut catalog = python_catalog(
+        python.as_ref(),
+        &package_dir,
+        &run_dir,
+        &expand,
+        bytecode_cache.as_deref(),
+        &mut notes,
+    );
+    if !options.no_native {
+        catalog.extend(host.native_catalog.iter().cloned());
+    }
+
+    let selected = engine::select(&catalog, tier, &options.only);
+    let unmatched: Vec<String> = if catalog.is_empty() {
+        Vec::new()
+    } else {
+        engine::unmatched_patterns(&catalog, tier, &options.only)
+            .into_iter()
+            .map(|(pattern, elsewhere)| match elsewhere {
+                Some(other) => format!(
+                    "--only {pattern} matches no probe of the {} tier; it matches probes of the {} tier (--tier {})",
+                    tier.name(),
+                    other.name(),
+                    other.name()
+                ),
+                None => format!("--only {pattern} matches no probe in any tier"),
+            })
+            .collect()
+    };
+    if selected.is_empty() && !catalog.is_empty() {
+        // Nothing ran and nothing will: a directory made only to list the catalogue would
+        // be a run that never was (`runs list` would show it). One that was there stays.
+        if created_here {
+            let _ = std::fs::remove_dir_all(&run_path);
+        }
+        return Err(SessionError::NothingSelected {
+            tier,
+            only: options.only.clone(),
+            unmatched,
+        });
+    }
+    notes.extend(unmatched);
+    let devices = initial_devices(&device_request, simulate.is_some(), &mut notes);
+    let tasks: Vec<PlannedTask> = devices
+        .iter()
+        .flat_map(|device| {
+            selected
+                .iter()
+                .filter(move |spec| applies_to(spec, *device))
+                .map(move |spec| PlannedTask {
+                    spec: spec.clone(),
+                    device: *device,
+                })
+        })
+        .collect();
+    let plan = RunPlan {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: options.command.into(),
+        tier,
+        only: options.only.clone(),
+        devices: match &device_request {
+            DeviceRequest::All => None,
+            DeviceRequest::Listed(list) => Some(list.clone()),
+        },
+        python: python.as_ref().map(|p| p.executable.display().to_string()),
+        python_chosen_by: python.as_ref().map(|p| p.chosen_by.clone()),
+        native: !options.no_native,
+        seed: options.seed,
+        simulate: simulate.clone(),
+        settings: Settings::default(),
+        options: options.probe_options.clone(),
+        tasks,
+        started_at: started_at.to_string(),
+    };
+    run_dir
+        .write_json(PLAN_FILE, &plan)
+        .map_err(SessionError::RunDir)?;
+    let config = EngineConfig {
+        python: python.clone(),
+        package_dir: Some(package_dir),
+        native_program: std::env::current_exe().ok(),
+        seed: options.seed,
+        kernel_log: kernel_log_source(simulate.as_ref()),
+        simulate,
+        settings: Settings::default(),
+        supervisor: supervisor_config(
+            options.timeout_scale,
+            options.startup_timeout,
+            run_dir.workers_dir(),
+        ),
+        options: worker_options(
+            &options.probe_options,
+            python.as_ref(),
+            bytecode_cache.as_deref(),
+        ),
+        // Only GPU 0 is planned so far; the other GPUs join once its worker has counted them.
+        expected_devices: if devices == [DeviceRef::Gpu(0)] && device_request == DeviceRequest::All
+        {
+            gpu_count_hint()
+        } else {
+            1
+        },
+    };
+    Ok(Prepared {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        notes,
+        python,
+    })
+}
+
+/// Reopens a run directory for `fix` (to build on it, or to finish its starting check): its
+/// plan, the interpreter it used (unless `python_override` replaces it), the catalogue, and
+/// a freshly extracted probe package. The package and the catalogue query go into `work`
+/// (the new run's directory, the old one then being only read), or the run directory itself
+/// when `work` is none. Unlike [`prepare_resume`] it does not compare the interpreter with
+/// the run's.
+pub fn prepare_existing(
+    dir: &Path,
+    work: Option<&RunDir>,
+    python_override: Option<&Path>,
+    supervisor: SupervisorConfig,
+    host: &SessionHost,
+) -> Result<Prepared, SessionError> {
+    let env = &host.env;
+    let explicit = validate_python(python_override, env)?;
+    let run_dir = RunDir::open(dir).map_err(SessionError::RunDir)?;
+    let work = work.cloned().unwrap_or_else(|| run_dir.clone());
+    let plan: RunPlan = run_dir.read_json(PLAN_FILE).map_err(SessionError::RunDir)?;
+    let stack = run_dir.read_stack().map_err(SessionError::RunDir)?;
+    let python = match explicit {
+        Some(choice) => Some(choice),
+        None => planned_python(&plan).or_else(|| python::find_python(None, env).ok()),
+    };
+    let package_dir = python::extract_package(&work.path().join("python"))
+        .map_err(SessionError::ExtractPackage)?;
+    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
+    notes.extend(stack.replans.iter().cloned());
+    let catalog = catalog_for(
+        &plan,
+        python.as_ref(),
+        &package_dir,
+        &work,
+        host,
+        &mut notes,
+    );
+    Ok(reopened(
+        run_dir,
+        plan,
+        python,
+        package_dir,
+        catalog,
+        supervisor,
+        host,
+        notes,
+    ))
+}
+
+/// Reopens a run directory to finish it (`check --resume`): what is left of its plan, under
+/// the interpreter it used (or `python_override`, which must be the same).
+///
+/// Continuing under anything else would make one report of two stacks, so a resume is
+/// refused (a usage error naming both sides) when the interpreter differs from the run's
+/// (or is gone), when it now reports another torch than the run's workers did, or when
+/// another gpuprobe version planned the run. With `replan` it goes on instead: the plan is
+/// made again from the run's tier, patterns and devices with this interpreter and this
+/// gpuprobe, the results already recorded are kept, and every later report of the run says
+/// so.
+pub fn prepare_resume(
+    dir: &Path,
+    python_override: Option<&Path>,
+    replan: bool,
+    supervisor: SupervisorConfig,
+    host: &SessionHost,
+) -> Result<Prepared, SessionError> {
+    let env = &host.env;
+    let explicit = validate_python(python_override, env)?;
+    let run_dir = RunDir::open(dir).map_err(SessionError::RunDir)?;
+    let mut plan: RunPlan = run_dir.read_json(PLAN_FILE).map_err(SessionError::RunDir)?;
+    let mut stack = run_dir.read_stack().map_err(SessionError::RunDir)?;
+    let planned = planned_python(&plan);
+    let mut differences = Vec::new();
+    if let Some(run) = &planned
+        && explicit.is_none()
+        && std::fs::metadata(&run.executable).is_err()
+    {
+        differences.push(format!(
+            "the run's interpreter {} is gone",
+            run.executable.display()
+        ));
+    }
+    let python = match (explicit, planned) {
+        (Some(now), Some(run)) => {
+            if !same_interpreter(&run.executable, &now.executable) {
+                differences.push(format!(
+                    "the run used the interpreter {}{}; this resume would use {}",
+                    run.executable.display(),
+                    stack
+                        .torch
+                        .as_deref()
+                        .map(|t| format!(" (torch {t})"))
+                        .unwrap_or_default(),
+                    now.executable.display()
+                ));
+            }
+            Some(now)
+        }
+        (Some(now), None) => {
+            differences.push(format!(
+                "the run found no interpreter; this resume would use {}",
+                now.executable.display()
+            ));
+            Some(now)
+        }
+        (None, Some(run)) if differences.is_empty() => Some(run),
+        (None, Some(_)) => python::find_python(None, env).ok(),
+        (None, None) => None,
+    };
+    let tool_version = env!("CARGO_PKG_VERSION");
+    if plan.tool_version != tool_version {
+        differences.push(format!(
+            "gpuprobe {} planned the run; this is gpuprobe {tool_version}",
+            plan.tool_version
+        ));
+    }
+    let package_dir = python::extract_package(&run_dir.path().join("python"))
+        .map_err(SessionError::ExtractPackage)?;
+    // Same interpreter: is its torch still the one the run's workers reported? (A torch
+    // upgraded in place would otherwise pass unnoticed.) Only asked when nothing else
+    // differs, since any difference already needs --replan.
+    if differences.is_empty()
+        && let (Some(run_torch), Some(choice)) = (&stack.torch, &python)
+    {
+        let now = python::fetch_env(
+            choice,
+            |plan| python::worker_command(&choice.executable, &package_dir, plan),
+            &run_dir.workers_dir().join("resume-env-plan.json"),
+            supervisor.startup_timeout,
+        );
+        let now_torch = now.torch.as_ref().map(|t| t.version.as_str());
+        if now_torch != Some(run_torch.as_str()) {
+            differences.push(format!(
+                "the run's probes ran under torch {run_torch}; {} now reports {}",
+                choice.executable.display(),
+                match (now_torch, &now.torch_error) {
+                    (Some(version), _) => format!("torch {version}"),
+                    (None, Some(error)) => format!("no usable torch ({error})"),
+                    (None, None) => "no torch".into(),
+                }
+            ));
+        }
+    }
+    if !differences.is_empty() && !replan {
+        return Err(SessionError::ResumeDiffers {
+            dir: dir.to_path_buf(),
+            differences,
+        });
+    }
+    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
+    let catalog = catalog_for(
+        &plan,
+        python.as_ref(),
+        &package_dir,
+        &run_dir,
+        host,
+        &mut notes,
+    );
+    if !differences.is_empty() {
+        let (done, _) = run_dir.load_results().map_err(SessionError::RunDir)?;
+        let replanned = replanned_tasks(&plan, &catalog);
+        stack.replans.push(format!(
+            "re-planned on resume (--replan): {}; the {} result(s) recorded before came from the \
+             earlier plan, the rest from {} planned probe run(s) under {}",
+            differences.join("; "),
+            done.len(),
+            replanned.len(),
+            python
+                .as_ref()
+                .map(|p| p.executable.display().to_string())
+                .unwrap_or_else(|| "no interpreter".into())
+        ));
+        stack.torch = None;
+        plan.tasks = replanned;
+        plan.tool_version = tool_version.to_string();
+        plan.python = python.as_ref().map(|p| p.executable.display().to_string());
+        plan.python_chosen_by = python.as_ref().map(|p| p.chosen_by.clone());
+        run_dir
+            .write_json(PLAN_FILE, &plan)
+            .map_err(SessionError::RunDir)?;
+        run_dir.write_stack(&stack).map_err(SessionError::RunDir)?;
+    } else if replan {
+        notes.push("--replan: nothing differs from the run's plan; resumed as planned".into());
+    }
+    notes.extend(stack.replans.iter().cloned());
+    Ok(reopened(
+        run_dir,
+        plan,
+        python,
+        package_dir,
+        catalog,
+        supervisor,
+        host,
+        notes,
+    ))
+}
+
+/// The interpreter a plan names, as the run chose it.
+fn planned_python(plan: &RunPlan) -> Option<PythonChoice> {
+    plan.python.as_ref().map(|p| PythonChoice {
+        executable: PathBuf::from(p),
+        chosen_by: plan
+            .python_chosen_by
+            .clone()
+            .unwrap_or_else(|| "plan".into()),
+    })
+}
+
+/// Whether two interpreter paths name the same interpreter: the same path once made
+/// absolute. Links are deliberately not followed: a venv's `bin/python` links to the base
+/// interpreter but runs with the venv's packages, and a wrapper script may change what runs.
+fn same_interpreter(a: &Path, b: &Path) -> bool {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    a == b || absolute(a) == absolute(b)
+}
+
+/// The catalogue a reopened plan is run from: the Python probes its interpreter lists (the
+/// framework-dependent families its tier needs), and the native ones when it has them.
+fn catalog_for(
+    plan: &RunPlan,
+    python: Option<&PythonChoice>,
+    package_dir: &Path,
+    work: &RunDir,
+    host: &SessionHost,
+    notes: &mut Vec<String>,
+) -> Vec<ProbeSpec> {
+    let expand = expanded_families(plan.tier, &plan.only);
+    let bytecode_cache = host.bytecode_cache.clone();
+    let mut catalog = python_catalog(
+        python,
+        package_dir,
+        work,
+        &expand,
+        bytecode_cache.as_deref(),
+        notes,
+    );
+    if plan.native {
+        catalog.extend(host.native_catalog.iter().cloned());
+    }
+    catalog
+}
+
+/// A plan's tasks made again from `catalog`: its tier and patterns, on every device it had
+/// planned (the GPUs found while it ran included).
+fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<PlannedTask> {
+    let selected = engine::select(catalog, plan.tier, &plan.only);
+    let mut devices: Vec<DeviceRef> = Vec::new();
+    for task in &plan.tasks {
+        if !devices.contains(&task.device) {
+            devices.push(task.device);
+        }
+    }
+    devices
+        .iter()
+        .flat_map(|device| {
+            selected
+                .iter()
+                .filter(move |spec| applies_to(spec, *device))
+                .map(move |spec| PlannedTask {
+                    spec: spec.clone(),
+                    device: *device,
+                })
+        })
+        .collect()
+}
+
+/// A reopened run, ready to execute.
+#[allow(clippy::too_many_arguments)]
+fn reopened(
+    run_dir: RunDir,
+    plan: RunPlan,
+    python: Option<PythonChoice>,
+    package_dir: PathBuf,
+    catalog: Vec<ProbeSpec>,
+    supervisor: SupervisorConfig,
+    host: &SessionHost,
+    notes: Vec<String>,
+) -> Prepared {
+    let bytecode_cache = host.bytecode_cache.clone();
+    let device_request = match &plan.devices {
+        None => DeviceRequest::All,
+        Some(list) => DeviceRequest::Listed(list.clone()),
+    };
+    let config = EngineConfig {
+        python: python.clone(),
+        package_dir: Some(package_dir),
+        native_program: std::env::current_exe().ok(),
+        seed: plan.seed,
+        kernel_log: kernel_log_source(plan.simulate.as_ref()),
+        simulate: plan.simulate.clone(),
+        settings: plan.settings.clone(),
+        supervisor,
+        options: worker_options(&plan.options, python.as_ref(), bytecode_cache.as_deref()),
+        // What is left is regrouped from the planned tasks, which already name every GPU
+        // the first run found.
+        expected_devices: 1,
+    };
+    Prepared {
+        run_dir,
+        plan,
+        config,
+        catalog,
+        device_request,
+        notes,
+        python,
+    }
+}
+
+/// The kernel log a run watches: the live one, except under simulation, whose results must
+/// not depend on what the host's kernel happens to print.
+fn kernel_log_source(simulate: Option<&SimulationSpec>) -> KernelLogSource {
+    if simulate.is_some() {
+        KernelLogSource::Off
+    } else {
+        KernelLogSource::Live
+    }
+}
+
+/// The worker option naming gpuprobe's bytecode cache, used only where the interpreter
+/// cannot cache torch's bytecode in place (`python/gpuprobe/worker/bytecode.py`).
+const BYTECODE_CACHE_OPTION: &str = "bytecode_cache";
+
+/// Adds the bytecode cache, when there is one, to a worker plan's options.
+fn add_bytecode_cache(
+    options: &mut BTreeMap<String, serde_json::Value>,
+    bytecode_cache: Option<&Path>,
+) {
+    if let Some(dir) = bytecode_cache {
+        options.insert(
+            BYTECODE_CACHE_OPTION.into(),
+            serde_json::json!(dir.display().to_string()),
+        );
+    }
+}
+
+/// The options every worker's plan carries: the probe options, where the native worker
+/// should look for runtime libraries, and the bytecode cache.
+fn worker_options(
+    probe_options: &BTreeMap<String, serde_json::Value>,
+    python: Option<&PythonChoice>,
+    bytecode_cache: Option<&Path>,
+) -> BTreeMap<String, serde_json::Value> {
+    let mut options = native_library_hints(python);
+    add_bytecode_cache(&mut options, bytecode_cache);
+    options.extend(probe_options.clone());
+    options
+}
+
+/// The catalogue query's options: the families to expand (which imports the framework) and
+/// the bytecode cache that import may need.
+fn catalog_options(
+    expand: &[&str],
+    bytecode_cache: Option<&Path>,
+) -> BTreeMap<String, serde_json::Value> {
+    let mut options = BTreeMap::new();
+    if !expand.is_empty() {
+        options.insert("expand".to_string(), serde_json::json!(expand));
+        add_bytecode_cache(&mut options, bytecode_cache);
+    }
+    options
+}
+
+/// Where the native worker should also look for GPU runtime libraries: the user's
+/// site-packages (pip-installed ROCm and CUDA libraries) and torch's own `lib`, derived
+/// from the interpreter's location without starting it.
+fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde_json::Value> {
+    let mut options = BTreeMap::new();
+    let Some(prefix) = python
+        .and_then(|p| p.executable.parent())
+        .and_then(Path::parent)
+    else {
+        return options;
+    };
+    let mut sites: Vec<String> = Vec::new();
+    for lib in ["lib", "lib64"] {
+        let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with("python3") {
+                let site = entry.path().join("site-packages");
+                if site.is_dir() {
+                    sites.push(site.display().to_string());
+                }
+            }
+        }
+    }
+    sites.sort();
+    if let Some(torch_lib) = sites
+        .iter()
+        .map(|s| Path::new(s).join("torch/lib"))
+        .find(|p| p.is_dir())
+    {
+        options.insert(
+            "torch_lib_dir".into(),
+            serde_json::json!(torch_lib.display().to_string()),
+        );
+    }
+    if !sites.is_empty() {
+        options.insert("site_packages".into(), serde_json::json!(sites));
+    }
+    options
+}
+
+/// The families whose probes depend on the installed framework and that this run needs:
+/// the sweep's operators (PyTorch's operator database, read at run time) for the full
+/// tier, or when an `--only` pattern may name one. Listing them costs a framework import,
+/// so the quick and standard tiers do without.
+pub fn expanded_families(tier: Tier, only: &[String]) -> Vec<&'static str> {
+    let named = only
+        .iter()
+        .any(|p| p.starts_with("sweep") || p.starts_with('*'));
+    if tier == Tier::Full || named {
+        vec!["sweep"]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The Python probe catalogue, from the user's interpreter, or from any `python3` when that
+/// one cannot even start (the probes are then listed and reported NOT-TESTED with the
+/// reason instead of vanishing).
+fn python_catalog(
+    python: Option<&PythonChoice>,
+    package_dir: &Path,
+    run_dir: &RunDir,
+    expand: &[&str],
+    bytecode_cache: Option<&Path>,
+    notes: &mut Vec<String>,
+) -> Vec<ProbeSpec> {
+    let options = catalog_options(expand, bytecode_cache);
+    let plan_path = run_dir.workers_dir().join("catalog.json");
+    // Listing the sweep's operators imports the framework and its operator database.
+    let timeout = Duration::from_secs(if expand.is_empty() { 60 } else { 240 });
+    let mut candidates: Vec<PathBuf> = python
+        .map(|p| vec![p.executable.clone()])
+        .unwrap_or_default();
+    candidates.push(PathBuf::from("python3"));
+    for (i, interpreter) in candidates.iter().enumerate() {
+        let result = python::fetch_catalog(
+            |plan| python::worker_command(interpreter, package_dir, plan),
+            &plan_path,
+            timeout,
+            options.clone(),
+        );
+        match result {
+            Ok(catalog) => {
+                if i > 0 {
+                    notes.push(format!("probe list taken from {}", interpreter.display()));
+                }
+                return catalog;
+            }
+            Err(err) => notes.push(err),
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_and_an_expanding_catalogue_are_told_the_bytecode_cache() {
+        let cache = Path::new("/c/gpuprobe/bytecode");
+        let options = worker_options(&BTreeMap::new(), None, Some(cache));
+        assert_eq!(
+            options.get(BYTECODE_CACHE_OPTION),
+            Some(&serde_json::json!("/c/gpuprobe/bytecode"))
+        );
+        assert!(!worker_options(&BTreeMap::new(), None, None).contains_key(BYTECODE_CACHE_OPTION));
+        // Listing without expanding imports no framework: nothing to cache, nothing sent.
+        assert!(catalog_options(&[], Some(cache)).is_empty());
+        let expanding = catalog_options(&["sweep"], Some(cache));
+        assert_eq!(expanding.get("expand"), Some(&serde_json::json!(["sweep"])));
+        assert!(expanding.contains_key(BYTECODE_CACHE_OPTION));
+    }
+}
