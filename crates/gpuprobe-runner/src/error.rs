@@ -59,3 +59,51 @@ impl RunnerError {
         }
     }
 }
+
+impl gpuprobe_model::ClassifiedError for RunnerError {
+    /// What the user can fix (a run directory that cannot be made or is not a run, no
+    /// usable Python, a malformed simulation spec) is a usage error, as the binary reports
+    /// them today; a worker that cannot be spawned or breaks the protocol is gpuprobe's own
+    /// failure.
+    fn exit_status(&self) -> gpuprobe_model::ExitStatus {
+        use gpuprobe_model::ExitStatus;
+        match self {
+            RunnerError::Io { .. }
+            | RunnerError::NoPython(_)
+            | RunnerError::BadRunDir { .. }
+            | RunnerError::Simulation { .. } => ExitStatus::UsageError,
+            RunnerError::Spawn { .. } | RunnerError::Protocol(_) => ExitStatus::InternalFailure,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gpuprobe_model::{ClassifiedError, ExitStatus};
+
+    use super::RunnerError;
+    use crate::job::JobError;
+
+    #[test]
+    fn what_the_user_can_fix_is_a_usage_error() {
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let usage = [
+            RunnerError::io("cannot create run directory", "/x", denied()).exit_status(),
+            RunnerError::NoPython("none".into()).exit_status(),
+            JobError::Write {
+                path: "/x".into(),
+                source: denied(),
+            }
+            .exit_status(),
+            JobError::NoCommand.exit_status(),
+        ];
+        assert!(
+            usage.iter().all(|s| *s == ExitStatus::UsageError),
+            "{usage:?}"
+        );
+        assert_eq!(
+            RunnerError::Protocol("x".into()).exit_status(),
+            ExitStatus::InternalFailure
+        );
+    }
+}
