@@ -32,6 +32,13 @@ pub enum KbError {
     },
 }
 
+impl gpuprobe_model::ClassifiedError for KbError {
+    /// The directory is the one `--kb` named: the user's to fix.
+    fn exit_status(&self) -> gpuprobe_model::ExitStatus {
+        gpuprobe_model::ExitStatus::UsageError
+    }
+}
+
 /// Where an entry came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryOrigin {

@@ -9,10 +9,11 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_model::ExitStatus;
 
 pub mod cli;
 mod commands;
+mod errors;
 mod output;
 mod paths;
 mod progress;
@@ -22,33 +23,6 @@ mod time;
 // `run` still names these by their former binary paths.
 pub(crate) use gpuprobe_doctor::profile_file as profiles;
 pub(crate) use gpuprobe_doctor::stack;
-
-/// An error the user can fix (exit 2), as opposed to an internal failure (exit 3).
-#[derive(Debug)]
-pub struct UserError(pub String);
-
-impl std::fmt::Display for UserError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UserError {}
-
-/// Shorthand for a user error.
-pub(crate) fn user_error(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UserError(message.into()))
-}
-
-/// A library error as the binary reports it: one line of its text, exit 2 when the error
-/// says the user can fix it, else its chain of causes, exit 3.
-pub(crate) fn classified<E: ClassifiedError>(err: E) -> anyhow::Error {
-    match err.exit_status() {
-        // The message already quotes its cause; the chain would say it twice.
-        ExitStatus::UsageError => user_error(err.to_string()),
-        _ => anyhow::Error::new(err),
-    }
-}
 
 /// Runs gpuprobe with the given arguments (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -77,13 +51,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            let status = if err.chain().any(|e| e.is::<UserError>()) {
-                ExitStatus::UsageError
-            } else {
-                ExitStatus::InternalFailure
-            };
+            let (status, message) = errors::exit_status_and_message(&err);
             // Errors quote paths, interpreter output and exception text.
-            output::eprint_line(&format!("gpuprobe: error: {err:#}"));
+            output::eprint_line(&format!("gpuprobe: error: {message}"));
             ExitCode::from(status.code())
         }
     }

@@ -15,7 +15,7 @@ use gpuprobe_runner::simulation;
 use crate::cli::CheckArgs;
 use crate::progress::TerminalProgress;
 use crate::session::{self, session_options};
-use crate::{classified, time};
+use crate::time;
 
 use super::process_env;
 
@@ -50,7 +50,7 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
         )]
         .into(),
     );
-    options.validate().map_err(classified)?;
+    options.validate()?;
     let started = Instant::now();
     let started_at = time::rfc3339(SystemTime::now());
     let host = session::host(&env);
@@ -72,8 +72,7 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
             )
         }
         None => doctor::prepare_new(&options, &host, &started_at),
-    }
-    .map_err(classified)?;
+    }?;
     // A signal while preparing: the plan is written, no probe of this session has run.
     if let Some(signal) = interrupt::interrupted() {
         let done = prepared
@@ -92,8 +91,7 @@ pub fn run(args: CheckArgs) -> Result<ExitStatus> {
         &mut progress,
         started,
         &started_at,
-    )
-    .map_err(classified)?;
+    )?;
     let report = &completed.report;
     // A signal while the report was made: every probe is done and the report written; a
     // resume prints it.

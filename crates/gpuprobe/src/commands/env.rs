@@ -107,8 +107,7 @@ struct EnvReport<'a> {
 /// folklore or harmful, stack combinations with known faults). Exits 1 when a finding is an
 /// error, as `check` would before running its first probe.
 pub fn run(args: EnvArgs) -> Result<ExitStatus> {
-    gpuprobe_doctor::session::validate_python(args.python.as_deref(), &process_env())
-        .map_err(crate::classified)?;
+    gpuprobe_doctor::session::validate_python(args.python.as_deref(), &process_env())?;
     let fingerprint = live_fingerprint(args.python.as_deref(), !args.no_tools);
     let findings = gpuprobe_kb::lint(&fingerprint);
     let mut out = crate::output::stdout();

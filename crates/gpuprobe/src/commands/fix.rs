@@ -16,12 +16,11 @@ use gpuprobe_report::style::Style;
 use crate::cli::FixArgs;
 use crate::progress::TerminalProgress;
 use crate::session::{self, session_options};
-use crate::{classified, output, paths, time};
+use crate::{output, paths, time};
 
 use super::process_env;
 
 // `runs` names the account file by its former path.
-pub(crate) use gpuprobe_doctor::fix::options::ACCOUNT_FILE;
 
 /// Runs `fix`.
 pub fn run(args: FixArgs) -> Result<ExitStatus> {
@@ -29,7 +28,7 @@ pub fn run(args: FixArgs) -> Result<ExitStatus> {
     // First, while gpuprobe has one thread: Ctrl-C stops the workers and clears the bar.
     session::install_interrupt(interrupt::Mode::Leave);
     let env = process_env();
-    doctor::validate_python(shared.python.as_deref(), &env).map_err(classified)?;
+    doctor::validate_python(shared.python.as_deref(), &env)?;
     if shared.simulate.as_deref() == Some("list") {
         super::check::print_presets();
         return Ok(ExitStatus::AllPassed);
@@ -63,8 +62,7 @@ pub fn run(args: FixArgs) -> Result<ExitStatus> {
             },
             &mut host,
         ),
-    }
-    .map_err(classified)?;
+    }?;
     if shared.json {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", finished.json)?;

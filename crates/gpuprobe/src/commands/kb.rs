@@ -9,14 +9,14 @@ use gpuprobe_model::ExitStatus;
 use gpuprobe_model::report::Report;
 
 use crate::cli::{KbAction, KbArgs};
-use crate::user_error;
+use crate::errors::CliError;
 
 /// Loads the built-in entries plus `--kb DIR`; problems are printed, never fatal to the
 /// entries that did load.
 pub fn load(dir: Option<&Path>) -> Result<Loaded> {
     match dir {
         None => Ok(KnowledgeBase::load_embedded()),
-        Some(dir) => KnowledgeBase::load_with_dir(dir).map_err(|e| user_error(e.to_string())),
+        Some(dir) => Ok(KnowledgeBase::load_with_dir(dir)?),
     }
 }
 
@@ -46,11 +46,7 @@ pub fn run(args: KbArgs) -> Result<ExitStatus> {
                 .kb
                 .get(&id)
                 .or_else(|| loaded.kb.get(&id.to_ascii_uppercase()))
-                .ok_or_else(|| {
-                    user_error(format!(
-                        "no known issue {id:?}; `gpuprobe kb list` shows them all"
-                    ))
-                })?;
+                .ok_or_else(|| CliError::NoSuchKnownIssue { id: id.clone() })?;
             write!(out, "{}", gpuprobe_kb::render_entry(entry))?;
             Ok(broken)
         }
@@ -71,11 +67,17 @@ pub fn run(args: KbArgs) -> Result<ExitStatus> {
         KbAction::Match { report } => {
             let (fingerprint, results) = match report {
                 Some(path) => {
-                    let text = std::fs::read_to_string(&path)
-                        .map_err(|e| user_error(format!("cannot read {}: {e}", path.display())))?;
-                    let report: Report = serde_json::from_str(&text).map_err(|e| {
-                        user_error(format!("{} is not a gpuprobe report: {e}", path.display()))
+                    let text = std::fs::read_to_string(&path).map_err(|source| {
+                        CliError::UnreadableReport {
+                            path: path.clone(),
+                            source,
+                        }
                     })?;
+                    let report: Report =
+                        serde_json::from_str(&text).map_err(|source| CliError::NotAReport {
+                            path: path.clone(),
+                            source,
+                        })?;
                     (report.fingerprint, report.results)
                 }
                 None => (super::env::live_fingerprint(None, true), Vec::new()),

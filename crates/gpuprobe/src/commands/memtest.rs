@@ -10,12 +10,12 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 use gpuprobe_doctor::engine::{self, EngineConfig, Settings};
 use gpuprobe_gpu::memtest::{self as outcome, MemtestOutcome};
+use gpuprobe_model::ExitStatus;
 use gpuprobe_model::probe::{DeviceRef, ProbeSpec};
-use gpuprobe_model::{ClassifiedError, ExitStatus};
 use gpuprobe_runner::{KernelLogSource, RunDir, SupervisorConfig, Task};
 
 use crate::cli::MemtestArgs;
-use crate::{UserError, output, paths, user_error};
+use crate::{output, paths};
 
 use super::process_env;
 
@@ -37,17 +37,9 @@ pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
         Err(err) => {
             // gpuprobe refused or failed before the test: still one JSON document on stdout
             // (and the usual error line on stderr for whoever watches it).
-            let status = if err.chain().any(|e| e.is::<UserError>()) {
-                ExitStatus::UsageError
-            } else {
-                ExitStatus::InternalFailure
-            };
-            output::eprint_line(&format!("gpuprobe: error: {err:#}"));
-            print_json(&outcome::render_refusal_json(
-                status,
-                format!("{err:#}"),
-                args.device,
-            )?)?;
+            let (status, message) = crate::errors::exit_status_and_message(&err);
+            output::eprint_line(&format!("gpuprobe: error: {message}"));
+            print_json(&outcome::render_refusal_json(status, message, args.device)?)?;
             Ok(status)
         }
     }
@@ -71,16 +63,6 @@ fn print_json(document: &str) -> Result<()> {
     Ok(())
 }
 
-/// A library error as the binary's error, until the binary classifies errors by
-/// `ClassifiedError` itself: a usage error travels as `UserError` (same message).
-fn classified(err: impl ClassifiedError) -> anyhow::Error {
-    if err.exit_status() == ExitStatus::UsageError {
-        user_error(format!("{:#}", anyhow::Error::new(err)))
-    } else {
-        anyhow::Error::new(err)
-    }
-}
-
 /// Runs the test in a supervised native worker.
 fn test(args: &MemtestArgs) -> Result<MemtestOutcome> {
     // --fraction and --passes are range-checked by the command line parser.
@@ -89,25 +71,20 @@ fn test(args: &MemtestArgs) -> Result<MemtestOutcome> {
     options.insert("fraction".to_string(), serde_json::json!(args.fraction));
     options.insert("passes".to_string(), serde_json::json!(args.passes));
     if let Some(text) = &args.inject_error {
-        options.insert(
-            "inject_error".to_string(),
-            outcome::parse_injection(text).map_err(classified)?,
-        );
+        options.insert("inject_error".to_string(), outcome::parse_injection(text)?);
     }
     let run_path = args
         .run_dir
         .clone()
         .unwrap_or_else(|| paths::new_run_dir(&env, "memtest"));
-    let run_dir = RunDir::create(&run_path).map_err(|e| user_error(e.to_string()))?;
+    let run_dir = RunDir::create(&run_path)?;
     let spec = gpuprobe_gpu::native_catalog()
         .into_iter()
         .find(|s| s.id.as_str() == gpuprobe_gpu::probe_ids::MEMTEST_FULL)
         .ok_or_else(|| anyhow::anyhow!("this build has no memtest probe"))?;
     let device = DeviceRef::Gpu(args.device);
     let plan = run_plan(&spec, device, &options);
-    run_dir
-        .write_json(gpuprobe_runner::rundir::PLAN_FILE, &plan)
-        .map_err(|e| user_error(e.to_string()))?;
+    run_dir.write_json(gpuprobe_runner::rundir::PLAN_FILE, &plan)?;
     let config = engine_config(args, &run_dir, options);
     let lanes = engine::lanes_for(vec![Task { spec, device }]);
     let execution = engine::execute(

@@ -13,7 +13,7 @@ use crate::cli::{ExportFormatArg, ProfileAction, ProfileArgs};
 use gpuprobe_doctor::profile_file::{self as profiles, ExportFormat};
 use gpuprobe_doctor::stack;
 
-use crate::{classified, user_error};
+use crate::errors::CliError;
 
 use super::process_env;
 
@@ -25,12 +25,12 @@ pub fn run(args: ProfileArgs) -> Result<ExitStatus> {
     let mut out = crate::output::stdout();
     match args.action {
         ProfileAction::Show { profile } => {
-            let loaded = profiles::load(&profile).map_err(classified)?;
+            let loaded = profiles::load(&profile)?;
             write!(out, "{}", show(&loaded))?;
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Check { profile, python } => {
-            let loaded = profiles::load(&profile).map_err(classified)?;
+            let loaded = profiles::load(&profile)?;
             let here = stack::live_key(python.as_deref(), &env);
             let differences = loaded.proven_on.differences(&here);
             if differences.is_empty() {
@@ -47,11 +47,11 @@ pub fn run(args: ProfileArgs) -> Result<ExitStatus> {
                 )?;
                 Ok(ExitStatus::AllPassed)
             } else {
-                Err(user_error(format!(
-                    "profile {} was proven on a different stack ({})",
-                    profile.display(),
-                    differences.join("; ")
-                )))
+                Err(CliError::ProfileProvenElsewhere {
+                    path: profile,
+                    differences: differences.join("; "),
+                }
+                .into())
             }
         }
         ProfileAction::Stack { python } => {
@@ -67,16 +67,16 @@ pub fn run(args: ProfileArgs) -> Result<ExitStatus> {
             check_stack,
             python,
         } => {
-            let loaded = profiles::load(&profile).map_err(classified)?;
+            let loaded = profiles::load(&profile)?;
             if check_stack {
                 let here = stack::live_key(python.as_deref(), &env);
                 let differences = loaded.proven_on.differences(&here);
                 if !differences.is_empty() {
-                    return Err(user_error(format!(
-                        "profile {} was proven on a different stack ({})",
-                        profile.display(),
-                        differences.join("; ")
-                    )));
+                    return Err(CliError::ProfileProvenElsewhere {
+                        path: profile,
+                        differences: differences.join("; "),
+                    }
+                    .into());
                 }
             }
             let format = match format {

@@ -14,7 +14,8 @@ use gpuprobe_model::text::visible_line;
 use gpuprobe_runner::job::{self, EnvChanges, JobOptions, SignalForwarding};
 
 use crate::cli::{FallbackArg, RunArgs};
-use crate::{paths, profiles, stack, user_error};
+use crate::errors::CliError;
+use crate::{paths, profiles, stack};
 
 use super::process_env;
 
@@ -40,19 +41,17 @@ fn load_profile(args: &RunArgs, env: &BTreeMap<String, String>) -> Result<Option
     let Some(path) = &args.profile else {
         return Ok(None);
     };
-    let profile = profiles::load(path).map_err(|e| user_error(visible_line(&e.to_string())))?;
+    let profile = profiles::load(path).map_err(|source| CliError::Profile { source })?;
     let here = stack::live_key(args.python.as_deref(), env);
     let differences = profile.proven_on.differences(&here);
     if !differences.is_empty() {
         let list = differences.join("; ");
         if !args.force {
-            return Err(user_error(format!(
-                "profile {} was proven on a different stack ({}); its settings are not \
-                 proven here: run `gpuprobe fix` on this machine, or pass --force to apply \
-                 them anyway",
-                visible_line(&path.display().to_string()),
-                visible_line(&list)
-            )));
+            return Err(CliError::ProfileNotProvenHere {
+                path: path.clone(),
+                differences: list,
+            }
+            .into());
         }
         say(&format!(
             "warning: --force: applying profile {} proven on a different stack ({list})",
@@ -73,16 +72,14 @@ pub fn run(args: RunArgs) -> Result<u8> {
     // First, while gpuprobe has a single thread: every later thread inherits the mask.
     let signals = SignalForwarding::install();
     if args.command.is_empty() {
-        return Err(user_error(
-            "no command given: gpuprobe run [OPTIONS] -- CMD ...",
-        ));
+        return Err(CliError::NoCommand.into());
     }
     // --repeat and --hang-timeout are range-checked by the command line parser.
     // Every output is checked before the job starts: a typo in --summary must not cost a
     // run of the job, nor replace the job's exit code afterwards.
     if let Some(path) = &args.summary {
         paths::check_writable_file(path)
-            .map_err(|e| user_error(format!("--summary: {}", visible_line(&e))))?;
+            .map_err(|reason| CliError::SummaryNotWritable { reason })?;
     }
     let env = process_env();
     let profile = load_profile(&args, &env)?;

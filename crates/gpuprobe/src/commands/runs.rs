@@ -16,7 +16,8 @@ use gpuprobe_runner::runs::{
 };
 
 use crate::cli::{RunsAction, RunsArgs};
-use crate::{paths, user_error};
+use crate::errors::CliError;
+use crate::paths;
 
 use super::process_env;
 
@@ -62,11 +63,9 @@ pub fn run(args: RunsArgs) -> Result<ExitStatus> {
     let env = process_env();
     let root = paths::runs_root(&env);
     let now = SystemTime::now();
-    let runs = scan(&root, now).map_err(|e| {
-        user_error(format!(
-            "cannot read the runs directory {}: {e}",
-            visible(&root.display().to_string())
-        ))
+    let runs = scan(&root, now).map_err(|source| CliError::UnreadableRunsDir {
+        root: root.clone(),
+        source,
     })?;
     match args.action {
         RunsAction::List { json } => list(&root, &runs, &env, json)?,
@@ -79,9 +78,9 @@ pub fn run(args: RunsArgs) -> Result<ExitStatus> {
                 .as_deref()
                 .map(parse_age)
                 .transpose()
-                .map_err(user_error)?;
+                .map_err(CliError::BadRetention)?;
             let policy = if keep.is_none() && older_than.is_none() {
-                match keep_from_env(&env).map_err(user_error)? {
+                match keep_from_env(&env).map_err(CliError::BadRetention)? {
                     Some(keep) => Policy {
                         keep: Some(keep),
                         older_than: None,
@@ -234,11 +233,7 @@ fn prune(
         visible(&root.display().to_string())
     )?;
     if !failures.is_empty() {
-        return Err(user_error(format!(
-            "could not remove {} run(s): {}",
-            failures.len(),
-            failures.join("; ")
-        )));
+        return Err(CliError::PruneFailed { failures }.into());
     }
     Ok(())
 }
@@ -279,7 +274,10 @@ mod tests {
 
     #[test]
     fn the_runner_knows_where_fix_marks_a_finished_search() {
-        assert_eq!(runs::FIX_ACCOUNT_FILE, super::super::fix::ACCOUNT_FILE);
+        assert_eq!(
+            runs::FIX_ACCOUNT_FILE,
+            gpuprobe_doctor::fix::options::ACCOUNT_FILE
+        );
     }
 
     #[test]

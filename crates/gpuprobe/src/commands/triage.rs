@@ -10,19 +10,18 @@ use std::io::Write;
 use anyhow::Result;
 use gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
 use gpuprobe_detect::triage::read::{TriagedInputs, triage_inputs};
-use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_model::ExitStatus;
 use gpuprobe_report::triage as view;
 
 use crate::cli::TriageArgs;
-use crate::user_error;
+use crate::errors::CliError;
 
 /// Runs `triage`.
 pub fn run(args: TriageArgs) -> Result<ExitStatus> {
     let cap = args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
     let TriagedInputs { outcome, truncated } = triage_inputs(&args.files, cap, &mut |t| {
         crate::output::eprint_line(&view::truncation_message(t, cap));
-    })
-    .map_err(classified)?;
+    })?;
     let loaded = super::kb::load(None)?;
     let matches = gpuprobe_kb::match_all(&loaded.kb, &outcome.fingerprint, &[]);
     let matched = view::matched_lines(&matches, &outcome);
@@ -37,22 +36,9 @@ pub fn run(args: TriageArgs) -> Result<ExitStatus> {
     }
     out.flush()?;
     if outcome.recognized.is_empty() {
-        return Err(user_error(
-            "no known tool output was recognized in the input",
-        ));
+        return Err(CliError::NothingRecognized.into());
     }
     Ok(super::findings_status(&findings))
-}
-
-/// A library error as the binary's error, until the binary classifies errors by
-/// `ClassifiedError` itself: a usage error travels as `UserError` (same message, with its
-/// causes, as `{:#}` shows them).
-fn classified(err: impl ClassifiedError) -> anyhow::Error {
-    if err.exit_status() == ExitStatus::UsageError {
-        user_error(format!("{:#}", anyhow::Error::new(err)))
-    } else {
-        anyhow::Error::new(err)
-    }
 }
 
 #[cfg(test)]
