@@ -4,7 +4,8 @@
 //!
 //! They pin the user-facing text while code moves between crates: a change to the wording
 //! must be deliberate. Only what differs from run to run is masked: durations, the
-//! temporary directory, the interpreter's path, the kernel release and the tool's version.
+//! temporary directory, the interpreter's path, the kernel release and the tool's version;
+//! and the order of result rows, which follows lane timing.
 //! `GPUPROBE_UPDATE_GOLDEN=1` rewrites the files from the current output.
 
 use std::path::{Path, PathBuf};
@@ -33,7 +34,44 @@ fn normalized(text: &str, tmp: &Path) -> String {
         Ok(kernel) if !kernel.trim().is_empty() => text.replace(kernel.trim(), "<KERNEL>"),
         _ => text,
     };
-    durations.replace_all(&text, "<T> s").into_owned()
+    let text = durations.replace_all(&text, "<T> s");
+    in_stable_order(&text)
+}
+
+/// The text with each run of consecutive probe rows (` probe.id   device  verdict …`) and of
+/// consecutive evidence lines (`probe: …`) sorted: results print in the order they arrive,
+/// which depends on how the lanes run side by side, not on gpuprobe's code.
+fn in_stable_order(text: &str) -> String {
+    let row = regex::Regex::new(r"^ [a-z0-9_]+\.\S+ {2,}").unwrap();
+    let evidence = regex::Regex::new(r"^ +probe: ").unwrap();
+    let kind = |line: &str| {
+        if row.is_match(line) {
+            1
+        } else if evidence.is_match(line) {
+            2
+        } else {
+            0
+        }
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let mut run_kind = 0;
+    for line in text.split_inclusive('\n') {
+        let k = kind(line);
+        if k != run_kind || k == 0 {
+            run.sort_unstable();
+            out.append(&mut run);
+            run_kind = k;
+        }
+        if k == 0 {
+            out.push(line);
+        } else {
+            run.push(line);
+        }
+    }
+    run.sort_unstable();
+    out.append(&mut run);
+    out.concat()
 }
 
 /// Compares one scenario's output with its golden file (or writes it).
