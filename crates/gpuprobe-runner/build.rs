@@ -32,7 +32,7 @@ fn collect(dir: &Path, root: &Path, exts: &[&str], out: &mut Vec<(String, PathBu
 
 fn write_table(name: &str, files: &[(String, PathBuf)], code: &mut String) {
     writeln!(code, "/// Embedded files: (relative path, contents).").unwrap();
-    writeln!(code, "pub static {name}: &[(&str, &str)] = &[").unwrap();
+    writeln!(code, "pub(crate) static {name}: &[(&str, &str)] = &[").unwrap();
     for (rel, path) in files {
         writeln!(
             code,

@@ -217,21 +217,21 @@ pub(crate) struct KvNode {
 
 impl KvNode {
     /// The first child with this key (case-insensitive).
-    pub fn child(&self, key: &str) -> Option<&KvNode> {
+    pub(crate) fn child(&self, key: &str) -> Option<&KvNode> {
         self.children
             .iter()
             .find(|c| c.key.eq_ignore_ascii_case(key))
     }
 
     /// The meaningful value of a child.
-    pub fn child_value(&self, key: &str) -> Option<String> {
+    pub(crate) fn child_value(&self, key: &str) -> Option<String> {
         self.child(key)
             .and_then(|c| c.value.as_deref())
             .and_then(meaningful)
     }
 
     /// The meaningful value at a path of child keys.
-    pub fn path_value(&self, path: &[&str]) -> Option<String> {
+    pub(crate) fn path_value(&self, path: &[&str]) -> Option<String> {
         let mut node = self;
         for key in path {
             node = node.child(key)?;

@@ -4,7 +4,7 @@ use gpuprobe_model::probe::{Backend, Layer, ProbeId, ProbeSpec, Rule, Tier};
 
 /// A quick-tier, bit-exact Python framework probe with a 10 s timeout and nothing else set;
 /// tests change what they are about with struct update syntax.
-pub fn spec(id: &str) -> ProbeSpec {
+pub(crate) fn spec(id: &str) -> ProbeSpec {
     ProbeSpec {
         id: ProbeId::new(id),
         tier: Tier::Quick,

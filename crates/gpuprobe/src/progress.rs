@@ -24,7 +24,7 @@ pub(crate) fn clear_active() {
 }
 
 /// Draws progress on stderr when it is a terminal.
-pub struct ProgressView {
+pub(crate) struct ProgressView {
     bar: ProgressBar,
     verbose: bool,
     label: String,
@@ -32,7 +32,7 @@ pub struct ProgressView {
 
 impl ProgressView {
     /// A view for `tier`; hidden unless stderr is a terminal.
-    pub fn new(label: &str, verbose: bool) -> ProgressView {
+    pub(crate) fn new(label: &str, verbose: bool) -> ProgressView {
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
         if std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::stderr());
@@ -55,7 +55,7 @@ impl ProgressView {
     }
 
     /// Updates the view.
-    pub fn update(&self, event: &Progress<'_>) {
+    pub(crate) fn update(&self, event: &Progress<'_>) {
         match event {
             Progress::Planned(n) => self.bar.inc_length(*n as u64),
             Progress::Started(probe, device) => {
@@ -91,7 +91,7 @@ impl ProgressView {
     }
 
     /// Removes the bar.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
         if let Ok(mut active) = ACTIVE.lock() {
             *active = None;
@@ -102,14 +102,14 @@ impl ProgressView {
 
 /// A session's progress as a bar on stderr (hidden unless it is a terminal), made when the
 /// probes start.
-pub struct TerminalProgress {
+pub(crate) struct TerminalProgress {
     verbose: bool,
     view: Option<ProgressView>,
 }
 
 impl TerminalProgress {
     /// Progress that shows worker messages and non-passing verdicts when `verbose`.
-    pub fn new(verbose: bool) -> TerminalProgress {
+    pub(crate) fn new(verbose: bool) -> TerminalProgress {
         TerminalProgress {
             verbose,
             view: None,

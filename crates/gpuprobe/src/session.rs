@@ -13,7 +13,7 @@ use crate::cli::{SessionArgs, TierArg};
 use crate::paths;
 
 /// The tier a command-line value names.
-pub fn tier_of(arg: TierArg) -> Tier {
+pub(crate) fn tier_of(arg: TierArg) -> Tier {
     match arg {
         TierArg::Quick => Tier::Quick,
         TierArg::Standard => Tier::Standard,

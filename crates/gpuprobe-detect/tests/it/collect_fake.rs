@@ -606,7 +606,7 @@ fn nvidia_host_env() -> BTreeMap<String, String> {
     ])
 }
 
-pub fn nvidia_host_fingerprint() -> Fingerprint {
+pub(crate) fn nvidia_host_fingerprint() -> Fingerprint {
     let tree = nvidia_host_tree();
     let root = tree.root().deny("/dev/kmsg");
     let opts = CollectOptions {

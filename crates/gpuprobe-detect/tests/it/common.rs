@@ -5,18 +5,18 @@ use std::path::{Path, PathBuf};
 use gpuprobe_detect::Root;
 
 /// The repository's `fixtures/` directory.
-pub fn fixtures_dir() -> PathBuf {
+pub(crate) fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
 /// Reads `fixtures/<relative>`.
-pub fn fixture(relative: &str) -> String {
+pub(crate) fn fixture(relative: &str) -> String {
     let path = fixtures_dir().join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
 }
 
 /// Every fixture file, relative to `fixtures/` (README excluded).
-pub fn all_fixtures() -> Vec<String> {
+pub(crate) fn all_fixtures() -> Vec<String> {
     fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
         for entry in std::fs::read_dir(dir).expect("fixtures dir") {
             let path = entry.expect("entry").path();
@@ -40,12 +40,12 @@ pub fn all_fixtures() -> Vec<String> {
 }
 
 /// A fake filesystem tree in a temporary directory.
-pub struct Tree {
+pub(crate) struct Tree {
     dir: tempfile::TempDir,
 }
 
 impl Tree {
-    pub fn new() -> Tree {
+    pub(crate) fn new() -> Tree {
         Tree {
             dir: tempfile::tempdir().expect("tempdir"),
         }
@@ -56,7 +56,7 @@ impl Tree {
     }
 
     /// Writes a file (creating parent directories).
-    pub fn file(&self, system_path: &str, content: impl AsRef<[u8]>) -> &Tree {
+    pub(crate) fn file(&self, system_path: &str, content: impl AsRef<[u8]>) -> &Tree {
         let path = self.real(system_path);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(&path, content).expect("write");
@@ -64,13 +64,13 @@ impl Tree {
     }
 
     /// Creates a directory.
-    pub fn dir(&self, system_path: &str) -> &Tree {
+    pub(crate) fn dir(&self, system_path: &str) -> &Tree {
         std::fs::create_dir_all(self.real(system_path)).expect("mkdir");
         self
     }
 
     /// Creates a relative symlink `link` → `target` (both system paths).
-    pub fn link(&self, link: &str, target: &str) -> &Tree {
+    pub(crate) fn link(&self, link: &str, target: &str) -> &Tree {
         let link_path = self.real(link);
         let target_path = self.real(target);
         std::fs::create_dir_all(link_path.parent().expect("parent")).expect("mkdir");
@@ -81,7 +81,7 @@ impl Tree {
     }
 
     /// Sets a file's mode bits.
-    pub fn mode(&self, system_path: &str, mode: u32) -> &Tree {
+    pub(crate) fn mode(&self, system_path: &str, mode: u32) -> &Tree {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(
             self.real(system_path),
@@ -92,18 +92,25 @@ impl Tree {
     }
 
     /// The owner and group of a file in the tree.
-    pub fn owner(&self, system_path: &str) -> (u32, u32) {
+    pub(crate) fn owner(&self, system_path: &str) -> (u32, u32) {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(self.real(system_path)).expect("metadata");
         (meta.uid(), meta.gid())
     }
 
-    pub fn root(&self) -> Root {
+    pub(crate) fn root(&self) -> Root {
         Root::at(self.dir.path())
     }
 
     /// A PCI device directory with class, vendor, device and revision.
-    pub fn pci(&self, bdf: &str, class: &str, vendor: &str, device: &str, revision: &str) -> &Tree {
+    pub(crate) fn pci(
+        &self,
+        bdf: &str,
+        class: &str,
+        vendor: &str,
+        device: &str,
+        revision: &str,
+    ) -> &Tree {
         let dir = format!("/sys/bus/pci/devices/{bdf}");
         self.file(&format!("{dir}/class"), format!("{class}\n"));
         self.file(&format!("{dir}/vendor"), format!("{vendor}\n"));

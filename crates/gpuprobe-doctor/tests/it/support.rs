@@ -13,7 +13,7 @@ use gpuprobe_runner::{KernelLogSource, PythonChoice, RunDir, SupervisorConfig, T
 /// Writes an executable Python "worker" to `dir/worker.py`: it reads its plan (finding
 /// `--plan` among any arguments, so it serves as the native program and as the "Python
 /// interpreter"), defines `emit(event)` on the event descriptor, then runs `body`.
-pub fn scripted_worker(dir: &Path, body: &str) -> PathBuf {
+pub(crate) fn scripted_worker(dir: &Path, body: &str) -> PathBuf {
     let script = dir.join("worker.py");
     std::fs::write(
         &script,
@@ -32,7 +32,7 @@ def emit(event): out.write(json.dumps(event) + "\n")
 }
 
 /// A 30-second probe of `backend` on GPU 0.
-pub fn task_on(id: &str, placement: Placement, backend: Backend) -> Task {
+pub(crate) fn task_on(id: &str, placement: Placement, backend: Backend) -> Task {
     Task {
         spec: ProbeSpec {
             id: ProbeId::new(id),
@@ -53,7 +53,7 @@ pub fn task_on(id: &str, placement: Placement, backend: Backend) -> Task {
 
 /// The engine configuration that runs `worker` for both backends, with `settings`, logging
 /// under `dir`, without watching a kernel log.
-pub fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
+pub(crate) fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
     EngineConfig {
         python: Some(PythonChoice {
             executable: worker.to_path_buf(),
@@ -78,7 +78,7 @@ pub fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineConfig {
 }
 
 /// Runs `tasks` grouped into lanes with `config`, recording under `dir/run`.
-pub fn execute_with(dir: &Path, config: &EngineConfig, tasks: Vec<Task>) -> Execution {
+pub(crate) fn execute_with(dir: &Path, config: &EngineConfig, tasks: Vec<Task>) -> Execution {
     let run_dir = RunDir::create(&dir.join("run")).unwrap();
     engine::execute(
         engine::lanes_for(tasks),

@@ -12,11 +12,11 @@ use gpuprobe_model::fingerprint::{
 };
 use gpuprobe_model::{DeviceRef, FailClass, Fingerprint, Layer, ProbeId, ProbeResult, Verdict};
 
-pub const H100_CMDLINE: &str = "mitigations=auto,no_guest_host,no_guest_guest console=ttyS0 quiet reboot=k panic=1 random.trust_cpu=1 swiotlb=noforce psi=1 page_reporting.page_reporting_order=11 deferred_init=lazy nested_pvm=1 rdinit=/process_api pci=realloc=off driver_async_probe=mlx5_core memhp_default_state=online_kernel fc_dmapin=0xeebe0000,0x3000,0xeebf0000 -- --firecracker-init --addr 0.0.0.0:2024 --max-ws-buffer-size 32768 --block-local-connections --log-vsock-port 5002 --control-vsock-port 5001 --listen-vsock-port 2024 --tcp-readiness-only --auth-required";
+pub(crate) const H100_CMDLINE: &str = "mitigations=auto,no_guest_host,no_guest_guest console=ttyS0 quiet reboot=k panic=1 random.trust_cpu=1 swiotlb=noforce psi=1 page_reporting.page_reporting_order=11 deferred_init=lazy nested_pvm=1 rdinit=/process_api pci=realloc=off driver_async_probe=mlx5_core memhp_default_state=online_kernel fc_dmapin=0xeebe0000,0x3000,0xeebf0000 -- --firecracker-init --addr 0.0.0.0:2024 --max-ws-buffer-size 32768 --block-local-connections --log-vsock-port 5002 --control-vsock-port 5001 --listen-vsock-port 2024 --tcp-readiness-only --auth-required";
 
 const NVIDIA_REQUIRE_CUDA: &str = "cuda>=13.0 brand=unknown,driver>=535,driver<536 brand=grid,driver>=535,driver<536 brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536 brand=quadro,driver>=535,driver<536 brand=quadrortx,driver>=535,driver<536 brand=nvidiartx,driver>=535,driver<536 brand=vapps,driver>=535,driver<536 brand=vpc,driver>=535,driver<536 brand=vcs,driver>=535,driver<536 brand=vws,driver>=535,driver<536 brand=cloudgaming,driver>=535,driver<536 brand=unknown,driver>=550,driver<551 brand=grid,driver>=550,driver<551 brand=tesla,driver>=550,driver<551 brand=nvidia,driver>=550,driver<551 brand=quadro,driver>=550,driver<551 brand=quadrortx,driver>=550,driver<551 brand=nvidiartx,driver>=550,driver<551 brand=vapps,driver>=550,driver<551 brand=vpc,driver>=550,driver<551 brand=vcs,driver>=550,driver<551 brand=vws,driver>=550,driver<551 brand=cloudgaming,driver>=550,driver<551 brand=unknown,driver>=565,driver<566 brand=grid,driver>=565,driver<566 brand=tesla,driver>=565,driver<566 brand=nvidia,driver>=565,driver<566 brand=quadro,driver>=565,driver<566 brand=quadrortx,driver>=565,driver<566 brand=nvidiartx,driver>=565,driver<566 brand=vapps,driver>=565,driver<566 brand=vpc,driver>=565,driver<566 brand=vcs,driver>=565,driver<566 brand=vws,driver>=565,driver<566 brand=cloudgaming,driver>=565,driver<566 brand=unknown,driver>=570,driver<571 brand=grid,driver>=570,driver<571 brand=tesla,driver>=570,driver<571 brand=nvidia,driver>=570,driver<571 brand=quadro,driver>=570,driver<571 brand=quadrortx,driver>=570,driver<571 brand=nvidiartx,driver>=570,driver<571 brand=vapps,driver>=570,driver<571 brand=vpc,driver>=570,driver<571 brand=vcs,driver>=570,driver<571 brand=vws,driver>=570,driver<571 brand=cloudgaming,driver>=570,driver<571 brand=unknown,driver>=575,driver<576 brand=grid,driver>=575,driver<576 brand=tesla,driver>=575,driver<576 brand=nvidia,driver>=575,driver<576 brand=quadro,driver>=575,driver<576 brand=quadrortx,driver>=575,driver<576 brand=nvidiartx,driver>=575,driver<576 brand=vapps,driver>=575,driver<576 brand=vpc,driver>=575,driver<576 brand=vcs,driver>=575,driver<576 brand=vws,driver>=575,driver<576 brand=cloudgaming,driver>=575,driver<576";
 
-pub fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(crate) fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -24,7 +24,7 @@ pub fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// The NVIDIA H100 host of the device capture.
-pub fn h100_host() -> Fingerprint {
+pub(crate) fn h100_host() -> Fingerprint {
     let mut gpu = GpuInfo::new(Vendor::Nvidia);
     gpu.index = Some(0);
     gpu.name = Some("NVIDIA H100 80GB HBM3".into());
@@ -134,7 +134,7 @@ pub fn h100_host() -> Fingerprint {
 }
 
 /// An AMD GPU with a native ISA.
-pub fn amd_gpu(index: u32, isa: &str, apu: bool) -> GpuInfo {
+pub(crate) fn amd_gpu(index: u32, isa: &str, apu: bool) -> GpuInfo {
     let mut gpu = GpuInfo::new(Vendor::Amd);
     gpu.index = Some(index);
     gpu.native_isa = Some(isa.into());
@@ -145,7 +145,7 @@ pub fn amd_gpu(index: u32, isa: &str, apu: bool) -> GpuInfo {
 }
 
 /// A plain AMD Linux host with one GPU and a ROCm torch.
-pub fn amd_host(isa: &str, apu: bool, kernel: &str, torch: &str) -> Fingerprint {
+pub(crate) fn amd_host(isa: &str, apu: bool, kernel: &str, torch: &str) -> Fingerprint {
     let hip = torch.split_once("+rocm").map(|(_, rocm)| {
         format!(
             "{}.26015",
@@ -202,7 +202,7 @@ pub fn amd_host(isa: &str, apu: bool, kernel: &str, torch: &str) -> Fingerprint 
 }
 
 /// Strix Halo (gfx1151 APU) on an inbox kernel with MES firmware 0x83.
-pub fn strix_halo_mes_0x83() -> Fingerprint {
+pub(crate) fn strix_halo_mes_0x83() -> Fingerprint {
     let mut fp = amd_host("gfx1151", true, "6.17.0-19-generic", "2.11.0+rocm7.2");
     fp.gpus[0].name = Some("AMD Radeon 8060S".into());
     fp.gpus[0].pci_device_id = Some("0x1586".into());
@@ -222,7 +222,7 @@ pub fn strix_halo_mes_0x83() -> Fingerprint {
 }
 
 /// A probe result on a device.
-pub fn result(probe: &str, device: u32, verdict: Verdict) -> ProbeResult {
+pub(crate) fn result(probe: &str, device: u32, verdict: Verdict) -> ProbeResult {
     ProbeResult {
         elapsed_s: Some(0.5),
         ..ProbeResult::new(
@@ -234,7 +234,7 @@ pub fn result(probe: &str, device: u32, verdict: Verdict) -> ProbeResult {
     }
 }
 
-pub fn fail(class: FailClass, detail: &str) -> Verdict {
+pub(crate) fn fail(class: FailClass, detail: &str) -> Verdict {
     Verdict::Fail {
         class,
         detail: detail.into(),

@@ -20,7 +20,7 @@ use crate::time;
 use super::process_env;
 
 /// Prints the simulation presets (`--simulate list`).
-pub fn print_presets() {
+pub(super) fn print_presets() {
     let mut out =
         String::from("simulation presets (use --simulate NAME[,NAME...] or a TOML file):\n");
     for preset in simulation::presets() {
@@ -30,7 +30,7 @@ pub fn print_presets() {
 }
 
 /// Runs `check`.
-pub fn run(args: CheckArgs) -> Result<ExitStatus> {
+pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
     let shared = &args.session;
     if shared.simulate.as_deref() == Some("list") {
         print_presets();

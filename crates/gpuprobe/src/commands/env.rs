@@ -36,7 +36,7 @@ impl Drop for Scratch {
 }
 
 /// What the user's interpreter reports (torch build and devices), or why it could not.
-pub fn python_env(explicit: Option<&Path>) -> Option<PythonEnv> {
+pub(crate) fn python_env(explicit: Option<&Path>) -> Option<PythonEnv> {
     let env = process_env();
     let choice = match python::find_python(explicit, &env) {
         Ok(choice) => choice,
@@ -76,7 +76,7 @@ pub fn python_env(explicit: Option<&Path>) -> Option<PythonEnv> {
 }
 
 /// Collection options for a live machine.
-pub fn live_options(run_tools: bool) -> CollectOptions {
+pub(crate) fn live_options(run_tools: bool) -> CollectOptions {
     CollectOptions {
         run_tools,
         tool_timeout: Duration::from_secs(5),
@@ -85,7 +85,7 @@ pub fn live_options(run_tools: bool) -> CollectOptions {
 }
 
 /// The live fingerprint, with the interpreter's view merged in.
-pub fn live_fingerprint(python: Option<&Path>, run_tools: bool) -> Fingerprint {
+pub(crate) fn live_fingerprint(python: Option<&Path>, run_tools: bool) -> Fingerprint {
     let env = process_env();
     let mut fingerprint = gpuprobe_detect::collect(&Root::live(), &env, &live_options(run_tools));
     if let Some(python_env) = python_env(python) {
@@ -106,7 +106,7 @@ struct EnvReport<'a> {
 /// Runs `env`: the fingerprint, then what the lint finds in it (settings that are no-ops,
 /// folklore or harmful, stack combinations with known faults). Exits 1 when a finding is an
 /// error, as `check` would before running its first probe.
-pub fn run(args: EnvArgs) -> Result<ExitStatus> {
+pub(crate) fn run(args: EnvArgs) -> Result<ExitStatus> {
     gpuprobe_doctor::session::validate_python(args.python.as_deref(), &process_env())?;
     let fingerprint = live_fingerprint(args.python.as_deref(), !args.no_tools);
     let findings = gpuprobe_kb::lint(&fingerprint);

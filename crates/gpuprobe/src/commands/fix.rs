@@ -23,7 +23,7 @@ use super::process_env;
 // `runs` names the account file by its former path.
 
 /// Runs `fix`.
-pub fn run(args: FixArgs) -> Result<ExitStatus> {
+pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
     let shared = &args.session;
     // First, while gpuprobe has one thread: Ctrl-C stops the workers and clears the bar.
     session::install_interrupt(interrupt::Mode::Leave);

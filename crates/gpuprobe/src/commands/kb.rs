@@ -13,7 +13,7 @@ use crate::errors::CliError;
 
 /// Loads the built-in entries plus `--kb DIR`; problems are printed, never fatal to the
 /// entries that did load.
-pub fn load(dir: Option<&Path>) -> Result<Loaded> {
+pub(crate) fn load(dir: Option<&Path>) -> Result<Loaded> {
     match dir {
         None => Ok(KnowledgeBase::load_embedded()),
         Some(dir) => Ok(KnowledgeBase::load_with_dir(dir)?),
@@ -27,7 +27,7 @@ fn print_diagnostics(loaded: &Loaded) {
 }
 
 /// Runs `kb`.
-pub fn run(args: KbArgs) -> Result<ExitStatus> {
+pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
     let loaded = load(args.kb.as_deref())?;
     print_diagnostics(&loaded);
     let broken = if loaded.diagnostics.is_empty() {

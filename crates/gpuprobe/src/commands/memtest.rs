@@ -20,7 +20,7 @@ use crate::{output, paths};
 use super::process_env;
 
 /// Runs `memtest`.
-pub fn run(args: MemtestArgs) -> Result<ExitStatus> {
+pub(crate) fn run(args: MemtestArgs) -> Result<ExitStatus> {
     let tested = test(&args);
     if !args.json {
         let tested = tested?;

@@ -19,7 +19,7 @@ mod triage;
 
 /// Runs one command and returns the exit code it earned: a documented [`ExitStatus`]
 /// code, or for `run` the job's own exit code.
-pub fn dispatch(command: Command) -> Result<u8> {
+pub(crate) fn dispatch(command: Command) -> Result<u8> {
     let status: ExitStatus = match command {
         Command::Check(args) => check::run(args)?,
         Command::Env(args) => env::run(args)?,
@@ -48,7 +48,7 @@ fn findings_status(findings: &[Finding]) -> ExitStatus {
 }
 
 /// The process environment as a map (tests pass their own maps to the pieces below).
-pub fn process_env() -> std::collections::BTreeMap<String, String> {
+pub(crate) fn process_env() -> std::collections::BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect()

@@ -8,7 +8,7 @@ use gpuprobe_model::protocol::WorkerPlan;
 use crate::cli::NativeWorkerArgs;
 
 /// Runs the worker.
-pub fn run(args: NativeWorkerArgs) -> Result<ExitStatus> {
+pub(super) fn run(args: NativeWorkerArgs) -> Result<ExitStatus> {
     // A worker must never outlive its supervisor (a hung driver call would otherwise keep
     // the GPU busy after gpuprobe was killed).
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);

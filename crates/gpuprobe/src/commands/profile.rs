@@ -18,7 +18,7 @@ use crate::errors::CliError;
 use super::process_env;
 
 /// Runs `profile`.
-pub fn run(args: ProfileArgs) -> Result<ExitStatus> {
+pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
     let env = process_env();
     // Profiles are files from anywhere: their free text (who made it, costs, notes) goes
     // out behind the terminal guard.

@@ -30,7 +30,7 @@ fn say(line: &str) {
 
 /// The `__exec-job` entry: becomes the job, or says why it cannot and returns the code to
 /// leave with (see [`job::exec`]).
-pub fn exec_job(command: &[OsString]) -> u8 {
+pub(super) fn exec_job(command: &[OsString]) -> u8 {
     let err = job::exec_job(command);
     say(&err.to_string());
     err.exec_exit_code()
@@ -68,7 +68,7 @@ fn load_profile(args: &RunArgs, env: &BTreeMap<String, String>) -> Result<Option
 }
 
 /// Runs `run`; returns the exit code to leave with.
-pub fn run(args: RunArgs) -> Result<u8> {
+pub(super) fn run(args: RunArgs) -> Result<u8> {
     // First, while gpuprobe has a single thread: every later thread inherits the mask.
     let signals = SignalForwarding::install();
     if args.command.is_empty() {

@@ -59,7 +59,7 @@ fn verdict_text(summary: &Summary) -> String {
 }
 
 /// Runs `runs`.
-pub fn run(args: RunsArgs) -> Result<ExitStatus> {
+pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
     let env = process_env();
     let root = paths::runs_root(&env);
     let now = SystemTime::now();

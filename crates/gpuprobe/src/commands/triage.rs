@@ -17,7 +17,7 @@ use crate::cli::TriageArgs;
 use crate::errors::CliError;
 
 /// Runs `triage`.
-pub fn run(args: TriageArgs) -> Result<ExitStatus> {
+pub(super) fn run(args: TriageArgs) -> Result<ExitStatus> {
     let cap = args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
     let TriagedInputs { outcome, truncated } = triage_inputs(&args.files, cap, &mut |t| {
         crate::output::eprint_line(&view::truncation_message(t, cap));

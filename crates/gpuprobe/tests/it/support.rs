@@ -9,7 +9,7 @@ use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
 /// The interpreter with a CPU PyTorch that the tests probe. Set up by `scripts/test.sh`;
 /// a missing one is a setup error, never a silently skipped test.
-pub fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(path) = std::env::var_os("GPUPROBE_TEST_PYTHON") {
         return PathBuf::from(path);
     }
@@ -25,7 +25,7 @@ pub fn python() -> PathBuf {
 /// The gpuprobe binary under test: the one cargo built with these tests, or the one named by
 /// `GPUPROBE_TEST_BIN` (a test binary copied to another machine, where cargo's path does not
 /// exist).
-pub fn gpuprobe() -> std::process::Command {
+pub(crate) fn gpuprobe() -> std::process::Command {
     let program = std::env::var_os("GPUPROBE_TEST_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gpuprobe")));
@@ -40,7 +40,7 @@ pub fn gpuprobe() -> std::process::Command {
 }
 
 /// Runs `gpuprobe check --json` with the test interpreter on the CPU, plus `extra`.
-pub fn check_json(run_dir: &Path, extra: &[&str]) -> (Output, Option<Report>) {
+pub(crate) fn check_json(run_dir: &Path, extra: &[&str]) -> (Output, Option<Report>) {
     let output = gpuprobe()
         .args(["check", "--json", "--device", "cpu", "--python"])
         .arg(python())
@@ -54,7 +54,7 @@ pub fn check_json(run_dir: &Path, extra: &[&str]) -> (Output, Option<Report>) {
 }
 
 /// The report, or a panic that shows what gpuprobe printed.
-pub fn expect_report(output: &Output, report: Option<Report>) -> Report {
+pub(crate) fn expect_report(output: &Output, report: Option<Report>) -> Report {
     report.unwrap_or_else(|| {
         panic!(
             "no JSON report; exit {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -66,7 +66,7 @@ pub fn expect_report(output: &Output, report: Option<Report>) -> Report {
 }
 
 /// The result of one probe on the CPU.
-pub fn result<'a>(report: &'a Report, probe: &str) -> &'a ProbeResult {
+pub(crate) fn result<'a>(report: &'a Report, probe: &str) -> &'a ProbeResult {
     report
         .results
         .iter()
@@ -84,7 +84,7 @@ pub fn result<'a>(report: &'a Report, probe: &str) -> &'a ProbeResult {
 }
 
 /// Results whose verdict is a problem.
-pub fn problems(report: &Report) -> Vec<&ProbeResult> {
+pub(crate) fn problems(report: &Report) -> Vec<&ProbeResult> {
     report
         .results
         .iter()
@@ -93,12 +93,12 @@ pub fn problems(report: &Report) -> Vec<&ProbeResult> {
 }
 
 /// Whether a verdict is PASS or SKIP.
-pub fn passed_or_skipped(verdict: &Verdict) -> bool {
+pub(crate) fn passed_or_skipped(verdict: &Verdict) -> bool {
     matches!(verdict, Verdict::Pass | Verdict::Skip { .. })
 }
 
 /// Writes an executable script.
-pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+pub(crate) fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, body).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -107,7 +107,7 @@ pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 /// The test interpreter behind another path (`dir/other-python`, a script that execs it):
 /// the same Python to run, another interpreter to a resume, which goes by the path.
-pub fn python_behind_another_path(dir: &Path) -> PathBuf {
+pub(crate) fn python_behind_another_path(dir: &Path) -> PathBuf {
     script(
         dir,
         "other-python",
@@ -119,7 +119,7 @@ pub fn python_behind_another_path(dir: &Path) -> PathBuf {
 /// simulated fault that exists only while `GPUPROBE_TEST_HANG=1`, so a resume without it
 /// completes), with a timeout long enough that the test decides when it ends. The run
 /// directory is `dir/run`; the caller adds its own options and streams.
-pub fn check_that_hangs_in_rng(dir: &Path) -> (std::process::Command, PathBuf) {
+pub(crate) fn check_that_hangs_in_rng(dir: &Path) -> (std::process::Command, PathBuf) {
     let run = dir.join("run");
     let faults = dir.join("hang.toml");
     std::fs::write(
