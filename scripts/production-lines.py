@@ -1,3 +1,10 @@
+#!/usr/bin/env python3
+"""Counts a Rust source tree's production lines: usage `production-lines.py DIR`.
+
+Prints `DIR ALL CODE`: ALL is every line outside `#[cfg(test)]` items; CODE leaves out blank
+and comment lines too (`//`, `///`, `//!`). The binary crate's thinness is measured as CODE of
+`crates/gpuprobe/src` (bench/RESULTS.md, "Crate sizes").
+"""
 import sys, os, re
 def count(path):
     src = open(path).read().split('\n')
