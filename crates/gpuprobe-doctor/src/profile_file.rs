@@ -270,20 +270,26 @@ fn shell_quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', r"'\''"))
 }
 
+/// The comment line that opens the `env` and `shell` exports: where the profile was proven,
+/// and whether it was made under simulation.
+fn export_header(profile: &Profile) -> String {
+    let simulated = if profile.simulated {
+        " (SIMULATED)"
+    } else {
+        ""
+    };
+    format!(
+        "# gpuprobe profile{simulated} proven on {}\n",
+        profile.proven_on.describe()
+    )
+}
+
 /// The profile's settings in `format`.
 pub fn export(profile: &Profile, format: ExportFormat) -> String {
     let mut out = String::new();
     match format {
         ExportFormat::Env => {
-            out.push_str(&format!(
-                "# gpuprobe profile{} proven on {}\n",
-                if profile.simulated {
-                    " (SIMULATED)"
-                } else {
-                    ""
-                },
-                profile.proven_on.describe()
-            ));
+            out.push_str(&export_header(profile));
             for (name, value) in &profile.env {
                 out.push_str(&format!("{name}={value}\n"));
             }
@@ -294,15 +300,7 @@ pub fn export(profile: &Profile, format: ExportFormat) -> String {
             }
         }
         ExportFormat::Shell => {
-            out.push_str(&format!(
-                "# gpuprobe profile{} proven on {}\n",
-                if profile.simulated {
-                    " (SIMULATED)"
-                } else {
-                    ""
-                },
-                profile.proven_on.describe()
-            ));
+            out.push_str(&export_header(profile));
             for (name, value) in &profile.env {
                 out.push_str(&format!("export {name}={}\n", shell_quote(value)));
             }

@@ -70,15 +70,7 @@ pub(crate) fn resume_check(
         supervisor,
         &host.session,
     )?;
-    let completed = session::execute(
-        prepared,
-        options.verbose,
-        collector,
-        &mut *host.progress,
-        Instant::now(),
-        started_at,
-    )?;
-    Ok(Start::from(completed))
+    run_starting_check(prepared, collector, options, host, started_at)
 }
 
 /// Runs a check in `fix_dir/check` and returns its outcome as the starting point.
@@ -100,6 +92,17 @@ pub(crate) fn start_with_check(
         prepared.plan.tasks.len(),
         prepared.plan.tier.name()
     ));
+    run_starting_check(prepared, collector, options, host, started_at)
+}
+
+/// Runs a prepared starting check (new, or interrupted and reopened) to its end.
+fn run_starting_check(
+    prepared: session::Prepared,
+    collector: session::Collector,
+    options: &FixOptions,
+    host: &mut FixHost<'_>,
+    started_at: &str,
+) -> Result<Start, FixError> {
     let completed = session::execute(
         prepared,
         options.verbose,
