@@ -9,6 +9,8 @@
 //! - [`session`] plans a probe session, runs it and assembles its report (`gpuprobe
 //!   check`, and the starting check of `gpuprobe fix`);
 //! - [`fix`] searches for the settings that cure a run's failures (`gpuprobe fix`);
+//! - [`live_stack`] reads this machine's full fingerprint with the interpreter's view;
+//! - [`memtest`] runs the VRAM pattern probe alone in a supervised native worker;
 //! - [`profile_file`] reads, checks, writes and exports profile files, and [`stack`]
 //!   computes the stack key a profile's proof depends on.
 
@@ -17,6 +19,8 @@ pub mod engine;
 pub mod fix;
 pub mod judge;
 pub mod lanes;
+pub mod live_stack;
+pub mod memtest;
 pub mod profile_file;
 pub mod schedule;
 pub mod session;

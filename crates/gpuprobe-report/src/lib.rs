@@ -4,6 +4,8 @@
 //! - [`json`]: the machine-readable report and its published JSON Schema;
 //! - [`matrix`]: the measured dtype-conversion matrix;
 //! - [`fix`]: the account of a workaround search (`gpuprobe fix`);
+//! - [`profile`]: a `fix` profile for people (`gpuprobe profile show`);
+//! - [`runs`]: the run directories `gpuprobe runs` lists and prunes;
 //! - [`timings`]: where a run's time went (`check --timings`);
 //! - [`triage`]: what pasted logs revealed (`gpuprobe triage`).
 //!
@@ -13,6 +15,8 @@
 pub mod fix;
 pub mod json;
 pub mod matrix;
+pub mod profile;
+pub mod runs;
 pub mod style;
 pub mod terminal;
 pub mod timings;

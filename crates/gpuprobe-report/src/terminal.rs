@@ -155,15 +155,6 @@ fn header(report: &Report, style: Style) -> String {
     out
 }
 
-fn human_bytes(bytes: u64) -> String {
-    let gib = bytes as f64 / (1u64 << 30) as f64;
-    if gib >= 1.0 {
-        format!("{gib:.1} GiB")
-    } else {
-        format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
-    }
-}
-
 fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
     let mut line = match gpu.index {
         Some(i) => format!("GPU {i}"),
@@ -192,7 +183,7 @@ fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
         line.push_str("  APU");
     }
     if let Some(vram) = gpu.vram_total_bytes {
-        let _ = write!(line, "  {}", human_bytes(vram));
+        let _ = write!(line, "  {}", gpuprobe_detect::human_bytes(vram));
     }
     if let Some(kernel) = &fp.host.kernel_release {
         let _ = write!(line, "  kernel {kernel}");

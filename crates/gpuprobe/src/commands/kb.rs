@@ -80,7 +80,14 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                         })?;
                     (report.fingerprint, report.results)
                 }
-                None => (super::env::live_fingerprint(None, true), Vec::new()),
+                None => (
+                    gpuprobe_doctor::live_stack::live_fingerprint(
+                        None,
+                        true,
+                        &super::process_env(),
+                    ),
+                    Vec::new(),
+                ),
             };
             let matches = gpuprobe_kb::match_all(&loaded.kb, &fingerprint, &results);
             write!(out, "{}", gpuprobe_kb::render_matches(&matches))?;

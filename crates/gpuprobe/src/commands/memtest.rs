@@ -5,14 +5,12 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
-use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
-use gpuprobe_doctor::engine::{self, EngineConfig, Settings};
+use gpuprobe_doctor::memtest::MemtestRequest;
 use gpuprobe_gpu::memtest::{self as outcome, MemtestOutcome};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::probe::{DeviceRef, ProbeSpec};
-use gpuprobe_runner::{KernelLogSource, RunDir, SupervisorConfig, Task};
+use gpuprobe_runner::RunDir;
 
 use crate::cli::MemtestArgs;
 use crate::{output, paths};
@@ -66,7 +64,6 @@ fn print_json(document: &str) -> Result<()> {
 /// Runs the test in a supervised native worker.
 fn test(args: &MemtestArgs) -> Result<MemtestOutcome> {
     // --fraction and --passes are range-checked by the command line parser.
-    let env = process_env();
     let mut options = BTreeMap::new();
     options.insert("fraction".to_string(), serde_json::json!(args.fraction));
     options.insert("passes".to_string(), serde_json::json!(args.passes));
@@ -76,85 +73,23 @@ fn test(args: &MemtestArgs) -> Result<MemtestOutcome> {
     let run_path = args
         .run_dir
         .clone()
-        .unwrap_or_else(|| paths::new_run_dir(&env, "memtest"));
+        .unwrap_or_else(|| paths::new_run_dir(&process_env(), "memtest"));
     let run_dir = RunDir::create(&run_path)?;
     let spec = gpuprobe_gpu::native_catalog()
         .into_iter()
         .find(|s| s.id.as_str() == gpuprobe_gpu::probe_ids::MEMTEST_FULL)
         .ok_or_else(|| anyhow::anyhow!("this build has no memtest probe"))?;
-    let device = DeviceRef::Gpu(args.device);
-    let plan = run_plan(&spec, device, &options);
-    run_dir.write_json(gpuprobe_runner::rundir::PLAN_FILE, &plan)?;
-    let config = engine_config(args, &run_dir, options);
-    let lanes = engine::lanes_for(vec![Task { spec, device }]);
-    let execution = engine::execute(
-        lanes,
-        &config,
-        &run_dir,
-        &mut |_, _, _| Vec::new(),
-        &mut |_| {},
-    );
-    let result = execution
-        .results
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("the memtest produced no result"))?;
+    let request = MemtestRequest {
+        spec,
+        device: args.device,
+        options,
+        passes: args.passes,
+        native_program: std::env::current_exe().ok(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let result = gpuprobe_doctor::memtest::run(request, &run_dir)?;
     Ok(MemtestOutcome::from_result(
         result,
         run_dir.path().to_path_buf(),
     ))
-}
-
-/// The plan written to the run directory: the memtest probe alone, natively, on `device`.
-fn run_plan(
-    spec: &ProbeSpec,
-    device: DeviceRef,
-    options: &BTreeMap<String, serde_json::Value>,
-) -> engine::RunPlan {
-    engine::RunPlan {
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: "memtest".into(),
-        tier: spec.tier,
-        only: vec![spec.id.to_string()],
-        devices: Some(vec![device]),
-        python: None,
-        python_chosen_by: None,
-        native: true,
-        seed: 0,
-        simulate: None,
-        settings: Settings::default(),
-        options: options.clone(),
-        tasks: vec![engine::PlannedTask {
-            spec: spec.clone(),
-            device,
-        }],
-        started_at: crate::time::rfc3339(SystemTime::now()),
-    }
-}
-
-/// The engine's settings: one native worker, its timeout scaled by the passes.
-fn engine_config(
-    args: &MemtestArgs,
-    run_dir: &RunDir,
-    options: BTreeMap<String, serde_json::Value>,
-) -> EngineConfig {
-    EngineConfig {
-        python: None,
-        package_dir: None,
-        native_program: std::env::current_exe().ok(),
-        seed: 0,
-        simulate: None,
-        settings: Settings::default(),
-        supervisor: SupervisorConfig {
-            startup_timeout: Duration::from_secs(120),
-            between_probes_timeout: Duration::from_secs(120),
-            // The probe's own timeout covers a full pass at low bandwidth; more passes take longer.
-            timeout_scale: f64::from(args.passes),
-            log_dir: Some(run_dir.workers_dir()),
-            ..SupervisorConfig::default()
-        },
-        options,
-        expected_devices: 1,
-        kernel_log: KernelLogSource::Live,
-    }
 }

@@ -3,11 +3,13 @@
 //! setting outside the catalogue is refused (exit 2) before anything is printed. Reading,
 //! checking and exporting are `gpuprobe_doctor::profile_file`'s; this adapter renders.
 
+use std::collections::BTreeMap;
 use std::io::Write;
+use std::path::Path;
 
 use anyhow::Result;
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::profile::Profile;
+use gpuprobe_model::profile::{Profile, StackKey};
 
 use crate::cli::{ExportFormatArg, ProfileAction, ProfileArgs};
 use gpuprobe_doctor::profile_file::{self as profiles, ExportFormat};
@@ -26,33 +28,24 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
     match args.action {
         ProfileAction::Show { profile } => {
             let loaded = profiles::load(&profile)?;
-            write!(out, "{}", show(&loaded))?;
+            write!(out, "{}", gpuprobe_report::profile::render_profile(&loaded))?;
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Check { profile, python } => {
             let loaded = profiles::load(&profile)?;
-            let here = stack::live_key(python.as_deref(), &env);
-            let differences = loaded.proven_on.differences(&here);
-            if differences.is_empty() {
-                writeln!(
-                    out,
-                    "{}: valid; proven on this stack ({}){}",
-                    profile.display(),
-                    here.describe(),
-                    if loaded.simulated {
-                        " — SIMULATED, not proven on real hardware"
-                    } else {
-                        ""
-                    }
-                )?;
-                Ok(ExitStatus::AllPassed)
+            let here = proven_here(&profile, &loaded, python.as_deref(), &env)?;
+            let simulated = if loaded.simulated {
+                " — SIMULATED, not proven on real hardware"
             } else {
-                Err(CliError::ProfileProvenElsewhere {
-                    path: profile,
-                    differences: differences.join("; "),
-                }
-                .into())
-            }
+                ""
+            };
+            writeln!(
+                out,
+                "{}: valid; proven on this stack ({}){simulated}",
+                profile.display(),
+                here.describe(),
+            )?;
+            Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Stack { python } => {
             let here = stack::live_key(python.as_deref(), &env);
@@ -69,15 +62,7 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
         } => {
             let loaded = profiles::load(&profile)?;
             if check_stack {
-                let here = stack::live_key(python.as_deref(), &env);
-                let differences = loaded.proven_on.differences(&here);
-                if !differences.is_empty() {
-                    return Err(CliError::ProfileProvenElsewhere {
-                        path: profile,
-                        differences: differences.join("; "),
-                    }
-                    .into());
-                }
+                proven_here(&profile, &loaded, python.as_deref(), &env)?;
             }
             let format = match format {
                 ExportFormatArg::Env => ExportFormat::Env,
@@ -90,78 +75,22 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
     }
 }
 
-/// A profile for people.
-fn show(profile: &Profile) -> String {
-    let mut out = String::new();
-    if profile.simulated {
-        out.push_str(
-            "SIMULATED profile: made under fault simulation, not proven on real hardware\n",
-        );
-    }
-    out.push_str(&format!(
-        "{}, {}\nproven on: {}\n",
-        profile.created_by,
-        profile.created_at,
-        profile.proven_on.describe()
-    ));
-    if profile.env.is_empty() && profile.unset.is_empty() {
-        out.push_str("settings: none (nothing tried cured the failures)\n");
+/// This machine's stack key when `loaded` was proven on it; otherwise the error that names
+/// what differs.
+fn proven_here(
+    path: &Path,
+    loaded: &Profile,
+    python: Option<&Path>,
+    env: &BTreeMap<String, String>,
+) -> Result<StackKey, CliError> {
+    let here = stack::live_key(python, env);
+    let differences = loaded.proven_on.differences(&here);
+    if differences.is_empty() {
+        Ok(here)
     } else {
-        out.push_str("settings:\n");
-        for (name, value) in &profile.env {
-            out.push_str(&format!("  {name}={value}\n"));
-        }
-        for name in &profile.unset {
-            out.push_str(&format!("  unset {name}\n"));
-        }
+        Err(CliError::ProfileProvenElsewhere {
+            path: path.to_path_buf(),
+            differences: differences.join("; "),
+        })
     }
-    for setting in &profile.settings {
-        let mut line = format!(
-            "  why {}: cures {}",
-            setting.setting,
-            setting.cures.join(", ")
-        );
-        if !setting.together_with.is_empty() {
-            line.push_str(&format!(
-                " (together with {})",
-                setting.together_with.join(", ")
-            ));
-        }
-        if !setting.sources.is_empty() {
-            line.push_str(&format!(" [{}]", setting.sources.join(", ")));
-        }
-        if !setting.cost.is_empty() {
-            line.push_str(&format!("; cost: {}", setting.cost));
-        }
-        out.push_str(&line);
-        out.push('\n');
-    }
-    for (title, list) in [
-        ("cures", &profile.cures),
-        ("still failing", &profile.still_failing),
-        ("did not reproduce", &profile.flaky),
-        (
-            "needs root or a reboot (reported, never applied)",
-            &profile.system_changes,
-        ),
-        (
-            "other changes (reported, not tested)",
-            &profile.other_changes,
-        ),
-    ] {
-        if list.is_empty() {
-            continue;
-        }
-        out.push_str(&format!("{title}:\n"));
-        for item in list {
-            out.push_str(&format!("  {item}\n"));
-        }
-    }
-    if let Some(cost) = &profile.measured_cost {
-        out.push_str(&format!("measured cost: {cost}\n"));
-    }
-    if let Some(evidence) = &profile.evidence {
-        out.push_str(&format!("evidence: {evidence}\n"));
-    }
-    out
 }
