@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gpuprobe_model::probe::{DeviceRef, ProbeSpec, Tier};
 use gpuprobe_model::protocol::SimulationSpec;
-use gpuprobe_runner::rundir::PLAN_FILE;
+use gpuprobe_runner::rundir::{PLAN_FILE, RunStack};
 use gpuprobe_runner::{
     KernelLogSource, PythonChoice, RunDir, SupervisorConfig, python, simulation,
 };
@@ -70,22 +70,7 @@ pub fn prepare_new(
     }
 
     let selected = engine::select(&catalog, tier, &options.only);
-    let unmatched: Vec<String> = if catalog.is_empty() {
-        Vec::new()
-    } else {
-        engine::unmatched_patterns(&catalog, tier, &options.only)
-            .into_iter()
-            .map(|(pattern, elsewhere)| match elsewhere {
-                Some(other) => format!(
-                    "--only {pattern} matches no probe of the {} tier; it matches probes of the {} tier (--tier {})",
-                    tier.name(),
-                    other.name(),
-                    other.name()
-                ),
-                None => format!("--only {pattern} matches no probe in any tier"),
-            })
-            .collect()
-    };
+    let unmatched = unmatched_notes(&catalog, tier, &options.only);
     if selected.is_empty() && !catalog.is_empty() {
         // Nothing ran and nothing will: a directory made only to list the catalogue would
         // be a run that never was (`runs list` would show it). One that was there stays.
@@ -100,18 +85,7 @@ pub fn prepare_new(
     }
     notes.extend(unmatched);
     let devices = initial_devices(&device_request, simulate.is_some(), &mut notes);
-    let tasks: Vec<PlannedTask> = devices
-        .iter()
-        .flat_map(|device| {
-            selected
-                .iter()
-                .filter(move |spec| applies_to(spec, *device))
-                .map(move |spec| PlannedTask {
-                    spec: spec.clone(),
-                    device: *device,
-                })
-        })
-        .collect();
+    let tasks = tasks_on(&devices, &selected);
     let plan = RunPlan {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         command: options.command.into(),
@@ -169,6 +143,42 @@ pub fn prepare_new(
         notes,
         python,
     })
+}
+
+/// A note for each `--only` pattern that matches no probe of `tier`, naming the tier it
+/// matches when it matches one (none when the catalogue could not be listed at all).
+fn unmatched_notes(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<String> {
+    if catalog.is_empty() {
+        return Vec::new();
+    }
+    engine::unmatched_patterns(catalog, tier, only)
+        .into_iter()
+        .map(|(pattern, elsewhere)| match elsewhere {
+            Some(other) => format!(
+                "--only {pattern} matches no probe of the {} tier; it matches probes of the {} tier (--tier {})",
+                tier.name(),
+                other.name(),
+                other.name()
+            ),
+            None => format!("--only {pattern} matches no probe in any tier"),
+        })
+        .collect()
+}
+
+/// Each selected probe on each device it applies to.
+fn tasks_on(devices: &[DeviceRef], selected: &[ProbeSpec]) -> Vec<PlannedTask> {
+    devices
+        .iter()
+        .flat_map(|device| {
+            selected
+                .iter()
+                .filter(move |spec| applies_to(spec, *device))
+                .map(move |spec| PlannedTask {
+                    spec: spec.clone(),
+                    device: *device,
+                })
+        })
+        .collect()
 }
 
 /// Reopens a run directory for `fix` (to build on it, or to finish its starting check): its
@@ -240,8 +250,76 @@ pub fn prepare_resume(
     let run_dir = RunDir::open(dir).map_err(SessionError::RunDir)?;
     let mut plan: RunPlan = run_dir.read_json(PLAN_FILE).map_err(SessionError::RunDir)?;
     let mut stack = run_dir.read_stack().map_err(SessionError::RunDir)?;
-    let planned = planned_python(&plan);
     let mut differences = Vec::new();
+    let python = resume_interpreter(&plan, &stack, explicit, env, &mut differences);
+    let tool_version = env!("CARGO_PKG_VERSION");
+    if plan.tool_version != tool_version {
+        differences.push(format!(
+            "gpuprobe {} planned the run; this is gpuprobe {tool_version}",
+            plan.tool_version
+        ));
+    }
+    let package_dir = python::extract_package(&run_dir.path().join("python"))
+        .map_err(SessionError::ExtractPackage)?;
+    // Only asked when nothing else differs, since any difference already needs --replan.
+    if differences.is_empty()
+        && let (Some(run_torch), Some(choice)) = (&stack.torch, &python)
+        && let Some(difference) =
+            torch_moved(run_torch, choice, &package_dir, &run_dir, &supervisor)
+    {
+        differences.push(difference);
+    }
+    if !differences.is_empty() && !replan {
+        return Err(SessionError::ResumeDiffers {
+            dir: dir.to_path_buf(),
+            differences,
+        });
+    }
+    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
+    let catalog = catalog_for(
+        &plan,
+        python.as_ref(),
+        &package_dir,
+        &run_dir,
+        host,
+        &mut notes,
+    );
+    if !differences.is_empty() {
+        record_replan(
+            &run_dir,
+            &mut plan,
+            &mut stack,
+            &catalog,
+            python.as_ref(),
+            &differences,
+        )?;
+    } else if replan {
+        notes.push("--replan: nothing differs from the run's plan; resumed as planned".into());
+    }
+    notes.extend(stack.replans.iter().cloned());
+    Ok(reopened(
+        run_dir,
+        plan,
+        python,
+        package_dir,
+        catalog,
+        supervisor,
+        host,
+        notes,
+    ))
+}
+
+/// The interpreter a resume runs under: `explicit` when given, else the run's own. Adds to
+/// `differences` what makes it another stack than the run's (the run's interpreter gone,
+/// another one named, none planned).
+fn resume_interpreter(
+    plan: &RunPlan,
+    stack: &RunStack,
+    explicit: Option<PythonChoice>,
+    env: &BTreeMap<String, String>,
+    differences: &mut Vec<String>,
+) -> Option<PythonChoice> {
+    let planned = planned_python(plan);
     if let Some(run) = &planned
         && explicit.is_none()
         && std::fs::metadata(&run.executable).is_err()
@@ -251,7 +329,7 @@ pub fn prepare_resume(
             run.executable.display()
         ));
     }
-    let python = match (explicit, planned) {
+    match (explicit, planned) {
         (Some(now), Some(run)) => {
             if !same_interpreter(&run.executable, &now.executable) {
                 differences.push(format!(
@@ -277,93 +355,72 @@ pub fn prepare_resume(
         (None, Some(run)) if differences.is_empty() => Some(run),
         (None, Some(_)) => python::find_python(None, env).ok(),
         (None, None) => None,
-    };
-    let tool_version = env!("CARGO_PKG_VERSION");
-    if plan.tool_version != tool_version {
-        differences.push(format!(
-            "gpuprobe {} planned the run; this is gpuprobe {tool_version}",
-            plan.tool_version
-        ));
     }
-    let package_dir = python::extract_package(&run_dir.path().join("python"))
-        .map_err(SessionError::ExtractPackage)?;
-    // Same interpreter: is its torch still the one the run's workers reported? (A torch
-    // upgraded in place would otherwise pass unnoticed.) Only asked when nothing else
-    // differs, since any difference already needs --replan.
-    if differences.is_empty()
-        && let (Some(run_torch), Some(choice)) = (&stack.torch, &python)
-    {
-        let now = python::fetch_env(
-            choice,
-            |plan| python::worker_command(&choice.executable, &package_dir, plan),
-            &run_dir.workers_dir().join("resume-env-plan.json"),
-            supervisor.startup_timeout,
-        );
-        let now_torch = now.torch.as_ref().map(|t| t.version.as_str());
-        if now_torch != Some(run_torch.as_str()) {
-            differences.push(format!(
-                "the run's probes ran under torch {run_torch}; {} now reports {}",
-                choice.executable.display(),
-                match (now_torch, &now.torch_error) {
-                    (Some(version), _) => format!("torch {version}"),
-                    (None, Some(error)) => format!("no usable torch ({error})"),
-                    (None, None) => "no torch".into(),
-                }
-            ));
-        }
-    }
-    if !differences.is_empty() && !replan {
-        return Err(SessionError::ResumeDiffers {
-            dir: dir.to_path_buf(),
-            differences,
-        });
-    }
-    let mut notes = vec![format!("resumed run started {}", plan.started_at)];
-    let catalog = catalog_for(
-        &plan,
-        python.as_ref(),
-        &package_dir,
-        &run_dir,
-        host,
-        &mut notes,
+}
+
+/// Whether the run's interpreter now reports another torch than the run's workers did (a
+/// torch upgraded in place would otherwise pass unnoticed): the difference, worded, if so.
+fn torch_moved(
+    run_torch: &str,
+    choice: &PythonChoice,
+    package_dir: &Path,
+    run_dir: &RunDir,
+    supervisor: &SupervisorConfig,
+) -> Option<String> {
+    let now = python::fetch_env(
+        choice,
+        |plan| python::worker_command(&choice.executable, package_dir, plan),
+        &run_dir.workers_dir().join("resume-env-plan.json"),
+        supervisor.startup_timeout,
     );
-    if !differences.is_empty() {
-        let (done, _) = run_dir.load_results().map_err(SessionError::RunDir)?;
-        let replanned = replanned_tasks(&plan, &catalog);
-        stack.replans.push(format!(
-            "re-planned on resume (--replan): {}; the {} result(s) recorded before came from the \
-             earlier plan, the rest from {} planned probe run(s) under {}",
-            differences.join("; "),
-            done.len(),
-            replanned.len(),
-            python
-                .as_ref()
-                .map(|p| p.executable.display().to_string())
-                .unwrap_or_else(|| "no interpreter".into())
-        ));
-        stack.torch = None;
-        plan.tasks = replanned;
-        plan.tool_version = tool_version.to_string();
-        plan.python = python.as_ref().map(|p| p.executable.display().to_string());
-        plan.python_chosen_by = python.as_ref().map(|p| p.chosen_by.clone());
-        run_dir
-            .write_json(PLAN_FILE, &plan)
-            .map_err(SessionError::RunDir)?;
-        run_dir.write_stack(&stack).map_err(SessionError::RunDir)?;
-    } else if replan {
-        notes.push("--replan: nothing differs from the run's plan; resumed as planned".into());
+    let now_torch = now.torch.as_ref().map(|t| t.version.as_str());
+    if now_torch == Some(run_torch) {
+        return None;
     }
-    notes.extend(stack.replans.iter().cloned());
-    Ok(reopened(
-        run_dir,
-        plan,
-        python,
-        package_dir,
-        catalog,
-        supervisor,
-        host,
-        notes,
+    Some(format!(
+        "the run's probes ran under torch {run_torch}; {} now reports {}",
+        choice.executable.display(),
+        match (now_torch, &now.torch_error) {
+            (Some(version), _) => format!("torch {version}"),
+            (None, Some(error)) => format!("no usable torch ({error})"),
+            (None, None) => "no torch".into(),
+        }
     ))
+}
+
+/// `--replan`: plans the run's tier, patterns and devices again under this interpreter and
+/// this gpuprobe, keeps the results already recorded, and records why in the run's stack so
+/// every later report says so.
+fn record_replan(
+    run_dir: &RunDir,
+    plan: &mut RunPlan,
+    stack: &mut RunStack,
+    catalog: &[ProbeSpec],
+    python: Option<&PythonChoice>,
+    differences: &[String],
+) -> Result<(), SessionError> {
+    let (done, _) = run_dir.load_results().map_err(SessionError::RunDir)?;
+    let replanned = replanned_tasks(plan, catalog);
+    stack.replans.push(format!(
+        "re-planned on resume (--replan): {}; the {} result(s) recorded before came from the \
+             earlier plan, the rest from {} planned probe run(s) under {}",
+        differences.join("; "),
+        done.len(),
+        replanned.len(),
+        python
+            .map(|p| p.executable.display().to_string())
+            .unwrap_or_else(|| "no interpreter".into())
+    ));
+    stack.torch = None;
+    plan.tasks = replanned;
+    plan.tool_version = env!("CARGO_PKG_VERSION").to_string();
+    plan.python = python.map(|p| p.executable.display().to_string());
+    plan.python_chosen_by = python.map(|p| p.chosen_by.clone());
+    run_dir
+        .write_json(PLAN_FILE, &*plan)
+        .map_err(SessionError::RunDir)?;
+    run_dir.write_stack(stack).map_err(SessionError::RunDir)?;
+    Ok(())
 }
 
 /// The interpreter a plan names, as the run chose it.
