@@ -2,9 +2,11 @@
 //!
 //! - [`terminal`]: the table and findings a user reads after `gpuprobe check`;
 //! - [`json`]: the machine-readable report and its published JSON Schema;
+//! - [`guard`]: the terminal guard every line gpuprobe prints passes through;
 //! - [`matrix`]: the measured dtype-conversion matrix;
 //! - [`fix`]: the account of a workaround search (`gpuprobe fix`);
 //! - [`profile`]: a `fix` profile for people (`gpuprobe profile show`);
+//! - [`progress`]: the lines printed above the progress bar as probes finish;
 //! - [`runs`]: the run directories `gpuprobe runs` lists and prunes;
 //! - [`timings`]: where a run's time went (`check --timings`);
 //! - [`triage`]: what pasted logs revealed (`gpuprobe triage`).
@@ -13,9 +15,11 @@
 //! anything about the results.
 
 pub mod fix;
+pub mod guard;
 pub mod json;
 pub mod matrix;
 pub mod profile;
+pub mod progress;
 pub mod runs;
 pub mod style;
 pub mod terminal;

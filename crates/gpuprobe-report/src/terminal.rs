@@ -23,6 +23,10 @@ pub struct TerminalOptions {
     pub style: Style,
     /// Terminal width, when known.
     pub width: Option<u16>,
+    /// Append the measured dtype-conversion matrix ([`crate::matrix`]).
+    pub matrix: bool,
+    /// Append where the run's time went ([`crate::timings`]), when the report has it.
+    pub timings: bool,
 }
 
 impl Default for TerminalOptions {
@@ -31,6 +35,8 @@ impl Default for TerminalOptions {
             all: false,
             style: Style::PLAIN,
             width: None,
+            matrix: false,
+            timings: false,
         }
     }
 }
@@ -95,6 +101,14 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
             style.bold(&exit_line)
         }
     );
+    if options.matrix {
+        out.push_str(&crate::matrix::render(&report.results, style));
+    }
+    if options.timings
+        && let Some(timings) = &report.timings
+    {
+        out.push_str(&crate::timings::render(timings, report.wall_s));
+    }
     // The last guard: whatever external text a piece above did not escape cannot reach
     // the terminal as a command.
     terminal_safe(&out).into_owned()

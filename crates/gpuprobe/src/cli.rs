@@ -38,6 +38,12 @@ pub enum Command {
     Profile(ProfileArgs),
     /// The run directories kept under the state directory: list them, prune old ones.
     Runs(RunsArgs),
+    /// Prints a shell completion script (`gpuprobe completions bash >
+    /// ~/.local/share/bash-completion/completions/gpuprobe`).
+    Completions(CompletionsArgs),
+    /// Prints the man page gpuprobe(1) in roff (`gpuprobe man > gpuprobe.1`); `--out DIR`
+    /// writes it and one page per command.
+    Man(ManArgs),
     /// Starts a job for `run` with a clean signal mask (internal).
     #[command(name = "__exec-job", hide = true)]
     ExecJob(ExecJobArgs),
@@ -389,6 +395,23 @@ pub enum ProfileAction {
         #[arg(long, value_name = "PATH")]
         python: Option<PathBuf>,
     },
+}
+
+/// Options of `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Options of `man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write gpuprobe.1 and gpuprobe-COMMAND.1 for every command into DIR instead of
+    /// printing gpuprobe.1.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// Options of `runs`.

@@ -98,6 +98,15 @@ pub(crate) enum CliError {
     /// `triage` input in which no known tool output was found.
     #[error("no known tool output was recognized in the input")]
     NothingRecognized,
+    /// An output file or directory the user named cannot be written.
+    #[error("cannot write {}: {source}", visible_line(&.path.display().to_string()))]
+    Unwritable {
+        /// The path.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl ClassifiedError for CliError {

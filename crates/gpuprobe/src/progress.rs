@@ -8,8 +8,7 @@ use std::sync::Mutex;
 
 use gpuprobe_doctor::engine::Progress;
 use gpuprobe_doctor::session::SessionProgress;
-use gpuprobe_model::text::visible_line;
-use gpuprobe_model::verdict::Verdict;
+use gpuprobe_report::progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The bar of the view in use, if any.
@@ -27,7 +26,6 @@ pub(crate) fn clear_active() {
 pub(crate) struct ProgressView {
     bar: ProgressBar,
     verbose: bool,
-    label: String,
 }
 
 impl ProgressView {
@@ -47,11 +45,7 @@ impl ProgressView {
         if let Ok(mut active) = ACTIVE.lock() {
             *active = Some(bar.clone());
         }
-        ProgressView {
-            bar,
-            verbose,
-            label: label.to_string(),
-        }
+        ProgressView { bar, verbose }
     }
 
     /// Updates the view.
@@ -63,28 +57,13 @@ impl ProgressView {
             }
             Progress::Finished(result) => {
                 self.bar.inc(1);
-                if result.verdict.is_problem() {
-                    let line = format!(
-                        "{:<10} {} on {}: {}",
-                        result.verdict.label(),
-                        result.probe,
-                        result.device,
-                        visible_line(&result.verdict.detail())
-                    );
+                if let Some(line) = progress::finished_line(result, self.verbose) {
                     self.bar.println(line);
-                } else if self.verbose && !matches!(result.verdict, Verdict::Pass) {
-                    self.bar.println(format!(
-                        "{:<10} {}: {}",
-                        result.verdict.label(),
-                        result.probe,
-                        visible_line(&result.verdict.detail())
-                    ));
                 }
             }
             Progress::Log(message) => {
-                if self.verbose {
-                    // Worker messages are the worker's stderr: shown, never obeyed.
-                    self.bar.println(visible_line(message));
+                if let Some(line) = progress::log_line(message, self.verbose) {
+                    self.bar.println(line);
                 }
             }
         }
@@ -96,7 +75,6 @@ impl ProgressView {
         if let Ok(mut active) = ACTIVE.lock() {
             *active = None;
         }
-        let _ = &self.label;
     }
 }
 

@@ -2,13 +2,12 @@
 //! is `gpuprobe_doctor::session`'s; this adapter maps the options, draws the progress bar,
 //! leaves cleanly on a signal and renders the report.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::{Instant, SystemTime};
 
 use anyhow::Result;
 use gpuprobe_doctor::session::{self as doctor, interrupt};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::style::Style;
 use gpuprobe_report::terminal::TerminalOptions;
 use gpuprobe_runner::simulation;
 
@@ -110,36 +109,15 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
     if shared.json {
         writeln!(stdout, "{}", gpuprobe_report::json::render(report))?;
     } else {
-        let style = Style::for_output(
-            std::io::stdout().is_terminal(),
-            env.get("NO_COLOR").map(String::as_str),
-        );
         let options = TerminalOptions {
             all: args.all,
-            style,
-            width: None,
+            style: crate::output::stdout_style(&env),
+            matrix: args.matrix,
+            timings: args.timings,
+            ..TerminalOptions::default()
         };
-        write!(
-            stdout,
-            "{}",
-            gpuprobe_report::terminal::render(report, options)
-        )?;
-        if args.matrix {
-            write!(
-                stdout,
-                "{}",
-                gpuprobe_report::matrix::render(&report.results, style)
-            )?;
-        }
-        if args.timings
-            && let Some(timings) = &report.timings
-        {
-            write!(
-                stdout,
-                "{}",
-                gpuprobe_report::timings::render(timings, report.wall_s)
-            )?;
-        }
+        let text = gpuprobe_report::terminal::render(report, options);
+        write!(stdout, "{text}")?;
     }
     super::runs::after_check(&env, completed.run_dir.path());
     Ok(report.exit_status)

@@ -1,14 +1,13 @@
 //! `gpuprobe env`: the stack fingerprint and the config lint over it, without running a
 //! probe.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use anyhow::Result;
 use gpuprobe_doctor::live_stack;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::finding::Finding;
 use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_report::style::Style;
 use serde::Serialize;
 
 use crate::cli::EnvArgs;
@@ -51,10 +50,7 @@ pub(crate) fn run(args: EnvArgs) -> Result<ExitStatus> {
                 "{}",
                 gpuprobe_report::terminal::render_findings(
                     &findings,
-                    Style::for_output(
-                        std::io::stdout().is_terminal(),
-                        std::env::var("NO_COLOR").ok().as_deref(),
-                    )
+                    crate::output::stdout_style(&env)
                 )
             )?;
         }

@@ -2,7 +2,7 @@
 //! the options, says the search's progress on stderr, draws the starting check's progress
 //! bar, and prints the account.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::SystemTime;
 
 use anyhow::Result;
@@ -11,7 +11,6 @@ use gpuprobe_doctor::fix::run::{self as fix, FixHost};
 use gpuprobe_doctor::session::{self as doctor, interrupt};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible_line;
-use gpuprobe_report::style::Style;
 
 use crate::cli::FixArgs;
 use crate::progress::TerminalProgress;
@@ -67,10 +66,7 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", finished.json)?;
     } else {
-        let style = Style::for_output(
-            std::io::stdout().is_terminal(),
-            env.get("NO_COLOR").map(String::as_str),
-        );
+        let style = output::stdout_style(&env);
         // The account quotes probe details and paths: behind the terminal guard.
         let mut stdout = output::stdout();
         write!(

@@ -7,6 +7,7 @@ use gpuprobe_model::finding::{Finding, Severity};
 use crate::cli::Command;
 
 mod check;
+mod completions;
 pub(crate) mod env;
 mod fix;
 pub(crate) mod kb;
@@ -30,6 +31,8 @@ pub(crate) fn dispatch(command: Command) -> Result<u8> {
         Command::Fix(args) => fix::run(args)?,
         Command::Profile(args) => profile::run(args)?,
         Command::Runs(args) => runs::run(args)?,
+        Command::Completions(args) => completions::completions(args)?,
+        Command::Man(args) => completions::man(args)?,
         Command::Run(args) => return run::run(args),
         Command::ExecJob(args) => return Ok(run::exec_job(&args.command)),
     };

@@ -7,6 +7,7 @@
 
 mod check;
 mod commands;
+mod completions;
 mod faults;
 mod fix;
 mod fix_resume;
