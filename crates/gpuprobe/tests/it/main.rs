@@ -15,6 +15,7 @@ mod golden;
 #[cfg(feature = "gpu-tests")]
 mod gpu_faults;
 mod hostile_text;
+mod kb_native_ids;
 mod outputs_and_arguments;
 mod protocol;
 mod resume_and_interrupt;
