@@ -398,6 +398,12 @@ def test_docs_counts_match_the_catalogue() -> None:
         named = [p for p in probes if "explicit" in p.needs]
         counts = [sum(1 for p in probes if p.tier == tier and p not in named) for tier in ("quick", "standard", "full", "soak")]
         assert [int(g) for g in row.groups()] == [*counts, len(named), len(probes)], family
+    probes = list(catalog.all_probes().values())
+    named = [p for p in probes if "explicit" in p.needs]
+    counts = [sum(1 for p in probes if p.tier == tier and p not in named) for tier in ("quick", "standard", "full", "soak")]
+    total = re.search(r"^\| \*\*all\*\* \| " + r" \| ".join([r"\*\*(\d+)\*\*"] * 6) + r" \|$", text, re.MULTILINE)
+    assert total, "docs/probes.md has no **all** row"
+    assert [int(g) for g in total.groups()] == [*counts, len(named), len(probes)], "the **all** row"
     assert "## Judging" in text and "### statistical" in text
     for preset in sorted((PACKAGE_DIR.parent / "simulate" / "presets").glob("*.toml")):
         assert f"| `{preset.stem}` |" in text, preset.stem
