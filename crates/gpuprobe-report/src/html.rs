@@ -89,9 +89,35 @@ pub fn render(
         .map_err(HtmlError::Render)
 }
 
-/// Checks up front that `path` can be written, so that a long run does not end in an
-/// unwritable output.
-pub fn check_writable(path: &Path) -> Result<(), HtmlError> {
+/// Renders the report and writes it to `path` ([`render`], then [`write`]).
+pub fn write_report(
+    path: &Path,
+    report: &Report,
+    fix: Option<&FixAccount>,
+    issues: &[IssueText],
+) -> Result<(), HtmlError> {
+    write(path, &render(report, fix, issues)?)
+}
+
+/// What `gpuprobe report` prints for a run without `--html`, or with `--json`: the JSON
+/// report (one line) or the terminal text.
+/// `all` lists passing probes too.
+pub fn text(report: &Report, json: bool, all: bool, style: crate::style::Style) -> String {
+    if json {
+        return format!("{}\n", crate::json::render(report));
+    }
+    let options = crate::terminal::TerminalOptions {
+        all,
+        style,
+        ..crate::terminal::TerminalOptions::default()
+    };
+    crate::terminal::render(report, options)
+}
+
+/// Checks up front that `path`, when one is named, can be written, so that a long run does
+/// not end in an unwritable output.
+pub fn check_writable(path: Option<&Path>) -> Result<(), HtmlError> {
+    let Some(path) = path else { return Ok(()) };
     gpuprobe_runner::paths::check_writable_file(path).map_err(|reason| HtmlError::Unwritable {
         path: path.to_path_buf(),
         source: std::io::Error::other(reason),
@@ -123,6 +149,63 @@ pub fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
         let _ = std::fs::remove_file(&tmp);
         fail(err)
     })
+}
+
+/// A finished run as the HTML report needs it: its report and, for a `fix` run, the
+/// account of the search.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    /// `report.json`.
+    pub report: Report,
+    /// `fix.json`, when the run holds one.
+    pub fix: Option<FixAccount>,
+}
+
+/// Reads a finished run directory: `report.json` (required: a run that never finished has
+/// none) and `fix.json` when present. Reads only; a missing or broken file is a
+/// [`RunnerError::BadRunDir`](gpuprobe_runner::RunnerError::BadRunDir), a usage error.
+pub fn load_run(dir: &Path) -> Result<RunFiles, gpuprobe_runner::RunnerError> {
+    use gpuprobe_runner::RunnerError;
+    use gpuprobe_runner::rundir::REPORT_FILE;
+    use gpuprobe_runner::runs::FIX_ACCOUNT_FILE;
+    fn read<T: serde::de::DeserializeOwned>(
+        dir: &Path,
+        name: &str,
+    ) -> Result<Option<T>, RunnerError> {
+        let path = dir.join(name);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RunnerError::io("cannot read", path, e)),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| RunnerError::BadRunDir {
+                path: dir.to_path_buf(),
+                reason: format!("{name} is not a gpuprobe report: {e}"),
+            })
+    }
+    if !dir.is_dir() {
+        return Err(RunnerError::BadRunDir {
+            path: dir.to_path_buf(),
+            reason: "no such directory".into(),
+        });
+    }
+    let fix = read::<FixAccount>(dir, FIX_ACCOUNT_FILE)?;
+    // A fix run reports on the check it started from, which may live in its own directory.
+    let mut report = read::<Report>(dir, REPORT_FILE)?;
+    if report.is_none()
+        && let Some(source) = fix.as_ref().and_then(|f| f.source_run.as_deref())
+    {
+        report = read::<Report>(Path::new(source), REPORT_FILE)?;
+    }
+    let report = report.ok_or_else(|| RunnerError::BadRunDir {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "no {REPORT_FILE}: not a finished gpuprobe run (an interrupted check finishes with `gpuprobe check --resume`)"
+        ),
+    })?;
+    Ok(RunFiles { report, fix })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -751,8 +834,10 @@ fn crosses_host_link(probe: &str, metric: &str) -> bool {
         .any(|k| text.contains(k))
 }
 
+/// Copies on the device, and the VRAM test's throughput (bytes written + read, as the
+/// copy ceiling counts them).
 fn stays_on_device(probe: &str, metric: &str) -> bool {
-    metric.contains("d2d") || probe.contains(".d2d") || metric.starts_with("kernel_gbps")
+    metric.contains("d2d") || probe.contains(".d2d") || probe.contains("memtest")
 }
 
 /// Every measured bandwidth, each against its physical limit: host↔device copies against
@@ -791,6 +876,9 @@ fn bandwidth(results: &[ProbeResult], fp: &Fingerprint) -> Vec<BandwidthRow> {
                         Some(link.gb_per_s()),
                         format!("PCIe {} GT/s x{}, theoretical", link.gt_per_s, link.width),
                     ),
+                    None if r.device == DeviceRef::Cpu => {
+                        (None, "none: the device is the CPU".to_string())
+                    }
                     None => (None, "PCIe link not recorded".to_string()),
                 }
             } else if stays_on_device(probe, metric) {

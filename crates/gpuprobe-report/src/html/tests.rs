@@ -176,20 +176,19 @@ fn the_balance_check_itself_catches_a_stray_tag() {
 fn references(html: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut element = String::new();
-    let bytes = html;
     let mut i = 0;
-    while i < bytes.len() {
-        let rest = &bytes[i..];
-        if rest.starts_with('<') {
-            element = rest[1..]
+    while i < html.len() {
+        let rest = &html[i..];
+        if let Some(tag) = rest.strip_prefix('<') {
+            element = tag
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric())
                 .collect::<String>()
                 .to_lowercase();
         }
         for attr in ["src=\"", "href=\"", "url(", "srcset=\"", "@import"] {
-            if rest.starts_with(attr) {
-                let value: String = rest[attr.len()..]
+            if let Some(after) = rest.strip_prefix(attr) {
+                let value: String = after
                     .chars()
                     .take_while(|c| *c != '"' && *c != ')')
                     .collect();
@@ -422,6 +421,18 @@ fn bandwidths_are_set_against_the_pcie_link_and_the_device_copy_ceiling() {
     // No link recorded: the limit says so rather than guessing.
     r.fingerprint.extra.clear();
     assert!(render_plain(&r).contains("PCIe link not recorded"));
+    // A CPU self-test has no host link at all.
+    let cpu = report(vec![with_metrics(
+        result(
+            "copy.h2d.pageable.medium.blocking",
+            DeviceRef::Cpu,
+            Verdict::Pass,
+        ),
+        &[("gb_per_s", json!(15.6))],
+    )]);
+    let html = render_plain(&cpu);
+    assert!(html.contains("none: the device is the CPU"));
+    assert!(!html.contains("class=\"track\""), "no bar without a limit");
 }
 
 #[test]
@@ -462,8 +473,9 @@ fn the_file_is_written_atomically_and_an_unwritable_path_is_a_usage_error() {
     std::fs::write(&file, "").unwrap();
     let err = write(&file.join("x.html"), "x").unwrap_err();
     assert_eq!(err.exit_status(), ExitStatus::UsageError);
-    assert!(check_writable(&file.join("x.html")).is_err());
-    assert!(check_writable(&dir.path().join("new.html")).is_ok());
+    assert!(check_writable(Some(&file.join("x.html"))).is_err());
+    assert!(check_writable(Some(&dir.path().join("new.html"))).is_ok());
+    assert!(check_writable(None).is_ok());
 }
 
 fn finding(id: &str, citations: Vec<String>) -> Finding {
@@ -509,4 +521,46 @@ fn fix_account() -> FixAccount {
         "exit_code": 1
     }))
     .expect("a fix account")
+}
+
+#[test]
+fn a_run_directory_is_read_with_its_fix_account_and_refused_when_unfinished_or_broken() {
+    use gpuprobe_model::ClassifiedError;
+    let dir = tempfile::tempdir().unwrap();
+    let err = load_run(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("no report.json"), "{err}");
+    assert_eq!(err.exit_status(), ExitStatus::UsageError);
+    std::fs::write(
+        dir.path().join("report.json"),
+        "{\"schema_version\": 1, \"results\": [",
+    )
+    .unwrap();
+    let err = load_run(dir.path()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("report.json is not a gpuprobe report"),
+        "{err}"
+    );
+    assert_eq!(err.exit_status(), ExitStatus::UsageError);
+    std::fs::write(
+        dir.path().join("report.json"),
+        serde_json::to_string(&failing()).unwrap(),
+    )
+    .unwrap();
+    let run = load_run(dir.path()).unwrap();
+    assert_eq!(run.report, failing());
+    assert!(run.fix.is_none());
+    // A fix run without a report of its own reports on the check it started from.
+    let fix_dir = tempfile::tempdir().unwrap();
+    let mut account = fix_account();
+    account.source_run = Some(dir.path().display().to_string());
+    std::fs::write(
+        fix_dir.path().join("fix.json"),
+        serde_json::to_string(&account).unwrap(),
+    )
+    .unwrap();
+    let run = load_run(fix_dir.path()).unwrap();
+    assert_eq!(run.fix, Some(account));
+    assert_eq!(run.report.results.len(), 3);
+    assert!(load_run(&dir.path().join("missing")).is_err());
 }
