@@ -911,7 +911,12 @@ fn bandwidth(results: &[ProbeResult], fp: &Fingerprint) -> Vec<BandwidthRow> {
 }
 
 fn fix_view(account: &FixAccount) -> FixView {
-    let failures = account.targets.len();
+    // As the terminal counts them: a failure that did not reproduce cannot be cured.
+    let failures = account
+        .targets
+        .iter()
+        .filter(|t| t.status != gpuprobe_model::profile::TargetStatus::Flaky)
+        .count();
     let candidates = account
         .candidates
         .iter()
