@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -250,3 +251,30 @@ def quick_and_standard(catalog_specs: list[dict[str, Any]]) -> tuple[WorkerRun, 
     run = run_plan([s["id"] for s in specs], seed=SHARED_SEED, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     return run, specs
+
+
+def gpuprobe_binary() -> str | None:
+    """The gpuprobe binary: $GPUPROBE_BIN, a built one in the target directories, or one
+    built now with cargo."""
+    explicit = os.environ.get("GPUPROBE_BIN")
+    if explicit:
+        return explicit
+    targets = [REPO / "target"]
+    if os.environ.get("CARGO_TARGET_DIR"):
+        targets.insert(0, Path(os.environ["CARGO_TARGET_DIR"]))
+    for target in targets:
+        for profile in ("debug", "release"):
+            candidate = target / profile / "gpuprobe"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        return None
+    built = subprocess.run(
+        [cargo, "build", "-q", "-p", "gpuprobe"], cwd=REPO, capture_output=True, text=True
+    )
+    if built.returncode != 0:
+        return None
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    candidate = target / "debug" / "gpuprobe"
+    return str(candidate) if candidate.is_file() else None

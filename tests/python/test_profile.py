@@ -3,48 +3,19 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, gpuprobe_binary
 
 import gpuprobe
 from gpuprobe import ProfileError, apply_profile
 
 
-def _binary() -> str | None:
-    """The gpuprobe binary: $GPUPROBE_BIN, a built one in the target directories, or one
-    built now with cargo."""
-    explicit = os.environ.get("GPUPROBE_BIN")
-    if explicit:
-        return explicit
-    targets = [REPO / "target"]
-    if os.environ.get("CARGO_TARGET_DIR"):
-        targets.insert(0, Path(os.environ["CARGO_TARGET_DIR"]))
-    for target in targets:
-        for profile in ("debug", "release"):
-            candidate = target / profile / "gpuprobe"
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return str(candidate)
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        return None
-    built = subprocess.run(
-        [cargo, "build", "-q", "-p", "gpuprobe"], cwd=REPO, capture_output=True, text=True
-    )
-    if built.returncode != 0:
-        return None
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    candidate = target / "debug" / "gpuprobe"
-    return str(candidate) if candidate.is_file() else None
-
-
 @pytest.fixture(scope="module")
 def gpuprobe_bin() -> str:
-    binary = _binary()
+    binary = gpuprobe_binary()
     if binary is None:
         pytest.skip("the gpuprobe binary is not built and cargo could not build it (set GPUPROBE_BIN)")
     return binary

@@ -1,6 +1,7 @@
 //! Renders reports for people and programs.
 //!
 //! - [`terminal`]: the table and findings a user reads after `gpuprobe check`;
+//! - [`html`]: the self-contained, offline HTML report (`check --html`, `report --html`);
 //! - [`json`]: the machine-readable report and its published JSON Schema;
 //! - [`guard`]: the terminal guard every line gpuprobe prints passes through;
 //! - [`matrix`]: the measured dtype-conversion matrix;
@@ -16,6 +17,7 @@
 
 pub mod fix;
 pub mod guard;
+pub mod html;
 pub mod json;
 pub mod matrix;
 pub mod profile;

@@ -9,14 +9,14 @@ use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use crate::style::Style;
 
 /// One parsed `dtype.<from>.<to>.<method>.<where>` id.
-struct Cell<'a> {
-    from: &'a str,
-    to: &'a str,
-    method: &'a str,
-    place: &'a str,
+pub(crate) struct Cell<'a> {
+    pub(crate) from: &'a str,
+    pub(crate) to: &'a str,
+    pub(crate) method: &'a str,
+    pub(crate) place: &'a str,
 }
 
-fn parse(id: &str) -> Option<Cell<'_>> {
+pub(crate) fn parse(id: &str) -> Option<Cell<'_>> {
     let mut parts = id.split('.');
     if parts.next()? != "dtype" {
         return None;

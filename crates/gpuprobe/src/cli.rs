@@ -38,6 +38,9 @@ pub enum Command {
     Profile(ProfileArgs),
     /// The run directories kept under the state directory: list them, prune old ones.
     Runs(RunsArgs),
+    /// Renders a finished run's report again: the terminal text, the JSON (--json) or one
+    /// self-contained offline HTML file (--html FILE).
+    Report(ReportArgs),
     /// Prints a shell completion script (`gpuprobe completions bash >
     /// ~/.local/share/bash-completion/completions/gpuprobe`).
     Completions(CompletionsArgs),
@@ -142,6 +145,24 @@ pub struct CheckArgs {
     /// last result and end (always in the JSON report as `timings`).
     #[arg(long, display_order = 17)]
     pub timings: bool,
+    /// Also write the report as one self-contained HTML file (offline: no script, no
+    /// external resource).
+    #[arg(long, value_name = "FILE", display_order = 18)]
+    pub html: Option<PathBuf>,
+}
+
+/// Options of `report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run directory (`gpuprobe runs list` names them; a `check` prints its own).
+    pub run_dir: PathBuf,
+    /// Write the report as one self-contained HTML file (offline: no script, no external
+    /// resource); with a `fix` run, its search table too.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the JSON report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `env`.

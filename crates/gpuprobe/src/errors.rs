@@ -132,6 +132,7 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
         gpuprobe_doctor::profile_file::ProfileError,
         gpuprobe_runner::job::JobError,
         gpuprobe_runner::RunnerError,
+        gpuprobe_report::html::HtmlError,
         gpuprobe_kb::KbError,
         gpuprobe_gpu::memtest::InjectionArgError,
         gpuprobe_detect::triage::read::TriageReadError,

@@ -113,6 +113,22 @@ fn pci(root: &Root, fp: &mut Fingerprint) {
         ) {
             fp.extra.insert(format!("gpu.{bus}.kernel_driver"), driver);
         }
+        // The negotiated PCIe link ("16.0 GT/s PCIe", "16"): the HTML report sets
+        // host<->device bandwidths against it.
+        if let Some(bus) = gpu.pci_bus.clone() {
+            for (file, key) in [
+                ("current_link_speed", "pcie_link_speed"),
+                ("current_link_width", "pcie_link_width"),
+            ] {
+                if let Some(value) = root
+                    .read_opt(&format!("{dir}/{file}"))
+                    .map(|v| v.trim().to_owned())
+                    .filter(|v| !v.is_empty() && !v.starts_with("Unknown"))
+                {
+                    fp.extra.insert(format!("gpu.{bus}.{key}"), value);
+                }
+            }
+        }
         merge_gpu(fp, gpu);
     }
 }

@@ -547,6 +547,18 @@ fn nvidia_host_tree() -> Tree {
         tree.pci(bdf, class, vendor, device, "0xa1");
     }
     tree.file(
+        "/sys/bus/pci/devices/0000:00:06.0/current_link_speed",
+        "32.0 GT/s PCIe\n",
+    )
+    .file(
+        "/sys/bus/pci/devices/0000:00:06.0/current_link_width",
+        "16\n",
+    )
+    .file(
+        "/sys/bus/pci/devices/0000:00:05.0/current_link_speed",
+        "Unknown\n",
+    );
+    tree.file(
         "/proc/driver/nvidia/version",
         "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n",
     );
@@ -638,6 +650,20 @@ fn nvidia_h100_host_is_described_truthfully() {
     assert_eq!(g.name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
     assert_eq!(g.pci_bus.as_deref(), Some("0000:00:06.0"));
     assert_eq!(g.pci_vendor_id.as_deref(), Some("0x10de"));
+    // The negotiated PCIe link, for the HTML report's bandwidth limits.
+    assert_eq!(
+        fp.extra
+            .get("gpu.0000:00:06.0.pcie_link_speed")
+            .map(String::as_str),
+        Some("32.0 GT/s PCIe")
+    );
+    assert_eq!(
+        fp.extra
+            .get("gpu.0000:00:06.0.pcie_link_width")
+            .map(String::as_str),
+        Some("16")
+    );
+    assert!(!fp.extra.keys().any(|k| k.contains("0000:00:05.0")));
     assert_eq!(g.pci_device_id.as_deref(), Some("0x2330"));
     assert_eq!(g.compute_capability.as_deref(), Some("9.0"));
     assert_eq!(g.vbios.as_deref(), Some("96.00.cf.00.01"));

@@ -50,6 +50,7 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
         .into(),
     );
     options.validate()?;
+    gpuprobe_report::html::check_writable(args.html.as_deref())?;
     let started = Instant::now();
     let started_at = time::rfc3339(SystemTime::now());
     let host = session::host(&env);
@@ -119,6 +120,7 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
         let text = gpuprobe_report::terminal::render(report, options);
         write!(stdout, "{text}")?;
     }
+    super::report::write_html(args.html.as_deref(), report, None)?;
     super::runs::after_check(&env, completed.run_dir.path());
     Ok(report.exit_status)
 }

@@ -18,6 +18,7 @@ mod hostile_text;
 mod kb_native_ids;
 mod outputs_and_arguments;
 mod protocol;
+mod report;
 mod resume_and_interrupt;
 mod run;
 mod runs;
