@@ -324,10 +324,12 @@ pub fn create(request: &Request<'_>) -> Result<Bundle, BundleError> {
     let mut items = collected.items;
     let mut redactor = request.redaction.map(|identity| {
         let mut identity = identity.clone();
-        if let Some(fp) = &collected.fingerprint {
-            if let Some(host) = &fp.host.hostname {
-                identity.add_host(host);
-            }
+        if let Some(host) = collected
+            .fingerprint
+            .as_ref()
+            .and_then(|fp| fp.host.hostname.as_ref())
+        {
+            identity.add_host(host);
         }
         Redactor::new(&identity)
     });
@@ -970,6 +972,8 @@ fn write_tar(file: File, root: &str, files: &[(String, Vec<u8>)]) -> std::io::Re
     let mut dir = tar::Header::new_gnu();
     dir.set_entry_type(tar::EntryType::Directory);
     dir.set_mode(0o755);
+    dir.set_uid(0);
+    dir.set_gid(0);
     dir.set_size(0);
     dir.set_mtime(mtime);
     tar.append_data(&mut dir, format!("{root}/"), std::io::empty())?;
@@ -977,10 +981,246 @@ fn write_tar(file: File, root: &str, files: &[(String, Vec<u8>)]) -> std::io::Re
         let mut header = tar::Header::new_gnu();
         header.set_entry_type(tar::EntryType::Regular);
         header.set_mode(0o644);
+        header.set_uid(0);
+        header.set_gid(0);
         header.set_size(bytes.len() as u64);
         header.set_mtime(mtime);
         tar.append_data(&mut header, format!("{root}/{name}"), bytes.as_slice())?;
     }
     let file = tar.into_inner()?.finish()?;
     file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId, Tier};
+    use gpuprobe_model::report::Summary;
+    use gpuprobe_model::verdict::Verdict;
+
+    fn report() -> Report {
+        let mut fingerprint: Fingerprint = serde_json::from_value(serde_json::json!({
+            "source": "live",
+            "host": {"hostname": "labbox3"},
+            "kernel_events": [{"kind": "page_fault", "line": "amdgpu 0000:c5:00.0: page fault on labbox3"}]
+        }))
+        .unwrap();
+        fingerprint
+            .env
+            .insert("HF_TOKEN".into(), "hf_AbCdEfGhIjKlMnOpQrStUvWx".into());
+        let mut result = ProbeResult::new(
+            ProbeId::new("copy.h2d.pageable.4x4"),
+            DeviceRef::Cpu,
+            Layer::Framework,
+            Verdict::Pass,
+        );
+        result.kernel_log = vec!["NVRM: GPU Board Serial Number: 1655023034247".into()];
+        Report {
+            schema_version: 1,
+            tool_version: "0.1.0".into(),
+            command: "check".into(),
+            run_dir: None,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            wall_s: 1.0,
+            tier: Tier::Quick,
+            simulation: None,
+            fingerprint,
+            results: vec![result],
+            findings: Vec::new(),
+            summary: Summary::default(),
+            exit_status: ExitStatus::AllPassed,
+            exit_code: 0,
+            notes: Vec::new(),
+            timings: None,
+        }
+    }
+
+    fn unpack(archive: &Path) -> BTreeMap<String, String> {
+        let file = File::open(archive).unwrap();
+        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+        let mut files = BTreeMap::new();
+        for entry in tar.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            assert_eq!(entry.header().uid().unwrap(), 0);
+            assert_eq!(entry.header().username().unwrap(), Some(""));
+            if entry.header().entry_type() == tar::EntryType::Regular {
+                let mut text = String::new();
+                entry.read_to_string(&mut text).unwrap();
+                files.insert(entry.path().unwrap().display().to_string(), text);
+            }
+        }
+        files
+    }
+
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_fix_run_bundles_its_check_profile_and_account_and_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("fix-2026-01-01T00-00-00-7");
+        let check = run.join("check");
+        fs::create_dir_all(check.join("workers/python-cpu-0")).unwrap();
+        fs::write(check.join(PLAN_FILE), r#"{"seed": 1}"#).unwrap();
+        fs::write(
+            check.join(REPORT_FILE),
+            serde_json::to_string(&report()).unwrap(),
+        )
+        .unwrap();
+        fs::write(
+            run.join(FIX_PROFILE),
+            "[settings]\nHSA_ENABLE_SDMA = \"0\"\n",
+        )
+        .unwrap();
+        fs::write(run.join(FIX_ACCOUNT), r#"{"trials": 3}"#).unwrap();
+        // A log that is a link to a file outside the run, and one that is a directory.
+        let secret = dir.path().join("outside.txt");
+        fs::write(&secret, "OUTSIDE-THE-RUN\n").unwrap();
+        std::os::unix::fs::symlink(&secret, check.join("workers/python-cpu-0/worker-1.log"))
+            .unwrap();
+        fs::create_dir_all(check.join("workers/python-cpu-0/worker-2.log")).unwrap();
+        fs::write(check.join("workers/python-cpu-0/worker-3.log"), "ok\n").unwrap();
+        fs::create_dir_all(run.join("workers")).unwrap();
+        fs::write(run.join("workers/worker-1.log"), "trial\n").unwrap();
+
+        let out = dir.path().join("b.tar.gz");
+        let identity = Identity::default();
+        let bundle = create(&Request {
+            run_dir: &run,
+            out: &out,
+            force: false,
+            redaction: Some(&identity),
+        })
+        .unwrap();
+        let files = unpack(&out);
+        let root = "gpuprobe-bundle-fix-2026-01-01T00-00-00-7";
+        let names: Vec<&str> = files.keys().map(|k| k.trim_start_matches(root)).collect();
+        for name in [
+            "/report.json",
+            "/plan.json",
+            "/fingerprint.txt",
+            "/fingerprint.json",
+            "/lint.txt",
+            "/kernel-log.txt",
+            "/profile.toml",
+            "/fix.json",
+            "/workers/check-python-cpu-0-worker-3.stderr.txt",
+            "/workers/worker-1.stderr.txt",
+            "/MANIFEST.txt",
+        ] {
+            assert!(names.contains(&name), "{name}: {names:?}");
+        }
+        let everything: String = files.values().cloned().collect();
+        assert!(!everything.contains("OUTSIDE-THE-RUN"));
+        assert!(
+            bundle
+                .left_out
+                .iter()
+                .any(|n| n.contains("a symbolic link, not followed"))
+        );
+        assert!(
+            bundle
+                .left_out
+                .iter()
+                .any(|n| n.contains("not a regular file"))
+        );
+        // The kernel log holds the fingerprint's events and the probe's lines, redacted.
+        let kernel = &files[&format!("{root}/kernel-log.txt")];
+        assert!(
+            kernel.contains("[before the run] amdgpu 0000:c5:00.0: page fault on <host-1>"),
+            "{kernel}"
+        );
+        assert!(
+            kernel.contains(
+                "[copy.h2d.pageable.4x4 on cpu] NVRM: GPU Board Serial Number: <serial-1>"
+            ),
+            "{kernel}"
+        );
+        let fingerprint = &files[&format!("{root}/fingerprint.json")];
+        assert!(
+            fingerprint.contains("\"HF_TOKEN\": \"<secret-1>\""),
+            "{fingerprint}"
+        );
+        assert!(files[&format!("{root}/profile.toml")].contains("HSA_ENABLE_SDMA"));
+        assert!(files[&format!("{root}/MANIFEST.txt")].contains("check/report.json"));
+        // The listed sizes are the archived sizes.
+        for file in &bundle.files {
+            assert_eq!(
+                files[&format!("{root}/{}", file.name)].len() as u64,
+                file.bytes,
+                "{}",
+                file.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_huge_worker_log_is_cut_to_its_tail_without_being_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("w.log");
+        // 8 MiB in lines of 1 KiB: only the last 64 KiB are read.
+        let line = "x".repeat(1023) + "\n";
+        let mut text = line.repeat(8 * 1024);
+        text.push_str("the last line\n");
+        fs::write(&log, &text).unwrap();
+        let Piece::Data { bytes, cut } = read_tail(&log) else {
+            panic!("not read");
+        };
+        assert!(bytes.len() as u64 <= WORKER_TAIL_BYTES);
+        let tail = String::from_utf8(bytes).unwrap();
+        assert!(tail.ends_with("the last line\n"));
+        assert!(
+            tail.lines()
+                .all(|l| l == "the last line" || l.len() == 1023),
+            "a partial first line"
+        );
+        assert!(cut.unwrap().starts_with("the last 64 lines"));
+        // One endless line: the window has no line start; nothing partial is kept.
+        fs::write(&log, "y".repeat(200_000)).unwrap();
+        let Piece::Data { bytes, .. } = read_tail(&log) else {
+            panic!("not read");
+        };
+        assert!(bytes.is_empty());
+    }
+
+    #[test]
+    fn the_printed_account_keeps_hostile_names_inert() {
+        let bundle = Bundle {
+            path: PathBuf::from("/tmp/b\u{1b}[2J.tar.gz"),
+            bytes: 1234,
+            root: "gpuprobe-bundle-x".into(),
+            files: vec![BundleFile {
+                name: "workers/w\u{7}.stderr.txt".into(),
+                bytes: 10,
+                source: "workers/w.log".into(),
+                cut: Some("cut\u{1b}]0;t\u{7}".into()),
+            }],
+            redacted: false,
+            redactions: Vec::new(),
+            left_out: vec!["workers/\u{1b}[31mevil: a symbolic link, not followed".into()],
+        };
+        let text = render_text(&bundle);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(text.contains("NOT REDACTED"), "{text}");
+    }
+
+    #[test]
+    fn names_from_the_disk_reach_the_archive_plain() {
+        assert_eq!(safe_name("worker-1"), "worker-1");
+        assert_eq!(safe_name("a\u{1b}[2J/../b"), "a__2J_.._b");
+        assert_eq!(safe_name("..hidden"), "hidden");
+        assert_eq!(safe_name(""), "_");
+        assert_eq!(
+            default_file_name(Path::new("/x/check-2026-01-01T00-00-00-1")),
+            "gpuprobe-bundle-check-2026-01-01T00-00-00-1.tar.gz"
+        );
+    }
+
+    #[test]
+    fn the_fqdn_comes_from_etc_hosts() {
+        let hosts = "127.0.0.1 localhost\n127.0.1.1 box.lab.example.org box # me\n10.0.0.2 boxer.example.org\n";
+        assert_eq!(fqdns(hosts, &["box".into()]), ["box.lab.example.org"]);
+    }
 }

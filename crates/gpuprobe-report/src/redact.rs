@@ -174,6 +174,11 @@ const SECRET_WORDS: [&str; 9] = [
 /// stronger word than `key` or `session`, which a JSON document uses for ordinary fields.
 fn secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
+    // The desktop session's descriptors and agents' socket paths are no secrets, and their
+    // values (`ubuntu`, `wayland`) are words a report uses for other things.
+    if upper.starts_with("XDG_") || upper.ends_with("_SOCK") || upper == "DESKTOP_SESSION" {
+        return false;
+    }
     if name == upper {
         SECRET_WORDS.iter().any(|word| upper.contains(word))
     } else {
@@ -837,6 +842,7 @@ mod tests {
         assert!(r.json["line"].as_str().unwrap().contains(&hf_placeholder));
         // What is not secret stays.
         assert_eq!(r.json["env"]["PATH"], "/usr/bin");
+        assert!(!r.redactor.literals.contains_key("ubuntu"));
         assert!(r.texts[0].contains("Authorization: Bearer <secret-"));
     }
 
@@ -941,6 +947,22 @@ mod tests {
         );
         let mut again = Redactor::new(&identity);
         assert_eq!(again.text(&r.texts[0]), r.texts[0]);
+    }
+
+    #[test]
+    fn one_pass_without_learning_still_redacts_every_shape() {
+        let mut redactor = Redactor::new(&Identity::default());
+        let text = redactor.text(
+            "/home/otto/x USER=otto HOSTNAME=box9 HF_TOKEN=abcdefgh1234 ghp_0123456789abcdefghijABCDEFGHIJ \
+             Bearer abcdefgh.ijk Serial Number: 1655023034247 GPU-acfa08f5f8ea8075 \
+             3c:ec:ef:12:34:56 10.20.30.40 fe80::1ff:fe23:4567:890a",
+        );
+        assert_eq!(
+            text,
+            "/home/<user-1>/x USER=<user-1> HOSTNAME=<host-1> HF_TOKEN=<secret-3> <secret-1> \
+             Bearer <secret-2> Serial Number: <serial-1> <serial-2> \
+             <mac-1> <ip-1> <ip-2>"
+        );
     }
 
     #[test]
