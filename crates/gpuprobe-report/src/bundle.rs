@@ -126,15 +126,15 @@ impl ClassifiedError for BundleError {
 
 /// What to bundle, and where.
 #[derive(Debug, Clone)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The run directory.
-    pub run_dir: &'a Path,
+    pub(crate) run_dir: &'a Path,
     /// The archive to write.
-    pub out: &'a Path,
+    pub(crate) out: &'a Path,
     /// Replace an existing archive.
-    pub force: bool,
+    pub(crate) force: bool,
     /// Who and where to redact; `None`: write the files as they are (`--no-redact`).
-    pub redaction: Option<&'a Identity>,
+    pub(crate) redaction: Option<&'a Identity>,
 }
 
 /// A written bundle.
@@ -175,7 +175,7 @@ pub struct BundleFile {
 pub struct Options {
     /// The run directory; `None`: the newest under the state directory.
     pub run: Option<PathBuf>,
-    /// The archive; `None`: [`default_file_name`] in the current directory.
+    /// The archive; `None`: `gpuprobe-bundle-<run name>.tar.gz` in the current directory.
     pub out: Option<PathBuf>,
     /// Replace an existing archive.
     pub force: bool,
@@ -184,7 +184,9 @@ pub struct Options {
 }
 
 /// `gpuprobe bundle`: picks the run and the file as [`Options`] says, redacts what this
-/// machine and `env` reveal ([`machine_identity`]) and writes the archive ([`create`]).
+/// machine and `env` reveal (the environment's user, home, host and secret values, the
+/// kernel's host name, `/etc/hostname` and the FQDNs `/etc/hosts` gives it) and writes the
+/// archive.
 pub fn make(
     options: &Options,
     env: &std::collections::BTreeMap<String, String>,
@@ -193,11 +195,11 @@ pub fn make(
         Some(dir) => dir.clone(),
         None => newest_run(&gpuprobe_runner::paths::runs_root(env))?,
     };
+    let identity = options.redact.then(|| machine_identity(env));
     let out = options
         .out
         .clone()
-        .unwrap_or_else(|| default_file_name(&run_dir).into());
-    let identity = options.redact.then(|| machine_identity(env));
+        .unwrap_or_else(|| default_file_name(&run_dir, identity.as_ref()).into());
     create(&Request {
         run_dir: &run_dir,
         out: &out,
@@ -207,7 +209,7 @@ pub fn make(
 }
 
 /// The newest run under `root` (the state directory's runs directory).
-pub fn newest_run(root: &Path) -> Result<PathBuf, BundleError> {
+pub(crate) fn newest_run(root: &Path) -> Result<PathBuf, BundleError> {
     let runs = gpuprobe_runner::runs::scan(root, SystemTime::now()).map_err(|source| {
         BundleError::RunsUnreadable {
             root: root.to_path_buf(),
@@ -223,15 +225,21 @@ pub fn newest_run(root: &Path) -> Result<PathBuf, BundleError> {
 }
 
 /// `gpuprobe-bundle-<run name>.tar.gz`, the default archive name.
-pub fn default_file_name(run_dir: &Path) -> String {
-    format!("{}.tar.gz", root_name(run_dir))
+pub(crate) fn default_file_name(run_dir: &Path, redaction: Option<&Identity>) -> String {
+    format!("{}.tar.gz", root_name(run_dir, redaction))
 }
 
-fn root_name(run_dir: &Path) -> String {
-    let name = run_dir
+/// `gpuprobe-bundle-<run name>`, the directory inside the archive. A run directory the
+/// user named after themselves (`--run-dir ~/alice-test`) must not put the name back into
+/// the archive's names: they are redacted too.
+fn root_name(run_dir: &Path, redaction: Option<&Identity>) -> String {
+    let mut name = run_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "run".into());
+    if let Some(identity) = redaction {
+        name = Redactor::new(identity).text(&name);
+    }
     format!("gpuprobe-bundle-{}", safe_name(&name))
 }
 
@@ -258,7 +266,7 @@ fn safe_name(name: &str) -> String {
 
 /// The identity to redact on this machine: the environment's, plus the host name the
 /// kernel reports, `/etc/hostname`, and the FQDNs `/etc/hosts` gives it.
-pub fn machine_identity(env: &std::collections::BTreeMap<String, String>) -> Identity {
+pub(crate) fn machine_identity(env: &std::collections::BTreeMap<String, String>) -> Identity {
     let root = gpuprobe_detect::Root::live();
     let mut names: Vec<String> = ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
@@ -306,7 +314,7 @@ struct Item {
 }
 
 /// Collects the run at `request.run_dir` into an archive at `request.out`.
-pub fn create(request: &Request<'_>) -> Result<Bundle, BundleError> {
+pub(crate) fn create(request: &Request<'_>) -> Result<Bundle, BundleError> {
     let out = request.out;
     if out.is_dir() {
         return Err(BundleError::Unwritable {
@@ -320,7 +328,7 @@ pub fn create(request: &Request<'_>) -> Result<Bundle, BundleError> {
         });
     }
     let collected = collect(request.run_dir)?;
-    let root = root_name(request.run_dir);
+    let root = root_name(request.run_dir, request.redaction);
     let mut items = collected.items;
     let mut redactor = request.redaction.map(|identity| {
         let mut identity = identity.clone();
@@ -486,17 +494,13 @@ fn collect(run_dir: &Path) -> Result<Collected, BundleError> {
         }
     }
     json_item(&mut c, run_dir, &rel(PLAN_FILE), PLAN_FILE);
+    let (kernel_log, kernel_cut) = kernel_log(c.fingerprint.as_ref(), &results);
     c.items.push(Item {
         name: "kernel-log.txt".into(),
         source: "the kernel-log lines the fingerprint and the results hold".into(),
-        cut: None,
-        content: Content::Text(String::new()),
+        cut: kernel_cut,
+        content: Content::Text(kernel_log),
     });
-    let (kernel_log, kernel_cut) = kernel_log(c.fingerprint.as_ref(), &results);
-    if let Some(item) = c.items.last_mut() {
-        item.content = Content::Text(kernel_log);
-        item.cut = kernel_cut;
-    }
     if !check_rel.is_empty() {
         text_item(&mut c, run_dir, FIX_PROFILE, FIX_PROFILE, MAX_PROFILE_BYTES);
         json_item(&mut c, run_dir, FIX_ACCOUNT, FIX_ACCOUNT);
@@ -1213,8 +1217,16 @@ mod tests {
         assert_eq!(safe_name("..hidden"), "hidden");
         assert_eq!(safe_name(""), "_");
         assert_eq!(
-            default_file_name(Path::new("/x/check-2026-01-01T00-00-00-1")),
+            default_file_name(Path::new("/x/check-2026-01-01T00-00-00-1"), None),
             "gpuprobe-bundle-check-2026-01-01T00-00-00-1.tar.gz"
+        );
+        let identity = Identity {
+            users: vec!["alice".into()],
+            ..Identity::default()
+        };
+        assert_eq!(
+            default_file_name(Path::new("/x/alice-test"), Some(&identity)),
+            "gpuprobe-bundle-_user-1_-test.tar.gz"
         );
     }
 

@@ -357,6 +357,12 @@ impl Redactor {
 
     /// `text` with every private value replaced (the second pass).
     pub fn text(&mut self, text: &str) -> String {
+        self.text_in(text, false)
+    }
+
+    /// [`Redactor::text`]; `versions`: the text is a version (a JSON value under a
+    /// `...version` key or in `packages`), where `13.1.0.3` is no IP address.
+    fn text_in(&mut self, text: &str, versions: bool) -> String {
         let mut out = self.homes_replaced(text);
         out = self.replace(&TOKEN, &out, |_, _| Some((Category::Secret, 0)));
         out = self.replace(&BEARER, &out, |_, _| Some((Category::Secret, 1)));
@@ -371,7 +377,7 @@ impl Redactor {
         });
         out = self.replace(&IPV4, &out, |text, caps| {
             let m = caps.get(0)?;
-            private_ipv4(text, m.start(), m.end()).then_some((Category::Ip, 0))
+            (!versions && private_ipv4(text, m.start(), m.end())).then_some((Category::Ip, 0))
         });
         out = self.replace(&IPV6, &out, |_, caps| {
             private_ipv6(&caps[0]).then_some((Category::Ip, 0))
@@ -381,9 +387,15 @@ impl Redactor {
 
     /// `value` with every string redacted (keys included); stays valid JSON.
     pub fn json(&mut self, value: &mut Value) {
+        self.json_in(value, false);
+    }
+
+    fn json_in(&mut self, value: &mut Value, versions: bool) {
         match value {
-            Value::String(text) => *text = self.text(text),
-            Value::Array(items) => items.iter_mut().for_each(|item| self.json(item)),
+            Value::String(text) => *text = self.text_in(text, versions),
+            Value::Array(items) => items
+                .iter_mut()
+                .for_each(|item| self.json_in(item, versions)),
             Value::Object(map) => {
                 let old = std::mem::take(map);
                 for (key, mut item) in old {
@@ -391,7 +403,12 @@ impl Redactor {
                         (Some(category), Value::String(text)) if worth_redacting(text) => {
                             item = Value::String(self.placeholder(category, &text.clone()));
                         }
-                        _ => self.json(&mut item),
+                        _ => {
+                            let lower = key.to_ascii_lowercase();
+                            let versions =
+                                versions || lower.contains("version") || lower == "packages";
+                            self.json_in(&mut item, versions);
+                        }
                     }
                     let key = self.text(&key);
                     map.insert(key, item);
@@ -595,6 +612,15 @@ fn private_ipv4(text: &str, start: usize, end: usize) -> bool {
         return false;
     }
     let before = text[..start].chars().next_back();
+    // `nvidia-cublas==13.1.0.3`, `tensorrt-10.3.0.26`: a version, not an address.
+    let prefix = &text[..start];
+    if ["==", ">=", "<=", "~=", "!="]
+        .iter()
+        .any(|op| prefix.ends_with(op))
+        || matches!(before, Some('-' | '+' | '_' | 'v'))
+    {
+        return false;
+    }
     let after = text[end..].chars().next();
     let dotted = |c: Option<char>| c == Some('.');
     let after_dot_digit =
@@ -894,7 +920,8 @@ mod tests {
                 "eth0 ether 3c:ec:ef:12:34:56 inet 10.20.30.40 and 127.0.0.1 fe80::1ff:fe23:4567:890a",
                 "NCCL INFO NET/Socket : Using [0]eth0:10.20.30.40<0> mac 3c:ec:ef:12:34:56; ::1; 2001:db8:0:0:1:0:0:1",
             ],
-            json!({"MASTER_ADDR": "10.20.30.40", "note": "torch 2.5.1, driver 570.86.15, at 12:34:56, c10::Error, 1.2.3.4.5"}),
+            json!({"MASTER_ADDR": "10.20.30.40", "note": "torch 2.5.1, driver 570.86.15, at 12:34:56, c10::Error, 1.2.3.4.5, nvidia-cublas==13.1.0.3, trt-10.3.0.26",
+                   "packages": {"nvidia-cufft": "12.0.0.61"}, "vbios_version": "113.2.0.9"}),
         );
         r.gone(Category::Ip, "10.20.30.40");
         r.gone(Category::Mac, "3c:ec:ef:12:34:56");
@@ -905,8 +932,10 @@ mod tests {
         assert!(r.texts[1].contains("; ::1;"));
         assert_eq!(
             r.json["note"],
-            "torch 2.5.1, driver 570.86.15, at 12:34:56, c10::Error, 1.2.3.4.5"
+            "torch 2.5.1, driver 570.86.15, at 12:34:56, c10::Error, 1.2.3.4.5, nvidia-cublas==13.1.0.3, trt-10.3.0.26"
         );
+        assert_eq!(r.json["packages"]["nvidia-cufft"], "12.0.0.61");
+        assert_eq!(r.json["vbios_version"], "113.2.0.9");
     }
 
     #[test]
