@@ -480,7 +480,7 @@ fn collect(run_dir: &Path) -> Result<Collected, BundleError> {
         )),
         Piece::Missing => {
             c.left_out.push(format!(
-                "{}: the run did not finish; the results recorded so far are in {RESULTS_FILE}, and there is no fingerprint or lint",
+                "{}: none (the run did not finish, or it is a memtest, which writes none); the results recorded are in {RESULTS_FILE}, and there is no fingerprint or lint",
                 rel(REPORT_FILE)
             ));
             results = results_so_far(&mut c, run_dir, &rel(RESULTS_FILE));
