@@ -265,6 +265,8 @@ pub struct Redactor {
     counts: BTreeMap<Category, usize>,
     /// The alternation of `literals`, rebuilt when they change.
     literal_re: Option<Regex>,
+    /// Whether `literals` were too many for one automaton (until they change again).
+    literals_too_many: bool,
 }
 
 impl Redactor {
@@ -279,6 +281,7 @@ impl Redactor {
             table: BTreeMap::new(),
             counts: BTreeMap::new(),
             literal_re: None,
+            literals_too_many: false,
         };
         for user in &identity.users {
             redactor.learn_value(Category::User, user, 1);
@@ -305,6 +308,7 @@ impl Redactor {
         }
         if self.literals.insert(value.to_string(), category).is_none() {
             self.literal_re = None;
+            self.literals_too_many = false;
         }
     }
 
@@ -364,6 +368,24 @@ impl Redactor {
     /// `...version` key or in `packages`), where `13.1.0.3` is no IP address.
     fn text_in(&mut self, text: &str, versions: bool) -> String {
         let mut out = self.homes_replaced(text);
+        if could_match_a_pattern(&out) {
+            out = self.patterns_replaced(&out, versions);
+        }
+        // A replacement can make a word of its own of what was part of a longer one
+        // (`aliceSerial: X` becomes `alice<serial-1>`), so names are replaced until none is
+        // left; each round replaces at least one occurrence or ends.
+        for _ in 0..16 {
+            let next = self.literals_replaced(&out);
+            if next == out {
+                break;
+            }
+            out = next;
+        }
+        out
+    }
+
+    fn patterns_replaced(&mut self, text: &str, versions: bool) -> String {
+        let mut out = text.to_string();
         out = self.replace(&TOKEN, &out, |_, _| Some((Category::Secret, 0)));
         out = self.replace(&BEARER, &out, |_, _| Some((Category::Secret, 1)));
         out = self.replace(&ASSIGNMENT, &out, |_, caps| {
@@ -382,16 +404,6 @@ impl Redactor {
         out = self.replace(&IPV6, &out, |_, caps| {
             private_ipv6(&caps[0]).then_some((Category::Ip, 0))
         });
-        // A replacement can make a word of its own of what was part of a longer one
-        // (`aliceSerial: X` becomes `alice<serial-1>`), so names are replaced until none is
-        // left; each round replaces at least one occurrence or ends.
-        for _ in 0..16 {
-            let next = self.literals_replaced(&out);
-            if next == out {
-                break;
-            }
-            out = next;
-        }
         out
     }
 
@@ -447,6 +459,9 @@ impl Redactor {
     fn homes_replaced(&mut self, text: &str) -> String {
         let mut out = text.to_string();
         for home in self.homes.clone() {
+            if !out.contains(&home) {
+                continue;
+            }
             let mut result = String::with_capacity(out.len());
             let mut rest = out.as_str();
             while let Some(at) = rest.find(&home) {
@@ -477,6 +492,10 @@ impl Redactor {
         text: &str,
         pick: impl Fn(&str, &Captures<'_>) -> Option<(Category, usize)>,
     ) -> String {
+        // Most strings hold nothing private: the cheap test first.
+        if !re.is_match(text) {
+            return text.to_string();
+        }
         let mut out = String::with_capacity(text.len());
         let mut last = 0;
         for caps in re.captures_iter(text) {
@@ -502,7 +521,7 @@ impl Redactor {
         if self.literals.is_empty() {
             return text.to_string();
         }
-        if self.literal_re.is_none() {
+        if self.literal_re.is_none() && !self.literals_too_many {
             let mut values: Vec<&String> = self.literals.keys().collect();
             values.sort_by_key(|v| std::cmp::Reverse(v.len()));
             // Placeholders first, so a user called `user` never rewrites `<user-1>`.
@@ -511,10 +530,47 @@ impl Redactor {
                 .collect::<Vec<String>>()
                 .join("|");
             self.literal_re = Regex::new(&alternation).ok();
+            self.literals_too_many = self.literal_re.is_none();
         }
-        let Some(re) = self.literal_re.clone() else {
-            return text.to_string();
+        // Taken out and put back rather than cloned: a clone of a `Regex` starts with an
+        // empty cache and would rebuild its automaton for every string.
+        let Some(re) = self.literal_re.take() else {
+            // Too many values for one automaton (the size limit): one scan per value.
+            return self.literals_one_by_one(text);
         };
+        let out = self.literals_with(&re, text);
+        self.literal_re = Some(re);
+        out
+    }
+
+    fn literals_one_by_one(&mut self, text: &str) -> String {
+        let mut values: Vec<(String, Category)> =
+            self.literals.iter().map(|(v, c)| (v.clone(), *c)).collect();
+        values.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+        let mut out = text.to_string();
+        for (value, category) in values {
+            if !out.contains(&value) {
+                continue;
+            }
+            let Ok(re) = Regex::new(&format!(
+                r"<(?:user|host|secret|serial|mac|ip)-\d+>|{}",
+                regex::escape(&value)
+            )) else {
+                continue;
+            };
+            let mut one = BTreeMap::new();
+            one.insert(value, category);
+            let all = std::mem::replace(&mut self.literals, one);
+            out = self.literals_with(&re, &out);
+            self.literals = all;
+        }
+        out
+    }
+
+    fn literals_with(&mut self, re: &Regex, text: &str) -> String {
+        if !re.is_match(text) {
+            return text.to_string();
+        }
         let mut out = String::with_capacity(text.len());
         let mut last = 0;
         for m in re.find_iter(text) {
@@ -537,6 +593,17 @@ impl Redactor {
         out.push_str(&text[last..]);
         out
     }
+}
+
+/// Whether any pattern could match `text`: each needs one of these characters (a token's
+/// `_` or `-`, an assignment's `=` or `:`, a path's `/`, an address's `.` or `:`) or, for an
+/// AWS key id or `Bearer ...`, at least 12 characters. Most strings of a report are short
+/// words (`pass`, `cpu`) and skip the patterns' scans.
+fn could_match_a_pattern(text: &str) -> bool {
+    text.len() >= 12
+        || text
+            .bytes()
+            .any(|b| matches!(b, b':' | b'=' | b'/' | b'.' | b'-' | b'_'))
 }
 
 /// The category of a JSON key whose string value is private as a whole.
@@ -591,6 +658,9 @@ fn assignment_category(name: &str, separator: &str, value: &str) -> Option<Categ
 fn found_values(text: &str) -> Vec<(Category, String)> {
     let mut found = Vec::new();
     let mut all = |re: &Regex, group: usize, category: Category| {
+        if !re.is_match(text) {
+            return;
+        }
         for caps in re.captures_iter(text) {
             if let Some(value) = caps.get(group) {
                 found.push((category, value.as_str().to_string()));
@@ -1002,6 +1072,16 @@ mod tests {
              Bearer <secret-2> Serial Number: <serial-1> <serial-2> \
              <mac-1> <ip-1> <ip-2>"
         );
+    }
+
+    #[test]
+    fn without_the_combined_automaton_every_value_is_still_replaced() {
+        let identity = Identity::from_env(&env(&[("USER", "zelda"), ("HOSTNAME", "box9")]), &[]);
+        let mut redactor = Redactor::new(&identity);
+        // What happens when the alternation of all values is over the regex size limit.
+        redactor.literal_re = None;
+        let text = redactor.literals_one_by_one("zelda on box9, not zeldas");
+        assert_eq!(text, "<user-1> on <host-1>, not zeldas");
     }
 
     #[test]
