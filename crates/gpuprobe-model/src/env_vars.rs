@@ -47,3 +47,10 @@ pub const HOME: &str = "HOME";
 pub const XDG_STATE_HOME: &str = "XDG_STATE_HOME";
 /// Where the bytecode cache goes (XDG base directories).
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
+
+/// The login name, as the shell sets it (`bundle` redacts its value).
+pub const USER: &str = "USER";
+/// The login name, as `login` sets it (`bundle` redacts its value).
+pub const LOGNAME: &str = "LOGNAME";
+/// The host name, as some shells export it (`bundle` redacts its value).
+pub const HOSTNAME: &str = "HOSTNAME";

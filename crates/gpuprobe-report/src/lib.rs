@@ -10,11 +10,13 @@
 //! - [`progress`]: the lines printed above the progress bar as probes finish;
 //! - [`runs`]: the run directories `gpuprobe runs` lists and prunes;
 //! - [`timings`]: where a run's time went (`check --timings`);
-//! - [`triage`]: what pasted logs revealed (`gpuprobe triage`).
+//! - [`triage`]: what pasted logs revealed (`gpuprobe triage`);
+//! - [`bundle`]: the support archive (`gpuprobe bundle`) and [`redact`], its redaction.
 //!
 //! Renderers take a finished [`gpuprobe_model::Report`] and return text; they never decide
 //! anything about the results.
 
+pub mod bundle;
 pub mod fix;
 pub mod guard;
 pub mod html;
@@ -22,6 +24,7 @@ pub mod json;
 pub mod matrix;
 pub mod profile;
 pub mod progress;
+pub mod redact;
 pub mod runs;
 pub mod style;
 pub mod terminal;

@@ -41,6 +41,9 @@ pub enum Command {
     /// Renders a finished run's report again: the terminal text, the JSON (--json) or one
     /// self-contained offline HTML file (--html FILE).
     Report(ReportArgs),
+    /// Packs a run into one redacted .tar.gz to attach to an issue: report, fingerprint,
+    /// lint, kernel-log lines, worker log tails, profile.
+    Bundle(BundleArgs),
     /// Prints a shell completion script (`gpuprobe completions bash >
     /// ~/.local/share/bash-completion/completions/gpuprobe`).
     Completions(CompletionsArgs),
@@ -433,6 +436,28 @@ pub struct ManArgs {
     /// printing gpuprobe.1.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+/// Options of `bundle`.
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The run directory to bundle (default: the newest run under the state directory).
+    #[arg(long = "run", value_name = "RUN_DIR")]
+    pub run: Option<PathBuf>,
+    /// The archive to write (default: gpuprobe-bundle-<run>.tar.gz in the current
+    /// directory).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace FILE when it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Leave user names, host names, paths, secrets, serials and addresses in (the archive
+    /// then says it is NOT redacted).
+    #[arg(long)]
+    pub no_redact: bool,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `runs`.

@@ -136,6 +136,7 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
         gpuprobe_kb::KbError,
         gpuprobe_gpu::memtest::InjectionArgError,
         gpuprobe_detect::triage::read::TriageReadError,
+        gpuprobe_report::bundle::BundleError,
     );
     None
 }

@@ -6,6 +6,7 @@ use gpuprobe_model::finding::{Finding, Severity};
 
 use crate::cli::Command;
 
+mod bundle;
 mod check;
 mod completions;
 pub(crate) mod env;
@@ -33,6 +34,7 @@ pub(crate) fn dispatch(command: Command) -> Result<u8> {
         Command::Profile(args) => profile::run(args)?,
         Command::Runs(args) => runs::run(args)?,
         Command::Report(args) => report::run(args)?,
+        Command::Bundle(args) => bundle::run(args)?,
         Command::Completions(args) => completions::completions(args)?,
         Command::Man(args) => completions::man(args)?,
         Command::Run(args) => return run::run(args),

@@ -3,7 +3,7 @@
 
 use crate::support::*;
 
-const PUBLIC: [&str; 12] = [
+const PUBLIC: [&str; 13] = [
     "check",
     "env",
     "triage",
@@ -14,6 +14,7 @@ const PUBLIC: [&str; 12] = [
     "profile",
     "runs",
     "report",
+    "bundle",
     "completions",
     "man",
 ];

@@ -5,6 +5,7 @@
 //! (`run`) and profiles, triage through the knowledge base and the lint, and the other
 //! commands.
 
+mod bundle;
 mod check;
 mod commands;
 mod completions;
