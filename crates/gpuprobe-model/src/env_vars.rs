@@ -47,3 +47,7 @@ pub const HOME: &str = "HOME";
 pub const XDG_STATE_HOME: &str = "XDG_STATE_HOME";
 /// Where the bytecode cache goes (XDG base directories).
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
+/// The plan's simulation spec as JSON, read by the `sitecustomize.py` of
+/// `gpuprobe/repro/simulate_site/` when `gpuprobe repro` runs a script made from a
+/// SIMULATED result (docs/repro.md).
+pub const GPUPROBE_REPRO_SIMULATE: &str = "GPUPROBE_REPRO_SIMULATE";

@@ -16,6 +16,7 @@
 
 pub mod fix;
 pub mod guard;
+pub mod issue;
 pub mod json;
 pub mod matrix;
 pub mod profile;
