@@ -4,8 +4,13 @@
 //! `gpuprobe_report::issue`.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+use crate::Report;
+use crate::profile::FixAccount;
+use crate::verdict::ProbeResult;
 
 /// The manifest a generator writes beside `repro.py` (`repro.json`). Every field but
 /// `probe` has a default, so a manifest from an older or newer generator still reads.
@@ -115,6 +120,29 @@ pub struct ScriptRun {
     pub simulated: bool,
 }
 
+/// Everything a repro produced: the inputs ISSUE.md is rendered from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repro {
+    /// The run directory (for a `fix` run, its starting check).
+    pub run_dir: PathBuf,
+    /// Where the files are.
+    pub out: PathBuf,
+    /// The run's report.
+    pub report: Report,
+    /// The result reproduced.
+    pub result: ProbeResult,
+    /// `repro.json`.
+    pub manifest: ReproManifest,
+    /// `repro.py`.
+    pub script: String,
+    /// The interpreter.
+    pub python: PathBuf,
+    /// The run of the script, unless `--no-run`.
+    pub run: Option<ScriptRun>,
+    /// The newest `fix` that searched from this run, with its directory.
+    pub fix: Option<(PathBuf, FixAccount)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,13 +150,22 @@ mod tests {
     #[test]
     fn the_last_line_decides_only_with_its_exit_code() {
         use ScriptOutcome::*;
-        assert_eq!(ScriptOutcome::judge(Some("REPRODUCED: x"), Some(1)), Reproduced);
+        assert_eq!(
+            ScriptOutcome::judge(Some("REPRODUCED: x"), Some(1)),
+            Reproduced
+        );
         assert_eq!(
             ScriptOutcome::judge(Some("NOT REPRODUCED: x"), Some(0)),
             NotReproduced
         );
-        assert_eq!(ScriptOutcome::judge(Some("CANNOT RUN: x"), Some(2)), CannotRun);
-        assert_eq!(ScriptOutcome::judge(Some("REPRODUCED: x"), Some(0)), Unclear);
+        assert_eq!(
+            ScriptOutcome::judge(Some("CANNOT RUN: x"), Some(2)),
+            CannotRun
+        );
+        assert_eq!(
+            ScriptOutcome::judge(Some("REPRODUCED: x"), Some(0)),
+            Unclear
+        );
         assert_eq!(ScriptOutcome::judge(Some("Traceback"), Some(1)), Unclear);
         assert_eq!(ScriptOutcome::judge(None, None), Unclear);
     }

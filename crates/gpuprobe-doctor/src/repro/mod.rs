@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use gpuprobe_kb::glob::wildcard_matches;
+use gpuprobe_model::probe::DeviceRef;
 use gpuprobe_model::profile::FixAccount;
-use gpuprobe_model::repro::{ReproManifest, ScriptOutcome, ScriptRun};
+use gpuprobe_model::repro::{Repro, ReproManifest, ScriptOutcome, ScriptRun};
+use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Report, env_vars};
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::text::visible_line;
 use gpuprobe_runner::process::run_to_files;
 use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
 use gpuprobe_runner::runs::{FIX_ACCOUNT_FILE, RunState, scan};
@@ -252,29 +252,6 @@ fn stderr_words(stderr: &str) -> String {
     }
 }
 
-/// Everything a repro produced: the inputs ISSUE.md is rendered from.
-#[derive(Debug, Clone)]
-pub struct Repro {
-    /// The run directory (for a `fix` run, its starting check).
-    pub run_dir: PathBuf,
-    /// Where the files are.
-    pub out: PathBuf,
-    /// The run's report.
-    pub report: Report,
-    /// The result reproduced.
-    pub result: ProbeResult,
-    /// `repro.json`.
-    pub manifest: ReproManifest,
-    /// `repro.py`.
-    pub script: String,
-    /// The interpreter.
-    pub python: PathBuf,
-    /// The run of the script, unless `--no-run`.
-    pub run: Option<ScriptRun>,
-    /// The newest `fix` that searched from this run, with its directory.
-    pub fix: Option<(PathBuf, FixAccount)>,
-}
-
 fn read(path: &Path) -> Result<Vec<u8>, ReproError> {
     std::fs::read(path).map_err(|source| ReproError::UnreadableRunFile {
         path: path.to_path_buf(),
@@ -320,9 +297,7 @@ pub fn locate_run(given: Option<&Path>, root: &Path) -> Result<PathBuf, ReproErr
         .filter(|r| r.state == RunState::Finished)
         .find_map(|r| match r.command.as_str() {
             "check" => Some(r.path.clone()),
-            "fix" if r.path.join("check").join(REPORT_FILE).is_file() => {
-                Some(r.path.join("check"))
-            }
+            "fix" if r.path.join("check").join(REPORT_FILE).is_file() => Some(r.path.join("check")),
             _ => None,
         })
         .ok_or_else(|| ReproError::NoRun {
@@ -349,7 +324,10 @@ pub fn select<'a>(
         .iter()
         .filter(|r| r.verdict.is_problem())
         .collect();
-    let mut failing_ids: Vec<String> = failing.iter().map(|r| r.probe.as_str().to_string()).collect();
+    let mut failing_ids: Vec<String> = failing
+        .iter()
+        .map(|r| r.probe.as_str().to_string())
+        .collect();
     failing_ids.dedup();
     let exact = report.results.iter().any(|r| r.probe.as_str() == pattern);
     let probe = if exact {
@@ -393,8 +371,11 @@ pub fn select<'a>(
     }
     match device {
         None => Ok(problems[0]),
-        Some(d) => problems.iter().find(|r| r.device == d).map(|r| **r).ok_or_else(|| {
-            ReproError::BadDevice {
+        Some(d) => problems
+            .iter()
+            .find(|r| r.device == d)
+            .map(|r| **r)
+            .ok_or_else(|| ReproError::BadDevice {
                 device: d.torch_name(),
                 reason: format!(
                     "{} did not fail there; it failed on {}",
@@ -405,8 +386,7 @@ pub fn select<'a>(
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-            }
-        }),
+            }),
     }
 }
 
@@ -466,7 +446,11 @@ pub fn make(
         path: out.clone(),
         source,
     })?;
-    let python = match options.python.as_deref().or(plan.python.as_deref().map(Path::new)) {
+    let python = match options
+        .python
+        .as_deref()
+        .or(plan.python.as_deref().map(Path::new))
+    {
         Some(p) => gpuprobe_runner::python::resolve_explicit(p, env)
             .map_err(|source| ReproError::Interpreter { source })?,
         None => return Err(ReproError::NoInterpreter),
@@ -475,7 +459,9 @@ pub fn make(
     write(&out.join(RESULT_INPUT), &result_json)?;
     write(&out.join(PLAN_INPUT), &plan_bytes)?;
     let package = out.join(PACKAGE_DIR);
-    let outcome = generate_and_run(options, env, &plan, &report, &result, &python, &out, &package);
+    let outcome = generate_and_run(
+        options, env, &plan, &report, &result, &python, &out, &package,
+    );
     // The package is only needed while the generator and the script run.
     let _ = std::fs::remove_dir_all(&package);
     let (manifest, script, run) = outcome?;
@@ -532,7 +518,9 @@ fn generate_and_run(
             .iter()
             .find(|t| t.spec.id == result.probe)
             .map_or(0.0, |t| t.spec.timeout_s);
-        MIN_SCRIPT_TIMEOUT.max(Duration::from_secs_f64((probe_timeout * 3.0).clamp(0.0, 86_400.0)))
+        MIN_SCRIPT_TIMEOUT.max(Duration::from_secs_f64(
+            (probe_timeout * 3.0).clamp(0.0, 86_400.0),
+        ))
     });
     let mut command = std::process::Command::new(python);
     command.arg(SCRIPT_FILE).current_dir(out).envs(&settings);
@@ -600,12 +588,13 @@ fn run_generator(
         .arg(out)
         .env("PYTHONPATH", pythonpath(package, env));
     let (stdout_path, stderr_path) = (out.join("generator.stdout"), out.join("generator.stderr"));
-    let ended = run_to_files(command, &stdout_path, &stderr_path, GENERATOR_TIMEOUT).map_err(
-        |source| ReproError::Spawn {
-            program: python.to_path_buf(),
-            source,
-        },
-    )?;
+    let ended =
+        run_to_files(command, &stdout_path, &stderr_path, GENERATOR_TIMEOUT).map_err(|source| {
+            ReproError::Spawn {
+                program: python.to_path_buf(),
+                source,
+            }
+        })?;
     let stderr = read_tail(&stderr_path);
     let _ = std::fs::remove_file(&stdout_path);
     let _ = std::fs::remove_file(&stderr_path);
@@ -638,10 +627,11 @@ fn run_generator(
         }
     }
     let script_path = out.join(SCRIPT_FILE);
-    let script = std::fs::read_to_string(&script_path).map_err(|e| ReproError::GeneratorOutput {
-        path: script_path.clone(),
-        reason: e.to_string(),
-    })?;
+    let script =
+        std::fs::read_to_string(&script_path).map_err(|e| ReproError::GeneratorOutput {
+            path: script_path.clone(),
+            reason: e.to_string(),
+        })?;
     let manifest_path = out.join(MANIFEST_FILE);
     let manifest: ReproManifest = std::fs::read(&manifest_path)
         .map_err(|e| e.to_string())
@@ -683,6 +673,16 @@ fn fix_from(run_dir: &Path, runs_root: &Path) -> Option<(PathBuf, FixAccount)> {
             || canonical(&dir.join("check")).is_some_and(|c| c == target);
         from_here.then_some((dir, account))
     })
+}
+
+/// The exit status of `gpuprobe repro` once the files are written (docs/exit-codes.md):
+/// 0 when the script reproduced the failure or was not run, 1 when it ran and did not
+/// (NOT REPRODUCED, CANNOT RUN, no verdict, timed out).
+pub fn exit_status(run: Option<&ScriptRun>) -> ExitStatus {
+    match run.map(|r| r.outcome) {
+        None | Some(ScriptOutcome::Reproduced) => ExitStatus::AllPassed,
+        Some(_) => ExitStatus::ProblemsFound,
+    }
 }
 
 /// Writes ISSUE.md.

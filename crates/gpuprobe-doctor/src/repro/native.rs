@@ -96,9 +96,15 @@ pub fn generate(
         _ => 300,
     };
     let memory = if pinned { "pinned" } else { "pageable" };
-    let mode = if asynchronous { "asynchronous" } else { "synchronous" };
+    let mode = if asynchronous {
+        "asynchronous"
+    } else {
+        "synchronous"
+    };
     let summary = if d2d {
-        format!("{bytes} B copied host to device, device to device and back ({mode}), {trials} time(s)")
+        format!(
+            "{bytes} B copied host to device, device to device and back ({mode}), {trials} time(s)"
+        )
     } else {
         format!(
             "{bytes} B from {memory} host memory to the device and back ({mode} copies), {trials} time(s)"
@@ -153,7 +159,9 @@ pub fn generate(
             needs: Vec::new(),
             env: settings.clone(),
             summary,
-            reference: "the bytes sent, bit for bit (seeded bytes with no zero and no 0xc3 canary byte)".into(),
+            reference:
+                "the bytes sent, bit for bit (seeded bytes with no zero and no 0xc3 canary byte)"
+                    .into(),
             tolerance: "none: bit-exact".into(),
             crash_child,
             simulated: result.simulated,
@@ -224,10 +232,12 @@ mod tests {
     #[test]
     fn hostile_settings_stay_inside_the_string_literal() {
         let r = native_failure("native.copy.roundtrip.pageable");
-        let settings: BTreeMap<String, String> =
-            [("X".to_string(), "\"\"\")\nimport os; os.system('x')#\u{1b}".to_string())]
-                .into_iter()
-                .collect();
+        let settings: BTreeMap<String, String> = [(
+            "X".to_string(),
+            "\"\"\")\nimport os; os.system('x')#\u{1b}".to_string(),
+        )]
+        .into_iter()
+        .collect();
         let made = generate(&r, 7, None, &settings).unwrap();
         let line = made
             .script

@@ -55,7 +55,10 @@ fn sample() -> Report {
 fn an_exact_id_or_a_glob_naming_one_failing_probe_selects_it() {
     let r = sample();
     let picked = select(&r, "copy.h2d.b", None).unwrap();
-    assert_eq!((picked.probe.as_str(), picked.device), ("copy.h2d.b", DeviceRef::Gpu(0)));
+    assert_eq!(
+        (picked.probe.as_str(), picked.device),
+        ("copy.h2d.b", DeviceRef::Gpu(0))
+    );
     let picked = select(&r, "copy.h2d.b", Some("1")).unwrap();
     assert_eq!(picked.device, DeviceRef::Gpu(1));
     // An exact id fails on one device and passes on another: the failing one.
@@ -111,7 +114,14 @@ fn the_native_script_compiles_and_cannot_run_without_a_driver() {
     let dir = std::env::temp_dir().join(format!("gpuprobe-repro-native-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for probe in ["native.copy.roundtrip.pageable", "native.copy.d2d"] {
-        for verdict in [fail(), Verdict::Crash { signal: Some(11), exit_code: None, message: "x".into() }] {
+        for verdict in [
+            fail(),
+            Verdict::Crash {
+                signal: Some(11),
+                exit_code: None,
+                message: "x".into(),
+            },
+        ] {
             let r = result(probe, DeviceRef::Gpu(0), verdict);
             let made = native::generate(&r, 42, None, &BTreeMap::new()).unwrap();
             let script = dir.join("repro.py");
@@ -121,7 +131,11 @@ fn the_native_script_compiles_and_cannot_run_without_a_driver() {
                 .arg(&script)
                 .output()
                 .unwrap();
-            assert!(compiled.status.success(), "{}", String::from_utf8_lossy(&compiled.stderr));
+            assert!(
+                compiled.status.success(),
+                "{}",
+                String::from_utf8_lossy(&compiled.stderr)
+            );
             // This machine has neither libcuda.so.1 nor libamdhip64.so.
             let ran = std::process::Command::new(python())
                 .arg(&script)
@@ -130,8 +144,16 @@ fn the_native_script_compiles_and_cannot_run_without_a_driver() {
                 .unwrap();
             let stdout = String::from_utf8_lossy(&ran.stdout);
             let last = stdout.lines().last().unwrap_or("");
-            assert_eq!(ran.status.code(), Some(2), "{stdout}{}", String::from_utf8_lossy(&ran.stderr));
-            assert!(last.starts_with("CANNOT RUN: no usable GPU runtime"), "{last}");
+            assert_eq!(
+                ran.status.code(),
+                Some(2),
+                "{stdout}{}",
+                String::from_utf8_lossy(&ran.stderr)
+            );
+            assert!(
+                last.starts_with("CANNOT RUN: no usable GPU runtime"),
+                "{last}"
+            );
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -15,7 +15,7 @@ use gpuprobe_model::finding::{Finding, FindingLayer};
 use gpuprobe_model::fingerprint::Vendor;
 use gpuprobe_model::probe::Layer;
 use gpuprobe_model::profile::FixAccount;
-use gpuprobe_model::repro::{ReproManifest, ScriptOutcome, ScriptRun};
+use gpuprobe_model::repro::{Repro, ReproManifest, ScriptOutcome, ScriptRun};
 use gpuprobe_model::text::{visible, visible_line};
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
@@ -65,11 +65,7 @@ pub fn inline(text: &str) -> String {
 /// backtick longer than the longest run of backticks inside, so nothing can close it early.
 pub fn fenced(lang: &str, text: &str) -> String {
     let text = visible(text);
-    let longest = text
-        .split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
     let body = text.trim_end_matches('\n');
     format!("{fence}{lang}\n{body}\n{fence}\n")
@@ -77,7 +73,11 @@ pub fn fenced(lang: &str, text: &str) -> String {
 
 /// The project to file the failure with, and why, from the layer the result and the
 /// diagnosis place it in, the probe's family and the GPU vendor.
-pub fn upstream(result: &ProbeResult, findings: &[&Finding], vendor: Option<Vendor>) -> (String, String) {
+pub fn upstream(
+    result: &ProbeResult,
+    findings: &[&Finding],
+    vendor: Option<Vendor>,
+) -> (String, String) {
     let id = result.probe.as_str();
     let amd = vendor == Some(Vendor::Amd);
     let nvidia = vendor == Some(Vendor::Nvidia);
@@ -107,7 +107,8 @@ pub fn upstream(result: &ProbeResult, findings: &[&Finding], vendor: Option<Vend
     match layer {
         Layer::System => (
             if amd {
-                "the kernel driver (amdgpu, with the distribution or ROCm/ROCK-Kernel-Driver)".into()
+                "the kernel driver (amdgpu, with the distribution or ROCm/ROCK-Kernel-Driver)"
+                    .into()
             } else if nvidia {
                 "the kernel driver (NVIDIA driver, NVIDIA developer forums)".into()
             } else {
@@ -118,7 +119,10 @@ pub fn upstream(result: &ProbeResult, findings: &[&Finding], vendor: Option<Vend
                 .into(),
         ),
         Layer::Runtime => (
-            gpu_lib("ROCm/HIP (ROCm/clr)", "the CUDA driver (NVIDIA developer forums)"),
+            gpu_lib(
+                "ROCm/HIP (ROCm/clr)",
+                "the CUDA driver (NVIDIA developer forums)",
+            ),
             "the failure is placed in the runtime layer: the native CUDA/HIP copies or \
              kernels give it without PyTorch"
                 .into(),
@@ -169,9 +173,9 @@ fn related<'a>(report: &'a Report, result: &ProbeResult) -> Vec<&'a Finding> {
         .findings
         .iter()
         .filter(|f| {
-            f.evidence
-                .iter()
-                .any(|e| e.probe.as_ref() == Some(&result.probe) || e.text.contains(result.probe.as_str()))
+            f.evidence.iter().any(|e| {
+                e.probe.as_ref() == Some(&result.probe) || e.text.contains(result.probe.as_str())
+            })
         })
         .collect()
 }
@@ -181,7 +185,9 @@ pub fn title(input: &IssueInput<'_>) -> String {
     let r = input.result;
     let what = match &r.verdict {
         Verdict::Fail { class, .. } => format!("gives wrong results ({})", class.describe()),
-        Verdict::Crash { signal: Some(s), .. } => format!("crashes (signal {s})"),
+        Verdict::Crash {
+            signal: Some(s), ..
+        } => format!("crashes (signal {s})"),
         Verdict::Crash { .. } => "crashes".into(),
         Verdict::Hang { .. } => "hangs".into(),
         Verdict::Error { .. } => "raises an error".into(),
@@ -241,7 +247,10 @@ fn environment_lines(report: &Report) -> Vec<String> {
         ));
     }
     if let Some(d) = &fp.amdgpu {
-        lines.push(format!("amdgpu: {}", d.version.as_deref().unwrap_or("in-kernel")));
+        lines.push(format!(
+            "amdgpu: {}",
+            d.version.as_deref().unwrap_or("in-kernel")
+        ));
     }
     if let Some(r) = &fp.rocm {
         lines.push(format!(
@@ -313,18 +322,38 @@ pub fn render(input: &IssueInput<'_>) -> String {
     );
     if let Some(m) = input.manifest {
         if !m.summary.is_empty() {
-            let _ = writeln!(md, "\nThe case: {}.", inline(m.summary.trim_end_matches('.')));
+            let _ = writeln!(
+                md,
+                "\nThe case: {}.",
+                inline(m.summary.trim_end_matches('.'))
+            );
         }
         if !m.reference.is_empty() {
-            let _ = writeln!(md, "Compared with: {}.", inline(m.reference.trim_end_matches('.')));
+            let _ = writeln!(
+                md,
+                "Compared with: {}.",
+                inline(m.reference.trim_end_matches('.'))
+            );
         }
         if !m.tolerance.is_empty() {
-            let _ = writeln!(md, "Tolerance: {}.", inline(m.tolerance.trim_end_matches('.')));
+            let _ = writeln!(
+                md,
+                "Tolerance: {}.",
+                inline(m.tolerance.trim_end_matches('.'))
+            );
         }
     }
     if !r.settings.is_empty() {
-        let settings: Vec<String> = r.settings.iter().map(|s| format!("`{}`", inline_code(s))).collect();
-        let _ = writeln!(md, "\nSettings applied to the run: {}.", settings.join(", "));
+        let settings: Vec<String> = r
+            .settings
+            .iter()
+            .map(|s| format!("`{}`", inline_code(s)))
+            .collect();
+        let _ = writeln!(
+            md,
+            "\nSettings applied to the run: {}.",
+            settings.join(", ")
+        );
     }
     if !r.stderr_tail.is_empty() {
         let _ = writeln!(md, "\nThe last lines the process wrote to stderr:\n");
@@ -349,7 +378,11 @@ pub fn render(input: &IssueInput<'_>) -> String {
             let needs = if m.needs.is_empty() {
                 "the standard library only".to_string()
             } else {
-                m.needs.iter().map(|n| inline(n)).collect::<Vec<_>>().join(", ")
+                m.needs
+                    .iter()
+                    .map(|n| inline(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             let _ = writeln!(
                 md,
@@ -384,10 +417,14 @@ pub fn render(input: &IssueInput<'_>) -> String {
     match input.run {
         Some(run) => {
             let how = match run.outcome {
-                ScriptOutcome::TimedOut => format!("did not finish in {:.0} s and was killed", run.elapsed_s),
+                ScriptOutcome::TimedOut => {
+                    format!("did not finish in {:.0} s and was killed", run.elapsed_s)
+                }
                 _ => match (run.exit_code, run.signal) {
                     (Some(code), _) => format!("exited {code} after {:.1} s", run.elapsed_s),
-                    (None, Some(sig)) => format!("was killed by signal {sig} after {:.1} s", run.elapsed_s),
+                    (None, Some(sig)) => {
+                        format!("was killed by signal {sig} after {:.1} s", run.elapsed_s)
+                    }
                     (None, None) => format!("ended after {:.1} s", run.elapsed_s),
                 },
             };
@@ -406,7 +443,10 @@ pub fn render(input: &IssueInput<'_>) -> String {
         }
         None => {
             let _ = writeln!(md, "The script was not run here; gpuprobe observed:\n");
-            md.push_str(&fenced("text", &format!("{} {}", r.verdict.label(), r.verdict.detail())));
+            md.push_str(&fenced(
+                "text",
+                &format!("{} {}", r.verdict.label(), r.verdict.detail()),
+            ));
         }
     }
     let _ = writeln!(md, "\n## Expected\n");
@@ -473,7 +513,11 @@ pub fn render(input: &IssueInput<'_>) -> String {
 
 /// Which settings `fix` proved to cure this result, and which it disproved.
 fn render_fix(md: &mut String, account: &FixAccount, r: &ProbeResult) {
-    let sim = if account.simulated { " (SIMULATED)" } else { "" };
+    let sim = if account.simulated {
+        " (SIMULATED)"
+    } else {
+        ""
+    };
     let mut cured = Vec::new();
     let mut disproved = Vec::new();
     let mut not_tried = Vec::new();
@@ -481,7 +525,11 @@ fn render_fix(md: &mut String, account: &FixAccount, r: &ProbeResult) {
         let setting = format!("`{}`", inline_code(&c.setting.to_string()));
         if !c.tried {
             not_tried.push(setting);
-        } else if c.cured.iter().any(|p| p.probe == r.probe && p.device == r.device) {
+        } else if c
+            .cured
+            .iter()
+            .any(|p| p.probe == r.probe && p.device == r.device)
+        {
             cured.push(setting);
         } else {
             disproved.push(setting);
@@ -492,7 +540,13 @@ fn render_fix(md: &mut String, account: &FixAccount, r: &ProbeResult) {
         "A `gpuprobe fix`{sim} started from this run tried {} setting(s), each in fresh workers.\n",
         cured.len() + disproved.len()
     );
-    let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
     let _ = writeln!(md, "- proved to cure this failure: {}", list(&cured));
     let _ = writeln!(md, "- tried and did not cure it: {}", list(&disproved));
     if !not_tried.is_empty() {
@@ -524,6 +578,83 @@ fn tail(text: &str, n: usize) -> String {
         lines.len() - n,
         lines[lines.len() - n..].join("\n")
     )
+}
+
+/// ISSUE.md for what `gpuprobe repro` made.
+pub fn render_repro(made: &Repro) -> String {
+    render(&IssueInput {
+        report: &made.report,
+        result: &made.result,
+        manifest: Some(&made.manifest),
+        script: Some(&made.script),
+        run: made.run.as_ref(),
+        fix: made.fix.as_ref().map(|(_, account)| account),
+    })
+}
+
+/// What `gpuprobe repro` prints, one line each ([`terminal_lines`]).
+pub fn terminal_text(made: &Repro, issue: &std::path::Path) -> String {
+    let mut text = terminal_lines(made, issue).join("\n");
+    text.push('\n');
+    text
+}
+
+/// What `gpuprobe repro` prints: where the files are, what the script said, how to run it.
+/// Every path and line from outside goes through [`visible_line`].
+pub fn terminal_lines(made: &Repro, issue: &std::path::Path) -> Vec<String> {
+    let (result, manifest, out) = (&made.result, &made.manifest, made.out.as_path());
+    let (python, run) = (made.python.as_path(), made.run.as_ref());
+    let show = |p: &std::path::Path| visible_line(&p.display().to_string()).into_owned();
+    let simulated = result.simulated || manifest.simulated;
+    let mut lines = vec![format!(
+        "repro of {} on {} ({}){}",
+        visible_line(result.probe.as_str()),
+        result.device.torch_name(),
+        result.verdict.label(),
+        if simulated { " · SIMULATED" } else { "" }
+    )];
+    let kind = if manifest.kind == "ctypes" {
+        "Python + ctypes, no torch"
+    } else {
+        "Python"
+    };
+    lines.push(format!(
+        "  script  {}  ({kind})",
+        show(&out.join("repro.py"))
+    ));
+    lines.push(format!("  issue   {}", show(issue)));
+    match run {
+        None => lines.push("  ran     not run (--no-run)".into()),
+        Some(run) => {
+            let said = run
+                .last_line
+                .as_deref()
+                .filter(|_| run.outcome != ScriptOutcome::TimedOut)
+                .map_or_else(
+                    || run.outcome.label().to_string(),
+                    |l| visible_line(l).into_owned(),
+                );
+            let how = match (run.outcome, run.exit_code) {
+                (ScriptOutcome::TimedOut, _) => format!("killed after {:.0} s", run.elapsed_s),
+                (_, Some(code)) => format!("exit {code}, {:.1} s", run.elapsed_s),
+                (_, None) => format!("signal {}, {:.1} s", run.signal.unwrap_or(0), run.elapsed_s),
+            };
+            lines.push(format!("  ran     {said}  ({how})"));
+            if run.simulated {
+                lines.push(
+                    "          SIMULATED: run with gpuprobe's fault simulation installed; on a \
+                     healthy stack the script alone does not reproduce it"
+                        .into(),
+                );
+            }
+        }
+    }
+    lines.push(format!(
+        "  run it  cd {} && {} repro.py",
+        show(out),
+        show(python)
+    ));
+    lines
 }
 
 #[cfg(test)]

@@ -84,7 +84,11 @@ fn input<'a>(report: &'a Report, result: &'a ProbeResult) -> IssueInput<'a> {
 
 #[test]
 fn the_title_is_one_line_naming_probe_failure_and_gpu() {
-    let r = fail("copy.h2d.pageable.tiny.blocking", Layer::Framework, "10 of 20");
+    let r = fail(
+        "copy.h2d.pageable.tiny.blocking",
+        Layer::Framework,
+        "10 of 20",
+    );
     let rep = report(Vendor::Nvidia, vec![r.clone()], vec![]);
     let t = title(&input(&rep, &r));
     assert_eq!(
@@ -98,16 +102,56 @@ fn the_title_is_one_line_naming_probe_failure_and_gpu() {
 #[test]
 fn the_layer_names_the_project_to_file_with() {
     let cases = [
-        ("ops.matmul.fp32.large_n", Layer::Framework, Vendor::Amd, "rocBLAS"),
-        ("ops.matmul.fp32.large_n", Layer::Framework, Vendor::Nvidia, "cuBLAS"),
+        (
+            "ops.matmul.fp32.large_n",
+            Layer::Framework,
+            Vendor::Amd,
+            "rocBLAS",
+        ),
+        (
+            "ops.matmul.fp32.large_n",
+            Layer::Framework,
+            Vendor::Nvidia,
+            "cuBLAS",
+        ),
         ("nn.conv.fp16", Layer::Framework, Vendor::Amd, "MIOpen"),
         ("nn.conv.fp16", Layer::Framework, Vendor::Nvidia, "cuDNN"),
-        ("ops.elementwise.add.fp16.huge", Layer::Framework, Vendor::Amd, "PyTorch"),
-        ("native.copy.roundtrip.pageable", Layer::Runtime, Vendor::Amd, "ROCm/HIP"),
-        ("native.copy.roundtrip.pageable", Layer::Runtime, Vendor::Nvidia, "CUDA driver"),
-        ("pipeline.accelerate.prepare", Layer::Pipeline, Vendor::Amd, "Accelerate"),
-        ("pipeline.safetensors.load", Layer::Pipeline, Vendor::Amd, "safetensors"),
-        ("native.memtest.quick", Layer::System, Vendor::Amd, "kernel driver"),
+        (
+            "ops.elementwise.add.fp16.huge",
+            Layer::Framework,
+            Vendor::Amd,
+            "PyTorch",
+        ),
+        (
+            "native.copy.roundtrip.pageable",
+            Layer::Runtime,
+            Vendor::Amd,
+            "ROCm/HIP",
+        ),
+        (
+            "native.copy.roundtrip.pageable",
+            Layer::Runtime,
+            Vendor::Nvidia,
+            "CUDA driver",
+        ),
+        (
+            "pipeline.accelerate.prepare",
+            Layer::Pipeline,
+            Vendor::Amd,
+            "Accelerate",
+        ),
+        (
+            "pipeline.safetensors.load",
+            Layer::Pipeline,
+            Vendor::Amd,
+            "safetensors",
+        ),
+        (
+            "native.memtest.quick",
+            Layer::System,
+            Vendor::Amd,
+            "kernel driver",
+        ),
     ];
     for (probe, layer, vendor, project) in cases {
         let r = fail(probe, layer, "x");
@@ -124,7 +168,11 @@ fn the_layer_names_the_project_to_file_with() {
 
 #[test]
 fn a_simulated_result_says_simulated_in_title_and_body() {
-    let mut r = fail("copy.h2d.pageable.tiny.blocking", Layer::Framework, "10 of 20");
+    let mut r = fail(
+        "copy.h2d.pageable.tiny.blocking",
+        Layer::Framework,
+        "10 of 20",
+    );
     r.simulated = true;
     let mut rep = report(Vendor::Nvidia, vec![r.clone()], vec![]);
     rep.simulation = Some(SimulationSpec {
@@ -136,7 +184,11 @@ fn a_simulated_result_says_simulated_in_title_and_body() {
     assert!(md.contains("**SIMULATED.**"), "{md}");
     assert!(md.contains("h2d-zeros"));
     // A real failure says nothing of the kind.
-    let real = fail("copy.h2d.pageable.tiny.blocking", Layer::Framework, "10 of 20");
+    let real = fail(
+        "copy.h2d.pageable.tiny.blocking",
+        Layer::Framework,
+        "10 of 20",
+    );
     let rep = report(Vendor::Nvidia, vec![real.clone()], vec![]);
     assert!(!render(&input(&rep, &real)).contains("SIMULATED"));
 }
@@ -246,9 +298,18 @@ fn related_kb_entries_link_their_sources_and_fix_says_what_cured() {
         ..input(&rep, &r)
     });
     assert!(md.contains("**RKB-001**"), "{md}");
-    assert!(md.contains("(<https://github.com/ROCm/ROCm/issues/5724>)"), "{md}");
+    assert!(
+        md.contains("(<https://github.com/ROCm/ROCm/issues/5724>)"),
+        "{md}"
+    );
     assert!(!md.contains("RKB-002"));
-    assert!(md.contains("proved to cure this failure: `HSA_ENABLE_SDMA=0`"), "{md}");
-    assert!(md.contains("did not cure it: `HSA_ENABLE_PEER_SDMA=0`"), "{md}");
+    assert!(
+        md.contains("proved to cure this failure: `HSA_ENABLE_SDMA=0`"),
+        "{md}"
+    );
+    assert!(
+        md.contains("did not cure it: `HSA_ENABLE_PEER_SDMA=0`"),
+        "{md}"
+    );
     assert!(md.contains("<details><summary>Full fingerprint</summary>"));
 }

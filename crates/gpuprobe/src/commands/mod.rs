@@ -14,6 +14,7 @@ pub(crate) mod kb;
 pub(crate) mod memtest;
 mod native_worker;
 mod profile;
+mod repro;
 mod run;
 mod runs;
 mod triage;
@@ -31,6 +32,7 @@ pub(crate) fn dispatch(command: Command) -> Result<u8> {
         Command::Fix(args) => fix::run(args)?,
         Command::Profile(args) => profile::run(args)?,
         Command::Runs(args) => runs::run(args)?,
+        Command::Repro(args) => repro::run(args)?,
         Command::Completions(args) => completions::completions(args)?,
         Command::Man(args) => completions::man(args)?,
         Command::Run(args) => return run::run(args),

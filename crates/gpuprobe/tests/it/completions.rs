@@ -3,7 +3,7 @@
 
 use crate::support::*;
 
-const PUBLIC: [&str; 11] = [
+const PUBLIC: [&str; 12] = [
     "check",
     "env",
     "triage",
@@ -13,6 +13,7 @@ const PUBLIC: [&str; 11] = [
     "run",
     "profile",
     "runs",
+    "repro",
     "completions",
     "man",
 ];

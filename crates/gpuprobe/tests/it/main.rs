@@ -17,6 +17,7 @@ mod gpu_faults;
 mod hostile_text;
 mod outputs_and_arguments;
 mod protocol;
+mod repro;
 mod resume_and_interrupt;
 mod run;
 mod runs;
