@@ -329,7 +329,8 @@ def main():
     args = parser.parse_args()
     for name, value in CASE["env"].items():
         os.environ[name] = value
-    print("gpuprobe native repro: %s (Python %s)" % (CASE["probe"], sys.version.split()[0]))
+    if not args.child:
+        print("gpuprobe native repro: %s (Python %s)" % (CASE["probe"], sys.version.split()[0]))
     if CASE["crash_child"] and not args.child:
         # A crash or hang must not take the reporting process with it.
         command = [sys.executable, os.path.abspath(__file__), "--child", "--device", str(args.device), "--api", args.api]

@@ -51,7 +51,8 @@ pub fn inline(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '\\' | '`' | '*' | '_' | '[' | ']' | '#' | '|' | '~' | '!' | '(' | ')' => {
+            // `(` and `!` are harmless once `[` and `]` are escaped: no link can form.
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -281,6 +282,15 @@ fn environment_lines(report: &Report) -> Vec<String> {
     lines
 }
 
+/// The fingerprint's text without the host's name: an issue body is public.
+fn public_fingerprint(fp: &gpuprobe_model::fingerprint::Fingerprint) -> String {
+    gpuprobe_detect::render_text(fp)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("Hostname"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// ISSUE.md for one failing result.
 pub fn render(input: &IssueInput<'_>) -> String {
     let r = input.result;
@@ -464,7 +474,7 @@ pub fn render(input: &IssueInput<'_>) -> String {
     let _ = writeln!(
         md,
         "\n<details><summary>Full fingerprint</summary>\n\n{}\n</details>",
-        fenced("text", &gpuprobe_detect::render_text(&report.fingerprint))
+        fenced("text", &public_fingerprint(&report.fingerprint))
     );
 
     // Known issues.
@@ -492,10 +502,10 @@ pub fn render(input: &IssueInput<'_>) -> String {
         };
         let _ = writeln!(
             md,
-            "- **{}** ({}, {:?}): {}{cited}{link}",
+            "- **{}** ({}, {}): {}{cited}{link}",
             inline(&f.id),
             f.layer.name(),
-            f.confidence,
+            format!("{:?}", f.confidence).to_lowercase(),
             inline(&f.title)
         );
     }

@@ -21,7 +21,16 @@ fn simulated_run() -> &'static Path {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
         let output = gpuprobe()
-            .args(["check", "--device", "cpu", "--simulate", "h2d-zeros", "--only", "copy.h2d", "--python"])
+            .args([
+                "check",
+                "--device",
+                "cpu",
+                "--simulate",
+                "h2d-zeros",
+                "--only",
+                "copy.h2d",
+                "--python",
+            ])
             .arg(python())
             .arg("--run-dir")
             .arg(&run)
@@ -96,30 +105,66 @@ fn a_simulated_failure_gets_a_script_that_reproduces_and_an_issue_body() {
     let output = repro(
         dir.path(),
         "ok",
-        &[PROBE, "--run", run.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[
+            PROBE,
+            "--run",
+            run.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
     );
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains(&format!("repro of {PROBE} on cpu (FAIL) · SIMULATED")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("repro of {PROBE} on cpu (FAIL) · SIMULATED")),
+        "{stdout}"
+    );
     assert!(stdout.contains("REPRODUCED: all zeros"), "{stdout}");
     assert!(stdout.contains("SIMULATED: run with gpuprobe's fault simulation installed"));
     assert!(stdout.contains("run it  cd "), "{stdout}");
-    for file in ["repro.py", "repro.json", "RESULT.json", "PLAN.json", "run.json", "ISSUE.md"] {
+    for file in [
+        "repro.py",
+        "repro.json",
+        "RESULT.json",
+        "PLAN.json",
+        "run.json",
+        "ISSUE.md",
+    ] {
         assert!(out.join(file).is_file(), "{file}");
     }
-    assert!(!out.join(".gpuprobe-package").exists(), "the package is removed");
+    assert!(
+        !out.join(".gpuprobe-package").exists(),
+        "the package is removed"
+    );
     let issue = std::fs::read_to_string(out.join("ISSUE.md")).unwrap();
-    assert!(issue.starts_with(&format!("# [SIMULATED] {}", PROBE.replace('_', "\\_"))), "{issue}");
+    assert!(
+        issue.starts_with(&format!("# [SIMULATED] {}", PROBE.replace('_', "\\_"))),
+        "{issue}"
+    );
     assert!(issue.contains("**SIMULATED.**"));
-    assert!(issue.contains("simulate: set"), "the script ran with the simulation spec: {issue}");
+    assert!(
+        issue.contains("simulate: set"),
+        "the script ran with the simulation spec: {issue}"
+    );
     assert!(issue.contains("**REPRODUCED**"));
-    assert!(issue.contains("print(\"REPRODUCED: all zeros"), "the script inline: {issue}");
-    assert!(issue.contains("DIAG-COPY"), "the diagnosis that names the probe: {issue}");
+    assert!(
+        issue.contains("print(\"REPRODUCED: all zeros"),
+        "the script inline: {issue}"
+    );
+    assert!(
+        issue.contains("DIAG-COPY"),
+        "the diagnosis that names the probe: {issue}"
+    );
     // The script's hostile output (in the script and in what it printed) is fenced, never
     // loose HTML.
     let fenced = issue.lines().filter(|l| l.contains("<script>")).count();
     assert_eq!(fenced, 2, "{issue}");
-    assert_eq!(loose_lines(&issue).filter(|l| l.contains("<script>")).count(), 0);
+    assert_eq!(
+        loose_lines(&issue)
+            .filter(|l| l.contains("<script>"))
+            .count(),
+        0
+    );
 }
 
 /// The lines of `markdown` outside fenced blocks.
@@ -159,7 +204,10 @@ fn the_newest_check_is_the_default_run_and_a_healthy_script_exits_1() {
     let output = repro(dir.path(), "healthy", &["*.4x4.blocking"]);
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(stdout.contains("NOT REPRODUCED: all 16 elements match"), "{stdout}");
+    assert!(
+        stdout.contains("NOT REPRODUCED: all 16 elements match"),
+        "{stdout}"
+    );
     assert!(copy.join("repro").join(PROBE).join("ISSUE.md").is_file());
 }
 
@@ -169,25 +217,43 @@ fn names_that_are_not_one_failing_probe_are_usage_errors() {
     let run = simulated_run().to_str().unwrap().to_string();
     let passing = "copy.h2d.pageable.1mib.blocking";
     let report: gpuprobe_model::Report =
-        serde_json::from_slice(&std::fs::read(simulated_run().join("report.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(simulated_run().join("report.json")).unwrap())
+            .unwrap();
     let passing = report
         .results
         .iter()
         .find(|r| r.verdict == gpuprobe_model::verdict::Verdict::Pass)
         .map_or(passing.to_string(), |r| r.probe.as_str().to_string());
     for (probe, says) in [
-        ("ops.*", "no failing probe matches ops.*; the failing probes are: copy.h2d."),
-        ("copy.h2d.pageable.*", "names 4 failing probes; name one: copy.h2d."),
-        (passing.as_str(), "only a failing result (FAIL, CRASH, HANG, ERROR) can be reproduced"),
+        (
+            "ops.*",
+            "no failing probe matches ops.*; the failing probes are: copy.h2d.",
+        ),
+        (
+            "copy.h2d.pageable.*",
+            "names 4 failing probes; name one: copy.h2d.",
+        ),
+        (
+            passing.as_str(),
+            "only a failing result (FAIL, CRASH, HANG, ERROR) can be reproduced",
+        ),
     ] {
         let output = repro(dir.path(), "ok", &[probe, "--run", &run]);
         let (stdout, stderr) = text(&output);
         assert_eq!(output.status.code(), Some(2), "{probe}: {stdout}{stderr}");
         assert!(stderr.contains(says), "{probe}: {stderr}");
     }
-    let output = repro(dir.path(), "ok", &[PROBE, "--run", &run, "--device", "cuda:3"]);
+    let output = repro(
+        dir.path(),
+        "ok",
+        &[PROBE, "--run", &run, "--device", "cuda:3"],
+    );
     assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output).1.contains("it failed on cpu"), "{}", text(&output).1);
+    assert!(
+        text(&output).1.contains("it failed on cpu"),
+        "{}",
+        text(&output).1
+    );
 }
 
 #[test]
@@ -195,26 +261,52 @@ fn a_broken_or_missing_run_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken");
     std::fs::create_dir_all(&broken).unwrap();
-    let output = repro(dir.path(), "ok", &[PROBE, "--run", broken.to_str().unwrap()]);
+    let output = repro(
+        dir.path(),
+        "ok",
+        &[PROBE, "--run", broken.to_str().unwrap()],
+    );
     assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output).1.contains("holds no report.json"), "{}", text(&output).1);
+    assert!(
+        text(&output).1.contains("holds no report.json"),
+        "{}",
+        text(&output).1
+    );
     std::fs::write(broken.join("report.json"), "{\"results\": [\x1b[2J").unwrap();
-    let output = repro(dir.path(), "ok", &[PROBE, "--run", broken.to_str().unwrap()]);
+    let output = repro(
+        dir.path(),
+        "ok",
+        &[PROBE, "--run", broken.to_str().unwrap()],
+    );
     let (_, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("report.json is broken"), "{stderr}");
     // No finished check under the state directory.
     let output = repro(dir.path(), "ok", &[PROBE]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output).1.contains("no finished check run under"), "{}", text(&output).1);
+    assert!(
+        text(&output).1.contains("no finished check run under"),
+        "{}",
+        text(&output).1
+    );
     // An interpreter that does not exist.
     let output = gpuprobe()
-        .args(["repro", PROBE, "--run", simulated_run().to_str().unwrap(), "--python"])
+        .args([
+            "repro",
+            PROBE,
+            "--run",
+            simulated_run().to_str().unwrap(),
+            "--python",
+        ])
         .arg(dir.path().join("no-python"))
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output).1.contains("no such file"), "{}", text(&output).1);
+    assert!(
+        text(&output).1.contains("no such file"),
+        "{}",
+        text(&output).1
+    );
 }
 
 #[test]
@@ -226,22 +318,39 @@ fn a_generator_that_says_no_or_fails_and_a_script_that_hangs() {
     let output = repro(dir.path(), "no", &[PROBE, "--run", &run, "--out", out]);
     let (_, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(4), "{stderr}");
-    assert!(stderr.contains("no repro: this probe \\x1b]0;pwned\\x07 needs the whole loop"), "{stderr}");
+    assert!(
+        stderr.contains("no repro: this probe \\x1b]0;pwned\\x07 needs the whole loop"),
+        "{stderr}"
+    );
     assert!(!stderr.contains('\x1b'));
     let output = repro(dir.path(), "crash", &[PROBE, "--run", &run, "--out", out]);
     let (_, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("the repro generator failed (exit 1): Traceback: generator broke"), "{stderr}");
+    assert!(
+        stderr.contains("the repro generator failed (exit 1): Traceback: generator broke"),
+        "{stderr}"
+    );
     let started = std::time::Instant::now();
-    let output = repro(dir.path(), "hang", &[PROBE, "--run", &run, "--out", out, "--timeout", "2"]);
+    let output = repro(
+        dir.path(),
+        "hang",
+        &[PROBE, "--run", &run, "--out", out, "--timeout", "2"],
+    );
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
     assert!(started.elapsed().as_secs() < 60);
     assert!(stdout.contains("TIMED OUT  (killed after 2 s)"), "{stdout}");
     let issue = std::fs::read_to_string(Path::new(out).join("ISSUE.md")).unwrap();
-    assert!(issue.contains("did not finish in 2 s and was killed"), "{issue}");
+    assert!(
+        issue.contains("did not finish in 2 s and was killed"),
+        "{issue}"
+    );
     // --no-run writes the files and exits 0.
-    let output = repro(dir.path(), "hang", &[PROBE, "--run", &run, "--out", out, "--no-run"]);
+    let output = repro(
+        dir.path(),
+        "hang",
+        &[PROBE, "--run", &run, "--out", out, "--no-run"],
+    );
     assert_eq!(output.status.code(), Some(0));
     assert!(text(&output).0.contains("not run (--no-run)"));
 }
