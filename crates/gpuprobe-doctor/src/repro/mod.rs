@@ -455,6 +455,10 @@ pub fn make(
             .map_err(|source| ReproError::Interpreter { source })?,
         None => return Err(ReproError::NoInterpreter),
     };
+    // What an earlier repro left here must not pass for this one's.
+    for stale in [SCRIPT_FILE, MANIFEST_FILE, RUN_FILE, ISSUE_FILE] {
+        let _ = std::fs::remove_file(out.join(stale));
+    }
     let result_json = serde_json::to_vec_pretty(&result).unwrap_or_default();
     write(&out.join(RESULT_INPUT), &result_json)?;
     write(&out.join(PLAN_INPUT), &plan_bytes)?;

@@ -323,9 +323,17 @@ fn a_generator_that_says_no_or_fails_and_a_script_that_hangs() {
         "{stderr}"
     );
     assert!(!stderr.contains('\x1b'));
+    let output = repro(dir.path(), "ok", &[PROBE, "--run", &run, "--out", out]);
+    assert_eq!(output.status.code(), Some(0));
     let output = repro(dir.path(), "crash", &[PROBE, "--run", &run, "--out", out]);
     let (_, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
+    for stale in ["repro.py", "repro.json", "run.json", "ISSUE.md"] {
+        assert!(
+            !Path::new(out).join(stale).exists(),
+            "{stale} of the earlier repro is gone"
+        );
+    }
     assert!(
         stderr.contains("the repro generator failed (exit 1): Traceback: generator broke"),
         "{stderr}"
@@ -353,4 +361,58 @@ fn a_generator_that_says_no_or_fails_and_a_script_that_hangs() {
     );
     assert_eq!(output.status.code(), Some(0));
     assert!(text(&output).0.contains("not run (--no-run)"));
+}
+
+#[test]
+fn a_native_failure_gets_a_ctypes_script_that_cannot_run_without_a_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(simulated_run())
+        .arg(&run)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let path = run.join("report.json");
+    let mut report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    report["results"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "probe": "native.copy.roundtrip.pinned", "device": "cuda:0", "layer": "runtime",
+            "verdict": {"verdict": "fail", "class": "all_zeros", "detail": "3 of 40 round trips"},
+            "observation": {"probe": "native.copy.roundtrip.pinned", "device": "cuda:0",
+                "measurement": {"kind": "metrics"},
+                "metrics": {"failed_copies_by_size": {"64B async": 3}}}
+        }));
+    std::fs::write(&path, serde_json::to_vec(&report).unwrap()).unwrap();
+    let output = gpuprobe()
+        .args(["repro", "native.*", "--run"])
+        .arg(&run)
+        .arg("--python")
+        .arg(python())
+        .env("LD_LIBRARY_PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("(Python + ctypes, no torch)"), "{stdout}");
+    assert!(
+        stdout.contains("CANNOT RUN: no usable GPU runtime"),
+        "{stdout}"
+    );
+    let out = run.join("repro/native.copy.roundtrip.pinned");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("repro.json")).unwrap()).unwrap();
+    assert_eq!(manifest["kind"], "ctypes");
+    let script = std::fs::read_to_string(out.join("repro.py")).unwrap();
+    assert!(script.contains(r#"\"bytes\":64"#) && script.contains(r#"\"async\":true"#));
+    let issue = std::fs::read_to_string(out.join("ISSUE.md")).unwrap();
+    assert!(
+        issue.contains("Python with ctypes against the CUDA driver API"),
+        "{issue}"
+    );
+    assert!(issue.contains("**CANNOT RUN**"), "{issue}");
 }
