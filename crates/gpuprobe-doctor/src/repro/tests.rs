@@ -158,3 +158,41 @@ fn the_native_script_compiles_and_cannot_run_without_a_driver() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_fix_that_started_from_the_run_is_found() {
+    let root = std::env::temp_dir().join(format!("gpuprobe-repro-fix-{}", std::process::id()));
+    let run = root.join("check-2026-01-01T00-00-00-1");
+    let other = root.join("check-2026-01-01T00-00-01-1");
+    let fix = root.join("fix-2026-01-01T00-00-02-1");
+    for dir in [&run, &other, &fix] {
+        std::fs::create_dir_all(dir.join("workers")).unwrap();
+    }
+    let account = |source: &Path| {
+        serde_json::json!({
+            "tool_version": "0.1.0", "started_at": "x", "wall_s": 1.0, "simulated": false,
+            "source_run": source, "stack": {},
+            "budget": {"max_runs": 40, "trials": 3, "workers": 3, "exhausted": false},
+            "outcome": "all_cured", "exit_status": "all_passed", "exit_code": 0,
+            "chosen": [{"variable": "HSA_ENABLE_SDMA", "value": "0"}]
+        })
+        .to_string()
+    };
+    std::fs::write(fix.join(FIX_ACCOUNT_FILE), account(&run)).unwrap();
+    let (dir, found) = fix_from(&run, &root).expect("the fix from this run");
+    assert_eq!(dir, fix);
+    assert_eq!(found.chosen[0].variable, "HSA_ENABLE_SDMA");
+    assert!(
+        fix_from(&other, &root).is_none(),
+        "a fix from another run is not this one's"
+    );
+    // A fix's own starting check finds its account one level up.
+    let own = fix.join("check");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(fix.join(FIX_ACCOUNT_FILE), account(Path::new("/elsewhere"))).unwrap();
+    assert_eq!(fix_from(&own, &root).map(|(d, _)| d), Some(fix.clone()));
+    // A broken account is no account.
+    std::fs::write(fix.join(FIX_ACCOUNT_FILE), "{").unwrap();
+    assert!(fix_from(&own, &root).is_none());
+    std::fs::remove_dir_all(&root).unwrap();
+}
