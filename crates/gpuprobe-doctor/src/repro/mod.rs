@@ -161,6 +161,17 @@ pub enum ReproError {
         #[source]
         source: gpuprobe_runner::python::BadInterpreter,
     },
+    /// The run's interpreter is gone (a deleted environment).
+    #[error(
+        "the run's interpreter {}: {}; name another with --python",
+        visible_line(&.path.display().to_string()), visible_line(.reason)
+    )]
+    RunInterpreter {
+        /// The interpreter `plan.json` names.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The run records no interpreter and none was given.
     #[error("the run records no Python interpreter; name one with --python")]
     NoInterpreter,
@@ -324,11 +335,12 @@ pub fn select<'a>(
         .iter()
         .filter(|r| r.verdict.is_problem())
         .collect();
-    let mut failing_ids: Vec<String> = failing
-        .iter()
-        .map(|r| r.probe.as_str().to_string())
-        .collect();
-    failing_ids.dedup();
+    let mut failing_ids: Vec<String> = Vec::new();
+    for r in &failing {
+        if !failing_ids.iter().any(|id| id == r.probe.as_str()) {
+            failing_ids.push(r.probe.as_str().to_string());
+        }
+    }
     let exact = report.results.iter().any(|r| r.probe.as_str() == pattern);
     let probe = if exact {
         pattern.to_string()
@@ -338,7 +350,6 @@ pub fn select<'a>(
             .filter(|id| wildcard_matches(pattern, id))
             .cloned()
             .collect();
-        matches.dedup();
         match matches.len() {
             0 => {
                 return Err(ReproError::NoSuchFailure {
@@ -390,14 +401,19 @@ pub fn select<'a>(
     }
 }
 
-/// `KEY=VALUE` settings as a map (a setting without `=` is left out).
-fn settings_env(result: &ProbeResult) -> BTreeMap<String, String> {
-    result
-        .settings
-        .iter()
-        .filter_map(|s| s.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+/// The result's settings (`KEY=VALUE` set, `-KEY` unset, as the engine records them): what
+/// is set, and what is removed.
+fn settings_env(result: &ProbeResult) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut set = BTreeMap::new();
+    let mut unset = Vec::new();
+    for setting in &result.settings {
+        if let Some((k, v)) = setting.split_once('=') {
+            set.insert(k.to_string(), v.to_string());
+        } else if let Some(k) = setting.strip_prefix('-') {
+            unset.push(k.to_string());
+        }
+    }
+    (set, unset)
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ReproError> {
@@ -446,15 +462,17 @@ pub fn make(
         path: out.clone(),
         source,
     })?;
-    let python = match options
-        .python
-        .as_deref()
-        .or(plan.python.as_deref().map(Path::new))
-    {
-        Some(p) => gpuprobe_runner::python::resolve_explicit(p, env)
-            .map_err(|source| ReproError::Interpreter { source })?,
-        None => return Err(ReproError::NoInterpreter),
-    };
+    let python =
+        match (&options.python, &plan.python) {
+            (Some(p), _) => gpuprobe_runner::python::resolve_explicit(p, env)
+                .map_err(|source| ReproError::Interpreter { source })?,
+            (None, Some(p)) => gpuprobe_runner::python::resolve_explicit(Path::new(p), env)
+                .map_err(|e| ReproError::RunInterpreter {
+                    path: PathBuf::from(p),
+                    reason: e.reason,
+                })?,
+            (None, None) => return Err(ReproError::NoInterpreter),
+        };
     // What an earlier repro left here must not pass for this one's.
     for stale in [SCRIPT_FILE, MANIFEST_FILE, RUN_FILE, ISSUE_FILE] {
         let _ = std::fs::remove_file(out.join(stale));
@@ -496,7 +514,7 @@ fn generate_and_run(
     out: &Path,
     package: &Path,
 ) -> Result<Generated, ReproError> {
-    let settings = settings_env(result);
+    let (settings, unset) = settings_env(result);
     let needs_package = !result.probe.as_str().starts_with("native.");
     if needs_package || result.simulated {
         gpuprobe_runner::python::extract_package(package)
@@ -528,6 +546,9 @@ fn generate_and_run(
     });
     let mut command = std::process::Command::new(python);
     command.arg(SCRIPT_FILE).current_dir(out).envs(&settings);
+    for name in &unset {
+        command.env_remove(name);
+    }
     let simulated = result.simulated && plan.simulate.is_some();
     if simulated {
         let site = package.join("gpuprobe").join("repro").join("simulate_site");
@@ -557,7 +578,8 @@ fn generate_and_run(
     } else {
         ScriptOutcome::judge(last_line.as_deref(), ended.code)
     };
-    let mut words: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut words: Vec<String> = unset.iter().map(|k| format!("env -u {k}")).collect();
+    words.extend(settings.iter().map(|(k, v)| format!("{k}={v}")));
     words.push(format!("python {SCRIPT_FILE}"));
     let run = ScriptRun {
         command: words.join(" "),

@@ -307,6 +307,29 @@ fn a_broken_or_missing_run_is_a_usage_error() {
         "{}",
         text(&output).1
     );
+    // The run's own interpreter, gone.
+    let gone = dir.path().join("gone");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(simulated_run())
+        .arg(&gone)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let plan = gone.join("plan.json");
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    value["python"] = serde_json::json!("/nonexistent/venv/bin/python");
+    std::fs::write(&plan, serde_json::to_vec(&value).unwrap()).unwrap();
+    let output = gpuprobe()
+        .args(["repro", PROBE, "--run"])
+        .arg(&gone)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let says = "the run's interpreter /nonexistent/venv/bin/python: no such file; name another";
+    assert!(stderr.contains(says), "{stderr}");
 }
 
 #[test]
