@@ -22,6 +22,7 @@ pub mod lanes;
 pub mod live_stack;
 pub mod memtest;
 pub mod profile_file;
+pub mod repro;
 pub mod schedule;
 pub mod session;
 pub mod stack;

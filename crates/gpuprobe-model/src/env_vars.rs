@@ -54,3 +54,7 @@ pub const USER: &str = "USER";
 pub const LOGNAME: &str = "LOGNAME";
 /// The host name, as some shells export it (`bundle` redacts its value).
 pub const HOSTNAME: &str = "HOSTNAME";
+/// The plan's simulation spec as JSON, read by the `sitecustomize.py` of
+/// `gpuprobe/repro/simulate_site/` when `gpuprobe repro` runs a script made from a
+/// SIMULATED result (docs/repro.md).
+pub const GPUPROBE_REPRO_SIMULATE: &str = "GPUPROBE_REPRO_SIMULATE";

@@ -19,6 +19,7 @@ pub mod probe;
 pub mod profile;
 pub mod protocol;
 pub mod report;
+pub mod repro;
 pub mod text;
 pub mod verdict;
 

@@ -208,6 +208,60 @@ pub fn load_run(dir: &Path) -> Result<RunFiles, gpuprobe_runner::RunnerError> {
     Ok(RunFiles { report, fix })
 }
 
+/// The most of a `repro`-written ISSUE.md shown on the page.
+const MAX_ISSUE_BYTES: u64 = 1 << 20;
+
+/// The issue text of each result that did not pass: the ISSUE.md that `gpuprobe repro`
+/// wrote for it in the run directory when there is one for that device (it holds the script
+/// and its observed run), else the body made from the report alone.
+pub fn issue_texts(report: &Report, fix: Option<&FixAccount>) -> Vec<IssueText> {
+    report
+        .results
+        .iter()
+        .filter(|r| r.verdict.is_problem())
+        .map(|result| {
+            let markdown = report
+                .run_dir
+                .as_deref()
+                .and_then(|dir| written_issue(Path::new(dir), result))
+                .unwrap_or_else(|| {
+                    crate::issue::render(&crate::issue::IssueInput {
+                        report,
+                        result,
+                        manifest: None,
+                        script: None,
+                        run: None,
+                        fix,
+                    })
+                });
+            IssueText {
+                probe: result.probe.to_string(),
+                device: result.device.to_string(),
+                markdown,
+            }
+        })
+        .collect()
+}
+
+/// The ISSUE.md `repro` wrote for `result`, when its RESULT.json names the same device.
+fn written_issue(run_dir: &Path, result: &ProbeResult) -> Option<String> {
+    use gpuprobe_model::repro::{ISSUE_FILE, REPRO_DIR, RESULT_INPUT};
+    use std::io::Read;
+    let dir = run_dir.join(REPRO_DIR).join(result.probe.as_str());
+    let input: ProbeResult =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(RESULT_INPUT)).ok()?).ok()?;
+    if input.device != result.device {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::open(dir.join(ISSUE_FILE))
+        .ok()?
+        .take(MAX_ISSUE_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
 // ---------------------------------------------------------------------------------------
 // The view model: what the template shows, already worded.
 

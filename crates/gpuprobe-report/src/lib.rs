@@ -20,6 +20,7 @@ pub mod bundle;
 pub mod fix;
 pub mod guard;
 pub mod html;
+pub mod issue;
 pub mod json;
 pub mod matrix;
 pub mod profile;

@@ -183,3 +183,56 @@ mod tests {
         assert_eq!(signal_name(1), "signal");
     }
 }
+
+/// How a command run by [`run_to_files`] ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ended {
+    /// Its exit code, when it exited.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did (SIGKILL after the timeout).
+    pub signal: Option<i32>,
+    /// Whether it ran past the limit and its group was killed.
+    pub timed_out: bool,
+    /// Seconds it ran.
+    pub elapsed_s: f64,
+}
+
+/// Runs `command` in a process group of its own, stdin closed, stdout and stderr into the
+/// two files, and kills the whole group when it runs past `timeout`. For short
+/// non-interactive helpers (`gpuprobe repro`'s generator and script): files rather than
+/// pipes, so a child that writes a lot never blocks on a reader.
+pub fn run_to_files(
+    mut command: std::process::Command,
+    stdout: &std::path::Path,
+    stderr: &std::path::Path,
+    timeout: std::time::Duration,
+) -> std::io::Result<Ended> {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let start = std::time::Instant::now();
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(stdout)?)
+        .stderr(std::fs::File::create(stderr)?)
+        .process_group(0);
+    let mut child = command.spawn()?;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() >= timeout {
+            timed_out = true;
+            kill_group(child.id());
+            break child.wait()?;
+        }
+        thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Whatever the group left behind goes with it.
+    kill_group(child.id());
+    Ok(Ended {
+        code: status.code(),
+        signal: status.signal(),
+        timed_out,
+        elapsed_s: start.elapsed().as_secs_f64(),
+    })
+}

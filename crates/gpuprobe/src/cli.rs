@@ -44,6 +44,9 @@ pub enum Command {
     /// Packs a run into one redacted .tar.gz to attach to an issue: report, fingerprint,
     /// lint, kernel-log lines, worker log tails, profile.
     Bundle(BundleArgs),
+    /// Writes a standalone script (repro.py) and an issue body (ISSUE.md) for one failing
+    /// probe result, and runs the script.
+    Repro(ReproArgs),
     /// Prints a shell completion script (`gpuprobe completions bash >
     /// ~/.local/share/bash-completion/completions/gpuprobe`).
     Completions(CompletionsArgs),
@@ -458,6 +461,33 @@ pub struct BundleArgs {
     /// Print what was written as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `repro`.
+#[derive(Debug, Args)]
+pub struct ReproArgs {
+    /// The failing probe: its id, or a glob (`copy.h2d.*`) that matches one failing probe.
+    pub probe: String,
+    /// The run directory (default: the newest finished `check` under the state directory;
+    /// a `fix` directory means its starting check).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub run: Option<PathBuf>,
+    /// Where to write repro.py, repro.json and ISSUE.md (default: RUN_DIR/repro/PROBE).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Which device's result, when the probe failed on several (default: the first).
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<String>,
+    /// The interpreter that generates and runs the script (default: the run's).
+    #[arg(long, value_name = "PY")]
+    pub python: Option<PathBuf>,
+    /// Write the files without running the script.
+    #[arg(long)]
+    pub no_run: bool,
+    /// Seconds the script may run before it is killed (default: three times the probe's
+    /// timeout, at least 120).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: Option<u64>,
 }
 
 /// Options of `runs`.

@@ -130,6 +130,7 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
         gpuprobe_doctor::session::SessionError,
         gpuprobe_doctor::fix::run::FixError,
         gpuprobe_doctor::profile_file::ProfileError,
+        gpuprobe_doctor::repro::ReproError,
         gpuprobe_runner::job::JobError,
         gpuprobe_runner::RunnerError,
         gpuprobe_report::html::HtmlError,

@@ -564,3 +564,46 @@ fn a_run_directory_is_read_with_its_fix_account_and_refused_when_unfinished_or_b
     assert_eq!(run.report.results.len(), 3);
     assert!(load_run(&dir.path().join("missing")).is_err());
 }
+
+#[test]
+fn each_failure_gets_an_issue_text_and_a_written_issue_md_is_preferred() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut report = failing();
+    report.run_dir = Some(dir.path().display().to_string());
+    let texts = issue_texts(&report, None);
+    assert_eq!(texts.len(), 1, "one failure, one text");
+    assert_eq!(texts[0].probe, "copy.d2h.pageable");
+    assert!(
+        texts[0]
+            .markdown
+            .contains("gpuprobe repro copy.d2h.pageable"),
+        "{}",
+        texts[0].markdown
+    );
+    // What `repro` wrote for that probe and device replaces the report-only body ...
+    let repro = dir.path().join("repro").join("copy.d2h.pageable");
+    std::fs::create_dir_all(&repro).unwrap();
+    let failed = report.results[1].clone();
+    std::fs::write(
+        repro.join("RESULT.json"),
+        serde_json::to_string(&failed).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(repro.join("ISSUE.md"), "# written by repro\n").unwrap();
+    assert_eq!(
+        issue_texts(&report, None)[0].markdown,
+        "# written by repro\n"
+    );
+    // ... but not one made for another device.
+    let mut elsewhere = failed;
+    elsewhere.device = DeviceRef::Gpu(1);
+    std::fs::write(
+        repro.join("RESULT.json"),
+        serde_json::to_string(&elsewhere).unwrap(),
+    )
+    .unwrap();
+    assert_ne!(
+        issue_texts(&report, None)[0].markdown,
+        "# written by repro\n"
+    );
+}

@@ -16,6 +16,7 @@ pub(crate) mod memtest;
 mod native_worker;
 mod profile;
 mod report;
+mod repro;
 mod run;
 mod runs;
 mod triage;
@@ -35,6 +36,7 @@ pub(crate) fn dispatch(command: Command) -> Result<u8> {
         Command::Runs(args) => runs::run(args)?,
         Command::Report(args) => report::run(args)?,
         Command::Bundle(args) => bundle::run(args)?,
+        Command::Repro(args) => repro::run(args)?,
         Command::Completions(args) => completions::completions(args)?,
         Command::Man(args) => completions::man(args)?,
         Command::Run(args) => return run::run(args),

@@ -18,7 +18,7 @@ pub(super) fn write_html(
     fix: Option<&FixAccount>,
 ) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
-    html::write_report(path, report, fix, &[])?;
+    html::write_report(path, report, fix, &html::issue_texts(report, fix))?;
     crate::output::eprint_line(&format!("HTML report: {}", path.display()));
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use crate::support::*;
 
-const PUBLIC: [&str; 13] = [
+const PUBLIC: [&str; 14] = [
     "check",
     "env",
     "triage",
@@ -15,6 +15,7 @@ const PUBLIC: [&str; 13] = [
     "runs",
     "report",
     "bundle",
+    "repro",
     "completions",
     "man",
 ];

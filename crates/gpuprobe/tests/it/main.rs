@@ -20,6 +20,7 @@ mod kb_native_ids;
 mod outputs_and_arguments;
 mod protocol;
 mod report;
+mod repro;
 mod resume_and_interrupt;
 mod run;
 mod runs;

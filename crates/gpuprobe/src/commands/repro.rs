@@ -1,0 +1,31 @@
+//! `gpuprobe repro`: a standalone script and an ISSUE.md for one failing probe result.
+//! Finding the run and the result, generating and running the script are
+//! `gpuprobe_doctor::repro`'s; the issue body and the lines printed are
+//! `gpuprobe_report::issue`'s.
+
+use std::io::Write;
+
+use gpuprobe_doctor::repro::{self, ReproOptions};
+use gpuprobe_report::issue;
+
+/// Runs `repro`.
+pub(super) fn run(args: crate::cli::ReproArgs) -> anyhow::Result<gpuprobe_model::ExitStatus> {
+    let env = super::process_env();
+    let options = ReproOptions {
+        probe: args.probe,
+        run_dir: args.run,
+        out: args.out,
+        device: args.device,
+        python: args.python,
+        no_run: args.no_run,
+        timeout: args.timeout.map(std::time::Duration::from_secs),
+    };
+    let made = repro::make(&options, &env, &crate::paths::runs_root(&env))?;
+    let issue_path = repro::write_issue(&made.out, &issue::render_repro(&made))?;
+    write!(
+        crate::output::stdout(),
+        "{}",
+        issue::terminal_text(&made, &issue_path)
+    )?;
+    Ok(repro::exit_status(made.run.as_ref()))
+}
