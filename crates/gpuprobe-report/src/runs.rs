@@ -9,7 +9,7 @@ use std::path::Path;
 
 use gpuprobe_model::report::Summary;
 use gpuprobe_model::text::visible;
-use gpuprobe_runner::runs::{DEFAULT_KEEP, KEEP_ENV, Retention, RunInfo};
+use gpuprobe_runner::runs::{DEFAULT_KEEP, KEEP_ENV, Pruned, Retention, RunInfo};
 
 /// Disk sizes for people: `512 B`, `1.9 MB` (powers of 1000, as `du --si` prints them;
 /// memory sizes use binary units instead, `gpuprobe_detect::human_bytes`).
@@ -114,7 +114,7 @@ fn list_row(run: &RunInfo) -> [String; 7] {
 
 /// One line of `runs prune`: `removed NAME (STARTED, STATE, SIZE)`, or `would remove ...`
 /// on a dry run.
-pub fn prune_line(run: &RunInfo, dry_run: bool) -> String {
+fn prune_line(run: &RunInfo, dry_run: bool) -> String {
     format!(
         "{} {} ({}, {}, {})",
         if dry_run { "would remove" } else { "removed" },
@@ -126,18 +126,12 @@ pub fn prune_line(run: &RunInfo, dry_run: bool) -> String {
 }
 
 /// The line for a run the prune's policy selected but spared, and why.
-pub fn spared_line(run: &RunInfo, why: &str) -> String {
+fn spared_line(run: &RunInfo, why: &str) -> String {
     format!("kept {}: {why}", visible(&run.name))
 }
 
 /// The closing line of `runs prune`.
-pub fn prune_summary(
-    root: &Path,
-    removed: usize,
-    freed: u64,
-    left: usize,
-    dry_run: bool,
-) -> String {
+fn prune_summary(root: &Path, removed: usize, freed: u64, left: usize, dry_run: bool) -> String {
     let (verb, freed_verb, left_verb) = if dry_run {
         ("would remove", "would be freed", "would be left")
     } else {
@@ -148,6 +142,25 @@ pub fn prune_summary(
         disk_bytes(freed),
         visible(&root.display().to_string())
     )
+}
+
+/// All of `runs prune`'s account: a line per run removed (or that would be), a line per run
+/// spared, and the closing line; `total` is how many runs there were.
+pub fn render_prune(root: &Path, total: usize, pruned: &Pruned<'_>, dry_run: bool) -> String {
+    let mut out = String::new();
+    for run in &pruned.removed {
+        let _ = writeln!(out, "{}", prune_line(run, dry_run));
+    }
+    for (run, why) in &pruned.spared {
+        let _ = writeln!(out, "{}", spared_line(run, why));
+    }
+    let removed = pruned.removed.len();
+    let _ = writeln!(
+        out,
+        "{}",
+        prune_summary(root, removed, pruned.freed(), total - removed, dry_run)
+    );
+    out
 }
 
 /// What the retention at the end of a `check` did, as lines for stderr (none when it did

@@ -362,6 +362,44 @@ pub fn keep_from_env(env: &BTreeMap<String, String>) -> Result<Option<usize>, St
     }
 }
 
+/// What `runs prune` did: the runs it removed (or, on a dry run, would remove) in order,
+/// the runs the policy selected but spared and why, and the runs it could not remove.
+#[derive(Debug)]
+pub struct Pruned<'a> {
+    /// Removed, or selected on a dry run.
+    pub removed: Vec<&'a RunInfo>,
+    /// Selected but kept, with the reason.
+    pub spared: Vec<(&'a RunInfo, &'static str)>,
+    /// Could not be removed: the run and why.
+    pub failures: Vec<(&'a RunInfo, std::io::Error)>,
+}
+
+impl Pruned<'_> {
+    /// Bytes the removed runs took.
+    pub fn freed(&self) -> u64 {
+        self.removed.iter().map(|r| r.bytes).sum()
+    }
+}
+
+/// Removes what [`plan`] selects from `runs` under `policy` (nothing on a `dry_run`). A run
+/// already gone (another prune got there first) counts as neither removed nor failed.
+pub fn prune(runs: &[RunInfo], policy: Policy, now: SystemTime, dry_run: bool) -> Pruned<'_> {
+    let (selected, spared) = plan(runs, policy, now, None);
+    let mut pruned = Pruned {
+        removed: Vec::new(),
+        spared,
+        failures: Vec::new(),
+    };
+    for run in selected {
+        match if dry_run { Ok(true) } else { remove(run) } {
+            Ok(true) => pruned.removed.push(run),
+            Ok(false) => {}
+            Err(e) => pruned.failures.push((run, e)),
+        }
+    }
+    pruned
+}
+
 /// Removes a run directory; `false` when it was gone already (another prune, a check
 /// finishing beside this one, got there first).
 pub fn remove(run: &RunInfo) -> std::io::Result<bool> {

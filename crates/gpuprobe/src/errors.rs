@@ -58,24 +58,6 @@ pub(crate) enum CliError {
         /// The id asked for.
         id: String,
     },
-    /// `kb match REPORT` that cannot be read.
-    #[error("cannot read {}: {source}", .path.display())]
-    UnreadableReport {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// `kb match REPORT` that is not a report.
-    #[error("{} is not a gpuprobe report: {source}", .path.display())]
-    NotAReport {
-        /// The file.
-        path: PathBuf,
-        /// What the JSON reader said.
-        #[source]
-        source: serde_json::Error,
-    },
     /// The runs directory cannot be listed.
     #[error("cannot read the runs directory {}: {source}", visible_line(&.root.display().to_string()))]
     UnreadableRunsDir {
@@ -135,6 +117,7 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
         gpuprobe_runner::RunnerError,
         gpuprobe_report::html::HtmlError,
         gpuprobe_kb::KbError,
+        gpuprobe_report::json::ReadReportError,
         gpuprobe_gpu::memtest::InjectionArgError,
         gpuprobe_detect::triage::read::TriageReadError,
         gpuprobe_report::bundle::BundleError,

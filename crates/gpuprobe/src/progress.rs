@@ -22,15 +22,22 @@ pub(crate) fn clear_active() {
     }
 }
 
-/// Draws progress on stderr when it is a terminal.
-pub(crate) struct ProgressView {
-    bar: ProgressBar,
+/// A session's progress as a bar on stderr (hidden unless stderr is a terminal), made when
+/// the probes start; with `verbose`, worker messages and non-passing verdicts print above it.
+pub(crate) struct TerminalProgress {
     verbose: bool,
+    bar: Option<ProgressBar>,
 }
 
-impl ProgressView {
-    /// A view for `tier`; hidden unless stderr is a terminal.
-    pub(crate) fn new(label: &str, verbose: bool) -> ProgressView {
+impl TerminalProgress {
+    /// Progress that shows worker messages and non-passing verdicts when `verbose`.
+    pub(crate) fn new(verbose: bool) -> TerminalProgress {
+        TerminalProgress { verbose, bar: None }
+    }
+}
+
+impl SessionProgress for TerminalProgress {
+    fn started(&mut self, label: &str) {
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
         if std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::stderr());
@@ -45,70 +52,37 @@ impl ProgressView {
         if let Ok(mut active) = ACTIVE.lock() {
             *active = Some(bar.clone());
         }
-        ProgressView { bar, verbose }
-    }
-
-    /// Updates the view.
-    pub(crate) fn update(&self, event: &Progress<'_>) {
-        match event {
-            Progress::Planned(n) => self.bar.inc_length(*n as u64),
-            Progress::Started(probe, device) => {
-                self.bar.set_message(format!("{probe} on {device}"))
-            }
-            Progress::Finished(result) => {
-                self.bar.inc(1);
-                if let Some(line) = progress::finished_line(result, self.verbose) {
-                    self.bar.println(line);
-                }
-            }
-            Progress::Log(message) => {
-                if let Some(line) = progress::log_line(message, self.verbose) {
-                    self.bar.println(line);
-                }
-            }
-        }
-    }
-
-    /// Removes the bar.
-    pub(crate) fn finish(&self) {
-        self.bar.finish_and_clear();
-        if let Ok(mut active) = ACTIVE.lock() {
-            *active = None;
-        }
-    }
-}
-
-/// A session's progress as a bar on stderr (hidden unless it is a terminal), made when the
-/// probes start.
-pub(crate) struct TerminalProgress {
-    verbose: bool,
-    view: Option<ProgressView>,
-}
-
-impl TerminalProgress {
-    /// Progress that shows worker messages and non-passing verdicts when `verbose`.
-    pub(crate) fn new(verbose: bool) -> TerminalProgress {
-        TerminalProgress {
-            verbose,
-            view: None,
-        }
-    }
-}
-
-impl SessionProgress for TerminalProgress {
-    fn started(&mut self, label: &str) {
-        self.view = Some(ProgressView::new(label, self.verbose));
+        self.bar = Some(bar);
     }
 
     fn update(&mut self, event: &Progress<'_>) {
-        if let Some(view) = &self.view {
-            view.update(event);
+        let Some(bar) = &self.bar else { return };
+        let line = match event {
+            Progress::Planned(n) => {
+                bar.inc_length(*n as u64);
+                None
+            }
+            Progress::Started(probe, device) => {
+                bar.set_message(format!("{probe} on {device}"));
+                None
+            }
+            Progress::Finished(result) => {
+                bar.inc(1);
+                progress::finished_line(result, self.verbose)
+            }
+            Progress::Log(message) => progress::log_line(message, self.verbose),
+        };
+        if let Some(line) = line {
+            bar.println(line);
         }
     }
 
     fn finished(&mut self) {
-        if let Some(view) = &self.view {
-            view.finish();
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        if let Ok(mut active) = ACTIVE.lock() {
+            *active = None;
         }
     }
 }

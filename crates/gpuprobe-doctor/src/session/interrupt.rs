@@ -153,6 +153,18 @@ pub fn resume_line(done: usize, planned: usize, run_dir: &std::path::Path) -> St
     )
 }
 
+/// Leaves gpuprobe with [`resume_line`] when a signal has come (a no-op otherwise): for a
+/// `check` between its phases, with `done` of `planned` probes recorded in `run_dir`.
+pub fn leave_if_interrupted(
+    done: impl FnOnce() -> usize,
+    planned: usize,
+    run_dir: &std::path::Path,
+) {
+    if let Some(signal) = interrupted() {
+        leave(signal, &resume_line(done(), planned, run_dir));
+    }
+}
+
 /// How an interrupted `fix` is finished from its directory.
 pub fn fix_resume_hint(fix_dir: &std::path::Path) -> String {
     format!(

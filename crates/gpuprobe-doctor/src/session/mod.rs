@@ -36,7 +36,9 @@ pub use options::{
     DeviceRequest, SessionOptions, applies_to, gpu_present, parse_devices, supervisor_config,
     validate_python,
 };
-pub use prepare::{expanded_families, prepare_existing, prepare_new, prepare_resume};
+pub use prepare::{
+    expanded_families, prepare_check, prepare_existing, prepare_new, prepare_resume,
+};
 
 use crate::engine::{self, EngineConfig, RunPlan};
 

@@ -20,6 +20,26 @@ use super::options::{
 use super::{Prepared, SessionError, SessionHost};
 use crate::engine::{self, EngineConfig, PlannedTask, RunPlan, Settings};
 
+/// Plans `check`'s session: a new one from `options`, or with `resume` the rest of that
+/// run directory's plan ([`prepare_resume`], `replan` as `--replan`).
+pub fn prepare_check(
+    options: &SessionOptions,
+    resume: Option<&Path>,
+    replan: bool,
+    host: &SessionHost,
+    started_at: &str,
+) -> Result<Prepared, SessionError> {
+    let Some(dir) = resume else {
+        return prepare_new(options, host, started_at);
+    };
+    let supervisor = super::supervisor_config(
+        options.timeout_scale,
+        options.startup_timeout,
+        dir.join("workers"),
+    );
+    prepare_resume(dir, options.python.as_deref(), replan, supervisor, host)
+}
+
 /// Plans a new session: run directory, interpreter, probe package, catalogue, devices.
 pub fn prepare_new(
     options: &SessionOptions,

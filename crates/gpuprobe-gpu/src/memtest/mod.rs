@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub use outcome::{
-    InjectionArgError, MemtestOutcome, parse_injection, render_refusal_json,
-    render_usage_error_json, wants_json,
+    InjectionArgError, MemtestOutcome, parse_injection, probe_options, probe_spec,
+    render_refusal_json, render_usage_error_json, wants_json,
 };
 pub use report::{
     ChunkInfo, CopyCeiling, ErrorExample, ErrorRange, InjectedError, MAX_EXAMPLES, MAX_RANGES,

@@ -43,6 +43,29 @@ impl ClassifiedError for InjectionArgError {
     }
 }
 
+/// The memtest probe's worker options: `fraction` of free memory, `passes`, and the error
+/// to plant (`--inject-error BYTE_OFFSET:BIT`, a test of the test) when one is given.
+pub fn probe_options(
+    fraction: f64,
+    passes: u32,
+    inject_error: Option<&str>,
+) -> Result<std::collections::BTreeMap<String, serde_json::Value>, InjectionArgError> {
+    let mut options = std::collections::BTreeMap::new();
+    options.insert("fraction".to_string(), serde_json::json!(fraction));
+    options.insert("passes".to_string(), serde_json::json!(passes));
+    if let Some(text) = inject_error {
+        options.insert("inject_error".to_string(), parse_injection(text)?);
+    }
+    Ok(options)
+}
+
+/// The full memtest probe of this build's native catalogue.
+pub fn probe_spec() -> Option<gpuprobe_model::probe::ProbeSpec> {
+    crate::native_catalog()
+        .into_iter()
+        .find(|s| s.id.as_str() == crate::probe_ids::MEMTEST_FULL)
+}
+
 /// Parses `--inject-error BYTE_OFFSET:BIT` into the worker option's value.
 pub fn parse_injection(text: &str) -> Result<serde_json::Value, InjectionArgError> {
     let (offset, bit) = text

@@ -56,32 +56,17 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
     let host = session::host(&env);
     // The machine's fingerprint is gathered while the probes run.
     let collector = doctor::spawn_collector(&env);
-    let prepared = match &args.resume {
-        Some(dir) => {
-            let supervisor = doctor::supervisor_config(
-                shared.timeout_scale,
-                shared.startup_timeout,
-                dir.join("workers"),
-            );
-            doctor::prepare_resume(
-                dir,
-                shared.python.as_deref(),
-                args.replan,
-                supervisor,
-                &host,
-            )
-        }
-        None => doctor::prepare_new(&options, &host, &started_at),
-    }?;
+    let prepared = doctor::prepare_check(
+        &options,
+        args.resume.as_deref(),
+        args.replan,
+        &host,
+        &started_at,
+    )?;
     // A signal while preparing: the plan is written, no probe of this session has run.
-    if let Some(signal) = interrupt::interrupted() {
-        let done = prepared
-            .run_dir
-            .load_results()
-            .map_or(0, |(done, _)| done.len());
-        let line = interrupt::resume_line(done, prepared.plan.tasks.len(), prepared.run_dir.path());
-        interrupt::leave(signal, &line);
-    }
+    let (run_dir, planned) = (prepared.run_dir.clone(), prepared.plan.tasks.len());
+    let done = || run_dir.load_results().map_or(0, |(done, _)| done.len());
+    interrupt::leave_if_interrupted(done, planned, run_dir.path());
     // A signal while the probes ran ends the session inside `execute`.
     let mut progress = TerminalProgress::new(shared.verbose);
     let completed = doctor::execute(
@@ -95,14 +80,8 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
     let report = &completed.report;
     // A signal while the report was made: every probe is done and the report written; a
     // resume prints it.
-    if let Some(signal) = interrupt::interrupted() {
-        let line = interrupt::resume_line(
-            report.results.len(),
-            completed.plan.tasks.len(),
-            completed.run_dir.path(),
-        );
-        interrupt::leave(signal, &line);
-    }
+    let planned = completed.plan.tasks.len();
+    interrupt::leave_if_interrupted(|| report.results.len(), planned, completed.run_dir.path());
 
     // The report quotes worker output and exception text: behind the terminal guard (a
     // JSON document holds no control characters, so it passes unchanged).

@@ -6,7 +6,6 @@ use std::path::Path;
 use anyhow::Result;
 use gpuprobe_kb::{KnowledgeBase, Loaded};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::report::Report;
 
 use crate::cli::{KbAction, KbArgs};
 use crate::errors::CliError;
@@ -67,17 +66,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
         KbAction::Match { report } => {
             let (fingerprint, results) = match report {
                 Some(path) => {
-                    let text = std::fs::read_to_string(&path).map_err(|source| {
-                        CliError::UnreadableReport {
-                            path: path.clone(),
-                            source,
-                        }
-                    })?;
-                    let report: Report =
-                        serde_json::from_str(&text).map_err(|source| CliError::NotAReport {
-                            path: path.clone(),
-                            source,
-                        })?;
+                    let report = gpuprobe_report::json::read(&path)?;
                     (report.fingerprint, report.results)
                 }
                 None => (

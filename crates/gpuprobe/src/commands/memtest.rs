@@ -2,7 +2,6 @@
 //! hung or crashing driver cannot take gpuprobe down with it. What it reports, text and the
 //! one `--json` document every outcome has, is `gpuprobe_gpu::memtest::MemtestOutcome`'s.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 
@@ -64,21 +63,14 @@ fn print_json(document: &str) -> Result<()> {
 /// Runs the test in a supervised native worker.
 fn test(args: &MemtestArgs) -> Result<MemtestOutcome> {
     // --fraction and --passes are range-checked by the command line parser.
-    let mut options = BTreeMap::new();
-    options.insert("fraction".to_string(), serde_json::json!(args.fraction));
-    options.insert("passes".to_string(), serde_json::json!(args.passes));
-    if let Some(text) = &args.inject_error {
-        options.insert("inject_error".to_string(), outcome::parse_injection(text)?);
-    }
+    let options = outcome::probe_options(args.fraction, args.passes, args.inject_error.as_deref())?;
     let run_path = args
         .run_dir
         .clone()
         .unwrap_or_else(|| paths::new_run_dir(&process_env(), "memtest"));
     let run_dir = RunDir::create(&run_path)?;
-    let spec = gpuprobe_gpu::native_catalog()
-        .into_iter()
-        .find(|s| s.id.as_str() == gpuprobe_gpu::probe_ids::MEMTEST_FULL)
-        .ok_or_else(|| anyhow::anyhow!("this build has no memtest probe"))?;
+    let spec =
+        outcome::probe_spec().ok_or_else(|| anyhow::anyhow!("this build has no memtest probe"))?;
     let request = MemtestRequest {
         spec,
         device: args.device,

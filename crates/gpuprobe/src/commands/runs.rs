@@ -12,9 +12,7 @@ use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible;
 use gpuprobe_report::runs as words;
-use gpuprobe_runner::runs::{
-    self, KEEP_ENV, Policy, RunInfo, keep_from_env, parse_age, plan, scan,
-};
+use gpuprobe_runner::runs::{self, KEEP_ENV, Policy, RunInfo, keep_from_env, parse_age, scan};
 
 use crate::cli::{RunsAction, RunsArgs};
 use crate::errors::CliError;
@@ -82,7 +80,7 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
     Ok(ExitStatus::AllPassed)
 }
 
-/// `runs prune`: removes what [`plan`] selects and says what it did.
+/// `runs prune`: removes what the policy selects and says what it did.
 fn prune(
     root: &Path,
     runs: &[RunInfo],
@@ -90,35 +88,18 @@ fn prune(
     now: SystemTime,
     dry_run: bool,
 ) -> Result<()> {
-    let (remove, spared) = plan(runs, policy, now, None);
-    let mut out = crate::output::stdout();
-    let (mut freed, mut removed, mut failures) = (0, 0, Vec::new());
-    for run in &remove {
-        if !dry_run {
-            match runs::remove(run) {
-                Ok(true) => {}
-                // Another prune (a check finishing beside this one) got there first.
-                Ok(false) => continue,
-                Err(e) => {
-                    failures.push(format!("{}: {e}", visible(&run.name)));
-                    continue;
-                }
-            }
-        }
-        removed += 1;
-        freed += run.bytes;
-        writeln!(out, "{}", words::prune_line(run, dry_run))?;
-    }
-    for (run, why) in &spared {
-        writeln!(out, "{}", words::spared_line(run, why))?;
-    }
-    let left = runs.len() - removed;
-    writeln!(
-        out,
+    let pruned = runs::prune(runs, policy, now, dry_run);
+    write!(
+        crate::output::stdout(),
         "{}",
-        words::prune_summary(root, removed, freed, left, dry_run)
+        words::render_prune(root, runs.len(), &pruned, dry_run)
     )?;
-    if !failures.is_empty() {
+    if !pruned.failures.is_empty() {
+        let failures = pruned
+            .failures
+            .iter()
+            .map(|(run, e)| format!("{}: {e}", visible(&run.name)))
+            .collect();
         return Err(CliError::PruneFailed { failures }.into());
     }
     Ok(())
