@@ -1,0 +1,492 @@
+"""Per-family recipes: how a probe's one failing case becomes plain torch code.
+
+Each recipe receives the probe's catalogue definition (its implementation's parameters), the
+plan seed and the observation, and returns a ``script.Recipe``. Seeds are computed here with
+the worker's own ``ProbeContext.derive_seed`` rule and written into the script as numbers;
+the input builders the probe used (``patterns.pattern``, ``dtype_run.build_inputs`` and
+their helpers) are copied into the script with ``inspect.getsource``, so the script builds
+bit for bit the same input without importing gpuprobe.
+
+A recipe raises ``NoRepro`` for a case it cannot rebuild exactly (the message is the reason
+printed as ``no repro: WHY``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gpuprobe.repro.script import BIT_EXACT_HELPERS, Recipe
+from gpuprobe.worker import patterns
+from gpuprobe.worker.catalog import ProbeDef
+from gpuprobe.worker.patterns import derive_seed
+
+
+class NoRepro(Exception):
+    """This result cannot be turned into a script; the message says why."""
+
+
+@dataclass
+class Case:
+    """Everything a recipe reads."""
+
+    probe: str
+    definition: ProbeDef
+    seed: int
+    verdict: str
+    measurement: dict[str, Any]
+    metrics: dict[str, Any]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.definition.params)
+
+    def derive(self, tag: str) -> int:
+        return derive_seed(self.seed, self.probe, tag)
+
+    @property
+    def crash_or_hang(self) -> bool:
+        return self.verdict in ("crash", "hang")
+
+    def failing_trial(self) -> int | None:
+        """The trial of the first mismatch the probe recorded, or None."""
+        first = self.measurement.get("first_mismatch")
+        if isinstance(first, dict) and isinstance(first.get("trial"), int) and first["trial"] >= 0:
+            return int(first["trial"])
+        return None
+
+
+def _sources(*functions: Callable[..., Any]) -> str:
+    return "\n\n".join(inspect.getsource(f).rstrip() for f in functions)
+
+
+def _constants(module: Any, *names: str) -> str:
+    return "\n".join(f"{name} = {getattr(module, name)!r}" for name in names)
+
+
+def pattern_helpers(largest: int) -> str:
+    """The source of ``patterns.pattern`` and what it calls, for buffers of up to ``largest``
+    elements (the block fill of large buffers only when one is that large)."""
+    parts = [
+        "# Copied from gpuprobe's input patterns (gpuprobe/worker/patterns.py): a murmur3 hash of",
+        "# the element index, so every value is finite, non-zero and not periodic.",
+        "from typing import Any",
+    ]
+    functions: list[Callable[..., Any]] = [patterns._s32, patterns._lsr, patterns.hash32, patterns._bits_for]
+    constants = ["CHUNK", "BLOCK", "_VIEW", "_SAFE_XOR"]
+    if largest > patterns.BLOCK:
+        parts.insert(3, "import zlib")
+        constants.append("_MASK64")
+        functions += [patterns.derive_seed, patterns._block_key, patterns._fill_blocks]
+    functions.append(patterns.pattern)
+    parts.append(_constants(patterns, *constants))
+    parts.append(_sources(*functions))
+    return "\n".join(parts[:4]) + "\n" + "\n\n\n".join(parts[4:])
+
+
+def canary_helpers() -> str:
+    """``canary_value`` / ``fill_canary``: a destination prefilled with a value the pattern
+    never produces, so an element the copy never wrote is seen as such."""
+    return _constants(patterns, "CANARY_BITS") + "\n\n\n" + _sources(patterns.canary_value, patterns.fill_canary)
+
+
+# ---------------------------------------------------------------------------------------------
+# copy
+
+
+def _transfer(case: Case) -> Recipe:
+    p = case.params
+    direction, memory, method, nb, dtype = p["direction"], p["memory"], p["method"], p["non_blocking"], p["dtype"]
+    shapes = [tuple(s) for s in p["shapes"]]
+    if case.crash_or_hang:
+        chosen = list(range(len(shapes)))
+    else:
+        trial = case.failing_trial()
+        if trial is None or trial >= len(shapes):
+            raise NoRepro("the observation does not say which copy failed (no first_mismatch.trial)")
+        chosen = [trial]
+    cases = [{"trial": t, "shape": shapes[t], "seed": case.derive(f"trial{t}")} for t in chosen]
+    largest = max(math.prod(c["shape"]) for c in cases)
+    pinned = memory == "pinned"
+    canary = method == "copy_"
+    needs = ["torch", "numpy"] if method == "numpy" else ["torch"]
+    host = "ref.pin_memory()" if pinned else "ref.clone()"
+    if direction == "h2d":
+        build = [f"    src = {host}  # {memory} host memory"]
+        if method == "numpy":
+            build = ["    src = ref.numpy().copy()  # a numpy array"]
+        if canary:
+            build.append(
+                "    out = fill_canary(torch, torch.empty(case['shape'], dtype=DTYPE, device=device))  # destination"
+            )
+        call = {
+            "to": "inputs['src'].to(device, non_blocking=NON_BLOCKING)",
+            "cuda": "inputs['src'].cuda(device, non_blocking=NON_BLOCKING)",
+            "copy_": "inputs['out'].copy_(inputs['src'], non_blocking=NON_BLOCKING)",
+            "numpy": "torch.from_numpy(inputs['src']).to(device, non_blocking=NON_BLOCKING)",
+        }[method]
+        what = "host-to-device copy"
+    else:
+        build = ["    on_device = ref.to(device, copy=True)  # staged on the device"]
+        if canary:
+            build.append(
+                "    out = fill_canary(torch, torch.empty(case['shape'], dtype=DTYPE"
+                + (", pin_memory=True" if pinned else "")
+                + "))  # host destination"
+            )
+        call = {
+            "cpu": "inputs['on_device'].to('cpu', non_blocking=True)"
+            if nb
+            else "inputs['on_device'].cpu()",
+            "to": "inputs['on_device'].to('cpu', non_blocking=NON_BLOCKING)",
+            "copy_": "inputs['out'].copy_(inputs['on_device'], non_blocking=NON_BLOCKING)",
+            "numpy": "torch.from_numpy(inputs['on_device'].cpu().numpy())",
+        }[method]
+        what = "device-to-host copy"
+    build_text = "\n".join(build)
+    outputs = "'out': out, " if canary else ""
+    keys = "'src': src" if direction == "h2d" else "'on_device': on_device"
+    body = f'''\
+DTYPE_NAME = {dtype!r}
+NON_BLOCKING = {nb!r}
+#: The failing copy: its shape and the seed of its data (trial {chosen[0]} of the probe's {len(shapes)}).
+CASES = {cases!r}
+
+
+def case_label(case):
+    return f"{{DTYPE_NAME}} {{'x'.join(map(str, case['shape']))}}, pattern seed {{case['seed']}}"
+
+
+def build(case, device):
+    global DTYPE
+    DTYPE = getattr(torch, DTYPE_NAME)
+    numel = 1
+    for d in case["shape"]:
+        numel *= d
+    ref = pattern(torch, numel, DTYPE_NAME, case["seed"], tuple(case["shape"]))
+{build_text}
+    return {{"ref": ref, {outputs}{keys}}}
+
+
+def run_case(case, inputs, device):
+    """The copy under test."""
+    return {call}
+
+
+def check(case, inputs, result):
+    """Bit for bit against the host data that was copied."""
+    return compare_bits(result.cpu(), inputs["ref"])
+'''
+    helpers = pattern_helpers(largest) + ("\n\n\n" + canary_helpers() if canary else "") + "\n\n\n" + BIT_EXACT_HELPERS
+    summary = (
+        f"One {'pinned' if pinned else 'pageable'} {what} of a {dtype} tensor with "
+        f"`{call.replace('inputs[', '').replace(']', '')}` (method {method}, non_blocking={nb}), "
+        "compared bit for bit with the data that was sent."
+    )
+    return Recipe(
+        summary=summary,
+        reference="the host data that was copied (bit for bit)",
+        tolerance="none: bit-exact",
+        what=f"the {what} returned wrong data",
+        helpers=helpers,
+        body=body,
+        needs=needs,
+    )
+
+
+def _tiny(case: Case) -> Recipe:
+    p = case.params
+    direction, memory, nb = p["direction"], p["memory"], p["non_blocking"]
+    count = p["threads"] * p["iterations"]
+    tiny_max = 15
+    sizes = [(i * 7) % tiny_max + 1 for i in range(count)]
+    total = sum(sizes)
+    if case.crash_or_hang:
+        trial = 0
+    else:
+        found = case.failing_trial()
+        if found is None or found >= count:
+            raise NoRepro("the observation does not say which tiny copy failed (no first_mismatch.trial)")
+        trial = found
+    offset = sum(sizes[:trial])
+    pinned = memory == "pinned"
+    c = {"copy": trial, "offset": offset, "elements": sizes[trial], "total": total, "seed": case.derive("data")}
+    if direction == "h2d":
+        build = "    src = piece.pin_memory() if PINNED else piece.clone()  # a fresh host allocation"
+        call = "inputs['src'].to(device, non_blocking=NON_BLOCKING)"
+        keys = "'src': src"
+        what = "host-to-device copy"
+    else:
+        build = (
+            "    src = ref.to(device, copy=True)[case['offset'] : case['offset'] + case['elements']]\n"
+            "    out = fill_canary(torch, torch.empty(case['elements'], dtype=torch.float32, pin_memory=PINNED))"
+            if (nb or pinned)
+            else "    src = ref.to(device, copy=True)[case['offset'] : case['offset'] + case['elements']]\n    out = None"
+        )
+        call = (
+            "inputs['out'].copy_(inputs['src'], non_blocking=NON_BLOCKING)"
+            if (nb or pinned)
+            else "inputs['src'].cpu()"
+        )
+        keys = "'src': src, 'out': out"
+        what = "device-to-host copy"
+    body = f'''\
+PINNED = {pinned!r}
+NON_BLOCKING = {nb!r}
+#: The failing copy: copy number {trial} of the probe's {count} tiny copies ({c["elements"]} float32
+#: elements at offset {offset} of one {total}-element pattern).
+CASES = [{c!r}]
+
+
+def case_label(case):
+    return f"copy {{case['copy']}}: {{case['elements']}} float32 elements ({{4 * case['elements']}} bytes)"
+
+
+def build(case, device):
+    ref = pattern(torch, case["total"], "float32", case["seed"])
+    piece = ref[case["offset"] : case["offset"] + case["elements"]]
+{build}
+    return {{"ref": piece.clone(), {keys}}}
+
+
+def run_case(case, inputs, device):
+    """The tiny copy under test."""
+    return {call}
+
+
+def check(case, inputs, result):
+    """Bit for bit against the host data that was copied."""
+    return compare_bits(result.cpu(), inputs["ref"])
+'''
+    helpers = pattern_helpers(total)
+    if direction == "d2h" and (nb or pinned):
+        helpers += "\n\n\n" + canary_helpers()
+    helpers += "\n\n\n" + BIT_EXACT_HELPERS
+    return Recipe(
+        summary=(
+            f"One tiny ({4 * c['elements']} B) {memory} {what} (non_blocking={nb}), the copy that "
+            f"failed among the probe's {count}, compared bit for bit."
+        ),
+        reference="the host data that was copied (bit for bit)",
+        tolerance="none: bit-exact",
+        what=f"the tiny {what} returned wrong data",
+        helpers=helpers,
+        body=body,
+    )
+
+
+def _d2d(case: Case) -> Recipe:
+    p = case.params
+    method, dtype = p["method"], p["dtype"]
+    shapes = [tuple(s) for s in p["shapes"]]
+    if case.crash_or_hang:
+        chosen = list(range(len(shapes)))
+    else:
+        trial = case.failing_trial()
+        if trial is None or trial >= len(shapes):
+            raise NoRepro("the observation does not say which copy failed (no first_mismatch.trial)")
+        chosen = [trial]
+    cases = [{"trial": t, "shape": shapes[t], "seed": case.derive(f"trial{t}")} for t in chosen]
+    largest = max(math.prod(c["shape"]) for c in cases)
+    call = "inputs['on_device'].clone()" if method == "clone" else "inputs['out'].copy_(inputs['on_device'])"
+    out_line = (
+        "    out = fill_canary(torch, torch.empty(case['shape'], dtype=getattr(torch, DTYPE_NAME), device=device))"
+        if method == "copy_"
+        else "    out = None"
+    )
+    body = f'''\
+DTYPE_NAME = {dtype!r}
+CASES = {cases!r}
+
+
+def case_label(case):
+    return f"{{DTYPE_NAME}} {{'x'.join(map(str, case['shape']))}}, pattern seed {{case['seed']}}"
+
+
+def build(case, device):
+    numel = 1
+    for d in case["shape"]:
+        numel *= d
+    ref = pattern(torch, numel, DTYPE_NAME, case["seed"], tuple(case["shape"]))
+    on_device = ref.to(device, copy=True)
+{out_line}
+    return {{"ref": ref, "on_device": on_device, "out": out}}
+
+
+def run_case(case, inputs, device):
+    """The device-to-device copy under test."""
+    return {call}
+
+
+def check(case, inputs, result):
+    """Bit for bit against the data that was on the device."""
+    return compare_bits(result.cpu(), inputs["ref"])
+'''
+    helpers = pattern_helpers(largest)
+    if method == "copy_":
+        helpers += "\n\n\n" + canary_helpers()
+    helpers += "\n\n\n" + BIT_EXACT_HELPERS
+    return Recipe(
+        summary=f"One device-to-device copy ({method}) of a {dtype} tensor, compared bit for bit.",
+        reference="the data that was on the device (bit for bit)",
+        tolerance="none: bit-exact",
+        what="the device-to-device copy returned wrong data",
+        helpers=helpers,
+        body=body,
+    )
+
+
+def _roundtrip(case: Case) -> Recipe:
+    p = case.params
+    memory, numel, dtype, nb = p["memory"], p["numel"], p["dtype"], p["non_blocking"]
+    pinned = memory == "pinned"
+    c = {"elements": numel, "seed": case.derive("data")}
+    body = f'''\
+DTYPE_NAME = {dtype!r}
+PINNED = {pinned!r}
+NON_BLOCKING = {nb!r}
+CASES = [{c!r}]
+
+
+def case_label(case):
+    return f"{{case['elements']}} {{DTYPE_NAME}} elements, {'pinned' if PINNED else 'pageable'}, pattern seed {{case['seed']}}"
+
+
+def build(case, device):
+    src = pattern(torch, case["elements"], DTYPE_NAME, case["seed"])
+    if PINNED:
+        src = src.pin_memory()
+    back = fill_canary(torch, torch.empty(case["elements"], dtype=src.dtype, pin_memory=PINNED))
+    return {{"src": src, "back": back}}
+
+
+def run_case(case, inputs, device):
+    """Host to device, then device to host into a prefilled host buffer, with no
+    synchronization in between."""
+    moved = inputs["src"].to(device, non_blocking=NON_BLOCKING)
+    return inputs["back"].copy_(moved, non_blocking=NON_BLOCKING)
+
+
+def check(case, inputs, result):
+    """Bit for bit against the data that was sent."""
+    return compare_bits(result, inputs["src"])
+'''
+    return Recipe(
+        summary=(
+            f"A {memory} round trip of {numel} {dtype} elements: t.to(device) then host.copy_(t) "
+            f"(non_blocking={nb}), compared bit for bit with what was sent."
+        ),
+        reference="the host data that was sent (bit for bit)",
+        tolerance="none: bit-exact",
+        what="the round trip returned wrong data",
+        helpers=pattern_helpers(numel) + "\n\n\n" + canary_helpers() + "\n\n\n" + BIT_EXACT_HELPERS,
+        body=body,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# dtype
+
+
+def dtype_helpers() -> str:
+    """The source of ``dtype_run.build_inputs`` and its helpers."""
+    from gpuprobe.worker.probes import dtype_run
+
+    return "\n\n\n".join(
+        [
+            "# Copied from gpuprobe (gpuprobe/worker/probes/dtype_run.py and patterns.py): the\n"
+            "# adversarial inputs of a conversion probe (every bit pattern or random ones, the\n"
+            "# format's extremes, the target's boundaries, ties).\nimport math\nfrom typing import Any",
+            _constants(patterns, "CHUNK"),
+            _sources(patterns._s32, patterns._lsr, patterns.hash32),
+            _constants(dtype_run, "FLOATS", "FP8", "NARROW", "INT_BITS", "_VIEW", "RANDOM_PATTERNS", "GRID_SAMPLES"),
+            _sources(
+                dtype_run._random_bits,
+                dtype_run._float_info,
+                dtype_run._target_boundaries,
+                dtype_run._target_grid,
+                dtype_run._float_source,
+                dtype_run._int_source,
+                dtype_run.build_inputs,
+            ),
+        ]
+    )
+
+
+def _convert(case: Case) -> Recipe:
+    p = case.params
+    src, dst, method, where = p["src"], p["dst"], p["method"], p["where"]
+    if method == "to":
+        call = "x.to(TO)"
+    elif method == "type":
+        call = "x.type(TO)"
+    else:
+        call = f"x.{method}()"
+    c = {"from": src, "to": dst, "seed": case.derive("inputs")}
+    if where == "device":
+        build = "    x = inputs.to(device, copy=True)  # the inputs, on the device"
+        what = f"{src} -> {dst} conversion on the device"
+    else:
+        build = "    x = inputs.to(device, copy=True).cpu()  # a round trip through the device, then the host converts"
+        what = f"{src} -> {dst} conversion on the host after a device round trip"
+    body = f'''\
+CASES = [{c!r}]
+
+
+def case_label(case):
+    return f"{{case['from']}} -> {{case['to']}} with {call!r}, inputs seed {{case['seed']}}"
+
+
+def build(case, device):
+    global TO
+    TO = getattr(torch, case["to"])
+    inputs = build_inputs(torch, case["from"], case["to"], case["seed"])
+    expected = inputs.to(TO)  # the CPU's conversion of the same inputs
+{build}
+    return {{"inputs": inputs, "expected": expected, "x": x}}
+
+
+def run_case(case, inputs, device):
+    """The conversion under test."""
+    x = inputs["x"]
+    return {call}
+
+
+def check(case, inputs, result):
+    """Bit for bit against the CPU's conversion (NaN equals NaN, whatever its payload)."""
+    if result.dtype != TO:
+        print(f"  {{result.dtype}} returned, {{TO}} expected")
+        return False
+    return compare_bits(result.cpu(), inputs["expected"], nan_equal=True)
+'''
+    return Recipe(
+        summary=f"The {what} with `{call}` of the probe's adversarial inputs, compared bit for bit with the CPU.",
+        reference="the CPU's conversion of the same inputs (bit for bit, NaN equal to NaN)",
+        tolerance="none: bit-exact",
+        what=f"the {what} differs from the CPU's",
+        helpers=dtype_helpers() + "\n\n\n" + BIT_EXACT_HELPERS,
+        body=body,
+    )
+
+
+#: Implementation function (``module:function``) → recipe.
+RECIPES: dict[str, Callable[[Case], Recipe]] = {
+    "gpuprobe.worker.probes.copy_run:run_transfer": _transfer,
+    "gpuprobe.worker.probes.copy_run:run_tiny": _tiny,
+    "gpuprobe.worker.probes.copy_run:run_d2d": _d2d,
+    "gpuprobe.worker.probes.copy_run:run_roundtrip": _roundtrip,
+    "gpuprobe.worker.probes.dtype_run:run_convert": _convert,
+}
+
+#: Families with no recipe, and why (``no repro: WHY``).
+UNCOVERED: dict[str, str] = {
+    "rng": "random-generator probes are judged statistically over many samples; no single case fails",
+    "alloc": "allocator probes measure the caching allocator's behaviour over a sequence of allocations, "
+    "not one computed case",
+    "soak": "soak probes fail over minutes of load; one case cannot stand for them",
+    "fault": "fault probes trigger deliberate faults (run only when named); the fault is the repro",
+    "dist": "multi-GPU collectives need a process group per GPU; not rebuilt as one script yet",
+    "native": "native probes call the CUDA/HIP runtime from gpuprobe's own binary; no Python repro",
+}

@@ -1,0 +1,112 @@
+"""Fault simulation for generated repro scripts (SIMULATED results only).
+
+With this directory on ``PYTHONPATH`` and ``GPUPROBE_REPRO_SIMULATE`` holding the plan's
+``simulate`` object as JSON, Python runs this module at start-up. It loads gpuprobe's fault
+engine (``gpuprobe/worker/simulate.py``, by file path: the package itself stays off
+``sys.path``, so a script that imported gpuprobe would still fail) and wraps torch's entry
+points with it: ``Tensor.to`` / ``.cuda`` / ``.cpu`` / ``.copy_`` / the dtype shortcuts and the
+random generators (the engine's own wrappers), plus ``Tensor.clone`` (device-to-device copies,
+which the worker reaches through its operations layer).
+
+The worker faults only its operations layer, never the code that builds inputs or reads
+results back. A plain-torch script has no such layer, so faults here apply only to calls
+made inside the script's ``run_case`` function (the operation under test). The engine is
+rebuilt from the environment at the first such call, after the script has applied its
+settings, so a setting that cures a fault (``cured_by``) cures it here too.
+
+Without ``GPUPROBE_REPRO_SIMULATE`` this module does nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+SPEC_VAR = "GPUPROBE_REPRO_SIMULATE"
+
+
+def _load_engine_module():
+    path = Path(__file__).resolve().parents[2] / "worker" / "simulate.py"
+    spec = importlib.util.spec_from_file_location("_gpuprobe_repro_simulate", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    # dataclasses look their module up in sys.modules while the module executes.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _in_case(start) -> object | None:
+    """The globals of the script whose ``run_case`` is on the stack, or None."""
+    frame = start
+    while frame is not None:
+        if frame.f_code.co_name == "run_case" and frame.f_globals.get("__name__") == "__main__":
+            return frame.f_globals
+        frame = frame.f_back
+    return None
+
+
+def _install(raw: str) -> None:
+    try:
+        spec = json.loads(raw)
+    except ValueError as exc:
+        sys.stderr.write(f"{SPEC_VAR} is not valid JSON ({exc}); no faults simulated\n")
+        return
+    simulate = _load_engine_module()
+    try:
+        engine = simulate.FaultEngine(spec)
+    except simulate.SimulationError as exc:
+        sys.stderr.write(f"{SPEC_VAR}: {exc}; no faults simulated\n")
+        return
+    import torch
+
+    state = {"fresh": False}
+
+    def activate(device: str) -> None:
+        # Rebuilt once, inside the case: the script has applied its settings by then.
+        fresh = simulate.FaultEngine(spec, os.environ)
+        simulate.activate_engine(fresh, torch, device)
+        state["fresh"] = True
+
+    simulate.activate_engine(engine, torch, "cuda:0" if torch.cuda.is_available() else "cpu")
+
+    def wrappers_active() -> bool:
+        if simulate._bypass_depth() != 0:
+            return False
+        script = _in_case(sys._getframe(1))
+        if script is None:
+            return False
+        if not state["fresh"]:
+            activate(str(script.get("DEVICE") or "cpu"))
+        return True
+
+    simulate.wrappers_active = wrappers_active
+
+    original_clone = torch.Tensor.clone
+
+    def clone(self, *args, **kwargs):
+        active = simulate.engine()
+        if active is None or not simulate.wrappers_active():
+            return original_clone(self, *args, **kwargs)
+        with simulate.bypassed():
+            result = original_clone(self, *args, **kwargs)
+            call = simulate.CallInfo(
+                op="d2d",
+                method="clone",
+                dtype=str(self.dtype).replace("torch.", ""),
+                nbytes=int(self.numel()) * int(self.element_size()),
+                on_device=True,
+            )
+            return active.after_call(call, result, sources=(self,))
+
+    torch.Tensor.clone = clone
+    sys.stderr.write(f"SIMULATED: gpuprobe fault simulation active ({spec.get('source') or 'unnamed'})\n")
+
+
+_RAW = os.environ.get(SPEC_VAR)
+if _RAW:
+    _install(_RAW)
