@@ -27,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     except ReproInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a recipe's own failure is reported, not raised
+        # One line, as for every other outcome: the caller shows it beside the result.
+        print(f"no repro: the {type(exc).__name__} of the generator: {exc}", file=sys.stderr)
+        return 3
     print(target)
     return 0
 

@@ -351,7 +351,7 @@ CASES = [{c!r}]
 
 
 def case_label(case):
-    return f"{{case['elements']}} {{DTYPE_NAME}} elements, {'pinned' if PINNED else 'pageable'}, pattern seed {{case['seed']}}"
+    return f"{{case['elements']}} {{DTYPE_NAME}} elements, {{'pinned' if PINNED else 'pageable'}}, pattern seed {{case['seed']}}"
 
 
 def build(case, device):

@@ -75,6 +75,12 @@ def _install(raw: str) -> None:
     simulate.activate_engine(engine, torch, "cuda:0" if torch.cuda.is_available() else "cpu")
 
     def wrappers_active() -> bool:
+        if not state["fresh"]:
+            # The script sets DEVICE once its settings are applied; the engine must be
+            # rebuilt before a wrapper takes its reference to it.
+            device = getattr(sys.modules.get("__main__"), "DEVICE", None)
+            if device:
+                activate(str(device))
         if simulate._bypass_depth() != 0:
             return False
         script = _in_case(sys._getframe(1))
@@ -89,8 +95,10 @@ def _install(raw: str) -> None:
     original_clone = torch.Tensor.clone
 
     def clone(self, *args, **kwargs):
+        if not simulate.wrappers_active():
+            return original_clone(self, *args, **kwargs)
         active = simulate.engine()
-        if active is None or not simulate.wrappers_active():
+        if active is None:
             return original_clone(self, *args, **kwargs)
         with simulate.bypassed():
             result = original_clone(self, *args, **kwargs)
