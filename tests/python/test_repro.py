@@ -38,6 +38,11 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("fp16-convert-nan", {}, "dtype.fp32.fp16.to.device"),
     ("fp16-convert-nan", {}, "dtype.fp32.fp16.half.device"),
     ("bf16-fp32-zeros", {}, "dtype.bf16.fp32.type.device"),
+    # matmul-large-m-garbage needs a 256 MiB output: too large for a CPU test
+    ("matmul-stale", {}, "ops.matmul.fp32"),
+    ("matmul-stale", {}, "ops.addmm.bf16"),
+    ("matmul-stale", {}, "ops.linear.fp16"),
+    ("matmul-stale", {}, "ops.bmm.tf32"),
 ]
 
 
@@ -46,6 +51,10 @@ SPECS: dict[str, dict[str, Any]] = {
     "any-large-zeros": {
         "source": "test:any-large-zeros",
         "fault": [{"name": "large-zeros", "op": "any", "when": {"min_bytes": 1 << 20}, "effect": {"kind": "zeros"}}],
+    },
+    "matmul-stale": {
+        "source": "test:matmul-stale",
+        "fault": [{"name": "gemm-stale", "op": "matmul", "when": {"on_device": True}, "effect": {"kind": "stale"}}],
     },
     "h2d-zeros-from-4k": {
         "source": "test:h2d-zeros-from-4k",
@@ -139,7 +148,8 @@ def test_failing_results_reproduce_only_under_simulation(
     run = run_plan([probe], seed=SEED, simulate=spec, env_extra=settings)
     assert run.returncode == 0, run.stderr[-3000:]
     event = run.results()[probe]
-    assert event["observation"]["measurement"]["mismatches"] > 0, f"{probe} passes under {preset}: this proves nothing"
+    measurement = event["observation"]["measurement"]
+    assert measurement["mismatches"] > 0, f"{probe} passes under {preset}: this proves nothing"
     result = as_result(event, {"verdict": "fail", "class": "mismatch"}, settings, True)
     made = generate(tmp_path, result, make_plan(spec, [probe], settings))
     assert made.returncode == 0, made.stderr
@@ -148,7 +158,7 @@ def test_failing_results_reproduce_only_under_simulation(
     assert info["kind"] == "python" and info["simulated"] is True and info["crash_child"] is False
     assert info["env"] == settings
     script = tmp_path / "out" / "repro.py"
-    trial = event["observation"]["measurement"]["first_mismatch"]["trial"]
+    trial = measurement["first_mismatch"]["trial"]
     if probe.startswith("copy.") and ".tiny." in probe:
         assert f"'copy': {trial}," in script.read_text()
     elif probe.startswith(("copy.h2d", "copy.d2h", "copy.d2d")):

@@ -38,6 +38,11 @@ class Case:
     verdict: str
     measurement: dict[str, Any]
     metrics: dict[str, Any]
+    device: str = "cuda:0"
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":", 1)[0]
 
     @property
     def params(self) -> dict[str, Any]:
@@ -471,6 +476,134 @@ def check(case, inputs, result):
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# ops: GEMMs
+
+
+TOLERANCE_HELPERS = '''\
+#: An element is grossly wrong when off by more than GROSS x tolerance x max(|ref|, rms(ref)).
+GROSS = 4.0
+
+
+def compare_tolerance(actual, expected, tolerance):
+    """Normwise relative error ||actual - expected|| / ||expected|| over the elements where
+    both are finite (float64); a NaN or Inf where the reference is finite makes it at least
+    1. True when it is within ``tolerance``. Prints the worst elements."""
+    out = actual.detach().cpu().to(torch.float64).reshape(-1)
+    ref = expected.detach().cpu().to(torch.float64).reshape(-1)
+    if out.numel() != ref.numel():
+        print(f"  expected {ref.numel()} elements, got {out.numel()}")
+        return False
+    both = torch.isfinite(out) & torch.isfinite(ref)
+    diff = (out - ref).abs()
+    norm = float(ref[both].norm())
+    error = float(diff[both].norm()) / norm if norm > 0 else (0.0 if bool(torch.equal(out, ref)) else 1.0)
+    special = ~torch.isfinite(out) & torch.isfinite(ref)
+    if bool(special.any()):
+        error = max(error, 1.0)
+    rms = float(ref[torch.isfinite(ref)].pow(2).mean().sqrt()) if bool(torch.isfinite(ref).any()) else 0.0
+    bound = torch.maximum(ref.abs(), torch.full_like(ref, rms)) * (GROSS * tolerance)
+    gross = special | (both & (diff > bound))
+    print(f"  relative error {error:.3e} (tolerance {tolerance:.3e}); {int(gross.sum())} of {ref.numel()} elements grossly wrong")
+    if bool(gross.any()):
+        print(f"  {'index':>10}  {'expected':>24}  {'actual':>24}")
+        for i in gross.nonzero().reshape(-1)[:SHOW].tolist():
+            print(f"  {i:>10}  {float(ref[i]):>24.10g}  {float(out[i]):>24.10g}")
+    return error <= tolerance
+'''
+
+
+def _matmul(case: Case) -> Recipe:
+    p = case.params
+    method, dtype, rule_dtype, tolerance = p["method"], p["dtype"], p["rule_dtype"], float(p["tolerance"])
+    shapes = list(p["shapes"])
+    if case.device_type == "cpu":
+        shapes = [s for s in shapes if not s.get("gpu_only")]
+    if case.crash_or_hang:
+        chosen = list(range(len(shapes)))
+    else:
+        worst = case.metrics.get("worst_case")
+        if not isinstance(worst, int) or isinstance(worst, bool) or not 0 <= worst < len(shapes):
+            raise NoRepro("the observation does not say which GEMM shape failed (no worst_case metric; rerun with this gpuprobe)")
+        chosen = [worst]
+    cases = []
+    for t in chosen:
+        shape = {k: int(v) for k, v in shapes[t].items() if k in ("m", "k", "n", "batch")}
+        seeds = {part: case.derive(f"case{t}{part}") for part in ("a", "b", "bias")}
+        cases.append({"case": t, "shape": shape, "seeds": seeds})
+    if method == "bmm":
+        operands = "a = randn([batch, m, k], s['a']); b = randn([batch, k, n], s['b']); bias = None"
+        reference = "torch.bmm(a.double(), b.double())"
+        call = "torch.bmm(a, b)"
+    elif method == "linear":
+        operands = "a = randn([batch, m, k], s['a']); b = randn([n, k], s['b']); bias = randn([n], s['bias'])"
+        reference = "torch.nn.functional.linear(a.double(), b.double(), bias.double())"
+        call = "torch.nn.functional.linear(a, b, bias)"
+    elif method == "addmm":
+        operands = "a = randn([m, k], s['a']); b = randn([k, n], s['b']); bias = randn([n], s['bias'])"
+        reference = "0.5 * bias.double() + 2.0 * (a.double() @ b.double())"
+        call = "torch.addmm(bias, a, b, beta=0.5, alpha=2.0)"
+    else:
+        operands = "a = randn([m, k], s['a']); b = randn([k, n], s['b']); bias = None"
+        reference = "a.double() @ b.double()"
+        call = f"torch.{method}(a, b)"
+    operand_lines = "\n".join("    " + part.strip() for part in operands.split(";"))
+    tf32 = rule_dtype == "tf32"
+    body = f'''\
+DTYPE_NAME = {dtype!r}
+#: TF32 tensor cores allowed for float32 (the probe's {rule_dtype} rule), as the probe set it.
+ALLOW_TF32 = {tf32!r}
+#: The judge's bound for this probe (relative error).
+TOLERANCE = {tolerance!r}
+#: The failing GEMM: shape and the seeds of its operands.
+CASES = {cases!r}
+
+
+def case_label(case):
+    sh = case["shape"]
+    return f"{method} {{DTYPE_NAME}} batch={{sh.get('batch', 1)}} m={{sh['m']}} k={{sh['k']}} n={{sh['n']}}, TF32 {{'on' if ALLOW_TF32 else 'off'}}"
+
+
+def randn(shape, seed):
+    """Seeded normal values on the host (float32), rounded to the probe's dtype."""
+    values = torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+    return values.to(getattr(torch, DTYPE_NAME))
+
+
+def build(case, device):
+    sh, s = case["shape"], case["seeds"]
+    batch, m, k, n = sh.get("batch", 1), sh["m"], sh["k"], sh["n"]
+{operand_lines}
+    expected = {reference}  # float64 on the CPU
+    torch.backends.cuda.matmul.allow_tf32 = ALLOW_TF32
+    torch.backends.cudnn.allow_tf32 = ALLOW_TF32
+    on = lambda t: None if t is None else t.to(device, copy=True)
+    return {{"a": on(a), "b": on(b), "bias": on(bias), "expected": expected}}
+
+
+def run_case(case, inputs, device):
+    """The GEMM under test."""
+    a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
+    return {call}
+
+
+def check(case, inputs, result):
+    """Against float64 on the CPU, within the probe's tolerance."""
+    return compare_tolerance(result, inputs["expected"], TOLERANCE)
+'''
+    return Recipe(
+        summary=(
+            f"One {dtype} GEMM `{call}` (TF32 {'on' if tf32 else 'off'}) of seeded normal operands, the "
+            "shape with the largest error, against float64 on the CPU."
+        ),
+        reference="float64 on the CPU from the same (rounded) operands",
+        tolerance=f"normwise relative error <= {tolerance:.3g} (the judge's bound for {rule_dtype})",
+        what="the GEMM result is wrong",
+        helpers=TOLERANCE_HELPERS,
+        body=body,
+    )
+
+
 #: Implementation function (``module:function``) → recipe.
 RECIPES: dict[str, Callable[[Case], Recipe]] = {
     "gpuprobe.worker.probes.copy_run:run_transfer": _transfer,
@@ -478,6 +611,7 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     "gpuprobe.worker.probes.copy_run:run_d2d": _d2d,
     "gpuprobe.worker.probes.copy_run:run_roundtrip": _roundtrip,
     "gpuprobe.worker.probes.dtype_run:run_convert": _convert,
+    "gpuprobe.worker.probes.ops_run:run_matmul": _matmul,
 }
 
 #: Families with no recipe, and why (``no repro: WHY``).

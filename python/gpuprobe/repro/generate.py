@@ -131,7 +131,7 @@ def generate(result: dict[str, Any], plan: dict[str, Any]) -> tuple[str, dict[st
     observation = result.get("observation") if isinstance(result.get("observation"), dict) else {}
     measurement = observation.get("measurement") if isinstance(observation.get("measurement"), dict) else {}
     metrics = observation.get("metrics") if isinstance(observation.get("metrics"), dict) else {}
-    case = Case(probe, definition, seed, verdict, measurement, metrics)
+    case = Case(probe, definition, seed, verdict, measurement, metrics, device)
     recipe = recipe_fn(case)
     env = _env(plan, result)
     crash_child = verdict in ("crash", "hang")

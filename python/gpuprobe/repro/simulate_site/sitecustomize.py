@@ -5,8 +5,10 @@ With this directory on ``PYTHONPATH`` and ``GPUPROBE_REPRO_SIMULATE`` holding th
 engine (``gpuprobe/worker/simulate.py``, by file path: the package itself stays off
 ``sys.path``, so a script that imported gpuprobe would still fail) and wraps torch's entry
 points with it: ``Tensor.to`` / ``.cuda`` / ``.cpu`` / ``.copy_`` / the dtype shortcuts and the
-random generators (the engine's own wrappers), plus ``Tensor.clone`` (device-to-device copies,
-which the worker reaches through its operations layer).
+random generators (the engine's own wrappers), plus ``Tensor.clone`` (device-to-device copies)
+and the math functions the worker's math layer reports (``torch.mm`` / ``matmul`` / ``bmm`` /
+``addmm`` / ``F.linear``, the elementwise functions, the reductions, ``F.conv2d``,
+``F.scaled_dot_product_attention``), with the same call descriptions.
 
 The worker faults only its operations layer, never the code that builds inputs or reads
 results back. A plain-torch script has no such layer, so faults here apply only to calls
@@ -48,6 +50,43 @@ def _in_case(start) -> object | None:
             return frame.f_globals
         frame = frame.f_back
     return None
+
+
+def _wrap_math(simulate, torch, owner, name: str, op: str) -> None:
+    """Wraps a math function as the worker's math layer (``ops_math``) reports it: the
+    output's dtype (the input's for reductions), always on the device under test."""
+    original = getattr(owner, name, None)
+    if original is None:
+        return
+
+    def wrapper(*args, **kwargs):
+        if not simulate.wrappers_active():
+            return original(*args, **kwargs)
+        active = simulate.engine()
+        if active is None:
+            return original(*args, **kwargs)
+        with simulate.bypassed():
+            out = kwargs.get("out")
+            snapshot = out.detach().clone() if out is not None and active.wants(op, "stale") else None
+            result = original(*args, **kwargs)
+            if not isinstance(result, torch.Tensor):
+                return result
+            first = args[0] if args and isinstance(args[0], torch.Tensor) else result
+            dtype = first.dtype if op == "reduce" else result.dtype
+            call = simulate.CallInfo(
+                op=op,
+                method=name,
+                dtype=str(dtype).replace("torch.", ""),
+                to_dtype=str(result.dtype).replace("torch.", ""),
+                nbytes=int(result.numel()) * int(result.element_size()),
+                on_device=True,
+            )
+            sources = tuple(a for a in args if isinstance(a, torch.Tensor))
+            return active.after_call(call, result, sources=sources, snapshot=snapshot, in_place=out is not None)
+
+    wrapper.__name__ = getattr(original, "__name__", name)
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    setattr(owner, name, wrapper)
 
 
 def _install(raw: str) -> None:
@@ -112,6 +151,16 @@ def _install(raw: str) -> None:
             return active.after_call(call, result, sources=(self,))
 
     torch.Tensor.clone = clone
+    for op, owner, names in (
+        ("matmul", torch, ("mm", "matmul", "bmm", "addmm")),
+        ("matmul", torch.nn.functional, ("linear",)),
+        ("elementwise", torch, ("add", "sub", "mul", "div", "exp", "maximum", "minimum", "where")),
+        ("reduce", torch, ("sum", "mean", "amax", "all", "any")),
+        ("conv", torch.nn.functional, ("conv2d", "conv_transpose2d")),
+        ("sdpa", torch.nn.functional, ("scaled_dot_product_attention",)),
+    ):
+        for name in names:
+            _wrap_math(simulate, torch, owner, name, op)
     sys.stderr.write(f"SIMULATED: gpuprobe fault simulation active ({spec.get('source') or 'unnamed'})\n")
 
 

@@ -940,18 +940,24 @@ def run_matmul(
     acc = ToleranceAccumulator(torch, tolerance)
     if not ctx.is_gpu:
         shapes = [s for s in shapes if not s.get("gpu_only")]
+    worst, worst_case = -1.0, 0
     with precision_context(torch, rule_dtype, dtype):
         for trial, shape in enumerate(shapes):
             a, b, bias, ref = _gemm_operands(ctx, method, shape, dtype, f"case{trial}")
             da, db = ops.stage(a, ctx.device), ops.stage(b, ctx.device)
             dbias = None if bias is None else ops.stage(bias, ctx.device)
             got = ops_math.matmul(method, da, db, bias=dbias, beta=0.5, alpha=2.0)
-            acc.add(ops.readback(got), ref)
+            error = acc.add(ops.readback(got), ref)
+            if error > worst:
+                worst, worst_case = error, trial
     metrics = {
         "method": method,
         "dtype": dtype,
         "tf32": rule_dtype == "tf32",
         "shapes": ",".join(f"{s.get('batch', 1)}x{s['m']}x{s['k']}x{s['n']}" for s in shapes),
+        # The shape with the largest error (its index among the shapes run): what a repro
+        # script rebuilds.
+        "worst_case": worst_case,
         **scaled_metrics(ctx),
     }
     return ProbeOutput(acc.stats(), metrics, tf32_notes(ctx, rule_dtype))
