@@ -43,6 +43,9 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("matmul-stale", {}, "ops.addmm.bf16"),
     ("matmul-stale", {}, "ops.linear.fp16"),
     ("matmul-stale", {}, "ops.bmm.tf32"),
+    ("kernel-noop", {}, "ops.elementwise.div.fp16"),
+    ("kernel-noop", {}, "ops.elementwise.exp.bf16"),
+    ("kernel-noop", {}, "ops.elementwise.mul.fp32"),
 ]
 
 

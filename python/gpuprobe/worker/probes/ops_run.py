@@ -743,16 +743,28 @@ def run_elementwise(ctx: ProbeContext, *, method: str, dtype: str, tolerance: fl
     fn = _torch_fn(torch, method)
     acc = ToleranceAccumulator(torch, tolerance, ulp_dtype=dtype)
     labels = []
-    for label, a, b in _elementwise_trials(ctx, method, dtype):
+    worst, worst_case = -1.0, 0
+    for index, (label, a, b) in enumerate(_elementwise_trials(ctx, method, dtype)):
         wide_b = b.to(torch.float64) if isinstance(b, torch.Tensor) else b
         ref = fn(a.to(torch.float64)) if b is None else fn(a.to(torch.float64), wide_b)
         da, db = _on_device(ctx, a), _on_device(ctx, b)
         sources = (da,) if b is None or not isinstance(db, torch.Tensor) else (da, db)
         operands = (da,) if b is None else (da, db)
         result = ops_math.elementwise(method, lambda operands=operands: fn(*operands), sources=sources)
-        acc.add_blocks(ops.readback(result), ref, BLOCK)
+        error = acc.add_blocks(ops.readback(result), ref, BLOCK)
+        if error > worst:
+            worst, worst_case = error, index
         labels.append(label)
-    metrics = {"method": method, "dtype": dtype, "cases": ", ".join(labels), "block": BLOCK, **scaled_metrics(ctx)}
+    metrics = {
+        "method": method,
+        "dtype": dtype,
+        "cases": ", ".join(labels),
+        "block": BLOCK,
+        # The case with the largest block error (its index in ``cases``): what a repro
+        # script rebuilds.
+        "worst_case": worst_case,
+        **scaled_metrics(ctx),
+    }
     return ProbeOutput(acc.stats(), metrics)
 
 
