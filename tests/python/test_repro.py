@@ -46,6 +46,8 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("kernel-noop", {}, "ops.elementwise.div.fp16"),
     ("kernel-noop", {}, "ops.elementwise.exp.bf16"),
     ("kernel-noop", {}, "ops.elementwise.mul.fp32"),
+    ("dataloader-workers-zeros", {}, "pipeline.dataloader.w2.fork"),
+    ("dataloader-main-zeros", {}, "pipeline.dataloader.w0"),
 ]
 
 
@@ -58,6 +60,10 @@ SPECS: dict[str, dict[str, Any]] = {
     "matmul-stale": {
         "source": "test:matmul-stale",
         "fault": [{"name": "gemm-stale", "op": "matmul", "when": {"on_device": True}, "effect": {"kind": "stale"}}],
+    },
+    "dataloader-main-zeros": {
+        "source": "test:dataloader-main-zeros",
+        "fault": [{"name": "main-zeros", "op": "dataloader", "when": {"methods": ["main"]}, "effect": {"kind": "zeros"}}],
     },
     "h2d-zeros-from-4k": {
         "source": "test:h2d-zeros-from-4k",

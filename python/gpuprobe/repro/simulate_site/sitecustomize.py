@@ -8,7 +8,8 @@ points with it: ``Tensor.to`` / ``.cuda`` / ``.cpu`` / ``.copy_`` / the dtype sh
 random generators (the engine's own wrappers), plus ``Tensor.clone`` (device-to-device copies)
 and the math functions the worker's math layer reports (``torch.mm`` / ``matmul`` / ``bmm`` /
 ``addmm`` / ``F.linear``, the elementwise functions, the reductions, ``F.conv2d``,
-``F.scaled_dot_product_attention``), with the same call descriptions.
+``F.scaled_dot_product_attention``), with the same call descriptions, and the batches a
+``DataLoader`` yields (op ``dataloader``).
 
 The worker faults only its operations layer, never the code that builds inputs or reads
 results back. A plain-torch script has no such layer, so faults here apply only to calls
@@ -89,6 +90,71 @@ def _wrap_math(simulate, torch, owner, name: str, op: str) -> None:
     setattr(owner, name, wrapper)
 
 
+def _wrap_dataloader(simulate, torch) -> None:
+    """Batches as they arrive from a DataLoader meet the ``dataloader`` faults (method: the
+    start method of its workers, ``main`` without workers), as in the worker's
+    ``ops_pipeline.dataloader_batch``."""
+    from torch.utils.data import DataLoader
+
+    original_iter = DataLoader.__iter__
+
+    def leaves(obj, fn):
+        if isinstance(obj, torch.Tensor):
+            return fn(obj)
+        if isinstance(obj, dict):
+            return {k: leaves(v, fn) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(leaves(v, fn) for v in obj)
+        return obj
+
+    class Hooked:
+        def __init__(self, inner, method, pinned):
+            self.inner, self.method, self.pinned = inner, method, pinned
+
+        def __iter__(self):
+            return self
+
+        def __len__(self):
+            return len(self.inner)
+
+        def __next__(self):
+            batch = next(self.inner)
+            if not simulate.wrappers_active():
+                return batch
+            active = simulate.engine()
+            if active is None:
+                return batch
+
+            def hook(t):
+                call = simulate.CallInfo(
+                    op="dataloader",
+                    method=self.method,
+                    dtype=str(t.dtype).replace("torch.", ""),
+                    nbytes=int(t.numel()) * int(t.element_size()),
+                    pinned=self.pinned,
+                )
+                return active.after_call(call, t, sources=(t,))
+
+            with simulate.bypassed():
+                return leaves(batch, hook)
+
+    def hooked_iter(self):
+        inner = original_iter(self)
+        if self.num_workers == 0:
+            method = "main"
+        else:
+            context = self.multiprocessing_context
+            if context is None:
+                import multiprocessing
+
+                method = multiprocessing.get_start_method()
+            else:
+                method = context.get_start_method()
+        return Hooked(inner, method, bool(self.pin_memory))
+
+    DataLoader.__iter__ = hooked_iter
+
+
 def _install(raw: str) -> None:
     try:
         spec = json.loads(raw)
@@ -151,6 +217,7 @@ def _install(raw: str) -> None:
             return active.after_call(call, result, sources=(self,))
 
     torch.Tensor.clone = clone
+    _wrap_dataloader(simulate, torch)
     for op, owner, names in (
         ("matmul", torch, ("mm", "matmul", "bmm", "addmm")),
         ("matmul", torch.nn.functional, ("linear",)),
