@@ -299,6 +299,7 @@ def test_no_repro_exits_3_with_one_line(tmp_path: Path, probe: str, reason: str)
         ('{"probe": "copy.h2d.pageable.4x4.blocking", "device": "cpu", "verdict": {"verdict": "fail"}}', "{}", "seed"),
         ('{"probe": "copy.h2d.pageable.4x4.blocking", "device": "cpu", "verdict": {"verdict": "pass"}}', '{"seed": 1}', "did not fail"),
         ('{"device": "cpu"}', '{"seed": 1}', "no probe id"),
+        ('{"probe": "copy.h2d.pageable.4x4.blocking", "device": "cuda:0\\"); x", "verdict": {"verdict": "fail"}}', '{"seed": 1}', "names device"),
         ('{"probe": "x", "device": "cpu", "verdict": {"verdict": "fail"}}', '{"seed": NaN}', "PLAN.json"),
     ],
 )

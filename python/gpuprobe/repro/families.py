@@ -185,10 +185,15 @@ def check(case, inputs, result):
     return compare_bits(result.cpu(), inputs["ref"])
 '''
     helpers = pattern_helpers(largest) + ("\n\n\n" + canary_helpers() if canary else "") + "\n\n\n" + BIT_EXACT_HELPERS
+    readable = (
+        call.replace("inputs['src']", "src")
+        .replace("inputs['out']", "dst")
+        .replace("inputs['on_device']", "t")
+        .replace("NON_BLOCKING", repr(nb))
+    )
     summary = (
-        f"One {'pinned' if pinned else 'pageable'} {what} of a {dtype} tensor with "
-        f"`{call.replace('inputs[', '').replace(']', '')}` (method {method}, non_blocking={nb}), "
-        "compared bit for bit with the data that was sent."
+        f"One {'pinned' if pinned else 'pageable'} {what} of a {dtype} tensor of shape "
+        f"{'x'.join(map(str, shapes[chosen[0]]))} with `{readable}`, compared bit for bit with the data that was sent."
     )
     return Recipe(
         summary=summary,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,8 @@ def generate(result: dict[str, Any], plan: dict[str, Any]) -> tuple[str, dict[st
         raise ReproInputError("RESULT.json has no device ('device')")
     if device.isdigit():
         device = f"cuda:{device}"
+    if not re.fullmatch(r"cpu|cuda(:[0-9]{1,4})?", device):
+        raise ReproInputError(f"RESULT.json names device {_text(device, 40)!r}; expected cpu, cuda:N or a GPU index")
     verdict_obj = result.get("verdict")
     verdict = verdict_obj.get("verdict") if isinstance(verdict_obj, dict) else None
     if verdict not in FAILING:
