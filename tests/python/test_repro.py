@@ -341,3 +341,35 @@ def test_no_torch_is_cannot_run(tmp_path: Path) -> None:
     assert proc.returncode == 2 and last_line(proc).startswith("CANNOT RUN: torch cannot be imported"), proc.stdout
     no_gpu = run_script(script, None, "--device", "cuda:7")
     assert no_gpu.returncode == 2 and last_line(no_gpu).startswith("CANNOT RUN"), no_gpu.stdout
+
+
+def test_every_covered_probe_gives_a_script_that_compiles() -> None:
+    """Each probe of the catalogue whose implementation has a recipe (every method, memory,
+    dtype and device type) gets a script, for a wrong result and for a crash, that is valid
+    Python and imports no gpuprobe; every other family gets ``no repro``."""
+    from gpuprobe.repro import families
+    from gpuprobe.repro.generate import generate as make
+    from gpuprobe.worker import catalog
+
+    plan = make_plan(None, [], {})
+    covered = 0
+    for probe, definition in catalog.all_probes().items():
+        recipe = families.RECIPES.get(definition.impl)
+        for device in ("cuda:0", "cpu"):
+            metrics: dict[str, Any] = {"worst_case": 0}
+            if definition.impl.endswith("run_elementwise"):
+                case = families.Case(probe, definition, SEED, "fail", {}, {}, device)
+                metrics["cases"] = ", ".join(c["label"] for c in families.elementwise_cases(case, definition.params["method"]))
+            observation = {"measurement": {"first_mismatch": {"trial": 0, "index": 0}}, "metrics": metrics}
+            for verdict in ("fail", "crash"):
+                result = {"probe": probe, "device": device, "verdict": {"verdict": verdict}, "observation": observation}
+                if recipe is None:
+                    with pytest.raises(families.NoRepro):
+                        make(result, plan)
+                    continue
+                text, info = make(result, plan)
+                compile(text, f"{probe}/repro.py", "exec")
+                assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), probe
+                assert info["crash_child"] is (verdict == "crash")
+                covered += 1
+    assert covered > 500

@@ -13,6 +13,7 @@ printed as ``no repro: WHY``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from dataclasses import dataclass
@@ -74,6 +75,11 @@ def _constants(module: Any, *names: str) -> str:
 def pattern_helpers(largest: int) -> str:
     """The source of ``patterns.pattern`` and what it calls, for buffers of up to ``largest``
     elements (the block fill of large buffers only when one is that large)."""
+    return _pattern_helpers(largest > patterns.BLOCK)
+
+
+@functools.cache
+def _pattern_helpers(blocks: bool) -> str:
     parts = [
         "# Copied from gpuprobe's input patterns (gpuprobe/worker/patterns.py): a murmur3 hash of",
         "# the element index, so every value is finite, non-zero and not periodic.",
@@ -81,7 +87,7 @@ def pattern_helpers(largest: int) -> str:
     ]
     functions: list[Callable[..., Any]] = [patterns._s32, patterns._lsr, patterns.hash32, patterns._bits_for]
     constants = ["CHUNK", "BLOCK", "_VIEW", "_SAFE_XOR"]
-    if largest > patterns.BLOCK:
+    if blocks:
         parts.insert(3, "import zlib")
         constants.append("_MASK64")
         functions += [patterns.derive_seed, patterns._block_key, patterns._fill_blocks]
@@ -91,6 +97,7 @@ def pattern_helpers(largest: int) -> str:
     return "\n".join(parts[:4]) + "\n" + "\n\n\n".join(parts[4:])
 
 
+@functools.cache
 def canary_helpers() -> str:
     """``canary_value`` / ``fill_canary``: a destination prefilled with a value the pattern
     never produces, so an element the copy never wrote is seen as such."""
@@ -400,6 +407,7 @@ def check(case, inputs, result):
 # dtype
 
 
+@functools.cache
 def dtype_helpers() -> str:
     """The source of ``dtype_run.build_inputs`` and its helpers."""
     from gpuprobe.worker.probes import dtype_run
