@@ -46,6 +46,9 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("kernel-noop", {}, "ops.elementwise.div.fp16"),
     ("kernel-noop", {}, "ops.elementwise.exp.bf16"),
     ("kernel-noop", {}, "ops.elementwise.mul.fp32"),
+    ("reduce-zeros", {}, "ops.reduce.sum.fp16"),
+    ("reduce-zeros", {}, "ops.reduce.mean.bf16"),
+    ("reduce-zeros", {}, "ops.reduce.sum.fp32"),
     ("dataloader-workers-zeros", {}, "pipeline.dataloader.w2.fork"),
     ("dataloader-main-zeros", {}, "pipeline.dataloader.w0"),
 ]
@@ -60,6 +63,10 @@ SPECS: dict[str, dict[str, Any]] = {
     "matmul-stale": {
         "source": "test:matmul-stale",
         "fault": [{"name": "gemm-stale", "op": "matmul", "when": {"on_device": True}, "effect": {"kind": "stale"}}],
+    },
+    "reduce-zeros": {
+        "source": "test:reduce-zeros",
+        "fault": [{"name": "reduce-zeros", "op": "reduce", "when": {"methods": ["sum", "mean"]}, "effect": {"kind": "zeros"}}],
     },
     "dataloader-main-zeros": {
         "source": "test:dataloader-main-zeros",

@@ -799,6 +799,81 @@ def check(case, inputs, result):
 
 
 # ---------------------------------------------------------------------------------------------
+# ops: reductions
+
+
+def _reduce(case: Case) -> Recipe:
+    from gpuprobe.worker.probes import ops_run
+
+    p = case.params
+    method, dtype, variant, tolerance = p["method"], p["dtype"], p["variant"], float(p["tolerance"])
+
+    class _Device:
+        is_gpu = case.device_type != "cpu"
+
+    shapes = ops_run._reduce_cases(_Device(), variant)  # type: ignore[arg-type]
+    if case.crash_or_hang:
+        chosen = list(range(len(shapes)))
+    else:
+        worst = case.metrics.get("worst_case")
+        if not isinstance(worst, int) or isinstance(worst, bool) or not 0 <= worst < len(shapes):
+            raise NoRepro("the observation does not say which reduction failed (no worst_case metric)")
+        chosen = [worst]
+    cases = []
+    for t in chosen:
+        shape, dim, transposed = shapes[t]
+        terms = math.prod(shape) if dim is None else math.prod(shape[d] for d in (dim if isinstance(dim, tuple) else (dim,)))
+        scale = min(1.0, 4096.0 / (0.5 * terms)) if dtype == "float16" else 1.0
+        cases.append(
+            {"case": t, "shape": shape, "dim": dim, "transposed": transposed, "range": (-scale, 2.0 * scale), "seed": case.derive(f"case{t}")}
+        )
+    call = f"torch.{method}(x)" if all(c["dim"] is None for c in cases) else f"torch.{method}(x, dim=case['dim'])"
+    body = f'''\
+METHOD = {method!r}
+DTYPE_NAME = {dtype!r}
+#: The judge's bound for this probe (relative error).
+TOLERANCE = {tolerance!r}
+#: The failing reduction: input shape, dimensions reduced, layout, value range and seed.
+CASES = {cases!r}
+
+
+def case_label(case):
+    layout = ", transposed (non-contiguous)" if case["transposed"] else ""
+    return f"torch.{{METHOD}} {{DTYPE_NAME}} of shape {{tuple(case['shape'])}} over dim {{case['dim']}}{{layout}}"
+
+
+def build(case, device):
+    low, high = case["range"]
+    values = torch.rand(tuple(case["shape"]), generator=torch.Generator().manual_seed(case["seed"]), dtype=torch.float32)
+    host = values.mul_(high - low).add_(low).to(getattr(torch, DTYPE_NAME))
+    source = host.t() if case["transposed"] else host
+    wide = source.to(torch.float64)
+    expected = getattr(wide, METHOD)() if case["dim"] is None else getattr(wide, METHOD)(dim=case["dim"])
+    x = host.to(device, copy=True)
+    return {{"x": x.t() if case["transposed"] else x, "expected": expected}}
+
+
+def run_case(case, inputs, device):
+    """The reduction under test."""
+    x = inputs["x"]
+    return {call}
+
+
+def check(case, inputs, result):
+    """Against float64 on the CPU, within the probe's tolerance."""
+    return compare_tolerance(result, inputs["expected"], TOLERANCE)
+'''
+    return Recipe(
+        summary=f"`{call}` in {dtype} on the shape with the largest error (seeded uniform input), against float64 on the CPU.",
+        reference="float64 on the CPU from the same (rounded) input",
+        tolerance=f"normwise relative error <= {tolerance:.3g} (the judge's bound)",
+        what="the reduction is wrong",
+        helpers=TOLERANCE_HELPERS,
+        body=body,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # pipeline: DataLoader
 
 
@@ -911,6 +986,7 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     "gpuprobe.worker.probes.ops_run:run_matmul": _matmul,
     "gpuprobe.worker.probes.ops_run:run_elementwise": _elementwise,
     "gpuprobe.worker.probes.pipeline_run:run_dataloader": _dataloader,
+    "gpuprobe.worker.probes.ops_run:run_reduce": _reduce,
 }
 
 #: Families with no recipe, and why (``no repro: WHY``).

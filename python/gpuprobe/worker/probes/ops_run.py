@@ -595,6 +595,7 @@ def run_reduce(ctx: ProbeContext, *, method: str, dtype: str, variant: str, tole
     acc = ToleranceAccumulator(torch, tolerance)
     elements = 0
     cases = _reduce_cases(ctx, variant)
+    worst, worst_case = -1.0, 0
     for trial, (shape, dim, transposed) in enumerate(cases):
         host = _reduce_input(ctx, shape, dim, dtype, f"case{trial}")
         source = host.t() if transposed else host
@@ -606,9 +607,19 @@ def run_reduce(ctx: ProbeContext, *, method: str, dtype: str, variant: str, tole
         staged = ops.stage(host, ctx.device)
         staged = staged.t() if transposed else staged
         got = ops.readback(ops_math.reduce(method, staged, dim=dim))
-        acc.add(got, ref)
+        error = acc.add(got, ref)
+        if error > worst:
+            worst, worst_case = error, trial
         elements += host.numel()
-    metrics = {"method": method, "dtype": dtype, "cases": len(cases), "elements": elements, **scaled_metrics(ctx)}
+    metrics = {
+        "method": method,
+        "dtype": dtype,
+        "cases": len(cases),
+        "elements": elements,
+        # The case with the largest error (its index): what a repro script rebuilds.
+        "worst_case": worst_case,
+        **scaled_metrics(ctx),
+    }
     return ProbeOutput(acc.stats(), metrics)
 
 
