@@ -454,7 +454,7 @@ CASES = [{c!r}]
 
 
 def case_label(case):
-    return f"{{case['from']}} -> {{case['to']}} with {call!r}, inputs seed {{case['seed']}}"
+    return f"{{case['from']}} -> {{case['to']}} with {call.replace('TO', f'torch.{dst}')!r}, inputs seed {{case['seed']}}"
 
 
 def build(case, device):
@@ -480,7 +480,11 @@ def check(case, inputs, result):
     return compare_bits(result.cpu(), inputs["expected"], nan_equal=True)
 '''
     return Recipe(
-        summary=f"The {what} with `{call}` of the probe's adversarial inputs, compared bit for bit with the CPU.",
+        summary=(
+            f"The {what} with `{call.replace('TO', f'torch.{dst}')}` of the probe's adversarial inputs "
+            "(every bit pattern or random ones, the formats' extremes and boundaries, ties), compared bit "
+            "for bit with the CPU."
+        ),
         reference="the CPU's conversion of the same inputs (bit for bit, NaN equal to NaN)",
         tolerance="none: bit-exact",
         what=f"the {what} differs from the CPU's",
