@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn a_usage_error_deep_in_a_chain_decides_and_is_shown_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        let err = anyhow::Error::new(CliError::UnreadableReport {
+        let err = anyhow::Error::new(gpuprobe_report::json::ReadReportError::Unreadable {
             path: PathBuf::from("/r.json"),
             source: io,
         })

@@ -439,3 +439,41 @@ fn a_native_failure_gets_a_ctypes_script_that_cannot_run_without_a_driver() {
     );
     assert!(issue.contains("**CANNOT RUN**"), "{issue}");
 }
+
+/// The real generator of the probe package, end to end: the script it writes reproduces
+/// the simulated failure under the simulation shim, and ISSUE.md carries the script and its
+/// observed run, labelled SIMULATED.
+#[test]
+fn the_real_generator_makes_a_script_that_reproduces_the_simulated_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let output = gpuprobe()
+        .args(["repro", PROBE, "--run"])
+        .arg(simulated_run())
+        .arg("--out")
+        .arg(&out)
+        .arg("--python")
+        .arg(python())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("REPRODUCED"), "{stdout}");
+    assert!(stdout.contains("SIMULATED"), "{stdout}");
+    let script = std::fs::read_to_string(out.join("repro.py")).unwrap();
+    assert!(!script.contains("import gpuprobe"), "{script}");
+    let issue = std::fs::read_to_string(out.join("ISSUE.md")).unwrap();
+    assert!(issue.contains("SIMULATED"), "{issue}");
+    assert!(issue.contains("REPRODUCED"), "{issue}");
+    // Alone, without the shim, the same script finds nothing wrong on this healthy CPU.
+    let alone = std::process::Command::new(python())
+        .arg("repro.py")
+        .current_dir(&out)
+        .env_remove("PYTHONPATH")
+        .output()
+        .unwrap();
+    let (alone_out, alone_err) = text(&alone);
+    assert_eq!(alone.status.code(), Some(0), "{alone_out}{alone_err}");
+    assert!(alone_out.contains("NOT REPRODUCED"), "{alone_out}");
+}

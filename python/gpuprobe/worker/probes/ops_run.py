@@ -595,6 +595,7 @@ def run_reduce(ctx: ProbeContext, *, method: str, dtype: str, variant: str, tole
     acc = ToleranceAccumulator(torch, tolerance)
     elements = 0
     cases = _reduce_cases(ctx, variant)
+    worst, worst_case = -1.0, 0
     for trial, (shape, dim, transposed) in enumerate(cases):
         host = _reduce_input(ctx, shape, dim, dtype, f"case{trial}")
         source = host.t() if transposed else host
@@ -606,9 +607,19 @@ def run_reduce(ctx: ProbeContext, *, method: str, dtype: str, variant: str, tole
         staged = ops.stage(host, ctx.device)
         staged = staged.t() if transposed else staged
         got = ops.readback(ops_math.reduce(method, staged, dim=dim))
-        acc.add(got, ref)
+        error = acc.add(got, ref)
+        if error > worst:
+            worst, worst_case = error, trial
         elements += host.numel()
-    metrics = {"method": method, "dtype": dtype, "cases": len(cases), "elements": elements, **scaled_metrics(ctx)}
+    metrics = {
+        "method": method,
+        "dtype": dtype,
+        "cases": len(cases),
+        "elements": elements,
+        # The case with the largest error (its index): what a repro script rebuilds.
+        "worst_case": worst_case,
+        **scaled_metrics(ctx),
+    }
     return ProbeOutput(acc.stats(), metrics)
 
 
@@ -743,16 +754,28 @@ def run_elementwise(ctx: ProbeContext, *, method: str, dtype: str, tolerance: fl
     fn = _torch_fn(torch, method)
     acc = ToleranceAccumulator(torch, tolerance, ulp_dtype=dtype)
     labels = []
-    for label, a, b in _elementwise_trials(ctx, method, dtype):
+    worst, worst_case = -1.0, 0
+    for index, (label, a, b) in enumerate(_elementwise_trials(ctx, method, dtype)):
         wide_b = b.to(torch.float64) if isinstance(b, torch.Tensor) else b
         ref = fn(a.to(torch.float64)) if b is None else fn(a.to(torch.float64), wide_b)
         da, db = _on_device(ctx, a), _on_device(ctx, b)
         sources = (da,) if b is None or not isinstance(db, torch.Tensor) else (da, db)
         operands = (da,) if b is None else (da, db)
         result = ops_math.elementwise(method, lambda operands=operands: fn(*operands), sources=sources)
-        acc.add_blocks(ops.readback(result), ref, BLOCK)
+        error = acc.add_blocks(ops.readback(result), ref, BLOCK)
+        if error > worst:
+            worst, worst_case = error, index
         labels.append(label)
-    metrics = {"method": method, "dtype": dtype, "cases": ", ".join(labels), "block": BLOCK, **scaled_metrics(ctx)}
+    metrics = {
+        "method": method,
+        "dtype": dtype,
+        "cases": ", ".join(labels),
+        "block": BLOCK,
+        # The case with the largest block error (its index in ``cases``): what a repro
+        # script rebuilds.
+        "worst_case": worst_case,
+        **scaled_metrics(ctx),
+    }
     return ProbeOutput(acc.stats(), metrics)
 
 
@@ -940,18 +963,24 @@ def run_matmul(
     acc = ToleranceAccumulator(torch, tolerance)
     if not ctx.is_gpu:
         shapes = [s for s in shapes if not s.get("gpu_only")]
+    worst, worst_case = -1.0, 0
     with precision_context(torch, rule_dtype, dtype):
         for trial, shape in enumerate(shapes):
             a, b, bias, ref = _gemm_operands(ctx, method, shape, dtype, f"case{trial}")
             da, db = ops.stage(a, ctx.device), ops.stage(b, ctx.device)
             dbias = None if bias is None else ops.stage(bias, ctx.device)
             got = ops_math.matmul(method, da, db, bias=dbias, beta=0.5, alpha=2.0)
-            acc.add(ops.readback(got), ref)
+            error = acc.add(ops.readback(got), ref)
+            if error > worst:
+                worst, worst_case = error, trial
     metrics = {
         "method": method,
         "dtype": dtype,
         "tf32": rule_dtype == "tf32",
         "shapes": ",".join(f"{s.get('batch', 1)}x{s['m']}x{s['k']}x{s['n']}" for s in shapes),
+        # The shape with the largest error (its index among the shapes run): what a repro
+        # script rebuilds.
+        "worst_case": worst_case,
         **scaled_metrics(ctx),
     }
     return ProbeOutput(acc.stats(), metrics, tf32_notes(ctx, rule_dtype))

@@ -1,0 +1,236 @@
+"""Fault simulation for generated repro scripts (SIMULATED results only).
+
+With this directory on ``PYTHONPATH`` and ``GPUPROBE_REPRO_SIMULATE`` holding the plan's
+``simulate`` object as JSON, Python runs this module at start-up. It loads gpuprobe's fault
+engine (``gpuprobe/worker/simulate.py``, by file path: the package itself stays off
+``sys.path``, so a script that imported gpuprobe would still fail) and wraps torch's entry
+points with it: ``Tensor.to`` / ``.cuda`` / ``.cpu`` / ``.copy_`` / the dtype shortcuts and the
+random generators (the engine's own wrappers), plus ``Tensor.clone`` (device-to-device copies)
+and the math functions the worker's math layer reports (``torch.mm`` / ``matmul`` / ``bmm`` /
+``addmm`` / ``F.linear``, the elementwise functions, the reductions, ``F.conv2d``,
+``F.scaled_dot_product_attention``), with the same call descriptions, and the batches a
+``DataLoader`` yields (op ``dataloader``).
+
+The worker faults only its operations layer, never the code that builds inputs or reads
+results back. A plain-torch script has no such layer, so faults here apply only to calls
+made inside the script's ``run_case`` function (the operation under test). The engine is
+rebuilt from the environment at the first such call, after the script has applied its
+settings, so a setting that cures a fault (``cured_by``) cures it here too.
+
+Without ``GPUPROBE_REPRO_SIMULATE`` this module does nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+SPEC_VAR = "GPUPROBE_REPRO_SIMULATE"
+
+
+def _load_engine_module():
+    path = Path(__file__).resolve().parents[2] / "worker" / "simulate.py"
+    spec = importlib.util.spec_from_file_location("_gpuprobe_repro_simulate", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    # dataclasses look their module up in sys.modules while the module executes.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _in_case(start) -> object | None:
+    """The globals of the script whose ``run_case`` is on the stack, or None."""
+    frame = start
+    while frame is not None:
+        if frame.f_code.co_name == "run_case" and frame.f_globals.get("__name__") == "__main__":
+            return frame.f_globals
+        frame = frame.f_back
+    return None
+
+
+def _wrap_math(simulate, torch, owner, name: str, op: str) -> None:
+    """Wraps a math function as the worker's math layer (``ops_math``) reports it: the
+    output's dtype (the input's for reductions), always on the device under test."""
+    original = getattr(owner, name, None)
+    if original is None:
+        return
+
+    def wrapper(*args, **kwargs):
+        if not simulate.wrappers_active():
+            return original(*args, **kwargs)
+        active = simulate.engine()
+        if active is None:
+            return original(*args, **kwargs)
+        with simulate.bypassed():
+            out = kwargs.get("out")
+            snapshot = out.detach().clone() if out is not None and active.wants(op, "stale") else None
+            result = original(*args, **kwargs)
+            if not isinstance(result, torch.Tensor):
+                return result
+            first = args[0] if args and isinstance(args[0], torch.Tensor) else result
+            dtype = first.dtype if op == "reduce" else result.dtype
+            call = simulate.CallInfo(
+                op=op,
+                method=name,
+                dtype=str(dtype).replace("torch.", ""),
+                to_dtype=str(result.dtype).replace("torch.", ""),
+                nbytes=int(result.numel()) * int(result.element_size()),
+                on_device=True,
+            )
+            sources = tuple(a for a in args if isinstance(a, torch.Tensor))
+            return active.after_call(call, result, sources=sources, snapshot=snapshot, in_place=out is not None)
+
+    wrapper.__name__ = getattr(original, "__name__", name)
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    setattr(owner, name, wrapper)
+
+
+def _wrap_dataloader(simulate, torch) -> None:
+    """Batches as they arrive from a DataLoader meet the ``dataloader`` faults (method: the
+    start method of its workers, ``main`` without workers), as in the worker's
+    ``ops_pipeline.dataloader_batch``."""
+    from torch.utils.data import DataLoader
+
+    original_iter = DataLoader.__iter__
+
+    def leaves(obj, fn):
+        if isinstance(obj, torch.Tensor):
+            return fn(obj)
+        if isinstance(obj, dict):
+            return {k: leaves(v, fn) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(leaves(v, fn) for v in obj)
+        return obj
+
+    class Hooked:
+        def __init__(self, inner, method, pinned):
+            self.inner, self.method, self.pinned = inner, method, pinned
+
+        def __iter__(self):
+            return self
+
+        def __len__(self):
+            return len(self.inner)
+
+        def __next__(self):
+            batch = next(self.inner)
+            if not simulate.wrappers_active():
+                return batch
+            active = simulate.engine()
+            if active is None:
+                return batch
+
+            def hook(t):
+                call = simulate.CallInfo(
+                    op="dataloader",
+                    method=self.method,
+                    dtype=str(t.dtype).replace("torch.", ""),
+                    nbytes=int(t.numel()) * int(t.element_size()),
+                    pinned=self.pinned,
+                )
+                return active.after_call(call, t, sources=(t,))
+
+            with simulate.bypassed():
+                return leaves(batch, hook)
+
+    def hooked_iter(self):
+        inner = original_iter(self)
+        if self.num_workers == 0:
+            method = "main"
+        else:
+            context = self.multiprocessing_context
+            if context is None:
+                import multiprocessing
+
+                method = multiprocessing.get_start_method()
+            else:
+                method = context.get_start_method()
+        return Hooked(inner, method, bool(self.pin_memory))
+
+    DataLoader.__iter__ = hooked_iter
+
+
+def _install(raw: str) -> None:
+    try:
+        spec = json.loads(raw)
+    except ValueError as exc:
+        sys.stderr.write(f"{SPEC_VAR} is not valid JSON ({exc}); no faults simulated\n")
+        return
+    simulate = _load_engine_module()
+    try:
+        engine = simulate.FaultEngine(spec)
+    except simulate.SimulationError as exc:
+        sys.stderr.write(f"{SPEC_VAR}: {exc}; no faults simulated\n")
+        return
+    import torch
+
+    state = {"fresh": False}
+
+    def activate(device: str) -> None:
+        # Rebuilt once, inside the case: the script has applied its settings by then.
+        fresh = simulate.FaultEngine(spec, os.environ)
+        simulate.activate_engine(fresh, torch, device)
+        state["fresh"] = True
+
+    simulate.activate_engine(engine, torch, "cuda:0" if torch.cuda.is_available() else "cpu")
+
+    def wrappers_active() -> bool:
+        if not state["fresh"]:
+            # The script sets DEVICE once its settings are applied; the engine must be
+            # rebuilt before a wrapper takes its reference to it.
+            device = getattr(sys.modules.get("__main__"), "DEVICE", None)
+            if device:
+                activate(str(device))
+        if simulate._bypass_depth() != 0:
+            return False
+        script = _in_case(sys._getframe(1))
+        if script is None:
+            return False
+        if not state["fresh"]:
+            activate(str(script.get("DEVICE") or "cpu"))
+        return True
+
+    simulate.wrappers_active = wrappers_active
+
+    original_clone = torch.Tensor.clone
+
+    def clone(self, *args, **kwargs):
+        if not simulate.wrappers_active():
+            return original_clone(self, *args, **kwargs)
+        active = simulate.engine()
+        if active is None:
+            return original_clone(self, *args, **kwargs)
+        with simulate.bypassed():
+            result = original_clone(self, *args, **kwargs)
+            call = simulate.CallInfo(
+                op="d2d",
+                method="clone",
+                dtype=str(self.dtype).replace("torch.", ""),
+                nbytes=int(self.numel()) * int(self.element_size()),
+                on_device=True,
+            )
+            return active.after_call(call, result, sources=(self,))
+
+    torch.Tensor.clone = clone
+    _wrap_dataloader(simulate, torch)
+    for op, owner, names in (
+        ("matmul", torch, ("mm", "matmul", "bmm", "addmm")),
+        ("matmul", torch.nn.functional, ("linear",)),
+        ("elementwise", torch, ("add", "sub", "mul", "div", "exp", "maximum", "minimum", "where")),
+        ("reduce", torch, ("sum", "mean", "amax", "all", "any")),
+        ("conv", torch.nn.functional, ("conv2d", "conv_transpose2d")),
+        ("sdpa", torch.nn.functional, ("scaled_dot_product_attention",)),
+    ):
+        for name in names:
+            _wrap_math(simulate, torch, owner, name, op)
+    sys.stderr.write(f"SIMULATED: gpuprobe fault simulation active ({spec.get('source') or 'unnamed'})\n")
+
+
+_RAW = os.environ.get(SPEC_VAR)
+if _RAW:
+    _install(_RAW)

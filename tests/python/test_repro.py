@@ -1,0 +1,382 @@
+"""Repro scripts (``python -m gpuprobe.repro``): for every covered family, a real failing
+result from the worker under a simulation preset becomes a script that prints NOT
+REPRODUCED on the healthy CPU and REPRODUCED under the simulation shim; crash and hang
+verdicts reproduce in a child process; unusable input gives one clear line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PACKAGE_DIR, load_preset, run_plan
+
+SHIM = PACKAGE_DIR / "gpuprobe" / "repro" / "simulate_site"
+SEED = 4242
+
+#: (preset, settings the run applied, a probe that fails under it): one worker run each, so
+#: the probe's first matching call is the one a fault with a fraction hits.
+CASES: list[tuple[str, dict[str, str], str]] = [
+    ("h2d-zeros", {}, "copy.h2d.pageable.4x4.blocking"),
+    ("h2d-zeros", {}, "copy.h2d.pageable.4x4.blocking.numpy"),
+    ("h2d-zeros", {}, "copy.h2d.pageable.tiny.nonblocking"),
+    ("large-copy-bitflip", {}, "copy.d2h.pageable.medium.blocking"),
+    ("large-copy-bitflip", {}, "copy.d2h.pageable.medium.blocking.copy_"),
+    # Under large-copy-bitflip the D2H flip undoes the H2D one: a fault on both directions.
+    ("any-large-zeros", {}, "copy.roundtrip.pageable.medium.nonblocking"),
+    # several shapes: the script rebuilds the one that failed
+    ("h2d-zeros-from-4k", {}, "copy.h2d.pageable.odd.blocking"),
+    ("copy-stale", {}, "copy.h2d.pageable.medium.blocking.copy_"),
+    # The d2d fault exists only with HSA_ENABLE_SDMA=0 set: the script must apply the run's
+    # settings before the shim decides which faults are active.
+    ("h2d-zeros-cure-breaks-d2d", {"HSA_ENABLE_SDMA": "0"}, "copy.d2d.medium.clone"),
+    ("fp16-convert-nan", {}, "dtype.fp32.fp16.to.device"),
+    ("fp16-convert-nan", {}, "dtype.fp32.fp16.half.device"),
+    ("bf16-fp32-zeros", {}, "dtype.bf16.fp32.type.device"),
+    # matmul-large-m-garbage needs a 256 MiB output: too large for a CPU test
+    ("matmul-stale", {}, "ops.matmul.fp32"),
+    ("matmul-stale", {}, "ops.addmm.bf16"),
+    ("matmul-stale", {}, "ops.linear.fp16"),
+    ("matmul-stale", {}, "ops.bmm.tf32"),
+    ("kernel-noop", {}, "ops.elementwise.div.fp16"),
+    ("kernel-noop", {}, "ops.elementwise.exp.bf16"),
+    ("kernel-noop", {}, "ops.elementwise.mul.fp32"),
+    ("reduce-zeros", {}, "ops.reduce.sum.fp16"),
+    ("reduce-zeros", {}, "ops.reduce.mean.bf16"),
+    ("reduce-zeros", {}, "ops.reduce.sum.fp32"),
+    ("dataloader-workers-zeros", {}, "pipeline.dataloader.w2.fork"),
+    ("dataloader-main-zeros", {}, "pipeline.dataloader.w0"),
+]
+
+
+#: Specs of the tests' own, beside the presets.
+SPECS: dict[str, dict[str, Any]] = {
+    "any-large-zeros": {
+        "source": "test:any-large-zeros",
+        "fault": [{"name": "large-zeros", "op": "any", "when": {"min_bytes": 1 << 20}, "effect": {"kind": "zeros"}}],
+    },
+    "matmul-stale": {
+        "source": "test:matmul-stale",
+        "fault": [{"name": "gemm-stale", "op": "matmul", "when": {"on_device": True}, "effect": {"kind": "stale"}}],
+    },
+    "reduce-zeros": {
+        "source": "test:reduce-zeros",
+        "fault": [{"name": "reduce-zeros", "op": "reduce", "when": {"methods": ["sum", "mean"]}, "effect": {"kind": "zeros"}}],
+    },
+    "dataloader-main-zeros": {
+        "source": "test:dataloader-main-zeros",
+        "fault": [{"name": "main-zeros", "op": "dataloader", "when": {"methods": ["main"]}, "effect": {"kind": "zeros"}}],
+    },
+    "h2d-zeros-from-4k": {
+        "source": "test:h2d-zeros-from-4k",
+        "fault": [{"name": "h2d-zeros", "op": "h2d", "when": {"min_bytes": 4096}, "effect": {"kind": "zeros"}}],
+    },
+}
+
+
+def spec_of(name: str) -> dict[str, Any]:
+    return SPECS[name] if name in SPECS else load_preset(name)
+
+
+def make_plan(simulate: dict[str, Any] | None, probes: list[str], settings: dict[str, str], timeout: float = 60.0):
+    return {
+        "tool_version": "0.1.0",
+        "command": "check",
+        "tier": "quick",
+        "seed": SEED,
+        "simulate": simulate,
+        "settings": {"set": settings, "unset": []},
+        "options": {},
+        "tasks": [{"spec": {"id": p, "timeout_s": timeout}, "device": "cpu"} for p in probes],
+    }
+
+
+def as_result(event: dict[str, Any], verdict: dict[str, Any], settings: dict[str, str], simulated: bool):
+    """A worker result event as report.json's ``results`` carries it."""
+    return {
+        "probe": event["probe"],
+        "device": event["device"],
+        "layer": "framework",
+        "verdict": verdict,
+        "observation": event.get("observation"),
+        "settings": [f"{k}={v}" for k, v in settings.items()],
+        "simulated": simulated,
+    }
+
+
+def generate(tmp: Path, result: dict[str, Any], plan: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "result.json").write_text(json.dumps(result))
+    (tmp / "plan.json").write_text(json.dumps(plan))
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR))
+    argv = [sys.executable, "-m", "gpuprobe.repro", "--result", str(tmp / "result.json")]
+    argv += ["--plan", str(tmp / "plan.json"), "--out", str(tmp / "out")]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+
+
+def _script_env(simulate: dict[str, Any] | None) -> dict[str, str]:
+    """An environment whose path lacks the gpuprobe package (the shim's directory only)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUPROBE_REPRO_SIMULATE")}
+    for key in ("HSA_ENABLE_SDMA", "AMD_SERIALIZE_COPY", "AMD_SERIALIZE_KERNEL", "HIP_FORCE_DEV_KERNARG"):
+        env.pop(key, None)
+    if simulate is not None:
+        env["PYTHONPATH"] = str(SHIM)
+        env["GPUPROBE_REPRO_SIMULATE"] = json.dumps(simulate)
+    return env
+
+
+def start_script(script: Path, simulate: dict[str, Any] | None = None, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(script), "--device", "cpu", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_script_env(simulate),
+        cwd=script.parent,
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    stdout, stderr = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def run_script(script: Path, simulate: dict[str, Any] | None = None, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Runs the script in a fresh interpreter whose path lacks the gpuprobe package."""
+    return finish(start_script(script, simulate, *extra))
+
+
+def last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def check_script(script: Path, simulate: dict[str, Any]) -> None:
+    text = script.read_text()
+    assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), "the script imports gpuprobe"
+    assert "# SIMULATED" in text
+    # Both runs at once: each spends most of its time importing torch.
+    healthy_proc, faulty_proc = start_script(script), start_script(script, simulate)
+    healthy, faulty = finish(healthy_proc), finish(faulty_proc)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert last_line(healthy).startswith("NOT REPRODUCED"), healthy.stdout
+    assert "torch " in healthy.stdout and "device cpu" in healthy.stdout
+    assert faulty.returncode == 1, faulty.stdout + faulty.stderr
+    assert last_line(faulty).startswith("REPRODUCED"), faulty.stdout
+    assert "SIMULATED" in faulty.stderr
+
+
+_RUNS: dict[Any, Any] = {}
+
+
+def failing_event(preset: str, settings: dict[str, str], probe: str) -> dict[str, Any]:
+    """The worker's result for ``probe`` under ``preset``. Probes whose preset hits every
+    matching call share one worker run; under a fault that hits every k-th call the probe
+    runs alone, so that its first matching call is the one hit."""
+    spec = spec_of(preset)
+    every_call = all(f.get("effect", {}).get("fraction", 1.0) == 1.0 for f in spec["fault"])
+    probes = [c[2] for c in CASES if c[0] == preset and c[1] == settings] if every_call else [probe]
+    key = (preset, tuple(sorted(settings.items())), tuple(probes))
+    if key not in _RUNS:
+        run = run_plan(probes, seed=SEED, simulate=spec, env_extra=settings)
+        assert run.returncode == 0, run.stderr[-3000:]
+        _RUNS[key] = run.results()
+    return _RUNS[key][probe]
+
+
+@pytest.mark.parametrize("preset,settings,probe", CASES, ids=[c[2] for c in CASES])
+def test_failing_results_reproduce_only_under_simulation(
+    tmp_path: Path, preset: str, settings: dict[str, str], probe: str
+) -> None:
+    spec = spec_of(preset)
+    event = failing_event(preset, settings, probe)
+    measurement = event["observation"]["measurement"]
+    assert measurement["mismatches"] > 0, f"{probe} passes under {preset}: this proves nothing"
+    result = as_result(event, {"verdict": "fail", "class": "mismatch"}, settings, True)
+    made = generate(tmp_path, result, make_plan(spec, [probe], settings))
+    assert made.returncode == 0, made.stderr
+    info = json.loads((tmp_path / "out" / "repro.json").read_text())
+    assert info["probe"] == probe and info["family"] == probe.split(".")[0]
+    assert info["kind"] == "python" and info["simulated"] is True and info["crash_child"] is False
+    assert info["env"] == settings
+    script = tmp_path / "out" / "repro.py"
+    trial = measurement["first_mismatch"]["trial"]
+    if probe.startswith("copy.") and ".tiny." in probe:
+        assert f"'copy': {trial}," in script.read_text()
+    elif probe.startswith(("copy.h2d", "copy.d2h", "copy.d2d")):
+        # the one shape that failed, not the probe's loop
+        assert f"CASES = [{{'trial': {trial}," in script.read_text()
+    if probe == "copy.h2d.pageable.odd.blocking":
+        assert trial > 0
+    check_script(script, spec)
+
+
+def test_the_script_shows_the_values_the_probe_saw(tmp_path: Path) -> None:
+    """The rebuilt input is the probe's own: the first differing element the script prints
+    is the one the worker recorded, with the same expected value."""
+    probe = "copy.h2d.pageable.4x4.blocking"
+    spec = load_preset("h2d-zeros")
+    event = failing_event("h2d-zeros", {}, probe)
+    first = event["observation"]["measurement"]["first_mismatch"]
+    made = generate(tmp_path, as_result(event, {"verdict": "fail"}, {}, True), make_plan(spec, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    faulty = run_script(tmp_path / "out" / "repro.py", spec)
+    expected = first["expected"].split(" ")[0]
+    row = next(line for line in faulty.stdout.splitlines() if line.strip().startswith(str(first["index"]) + " "))
+    assert expected in row, faulty.stdout
+
+
+def _crash_spec(op: str, kind: str) -> dict[str, Any]:
+    effect: dict[str, Any] = {"kind": kind}
+    if kind == "crash":
+        effect["signal"] = "SIGABRT"
+    return {"source": f"test-{kind}", "fault": [{"name": f"{op}-{kind}", "op": op, "effect": effect}]}
+
+
+@pytest.mark.parametrize(
+    "probe,op,kind,expected",
+    [
+        ("copy.h2d.pageable.medium.blocking", "h2d", "crash", "REPRODUCED: crash (signal 6)"),
+        ("copy.d2h.pageable.medium.blocking", "d2h", "hang", "REPRODUCED: hang (no result in 6 s)"),
+    ],
+)
+def test_crash_and_hang_reproduce_in_a_child(tmp_path: Path, probe: str, op: str, kind: str, expected: str) -> None:
+    spec = _crash_spec(op, kind)
+    plan = make_plan(spec, [probe], {}, timeout=6.0)
+    result = {
+        "probe": probe,
+        "device": "cpu",
+        "layer": "framework",
+        "verdict": {"verdict": kind, "signal": "SIGABRT"} if kind == "crash" else {"verdict": kind},
+        "simulated": True,
+    }
+    made = generate(tmp_path, result, plan)
+    assert made.returncode == 0, made.stderr
+    info = json.loads((tmp_path / "out" / "repro.json").read_text())
+    assert info["crash_child"] is True
+    script = tmp_path / "out" / "repro.py"
+    healthy_proc, faulty_proc = start_script(script), start_script(script, spec)
+    healthy, faulty = finish(healthy_proc), finish(faulty_proc)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert last_line(healthy).startswith("NOT REPRODUCED"), healthy.stdout
+    assert faulty.returncode == 1, faulty.stdout + faulty.stderr
+    assert last_line(faulty) == expected, faulty.stdout
+
+
+def test_a_cure_among_the_run_settings_cures_the_shim_too(tmp_path: Path) -> None:
+    """h2d-zeros is cured by HSA_ENABLE_SDMA=0: a result whose run set it gives a script that
+    applies it, and the shim then simulates nothing."""
+    probe = "copy.h2d.pageable.4x4.blocking"
+    spec = load_preset("h2d-zeros")
+    result = as_result(failing_event("h2d-zeros", {}, probe), {"verdict": "fail"}, {"HSA_ENABLE_SDMA": "0"}, True)
+    made = generate(tmp_path, result, make_plan(spec, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    cured = run_script(tmp_path / "out" / "repro.py", spec)
+    assert cured.returncode == 0 and last_line(cured).startswith("NOT REPRODUCED"), cured.stdout
+
+
+@pytest.mark.parametrize(
+    "probe,reason",
+    [
+        ("nosuch.family.probe", "is not a probe of this gpuprobe's catalogue"),
+        ("rng.randn.fp32.moments", "rng probes:"),
+        ("native.copy.roundtrip.pageable", "native probes:"),
+    ],
+)
+def test_no_repro_exits_3_with_one_line(tmp_path: Path, probe: str, reason: str) -> None:
+    result = {"probe": probe, "device": "cuda:0", "verdict": {"verdict": "fail"}, "observation": {}}
+    made = generate(tmp_path, result, make_plan(None, [probe], {}))
+    assert made.returncode == 3, made.stderr
+    assert made.stderr.startswith("no repro: ") and reason in made.stderr, made.stderr
+    assert len(made.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out" / "repro.py").exists()
+
+
+@pytest.mark.parametrize(
+    "result_text,plan_text,message",
+    [
+        ("{not json", "{}", "RESULT.json"),
+        ("[1, 2]", "{}", "must hold a JSON object"),
+        ('{"probe": "copy.h2d.pageable.4x4.blocking", "device": "cpu", "verdict": {"verdict": "fail"}}', "{", "PLAN.json"),
+        ('{"probe": "copy.h2d.pageable.4x4.blocking", "device": "cpu", "verdict": {"verdict": "fail"}}', "{}", "seed"),
+        ('{"probe": "copy.h2d.pageable.4x4.blocking", "device": "cpu", "verdict": {"verdict": "pass"}}', '{"seed": 1}', "did not fail"),
+        ('{"device": "cpu"}', '{"seed": 1}', "no probe id"),
+        ('{"probe": "copy.h2d.pageable.4x4.blocking", "device": "cuda:0\\"); x", "verdict": {"verdict": "fail"}}', '{"seed": 1}', "names device"),
+        ('{"probe": "x", "device": "cpu", "verdict": {"verdict": "fail"}}', '{"seed": NaN}', "PLAN.json"),
+    ],
+)
+def test_malformed_input_is_one_clear_line(tmp_path: Path, result_text: str, plan_text: str, message: str) -> None:
+    (tmp_path / "result.json").write_text(result_text)
+    (tmp_path / "plan.json").write_text(plan_text)
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR))
+    argv = [sys.executable, "-m", "gpuprobe.repro", "--result", str(tmp_path / "result.json")]
+    argv += ["--plan", str(tmp_path / "plan.json"), "--out", str(tmp_path / "out")]
+    made = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert made.returncode == 2, made.stderr
+    assert "Traceback" not in made.stderr
+    assert made.stderr.startswith("error: ") and message in made.stderr, made.stderr
+    assert len(made.stderr.strip().splitlines()) == 1
+
+
+def test_missing_file_is_one_clear_line(tmp_path: Path) -> None:
+    made = generate(tmp_path, {}, {})
+    (tmp_path / "result.json").unlink()
+    argv = [sys.executable, "-m", "gpuprobe.repro", "--result", str(tmp_path / "result.json")]
+    argv += ["--plan", str(tmp_path / "plan.json"), "--out", str(tmp_path / "out")]
+    made = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(PACKAGE_DIR)))
+    assert made.returncode == 2 and made.stderr.startswith("error: cannot read RESULT.json"), made.stderr
+
+
+def test_no_torch_is_cannot_run(tmp_path: Path) -> None:
+    """A script run where torch cannot be imported says CANNOT RUN and exits 2."""
+    probe = "copy.h2d.pageable.4x4.blocking"
+    result = {"probe": probe, "device": "cpu", "verdict": {"verdict": "crash"}, "simulated": False}
+    made = generate(tmp_path, result, make_plan(None, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    script = tmp_path / "out" / "repro.py"
+    assert "# SIMULATED" not in script.read_text()
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "torch.py").write_text("raise ImportError('no torch here')\n")
+    env = dict(os.environ, PYTHONPATH=str(blocker))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2 and last_line(proc).startswith("CANNOT RUN: torch cannot be imported"), proc.stdout
+    no_gpu = run_script(script, None, "--device", "cuda:7")
+    assert no_gpu.returncode == 2 and last_line(no_gpu).startswith("CANNOT RUN"), no_gpu.stdout
+
+
+def test_every_covered_probe_gives_a_script_that_compiles() -> None:
+    """Each probe of the catalogue whose implementation has a recipe (every method, memory,
+    dtype and device type) gets a script, for a wrong result and for a crash, that is valid
+    Python and imports no gpuprobe; every other family gets ``no repro``."""
+    from gpuprobe.repro import families
+    from gpuprobe.repro.generate import generate as make
+    from gpuprobe.worker import catalog
+
+    plan = make_plan(None, [], {})
+    covered = 0
+    for probe, definition in catalog.all_probes().items():
+        recipe = families.RECIPES.get(definition.impl)
+        for device in ("cuda:0", "cpu"):
+            metrics: dict[str, Any] = {"worst_case": 0}
+            if definition.impl.endswith("run_elementwise"):
+                case = families.Case(probe, definition, SEED, "fail", {}, {}, device)
+                metrics["cases"] = ", ".join(c["label"] for c in families.elementwise_cases(case, definition.params["method"]))
+            observation = {"measurement": {"first_mismatch": {"trial": 0, "index": 0}}, "metrics": metrics}
+            for verdict in ("fail", "crash"):
+                result = {"probe": probe, "device": device, "verdict": {"verdict": verdict}, "observation": observation}
+                if recipe is None:
+                    with pytest.raises(families.NoRepro):
+                        make(result, plan)
+                    continue
+                text, info = make(result, plan)
+                compile(text, f"{probe}/repro.py", "exec")
+                assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), probe
+                assert info["crash_child"] is (verdict == "crash")
+                covered += 1
+    assert covered > 500
