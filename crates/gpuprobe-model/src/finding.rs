@@ -226,6 +226,22 @@ impl Remedy {
         }
     }
 
+    /// What to do with its qualifier and cost tags after it, for people: `ACTION (not yet
+    /// proven here; needs root)`. An unproven remedy says so first, so that it never reads
+    /// as a cure.
+    pub fn described(&self) -> String {
+        let mut notes: Vec<String> = self.qualifier().map(str::to_string).into_iter().collect();
+        let tags = self.cost.tags();
+        if !tags.is_empty() {
+            notes.push(tags.join(", "));
+        }
+        if notes.is_empty() {
+            self.bare_action()
+        } else {
+            format!("{} ({})", self.bare_action(), notes.join("; "))
+        }
+    }
+
     /// The action without its evidence qualifier, for listings that print the qualifier
     /// themselves (next to the cost).
     pub fn bare_action(&self) -> String {

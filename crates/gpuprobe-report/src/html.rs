@@ -686,23 +686,7 @@ fn finding_view(f: &Finding) -> FindingView {
             .iter()
             .map(|e| format!("{}: {}", e.kind, e.text))
             .collect(),
-        remedies: f
-            .remedies
-            .iter()
-            .map(|r| {
-                let mut notes: Vec<String> =
-                    r.qualifier().map(str::to_string).into_iter().collect();
-                let tags = r.cost.tags();
-                if !tags.is_empty() {
-                    notes.push(tags.join(", "));
-                }
-                if notes.is_empty() {
-                    r.bare_action()
-                } else {
-                    format!("{} ({})", r.bare_action(), notes.join("; "))
-                }
-            })
-            .collect(),
+        remedies: f.remedies.iter().map(|r| r.described()).collect(),
         next_steps: f.next_steps.clone(),
         citations: f.citations.iter().map(|c| citation(c)).collect(),
     }

@@ -384,21 +384,8 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                 .remedies
                 .iter()
                 .take(4)
-                .map(|r| {
-                    // An unproven remedy says so first, so that it never reads as a cure.
-                    let mut notes: Vec<String> =
-                        r.qualifier().map(str::to_string).into_iter().collect();
-                    let tags = r.cost.tags();
-                    if !tags.is_empty() {
-                        notes.push(tags.join(", "));
-                    }
-                    let what = visible_line(&r.bare_action()).into_owned();
-                    if notes.is_empty() {
-                        what
-                    } else {
-                        format!("{what} ({})", notes.join("; "))
-                    }
-                })
+                // The whole text: an action may quote an entry's own words.
+                .map(|r| visible_line(&r.described()).into_owned())
                 .collect();
             let _ = writeln!(out, "   {:<9} to try: {}", "", remedies.join(" · "));
         }

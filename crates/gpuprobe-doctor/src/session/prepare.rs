@@ -498,18 +498,7 @@ fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<PlannedTask> {
             devices.push(task.device);
         }
     }
-    devices
-        .iter()
-        .flat_map(|device| {
-            selected
-                .iter()
-                .filter(move |spec| applies_to(spec, *device))
-                .map(move |spec| PlannedTask {
-                    spec: spec.clone(),
-                    device: *device,
-                })
-        })
-        .collect()
+    tasks_on(&devices, &selected)
 }
 
 /// A reopened run, ready to execute.
