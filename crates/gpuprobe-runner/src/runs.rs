@@ -39,10 +39,12 @@ pub const KEEP_ENV: &str = env_vars::GPUPROBE_KEEP_RUNS;
 /// when its process cannot be seen. An hour is longer than any probe's timeout at the default
 /// scale, during which a live run writes at least a result or a worker log.
 const ACTIVE_WINDOW: Duration = Duration::from_secs(3600);
-/// Where `fix` writes its profile by default (the binary's `commands/fix.rs`).
+/// Where `fix` writes its profile by default (`gpuprobe_doctor::fix`).
 const PROFILE_FILE: &str = "profile.toml";
-/// The account that marks a finished `fix` (the binary's `commands/fix.rs` writes it).
+/// The account that marks a finished `fix` (`gpuprobe_doctor::fix` writes it).
 pub const FIX_ACCOUNT_FILE: &str = "fix.json";
+/// The directory inside a `fix` run that holds its starting check.
+pub const FIX_CHECK_DIR: &str = "check";
 /// The directory every run directory gets first.
 const WORKERS_DIR: &str = "workers";
 
@@ -176,7 +178,7 @@ fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
     let (recorded, finished, verdicts, tier) = if parsed.command == "fix" {
         // The account marks a finished search; the verdicts are its starting check's.
         let account = read_json::<Recorded>(&path.join(FIX_ACCOUNT_FILE));
-        let check = path.join("check");
+        let check = path.join(FIX_CHECK_DIR);
         let report = read_json::<Recorded>(&check.join(REPORT_FILE));
         let plan = read_json::<Recorded>(&check.join(PLAN_FILE));
         let verdicts = report

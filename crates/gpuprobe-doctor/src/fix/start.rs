@@ -9,6 +9,7 @@ use gpuprobe_model::probe::{ProbeSpec, Tier};
 use gpuprobe_model::report::Report;
 use gpuprobe_runner::RunDir;
 use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
+use gpuprobe_runner::runs::FIX_CHECK_DIR;
 
 use super::options::FixOptions;
 use super::run::{FixError, FixHost};
@@ -49,7 +50,7 @@ pub(crate) fn resume_check(
     host: &mut FixHost<'_>,
     started_at: &str,
 ) -> Result<Start, FixError> {
-    let check_dir = fix_dir.join("check");
+    let check_dir = fix_dir.join(FIX_CHECK_DIR);
     if check_dir.join(REPORT_FILE).is_file() {
         return start_from(&check_dir, options, work, host);
     }
@@ -82,7 +83,7 @@ pub(crate) fn start_with_check(
 ) -> Result<Start, FixError> {
     let mut check = options.session.clone();
     check.command = "fix";
-    check.run_dir = fix_dir.join("check");
+    check.run_dir = fix_dir.join(FIX_CHECK_DIR);
     check.probe_options = Default::default();
     check.validate()?;
     let collector = session::spawn_collector(&host.session.env);

@@ -21,7 +21,7 @@ use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Report, env_vars};
 use gpuprobe_runner::process::run_to_files;
 use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
-use gpuprobe_runner::runs::{FIX_ACCOUNT_FILE, RunState, scan};
+use gpuprobe_runner::runs::{FIX_ACCOUNT_FILE, FIX_CHECK_DIR, RunState, scan};
 
 use crate::engine::RunPlan;
 
@@ -281,8 +281,8 @@ pub fn locate_run(given: Option<&Path>, root: &Path) -> Result<PathBuf, ReproErr
         if dir.join(REPORT_FILE).is_file() {
             return Ok(dir.to_path_buf());
         }
-        if dir.join("check").join(REPORT_FILE).is_file() {
-            return Ok(dir.join("check"));
+        if dir.join(FIX_CHECK_DIR).join(REPORT_FILE).is_file() {
+            return Ok(dir.join(FIX_CHECK_DIR));
         }
         return Err(ReproError::NotARun {
             path: dir.to_path_buf(),
@@ -299,7 +299,9 @@ pub fn locate_run(given: Option<&Path>, root: &Path) -> Result<PathBuf, ReproErr
         .filter(|r| r.state == RunState::Finished)
         .find_map(|r| match r.command.as_str() {
             "check" => Some(r.path.clone()),
-            "fix" if r.path.join("check").join(REPORT_FILE).is_file() => Some(r.path.join("check")),
+            "fix" if r.path.join(FIX_CHECK_DIR).join(REPORT_FILE).is_file() => {
+                Some(r.path.join(FIX_CHECK_DIR))
+            }
             _ => None,
         })
         .ok_or_else(|| ReproError::NoRun {
@@ -667,7 +669,7 @@ fn fix_from(run_dir: &Path, runs_root: &Path) -> Option<(PathBuf, FixAccount)> {
     let target = canonical(run_dir)?;
     let mut candidates: Vec<PathBuf> = Vec::new();
     // A fix's own starting check: its account is one level up.
-    if run_dir.file_name().is_some_and(|n| n == "check")
+    if run_dir.file_name().is_some_and(|n| n == FIX_CHECK_DIR)
         && let Some(parent) = run_dir.parent()
     {
         candidates.push(parent.to_path_buf());
@@ -687,7 +689,7 @@ fn fix_from(run_dir: &Path, runs_root: &Path) -> Option<(PathBuf, FixAccount)> {
             .as_deref()
             .and_then(|s| canonical(Path::new(s)))
             .is_some_and(|s| s == target)
-            || canonical(&dir.join("check")).is_some_and(|c| c == target);
+            || canonical(&dir.join(FIX_CHECK_DIR)).is_some_and(|c| c == target);
         from_here.then_some((dir, account))
     })
 }
