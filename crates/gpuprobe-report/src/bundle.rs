@@ -944,29 +944,11 @@ fn write_archive(out: &Path, root: &str, files: &[(String, Vec<u8>)]) -> Result<
         path: out.to_path_buf(),
         source,
     };
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file_name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "bundle".into());
-    let tmp = parent.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(unwritable)?;
-    let written = write_tar(file, root, files).and_then(|()| fs::rename(&tmp, out));
-    if let Err(source) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(unwritable(source));
-    }
-    Ok(())
+    gpuprobe_runner::paths::write_atomically(out, |file| write_tar(file, root, files))
+        .map_err(unwritable)
 }
 
-fn write_tar(file: File, root: &str, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+fn write_tar(file: &mut File, root: &str, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
     let mtime = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

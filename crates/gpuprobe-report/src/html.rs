@@ -131,24 +131,13 @@ pub fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
         path: path.to_path_buf(),
         source,
     };
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).map_err(fail)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.html".into());
-    let tmp = parent.join(format!(".{name}.{}.tmp", std::process::id()));
-    if let Err(err) = std::fs::write(&tmp, html) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(err));
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(fail)?;
     }
-    std::fs::rename(&tmp, path).map_err(|err| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(err)
+    gpuprobe_runner::paths::write_atomically(path, |file| {
+        std::io::Write::write_all(file, html.as_bytes())
     })
+    .map_err(fail)
 }
 
 /// A finished run as the HTML report needs it: its report and, for a `fix` run, the

@@ -1,5 +1,6 @@
-//! Where gpuprobe keeps run directories and its caches, how run directories are named, and
-//! the check that an output file can be written before any work is done.
+//! Where gpuprobe keeps run directories and its caches, how run directories are named, the
+//! check that an output file can be written before any work is done, and writing such a file
+//! so that no reader ever sees half of it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -169,6 +170,37 @@ pub fn check_writable_file(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Writes the file at `path` through `write`, atomically: into a new temporary file beside
+/// it (`.NAME.PID.tmp`, created fresh, so a link planted there is never followed), renamed
+/// over `path` once `write` succeeded. On any failure the temporary file is removed and
+/// `path` is left as it was. The parent directory must exist.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    let tmp = parent.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    let written = write(&mut file).and_then(|()| {
+        drop(file);
+        std::fs::rename(&tmp, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +285,29 @@ mod tests {
             Some(PathBuf::from("/h/.cache/gpuprobe/bytecode"))
         );
         assert_eq!(bytecode_cache(&BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn an_atomic_write_replaces_the_file_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.html");
+        std::fs::write(&path, "old").unwrap();
+        let failed = write_atomically(&path, |file| {
+            std::io::Write::write_all(file, b"half")?;
+            Err(std::io::Error::other("disk full"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        let names = |d: &Path| -> Vec<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(dir.path()), ["out.html"], "no temporary file is left");
+        write_atomically(&path, |file| std::io::Write::write_all(file, b"new")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(names(dir.path()), ["out.html"]);
+        assert!(write_atomically(&dir.path().join("missing/out"), |_| Ok(())).is_err());
     }
 }
