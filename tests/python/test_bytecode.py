@@ -27,6 +27,8 @@ def _compile(source, mode=py_compile.PycInvalidationMode.TIMESTAMP):
 
 @pytest.fixture
 def no_prefix(monkeypatch):
+    # A test filling a cache says so; the others must not compile this machine's library.
+    monkeypatch.setattr(bytecode, "FILL_MIN_CORES", 1 << 20)
     monkeypatch.setattr(sys, "pycache_prefix", None)
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     before = os.environ.pop("PYTHONPYCACHEPREFIX", None)
@@ -145,3 +147,93 @@ def test_a_missing_torch_changes_nothing(no_prefix, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert bytecode.enable_if_needed("/tmp/unused") is None
     assert sys.pycache_prefix is None
+
+
+def _tree(tmp_path, name, modules=3):
+    package = tmp_path / name
+    package.mkdir()
+    for index in range(modules):
+        (package / f"m{index}.py").write_text(f"VALUE = {index}\n")
+    (package / "__init__.py").write_text("")
+    return package
+
+
+def test_an_empty_cache_is_filled_once_and_then_left_alone(tmp_path, no_prefix):
+    torch_dir = _tree(tmp_path, "torchlike")
+    other = _tree(tmp_path, "otherpkg")
+    prefix = tmp_path / "cache"
+    note = bytecode.fill_once(str(prefix), str(torch_dir), None, [str(torch_dir), str(other)])
+    assert note is not None and "filled it once for all workers: 8 of 8 files current" in note, note
+    written = sorted(p.name for p in (prefix / str(tmp_path).lstrip(os.sep)).rglob("*.pyc"))
+    assert len(written) == 8, written
+    # Nothing beside the sources: the fill writes under the prefix only.
+    assert not list(torch_dir.rglob("__pycache__"))
+    # The bytecode is what this interpreter reads for each source under that prefix.
+    sys.pycache_prefix = str(prefix)
+    source = torch_dir / "m1.py"
+    assert bytecode._fresh(str(source), importlib.util.cache_from_source(str(source)))
+    sys.pycache_prefix = None
+    assert bytecode.fill_once(str(prefix), str(torch_dir), None, [str(torch_dir)]) is None
+
+
+def test_a_reinstalled_torch_gets_a_new_fill(tmp_path, no_prefix):
+    torch_dir = _tree(tmp_path, "torchlike")
+    prefix = tmp_path / "cache"
+    assert bytecode.fill_once(str(prefix), str(torch_dir), None, [str(torch_dir)]) is not None
+    (torch_dir / "__init__.py").write_text("# a new release\n")
+    assert bytecode.fill_once(str(prefix), str(torch_dir), None, [str(torch_dir)]) is not None
+
+
+def test_the_standard_library_walk_leaves_out_tests_and_installed_packages(tmp_path, no_prefix):
+    stdlib = _tree(tmp_path, "stdlib")
+    for skipped in ("test", "site-packages"):
+        (stdlib / skipped).mkdir()
+        (stdlib / skipped / "big.py").write_text("X = 1\n")
+    (stdlib / "json").mkdir()
+    (stdlib / "json" / "kept.py").write_text("X = 1\n")
+    prefix = tmp_path / "cache"
+    note = bytecode.fill_once(str(prefix), str(stdlib), str(stdlib), [])
+    assert "5 of 5 files current" in note, note
+    # (The fill's own process caches its imports there too: only the tree's files count.)
+    mirror = prefix / str(stdlib).lstrip(os.sep)
+    assert sorted(p.name.split(".")[0] for p in mirror.rglob("*.pyc")) == ["__init__", "kept", "m0", "m1", "m2"]
+
+
+def test_a_worker_waits_for_the_one_filling_the_cache(tmp_path, no_prefix):
+    import fcntl
+    import threading
+
+    torch_dir = _tree(tmp_path, "torchlike")
+    prefix = tmp_path / "cache"
+    prefix.mkdir()
+    holder = open(prefix / ".fill.lock", "a+b")
+    fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+    notes = []
+    waiter = threading.Thread(
+        target=lambda: notes.append(bytecode.fill_once(str(prefix), str(torch_dir), None, [str(torch_dir)]))
+    )
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive(), "the second worker must wait while the first fills"
+    # The first worker finishes: its stamp is there when the lock is released.
+    open(bytecode._fill_stamp(str(prefix), str(torch_dir)), "w").close()
+    fcntl.flock(holder.fileno(), fcntl.LOCK_UN)
+    holder.close()
+    waiter.join(10)
+    assert notes and notes[0].startswith("waited"), notes
+    assert not list(prefix.rglob("*.pyc")), "the waiting worker compiles nothing itself"
+
+
+def test_few_cores_compile_only_what_each_worker_imports(tmp_path, no_prefix, monkeypatch):
+    package = _package(tmp_path)
+    monkeypatch.setattr(bytecode, "in_place_problem", lambda _: "no bytecode")
+    _fake_torch(monkeypatch, package)
+    calls = []
+    monkeypatch.setattr(bytecode, "fill_once", lambda *args: calls.append(args) or "filled")
+    monkeypatch.setattr(os, "cpu_count", lambda: bytecode.FILL_MIN_CORES - 1)
+    note = bytecode.enable_if_needed(str(tmp_path / "cache"))
+    assert note is not None and "filled" not in note and not calls
+    monkeypatch.setattr(os, "cpu_count", lambda: bytecode.FILL_MIN_CORES)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    note = bytecode.enable_if_needed(str(tmp_path / "cache"))
+    assert note.endswith("; filled") and len(calls) == 1

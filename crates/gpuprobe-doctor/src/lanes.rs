@@ -20,8 +20,12 @@
 //!   and each piece keeps the probes' planned order.
 //!
 //! Work is estimated per probe from [`TYPICAL_SECONDS`], measured on the H100 host (the
-//! median warm standard tier, bench/RESULTS.md "Timing"). Estimates only place probes;
-//! every planned probe runs whatever its estimate.
+//! median warm standard tier, bench/RESULTS.md "Timing"). Where the GPU's kernels are
+//! compiled at their first use on this machine and its kernel cache is empty (CUDA's
+//! `ComputeCache` on a fresh machine), the probes that pay for that compilation are
+//! estimated from [`FIRST_USE_SECONDS`] instead: on the H100's first run the attention
+//! probes took 48 probe-seconds against 14 warm, and their lane set the run's wall time.
+//! Estimates only place probes; every planned probe runs whatever its estimate.
 
 use gpuprobe_model::probe::{DeviceRef, Placement, ProbeSpec};
 use gpuprobe_runner::Task;
@@ -100,6 +104,21 @@ pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
     ("native.rtc", 0.116),
 ];
 
+/// Seconds of one probe on a machine whose kernel cache is empty, for the prefixes whose
+/// first use compiles kernels, by the same longest-prefix rule as [`TYPICAL_SECONDS`]
+/// (which holds for every other probe). Measured on the H100 host's first standard run
+/// after the machine started (bench/RESULTS.md "Lane sizing and the first run"): the
+/// attention probes 0.43 s each (0.08 warm), the two masked-attention matrix probes
+/// 5.9 s each (0.67 warm), convolutions 0.55 s (0.24), the VAE blocks 0.50 s (0.16),
+/// runtime compilation 0.46 s (0.12).
+pub const FIRST_USE_SECONDS: &[(&str, f64)] = &[
+    ("nn.conv2d", 0.554),
+    ("nn.sdpa", 0.333),
+    ("nn.sdpa.matrix", 5.920),
+    ("nn.vae", 0.499),
+    ("native.rtc", 0.455),
+];
+
 /// The estimate of a probe whose sub-family [`TYPICAL_SECONDS`] does not list.
 pub const DEFAULT_SECONDS: f64 = 0.1;
 
@@ -108,18 +127,30 @@ pub const DEFAULT_SECONDS: f64 = 0.1;
 /// than their own seconds).
 const PER_PROBE_OVERHEAD_S: f64 = 0.003;
 
-/// The estimated seconds of one probe.
-pub fn estimated_seconds(spec: &ProbeSpec) -> f64 {
+/// The estimated seconds of one probe; `first_use`: the machine's kernel cache is empty.
+pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
     let id = spec.id.as_str();
-    let own = TYPICAL_SECONDS
+    let first_use_own = if first_use {
+        longest_prefix(FIRST_USE_SECONDS, id)
+    } else {
+        None
+    };
+    let own = first_use_own
+        .or_else(|| longest_prefix(TYPICAL_SECONDS, id))
+        .unwrap_or(DEFAULT_SECONDS);
+    own + PER_PROBE_OVERHEAD_S
+}
+
+/// The seconds of the longest prefix of `id` (whole parts) that `table` lists.
+fn longest_prefix(table: &[(&str, f64)], id: &str) -> Option<f64> {
+    table
         .iter()
         .filter(|(prefix, _)| {
             id.strip_prefix(prefix)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
         })
         .max_by_key(|(prefix, _)| prefix.len())
-        .map_or(DEFAULT_SECONDS, |(_, seconds)| *seconds);
-    own + PER_PROBE_OVERHEAD_S
+        .map(|(_, seconds)| *seconds)
 }
 
 /// The first two parts of a probe id (`nn.sdpa` of `nn.sdpa.bf16.cudnn.d64`).
@@ -136,11 +167,17 @@ pub struct LaneBudget {
     /// Lanes side by side on one device: shared and side, Python and native (exclusive
     /// lanes run alone and do not count).
     pub lanes: usize,
+    /// The GPU's kernel cache is empty: probes whose first use compiles kernels are
+    /// estimated from [`FIRST_USE_SECONDS`].
+    pub first_use: bool,
 }
 
 impl LaneBudget {
     /// No lane is cut: one worker per lane, as the probes group.
-    pub const UNCUT: LaneBudget = LaneBudget { lanes: 0 };
+    pub const UNCUT: LaneBudget = LaneBudget {
+        lanes: 0,
+        first_use: false,
+    };
 
     /// The budget of a host with `cores` CPU cores whose GPUs have at least
     /// `free_memory` bytes free each (`None`: not known).
@@ -158,6 +195,15 @@ impl LaneBudget {
         let by_cores = (cores * 3 / 4).max(1);
         LaneBudget {
             lanes: by_memory.min(by_cores),
+            first_use: false,
+        }
+    }
+
+    /// The same budget, its estimates for a machine whose kernel cache is empty or not.
+    pub fn first_use(self, kernel_cache_empty: bool) -> LaneBudget {
+        LaneBudget {
+            first_use: kernel_cache_empty,
+            ..self
         }
     }
 }
@@ -174,7 +220,11 @@ pub fn lanes_for(tasks: Vec<Task>) -> Vec<Lane> {
 pub fn sized_lanes(tasks: Vec<Task>, budget: LaneBudget) -> Vec<Lane> {
     let groups = grouped(tasks);
     // Each lane's current cut: piece of every task, and the pieces' estimated seconds.
-    let mut cuts: Vec<Assignment> = groups.iter().map(|g| assign(&g.lane, 1)).collect();
+    let first_use = budget.first_use;
+    let mut cuts: Vec<Assignment> = groups
+        .iter()
+        .map(|g| assign(&g.lane, 1, first_use))
+        .collect();
     let mut devices: Vec<DeviceRef> = Vec::new();
     for group in &groups {
         if !devices.contains(&group.lane.device) {
@@ -205,7 +255,7 @@ pub fn sized_lanes(tasks: Vec<Task>, budget: LaneBudget) -> Vec<Lane> {
                 })
                 .max_by(|&a, &b| cuts[a].heaviest().total_cmp(&cuts[b].heaviest()));
             let Some(i) = heaviest else { break };
-            let finer = assign(&groups[i].lane, cuts[i].pieces() + 1);
+            let finer = assign(&groups[i].lane, cuts[i].pieces() + 1, first_use);
             if finer.lightest() >= MIN_PIECE_S {
                 cuts[i] = finer;
                 spare -= 1;
@@ -316,11 +366,11 @@ impl Assignment {
 /// stay together as long as the balance allows: whole families first, a family heavier
 /// than a piece's share (by more than a quarter) as whole sub-families, a sub-family
 /// heavier than that probe by probe. Items go heaviest first to the lightest piece.
-fn assign(lane: &Lane, pieces: usize) -> Assignment {
+fn assign(lane: &Lane, pieces: usize, first_use: bool) -> Assignment {
     let seconds: Vec<f64> = lane
         .tasks
         .iter()
-        .map(|t| estimated_seconds(&t.spec))
+        .map(|t| estimated_seconds(&t.spec, first_use))
         .collect();
     let pieces = pieces.max(1);
     // A group up to a quarter over a piece's share stays whole: a slightly uneven cut
@@ -402,7 +452,10 @@ mod tests {
     }
 
     fn lane_seconds(lane: &Lane) -> f64 {
-        lane.tasks.iter().map(|t| estimated_seconds(&t.spec)).sum()
+        lane.tasks
+            .iter()
+            .map(|t| estimated_seconds(&t.spec, false))
+            .sum()
     }
 
     /// A standard-tier-like plan: a heavy shared lane of many sub-families, a side family
@@ -461,7 +514,14 @@ mod tests {
         let sized = sized_lanes(plan(), LaneBudget::UNCUT);
         assert_eq!(uncut.len(), sized.len());
         assert_eq!(
-            sized_lanes(plan(), LaneBudget { lanes: 3 }).len(),
+            sized_lanes(
+                plan(),
+                LaneBudget {
+                    lanes: 3,
+                    first_use: false
+                }
+            )
+            .len(),
             uncut.len(),
             "three lanes side by side are already planned: none to spare"
         );
@@ -470,7 +530,13 @@ mod tests {
     #[test]
     fn the_heaviest_lanes_are_cut_into_balanced_pieces_that_keep_every_probe_once() {
         let planned = plan();
-        let lanes = sized_lanes(planned.clone(), LaneBudget { lanes: 8 });
+        let lanes = sized_lanes(
+            planned.clone(),
+            LaneBudget {
+                lanes: 8,
+                first_use: false,
+            },
+        );
         // Every probe exactly once.
         let mut all: Vec<&str> = lanes.iter().flat_map(ids).collect();
         all.sort_unstable();
@@ -533,12 +599,24 @@ mod tests {
         let tasks: Vec<Task> = (0..50)
             .map(|i| task(&format!("misc.case.c{i}"), Placement::Shared, None))
             .collect();
-        let lanes = sized_lanes(tasks, LaneBudget { lanes: 16 });
+        let lanes = sized_lanes(
+            tasks,
+            LaneBudget {
+                lanes: 16,
+                first_use: false,
+            },
+        );
         assert_eq!(lanes.len(), 1, "{}", lanes.len());
         let tasks: Vec<Task> = (0..130)
             .map(|i| task(&format!("misc.case.c{i}"), Placement::Shared, None))
             .collect();
-        let lanes = sized_lanes(tasks, LaneBudget { lanes: 16 });
+        let lanes = sized_lanes(
+            tasks,
+            LaneBudget {
+                lanes: 16,
+                first_use: false,
+            },
+        );
         // 13.4 s of work: two pieces of 6.7 s (three of 4.5 s would be just under).
         assert_eq!(lanes.len(), 2);
         assert!(lanes.iter().all(|l| lane_seconds(l) >= MIN_PIECE_S));
@@ -562,7 +640,7 @@ mod tests {
 
     #[test]
     fn the_longest_listed_prefix_sets_a_probe_estimate() {
-        let seconds = |id: &str| estimated_seconds(&spec(id)) - PER_PROBE_OVERHEAD_S;
+        let seconds = |id: &str| estimated_seconds(&spec(id), false) - PER_PROBE_OVERHEAD_S;
         assert_eq!(seconds("native.copy.roundtrip.pinned.large"), 5.0);
         assert_eq!(seconds("native.copy.roundtrip.pinned.small"), 0.2);
         assert_eq!(seconds("nn.sdpa.bf16.cudnn.d64"), 0.084);
@@ -572,6 +650,52 @@ mod tests {
             "a prefix ends at a dot"
         );
         assert_eq!(seconds("brand.new.family"), DEFAULT_SECONDS);
+    }
+
+    #[test]
+    fn an_empty_kernel_cache_raises_only_the_compiling_probes_estimates() {
+        let seconds =
+            |id: &str, first: bool| estimated_seconds(&spec(id), first) - PER_PROBE_OVERHEAD_S;
+        assert_eq!(seconds("nn.sdpa.bf16.cudnn.d64", true), 0.333);
+        assert_eq!(seconds("nn.sdpa.matrix.fp16.default.core", true), 5.92);
+        assert_eq!(
+            seconds("nn.sdpa.matrix.fp16.default.core", false),
+            0.084,
+            "warm, the matrix probes are estimated as their sub-family"
+        );
+        assert_eq!(
+            seconds("ops.matmul.fp32", true),
+            seconds("ops.matmul.fp32", false)
+        );
+        assert_eq!(seconds("brand.new.family", true), DEFAULT_SECONDS);
+    }
+
+    #[test]
+    fn a_first_run_cuts_the_compiling_family_finer() {
+        // The plan's `nn` side lane: warm (6 s) it stays whole; with an empty kernel cache
+        // (23 s) it is the heaviest lane, cut so that its compilation runs on several cores.
+        let tasks = plan();
+        let attention_pieces = |first_use: bool| {
+            sized_lanes(
+                tasks.clone(),
+                LaneBudget {
+                    lanes: 8,
+                    first_use,
+                },
+            )
+            .iter()
+            .filter(|l| l.tasks.iter().all(|t| t.spec.id.family() == "nn"))
+            .count()
+        };
+        assert_eq!(attention_pieces(false), 1);
+        assert!(attention_pieces(true) >= 3, "{}", attention_pieces(true));
+        assert_eq!(
+            LaneBudget::for_host(16, Some(80 << 30)).first_use(true),
+            LaneBudget {
+                lanes: 12,
+                first_use: true
+            }
+        );
     }
 
     #[test]
@@ -587,7 +711,13 @@ mod tests {
                 None,
             ));
         }
-        let lanes = sized_lanes(tasks, LaneBudget { lanes: 2 });
+        let lanes = sized_lanes(
+            tasks,
+            LaneBudget {
+                lanes: 2,
+                first_use: false,
+            },
+        );
         assert_eq!(lanes.len(), 2);
         for lane in &lanes {
             let families: std::collections::BTreeSet<&str> =
@@ -612,7 +742,13 @@ mod tests {
             device: DeviceRef::Gpu(0),
         })
         .collect();
-        let lanes = sized_lanes(tasks, LaneBudget { lanes: 4 });
+        let lanes = sized_lanes(
+            tasks,
+            LaneBudget {
+                lanes: 4,
+                first_use: false,
+            },
+        );
         assert_eq!(
             lanes.len(),
             2,
@@ -634,7 +770,13 @@ mod tests {
             },
             device: DeviceRef::Gpu(0),
         });
-        let lanes = sized_lanes(tasks, LaneBudget { lanes: 6 });
+        let lanes = sized_lanes(
+            tasks,
+            LaneBudget {
+                lanes: 6,
+                first_use: false,
+            },
+        );
         assert!(lanes.iter().all(|l| {
             l.tasks
                 .iter()

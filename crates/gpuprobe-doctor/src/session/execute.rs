@@ -30,8 +30,8 @@ pub fn spawn_collector(env: &BTreeMap<String, String>) -> Collector {
     });
     // Beside the planning, so that the lanes can be sized when the probes start.
     let memory_env = env.clone();
-    let free_gpu_memory = std::thread::spawn(move || {
-        gpuprobe_detect::least_free_gpu_memory(
+    let gpu_headroom = std::thread::spawn(move || {
+        gpuprobe_detect::gpu_headroom(
             &gpuprobe_detect::Root::live(),
             &memory_env,
             FREE_MEMORY_TIMEOUT,
@@ -39,7 +39,7 @@ pub fn spawn_collector(env: &BTreeMap<String, String>) -> Collector {
     });
     Collector {
         fingerprint,
-        free_gpu_memory,
+        gpu_headroom,
     }
 }
 
@@ -52,7 +52,7 @@ pub struct Collector {
     /// The fingerprint (tools, kernel log), joined after the probes.
     pub(crate) fingerprint: JoinHandle<Fingerprint>,
     /// The least free GPU memory, joined before the probes start (lane sizing).
-    free_gpu_memory: JoinHandle<Option<u64>>,
+    gpu_headroom: JoinHandle<gpuprobe_detect::GpuHeadroom>,
 }
 
 /// Runs what is left of the plan and builds the report (written to `report.json`).
@@ -79,11 +79,17 @@ pub fn execute(
             "{torn} unreadable line(s) in results.jsonl were ignored (a run killed mid-write)"
         ));
     }
-    let free_gpu_memory = collector.free_gpu_memory.join().unwrap_or(None);
+    let headroom = collector.gpu_headroom.join().unwrap_or_default();
     let budget = LaneBudget::for_host(
         std::thread::available_parallelism().map_or(1, |n| n.get()),
-        free_gpu_memory,
-    );
+        headroom.least_free,
+    )
+    .first_use(headroom.kernel_cache_empty);
+    if budget.first_use && budget.lanes > 0 {
+        notes.push(
+            "the GPU driver's kernel cache is empty (this machine's first run): the probes that compile kernels at first use were spread over more lanes".to_string(),
+        );
+    }
     let lanes = plan.remaining_lanes(&previous, budget);
     let mut stack = run_dir.read_stack().unwrap_or_default();
     progress.started(&format!("{} tier", plan.tier.name()));
