@@ -180,30 +180,34 @@ impl LaneBudget {
     };
 
     /// The budget of a host with `cores` CPU cores whose GPUs have at least
-    /// `free_memory` bytes free each (`None`: not known).
+    /// `free_memory` bytes free each (`None`: not known); `kernel_cache_empty`: the GPU
+    /// driver's kernel cache holds nothing yet (a machine's first run).
     ///
     /// Three in four cores: each lane's worker needs a core for its probes' host side, and
     /// some lanes start helpers (the sweep's reference processes, DataLoader workers); on
-    /// the H100's 16 cores, 17 lanes ran the standard tier slower than 14. Without a
-    /// known free memory nothing is cut: a small GPU that holds a context per lane plus
-    /// the probes' buffers would fail its probes for want of memory, a false alarm.
-    pub fn for_host(cores: usize, free_memory: Option<u64>) -> LaneBudget {
+    /// the H100's 16 cores, 17 lanes ran the standard tier slower than 14, the probes
+    /// contending for the GPU. A first run is different: its heaviest lane compiles
+    /// kernels on the host, one core per worker (the H100's CPU was 47% busy), so it
+    /// may use every core, and its estimates are [`FIRST_USE_SECONDS`]. Without a known
+    /// free memory nothing is cut: a small GPU that holds a context per lane plus the
+    /// probes' buffers would fail its probes for want of memory, a false alarm.
+    pub fn for_host(
+        cores: usize,
+        free_memory: Option<u64>,
+        kernel_cache_empty: bool,
+    ) -> LaneBudget {
         let Some(free) = free_memory else {
             return LaneBudget::UNCUT;
         };
         let by_memory = usize::try_from(free / MEMORY_PER_LANE).unwrap_or(usize::MAX);
-        let by_cores = (cores * 3 / 4).max(1);
+        let by_cores = if kernel_cache_empty {
+            cores.max(1)
+        } else {
+            (cores * 3 / 4).max(1)
+        };
         LaneBudget {
             lanes: by_memory.min(by_cores),
-            first_use: false,
-        }
-    }
-
-    /// The same budget, its estimates for a machine whose kernel cache is empty or not.
-    pub fn first_use(self, kernel_cache_empty: bool) -> LaneBudget {
-        LaneBudget {
             first_use: kernel_cache_empty,
-            ..self
         }
     }
 }
@@ -624,18 +628,18 @@ mod tests {
 
     #[test]
     fn the_budget_follows_the_cores_and_the_free_memory() {
-        assert_eq!(LaneBudget::for_host(16, None), LaneBudget::UNCUT);
+        assert_eq!(LaneBudget::for_host(16, None, false), LaneBudget::UNCUT);
         assert_eq!(
-            LaneBudget::for_host(16, Some(80 << 30)).lanes,
+            LaneBudget::for_host(16, Some(80 << 30), false).lanes,
             12,
             "three in four cores"
         );
         assert_eq!(
-            LaneBudget::for_host(16, Some(7 << 30)).lanes,
+            LaneBudget::for_host(16, Some(7 << 30), false).lanes,
             3,
             "an 8 GB GPU with 7 GiB free: 2 GiB a lane"
         );
-        assert_eq!(LaneBudget::for_host(1, Some(80 << 30)).lanes, 1);
+        assert_eq!(LaneBudget::for_host(1, Some(80 << 30), false).lanes, 1);
     }
 
     #[test]
@@ -690,11 +694,17 @@ mod tests {
         assert_eq!(attention_pieces(false), 1);
         assert!(attention_pieces(true) >= 3, "{}", attention_pieces(true));
         assert_eq!(
-            LaneBudget::for_host(16, Some(80 << 30)).first_use(true),
+            LaneBudget::for_host(16, Some(80 << 30), true),
             LaneBudget {
-                lanes: 12,
+                lanes: 16,
                 first_use: true
-            }
+            },
+            "a first run compiles on every core"
+        );
+        assert_eq!(
+            LaneBudget::for_host(16, Some(7 << 30), true).lanes,
+            3,
+            "but never past the memory"
         );
     }
 

@@ -83,8 +83,8 @@ pub fn execute(
     let budget = LaneBudget::for_host(
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         headroom.least_free,
-    )
-    .first_use(headroom.kernel_cache_empty);
+        headroom.kernel_cache_empty,
+    );
     if budget.first_use && budget.lanes > 0 {
         notes.push(
             "the GPU driver's kernel cache is empty (this machine's first run): the probes that compile kernels at first use were spread over more lanes".to_string(),
