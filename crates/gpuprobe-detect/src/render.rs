@@ -601,14 +601,6 @@ fn python_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
         if !packages.is_empty() {
             out.row("Packages", wrap(&packages, 88));
         }
-        let conda: Vec<String> = p
-            .conda_packages
-            .iter()
-            .map(|(n, v)| format!("{n} {v}"))
-            .collect();
-        if !conda.is_empty() {
-            out.row("Conda", wrap(&conda, 88));
-        }
     }
 }
 

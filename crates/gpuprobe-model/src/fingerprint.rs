@@ -489,10 +489,6 @@ pub struct PythonEnv {
     /// accelerate, transformers, ... (`docs/fingerprint.md` lists the patterns).
     #[serde(default)]
     pub packages: BTreeMap<String, String>,
-    /// Packages of the active conda environment (`$CONDA_PREFIX/conda-meta`) that match the
-    /// same patterns, name → version.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub conda_packages: BTreeMap<String, String>,
 }
 
 /// The interpreter's build and platform as the worker reports them (the `hello` event's
@@ -553,7 +549,7 @@ pub struct TorchInfo {
     pub cuda_module_loading: Option<String>,
     /// What torch was built with (`torch._C._show_config()`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build: Option<TorchBuild>,
+    pub build: Option<Box<TorchBuild>>,
     /// `torch.cuda.get_arch_list()`.
     #[serde(default)]
     pub arch_list: Vec<String>,

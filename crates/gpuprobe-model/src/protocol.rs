@@ -112,7 +112,7 @@ pub enum WorkerEvent {
         python_version: Option<String>,
         /// The interpreter's build and platform (Python workers).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        interpreter: Option<Interpreter>,
+        interpreter: Option<Box<Interpreter>>,
         /// Framework facts, when the framework imported.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         torch: Option<TorchInfo>,

@@ -426,7 +426,7 @@ pub fn fetch_env(
                 } = event
                 {
                     env.version = python_version;
-                    env.set_interpreter(interpreter.as_ref());
+                    env.set_interpreter(interpreter.as_deref());
                     env.torch = torch;
                     env.torch_error = unusable;
                     env.packages = packages;

@@ -254,7 +254,7 @@ fn python_env_from(
     }) = hello
     {
         python_env.version = python_version.clone();
-        python_env.set_interpreter(interpreter.as_ref());
+        python_env.set_interpreter(interpreter.as_deref());
         python_env.torch = torch.clone();
         python_env.torch_error = unusable.clone();
         python_env.packages = packages.clone();

@@ -276,10 +276,8 @@ fn env_reports_every_fact_collect_env_reports() {
     }
     let python = fp.python.as_ref().expect("python facts");
     for (name, version) in &parsed.packages {
-        let found = python
-            .packages
-            .get(name)
-            .or_else(|| python.conda_packages.get(name));
+        // conda lines fail here by design: env does not read conda environments yet.
+        let found = python.packages.get(name);
         if found == Some(version) {
             compared += 1;
         } else {
