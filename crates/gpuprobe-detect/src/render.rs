@@ -5,7 +5,10 @@
 use std::fmt::Write as _;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, KernelEvent, LibraryInfo, Vendor};
+use gpuprobe_model::fingerprint::{
+    ComponentVersion, CpuDetails, DriverSource, GpuInfo, KernelEvent, LibraryInfo, TorchInfo,
+    Vendor,
+};
 use gpuprobe_model::text::visible_line;
 
 const KEY_WIDTH: usize = 16;
@@ -205,6 +208,8 @@ pub fn render_text(fp: &Fingerprint) -> String {
     rocm_section(&mut out, fp, absent);
     cuda_section(&mut out, fp, absent);
     python_section(&mut out, fp, absent);
+    gpu_libraries_section(&mut out, fp);
+    toolchain_section(&mut out, fp);
     environment_section(&mut out, fp, absent);
     trailing_sections(&mut out, fp);
     // Every value here was read from tools, files and pastes: the last guard before a
@@ -265,6 +270,14 @@ fn host_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
         (None, None) => "unknown".to_owned(),
     };
     out.row("CPU", cpu);
+    if let Some(details) = &host.cpu {
+        cpu_rows(out, details);
+    }
+    match (&host.libc_name, &host.libc_version) {
+        (Some(n), Some(v)) => out.row("libc", format!("{n} {v}")),
+        (Some(n), None) => out.row("libc", n),
+        _ => {}
+    }
     if let Some(mem) = host.mem_total_bytes {
         out.row("Memory", human_bytes(mem));
     }
@@ -299,6 +312,105 @@ fn host_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
     }
     if let Some(cmdline) = &host.kernel_cmdline {
         out.row("Kernel cmdline", cmdline);
+    }
+}
+
+/// The CPU's identity and topology under the model name.
+fn cpu_rows(out: &mut Out, cpu: &CpuDetails) {
+    let mut identity = Vec::new();
+    if let Some(v) = &cpu.vendor_id {
+        identity.push(v.clone());
+    }
+    for (label, value) in [
+        ("family", &cpu.family),
+        ("model", &cpu.model),
+        ("stepping", &cpu.stepping),
+    ] {
+        if let Some(v) = value {
+            identity.push(format!("{label} {v}"));
+        }
+    }
+    let mut topology = Vec::new();
+    if let Some(n) = cpu.logical_cpus {
+        let online = cpu.online.as_deref().unwrap_or("?");
+        topology.push(format!("{n} CPUs online ({online})"));
+    }
+    if let (Some(s), Some(c), Some(t)) = (cpu.sockets, cpu.cores_per_socket, cpu.threads_per_core) {
+        topology.push(format!("{s} socket(s) × {c} core(s) × {t} thread(s)"));
+    }
+    if !cpu.numa_nodes.is_empty() {
+        let nodes: Vec<String> = cpu
+            .numa_nodes
+            .iter()
+            .map(|(n, l)| format!("{n} {l}"))
+            .collect();
+        topology.push(format!("NUMA {}", nodes.join(", ")));
+    }
+    if let Some(h) = &cpu.hypervisor_vendor {
+        let kind = cpu.virtualization_type.as_deref().unwrap_or("");
+        topology.push(format!("hypervisor {h} {kind}").trim_end().to_owned());
+    }
+    if !identity.is_empty() {
+        out.row("", identity.join(" · "));
+    }
+    if !topology.is_empty() {
+        out.row("", topology.join(" · "));
+    }
+    let wanted: Vec<&str> = cpu
+        .flags
+        .iter()
+        .map(String::as_str)
+        .filter(|f| {
+            f.starts_with("avx")
+                || f.starts_with("amx")
+                || matches!(
+                    *f,
+                    "f16c" | "fma" | "sve" | "sve2" | "fphp" | "asimdhp" | "bf16"
+                )
+        })
+        .collect();
+    if !wanted.is_empty() {
+        out.row("", format!("vector flags {}", wanted.join(" ")));
+    }
+}
+
+/// "GPU libraries": versions of cuDNN, NCCL, cuBLAS, MIOpen, RCCL, rocBLAS, hipBLASLt, ...
+/// from their headers and wheels; more than one source for a library is shown as found.
+fn gpu_libraries_section(out: &mut Out, fp: &Fingerprint) {
+    let mut components: Vec<&ComponentVersion> = fp
+        .cuda
+        .iter()
+        .flat_map(|c| &c.components)
+        .chain(fp.rocm.iter().flat_map(|r| &r.components))
+        .collect();
+    components.sort_by(|a, b| a.name.cmp(&b.name).then(a.source.cmp(&b.source)));
+    if components.is_empty() {
+        return;
+    }
+    out.section("GPU libraries");
+    for c in components {
+        out.row(&c.name, format!("{}  ({})", c.version, c.source));
+    }
+}
+
+/// "Toolchain": the compilers and build tools found.
+fn toolchain_section(out: &mut Out, fp: &Fingerprint) {
+    let t = &fp.toolchain;
+    if t.is_empty() {
+        return;
+    }
+    out.section("Toolchain");
+    for (name, tool) in [
+        ("gcc", &t.gcc),
+        ("clang", &t.clang),
+        ("cmake", &t.cmake),
+        ("nvcc", &t.nvcc),
+        ("hipcc", &t.hipcc),
+    ] {
+        if let Some(tool) = tool {
+            let version = tool.version.as_deref().unwrap_or("version unknown");
+            out.row(name, format!("{version}  {}  ({})", tool.path, tool.banner));
+        }
     }
 }
 
@@ -440,6 +552,13 @@ fn python_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
                     p.version.as_deref().unwrap_or("version unknown")
                 ),
             );
+            if let Some(build) = &p.build {
+                let bits = p.bits.map(|b| format!(" · {b}-bit")).unwrap_or_default();
+                out.row("", format!("{build}{bits}"));
+            }
+            if let Some(platform) = &p.platform {
+                out.row("", platform);
+            }
             match (&p.torch, &p.torch_error) {
                 (Some(t), _) => {
                     let mut line = format!("torch {}", t.version);
@@ -465,12 +584,71 @@ fn python_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
                     if let Some(conf) = &t.allocator_conf {
                         out.row("Allocator", format!("{}={}", conf.variable, conf.value));
                     }
+                    torch_build_rows(out, t);
                 }
                 (None, Some(err)) => out.row("Framework", format!("torch unusable: {err}")),
                 (None, None) => out.row("Framework", "torch not found"),
             }
         }
         None => out.row("Interpreter", absent.text("not inspected")),
+    }
+    if let Some(p) = &fp.python {
+        let packages: Vec<String> = p
+            .packages
+            .iter()
+            .map(|(n, v)| format!("{n}=={v}"))
+            .collect();
+        if !packages.is_empty() {
+            out.row("Packages", wrap(&packages, 88));
+        }
+    }
+}
+
+/// torch's build flags and what it was built with.
+fn torch_build_rows(out: &mut Out, t: &TorchInfo) {
+    let mut flags = Vec::new();
+    if let Some(r) = &t.rocm {
+        flags.push(format!("ROCm SDK {r}"));
+    }
+    if let Some(d) = t.debug {
+        flags.push(if d { "debug build" } else { "release build" }.to_owned());
+    }
+    if let Some(x) = t.xnnpack {
+        flags.push(format!("XNNPACK {}", if x { "on" } else { "off" }));
+    }
+    if let Some(x) = t.xpu_available {
+        flags.push(format!(
+            "XPU {}",
+            if x { "available" } else { "not available" }
+        ));
+    }
+    if let Some(m) = &t.cuda_module_loading {
+        flags.push(format!("CUDA_MODULE_LOADING={m}"));
+    }
+    if let Some(g) = &t.git_version {
+        flags.push(format!("commit {}", g.get(..12).unwrap_or(g)));
+    }
+    if !flags.is_empty() {
+        out.row("Build", flags.join(" · "));
+    }
+    if let Some(b) = &t.build {
+        let mut built = Vec::new();
+        for (label, value) in [
+            ("", &b.compiler),
+            ("CUDA ", &b.cuda),
+            ("cuDNN ", &b.cudnn),
+            ("HIP runtime ", &b.hip_runtime),
+            ("MIOpen ", &b.miopen),
+            ("Magma ", &b.magma),
+            ("CPU capability ", &b.cpu_capability),
+        ] {
+            if let Some(v) = value {
+                built.push(format!("{label}{v}"));
+            }
+        }
+        if !built.is_empty() {
+            out.row("Built with", built.join(" · "));
+        }
     }
 }
 

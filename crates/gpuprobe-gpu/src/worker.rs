@@ -81,6 +81,7 @@ fn hello(unusable: Option<String>, packages: BTreeMap<String, String>) -> Worker
             .ok()
             .map(|p| p.display().to_string()),
         python_version: None,
+        interpreter: None,
         torch: None,
         unusable,
         packages,

@@ -34,6 +34,9 @@ pub struct Fingerprint {
     /// The Python interpreter and framework gpuprobe used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<PythonEnv>,
+    /// Compilers and build tools on `PATH` (what extensions and JIT kernels are built with).
+    #[serde(default, skip_serializing_if = "Toolchain::is_empty")]
+    pub toolchain: Toolchain,
     /// Relevant environment variables that are set (name → value), from the research list
     /// (HSA_*, HIP_*, AMD_*, PYTORCH_*, CUDA_*, MIOPEN_*, ...).
     #[serde(default)]
@@ -81,6 +84,15 @@ pub struct HostInfo {
     /// CPU model name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_model: Option<String>,
+    /// CPU identity and topology (what `lscpu` shows that matters to a bug report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuDetails>,
+    /// The C library: `glibc`, `musl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libc_name: Option<String>,
+    /// The C library's version (`2.36`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libc_version: Option<String>,
     /// Total system memory in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_total_bytes: Option<u64>,
@@ -105,6 +117,113 @@ pub struct HostInfo {
     /// Device nodes the user cannot open (`/dev/kfd`, `/dev/dri/renderD128`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inaccessible_device_nodes: Vec<String>,
+}
+
+/// CPU identity and topology, from `/proc/cpuinfo` and the sysfs CPU and NUMA topology
+/// (`lscpu` fills what only it can tell, such as the hypervisor vendor).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CpuDetails {
+    /// Vendor id (`AuthenticAMD`, `GenuineIntel`; the implementer on Arm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor_id: Option<String>,
+    /// CPU family number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// CPU model number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Stepping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stepping: Option<String>,
+    /// Logical CPUs online.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_cpus: Option<u32>,
+    /// The online CPU list as the kernel prints it (`0-63`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online: Option<String>,
+    /// Sockets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<u32>,
+    /// Cores per socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores_per_socket: Option<u32>,
+    /// Hardware threads per core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_core: Option<u32>,
+    /// NUMA nodes and the CPUs of each (`node0` → `0-31,64-95`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub numa_nodes: BTreeMap<String, String>,
+    /// `48 bits physical, 48 bits virtual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_sizes: Option<String>,
+    /// The hypervisor the CPU reports (`KVM`, `Microsoft`), from `lscpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypervisor_vendor: Option<String>,
+    /// `full` or `para` virtualization, from `lscpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtualization_type: Option<String>,
+    /// Feature flags (`avx512f`, `sha_ni`; `fphp`, `sve` on Arm).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+}
+
+/// One compiler or build tool: what `TOOL --version` printed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ToolVersion {
+    /// The program run (`/usr/bin/gcc`).
+    pub path: String,
+    /// The version alone (`12.2.0`, `12.4.131`), when it could be picked out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The line that carries the version, as printed
+    /// (`gcc (Debian 12.2.0-14+deb12u1) 12.2.0`).
+    pub banner: String,
+}
+
+/// Compilers and build tools found on `PATH` (and, for `nvcc` and `hipcc`, in the CUDA and
+/// ROCm installs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Toolchain {
+    /// GNU C compiler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcc: Option<ToolVersion>,
+    /// Clang.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clang: Option<ToolVersion>,
+    /// CMake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmake: Option<ToolVersion>,
+    /// The CUDA compiler (its version is the toolkit's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvcc: Option<ToolVersion>,
+    /// The HIP compiler driver (its version is the HIP toolkit's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hipcc: Option<ToolVersion>,
+}
+
+impl Toolchain {
+    /// Whether no tool was found.
+    pub fn is_empty(&self) -> bool {
+        self.gcc.is_none()
+            && self.clang.is_none()
+            && self.cmake.is_none()
+            && self.nvcc.is_none()
+            && self.hipcc.is_none()
+    }
+}
+
+/// The version of a GPU library component (cuDNN, NCCL, MIOpen, rocBLAS, ...), with where it
+/// was read. One component may appear more than once (a system copy and a pip wheel's):
+/// which one a process loads depends on its library path, as with collect_env's "probably
+/// one of the following".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ComponentVersion {
+    /// `cudnn`, `nccl`, `cublas`, `cusparselt`, `miopen`, `rccl`, `rocblas`, `hipblaslt`, ...
+    pub name: String,
+    /// Version (`9.26.0`, `2.30.7`).
+    pub version: String,
+    /// Where it was read: a version header's path, or `pip nvidia-cudnn-cu13`.
+    pub source: String,
 }
 
 /// GPU vendor.
@@ -317,6 +436,10 @@ pub struct RocmInfo {
     /// Libraries found.
     #[serde(default)]
     pub libraries: Vec<LibraryInfo>,
+    /// Versions of the ROCm math and communication libraries (MIOpen, RCCL, rocBLAS,
+    /// hipBLASLt), from their version headers and pip wheels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<ComponentVersion>,
 }
 
 /// CUDA userspace.
@@ -328,6 +451,10 @@ pub struct CudaInfo {
     /// Libraries found.
     #[serde(default)]
     pub libraries: Vec<LibraryInfo>,
+    /// Versions of the CUDA math and communication libraries (cuDNN, NCCL, cuBLAS, ...),
+    /// from their version headers and pip wheels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<ComponentVersion>,
 }
 
 /// The Python interpreter gpuprobe ran its probes in.
@@ -341,15 +468,53 @@ pub struct PythonEnv {
     /// `sys.version` first line (`3.12.3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The whole `sys.version` on one line, with the build date and compiler
+    /// (`3.11.7 (main, May  9 2026, 07:35:25) [GCC 12.2.0]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// Pointer width of the interpreter in bits (64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits: Option<u32>,
+    /// `platform.platform()` (`Linux-6.8.0-45-generic-x86_64-with-glibc2.39`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
     /// PyTorch, when importable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch: Option<TorchInfo>,
     /// Why torch could not be used, when it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch_error: Option<String>,
-    /// Other relevant packages and their versions (numpy, accelerate, safetensors, ...).
+    /// Installed distributions relevant to GPU work and their versions, read from their
+    /// metadata (never imported): torch*, numpy, triton, the NVIDIA and ROCm wheels,
+    /// accelerate, transformers, ... (`docs/fingerprint.md` lists the patterns).
     #[serde(default)]
     pub packages: BTreeMap<String, String>,
+}
+
+/// The interpreter's build and platform as the worker reports them (the `hello` event's
+/// `interpreter`), copied into [`PythonEnv`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Interpreter {
+    /// `sys.version` on one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// Pointer width in bits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits: Option<u32>,
+    /// `platform.platform()`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+}
+
+impl PythonEnv {
+    /// Takes the interpreter's build facts from a `hello` event.
+    pub fn set_interpreter(&mut self, interpreter: Option<&Interpreter>) {
+        if let Some(i) = interpreter {
+            self.build = i.build.clone();
+            self.bits = i.bits;
+            self.platform = i.platform.clone();
+        }
+    }
 }
 
 /// PyTorch build and devices.
@@ -363,6 +528,28 @@ pub struct TorchInfo {
     /// `torch.version.cuda`, for CUDA builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
+    /// `torch.version.rocm`: the ROCm SDK of a ROCm build (newer torch only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rocm: Option<String>,
+    /// `torch.version.debug`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug: Option<bool>,
+    /// `torch.version.git_version`: the commit torch was built from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_version: Option<String>,
+    /// `torch.backends.xnnpack.enabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xnnpack: Option<bool>,
+    /// `torch.xpu.is_available()`, where torch has `torch.xpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xpu_available: Option<bool>,
+    /// `CUDA_MODULE_LOADING` after torch initialised CUDA (torch sets `LAZY` when unset);
+    /// only when a GPU is available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_module_loading: Option<String>,
+    /// What torch was built with (`torch._C._show_config()`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Box<TorchBuild>>,
     /// `torch.cuda.get_arch_list()`.
     #[serde(default)]
     pub arch_list: Vec<String>,
@@ -378,6 +565,33 @@ pub struct TorchInfo {
     /// Where torch's shared libraries are (`.../site-packages/torch/lib`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lib_dir: Option<String>,
+}
+
+/// What torch was built with, from `torch._C._show_config()`: versions of the libraries
+/// compiled in, which may differ from those loaded at run time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TorchBuild {
+    /// The C++ compiler (`GCC 13.3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiler: Option<String>,
+    /// `CPU capability usage` (`AVX512`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_capability: Option<String>,
+    /// `CUDA_VERSION` of the build settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    /// `CUDNN_VERSION` of the build settings (`9.26.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudnn: Option<String>,
+    /// The `HIP Runtime` line (collect_env's "HIP runtime version").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hip_runtime: Option<String>,
+    /// The `MIOpen` line (collect_env's "MIOpen runtime version").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miopen: Option<String>,
+    /// The `Magma` line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub magma: Option<String>,
 }
 
 /// One device as torch reports it.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::TorchInfo;
+use crate::fingerprint::{Interpreter, TorchInfo};
 use crate::observation::Observation;
 use crate::probe::{DeviceRef, ProbeId, ProbeSpec};
 
@@ -110,6 +110,9 @@ pub enum WorkerEvent {
         /// Interpreter version (Python workers).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         python_version: Option<String>,
+        /// The interpreter's build and platform (Python workers).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interpreter: Option<Box<Interpreter>>,
         /// Framework facts, when the framework imported.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         torch: Option<TorchInfo>,

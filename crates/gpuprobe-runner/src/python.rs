@@ -418,6 +418,7 @@ pub fn fetch_env(
             for event in events {
                 if let WorkerEvent::Hello {
                     python_version,
+                    interpreter,
                     torch,
                     unusable,
                     packages,
@@ -425,6 +426,7 @@ pub fn fetch_env(
                 } = event
                 {
                     env.version = python_version;
+                    env.set_interpreter(interpreter.as_deref());
                     env.torch = torch;
                     env.torch_error = unusable;
                     env.packages = packages;

@@ -12,8 +12,36 @@ import re
 import sys
 from typing import Any
 
-#: Packages whose versions the hello event reports (read from metadata, never imported).
+#: Packages whose versions the hello event always looks up (read from metadata, never
+#: imported).
 REPORTED_PACKAGES = ("numpy", "accelerate", "safetensors", "transformers", "diffusers")
+
+#: Distributions whose name contains one of these (case-insensitive) are reported too: those
+#: ``torch.utils.collect_env`` lists (its COMMON, NVIDIA, ONEAPI and PIP patterns) and the
+#: ROCm and GPU-library wheels it leaves out. ``docs/fingerprint.md`` documents the list.
+RELEVANT_PATTERNS = (
+    # collect_env's COMMON_PATTERNS and PIP_PATTERNS
+    "torch", "numpy", "triton", "optree", "mypy", "flake8", "onnx",
+    # collect_env's NVIDIA_PATTERNS
+    "cuda-cudart", "cuda-cupti", "cuda-libraries", "cuda-opencl", "cuda-nvrtc",
+    "cuda-runtime", "cublas", "cudnn", "cufft", "curand", "cusolver", "cusparse", "nccl",
+    "nvjitlink", "nvtx",
+    # collect_env's ONEAPI_PATTERNS
+    "dpcpp-cpp-rt", "intel-cmplr-lib-rt", "intel-cmplr-lib-ur", "intel-cmplr-lic-rt",
+    "intel-opencl-rt", "intel-sycl-rt", "mkl", "onemkl-sycl-blas", "onemkl-sycl-dft",
+    "onemkl-sycl-lapack", "onemkl-sycl-rng", "onemkl-sycl-sparse", "intel-openmp", "tbb",
+    "impi-rt", "impi-devel", "oneccl", "oneccl-devel", "intel-pti", "umf", "tcmlib",
+    # beyond collect_env: every NVIDIA and ROCm wheel, and the GPU libraries of ML stacks
+    "nvidia-", "rocm", "hip-python", "hipblas", "amd-", "amdsmi", "cupy", "jax", "accelerate", "safetensors",
+    "transformers", "diffusers", "bitsandbytes", "xformers", "flash", "deepspeed", "apex",
+    "vllm", "lightning", "peft",
+)
+
+
+def is_relevant_package(name: str) -> bool:
+    """Whether a distribution name matches :data:`RELEVANT_PATTERNS`."""
+    lower = name.lower()
+    return any(pattern in lower for pattern in RELEVANT_PATTERNS)
 
 #: The allocator-config variables, newest name first.
 ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
@@ -25,12 +53,14 @@ def python_version() -> str:
 
 
 def package_versions(names: tuple[str, ...] = REPORTED_PACKAGES) -> dict[str, str]:
-    """Installed versions of ``names`` (absent packages are left out)."""
+    """Installed versions of ``names`` and of every distribution that matches
+    :data:`RELEVANT_PATTERNS`, read from their metadata in ``sys.path`` order (the first of
+    two copies wins, as for the import system and ``pip list``); absent ones are left out."""
     try:
         from importlib import metadata
     except ImportError:  # pragma: no cover - Python < 3.8
         return {}
-    versions: dict[str, str] = {}
+    versions: dict[str, str] = relevant_distributions(metadata)
     for name in names:
         try:
             versions[name] = metadata.version(name)
@@ -39,6 +69,108 @@ def package_versions(names: tuple[str, ...] = REPORTED_PACKAGES) -> dict[str, st
         except Exception:  # noqa: BLE001 - broken metadata must not break the worker
             continue
     return versions
+
+
+def relevant_distributions(metadata: Any) -> dict[str, str]:
+    """Name (as its metadata spells it) → version of each relevant installed distribution."""
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    try:
+        dists = list(metadata.distributions())
+    except Exception:  # noqa: BLE001 - broken metadata must not break the worker
+        return found
+    for dist in dists:
+        try:
+            name = dist.metadata["Name"]
+            version = dist.version
+        except Exception:  # noqa: BLE001 - one unreadable METADATA file, skip it
+            continue
+        if not name or not version:
+            continue
+        key = re.sub(r"[-_.]+", "-", str(name)).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        if is_relevant_package(str(name)):
+            found[str(name)] = str(version)
+    return found
+
+
+def interpreter_info() -> dict[str, Any]:
+    """The ``hello`` event's ``interpreter``: ``sys.version`` on one line, the pointer width,
+    and ``platform.platform()`` (what collect_env prints as Python version and platform)."""
+    info: dict[str, Any] = {
+        "build": sys.version.replace("\n", " "),
+        "bits": sys.maxsize.bit_length() + 1,
+    }
+    try:
+        info["platform"] = platform.platform()
+    except Exception:  # noqa: BLE001 - an odd uname must not break the worker
+        pass
+    return info
+
+
+def build_config(text: str) -> dict[str, str]:
+    """What ``torch._C._show_config()`` says torch was built with.
+
+    ``HIP Runtime`` and ``MIOpen`` are read as collect_env reads them (the last word of the
+    first line that contains the name), so both tools report the same values; ``CUDA_VERSION``
+    and ``CUDNN_VERSION`` come from the ``Build settings`` line (``KEY=value, ...``).
+    """
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    items = [line.strip()[2:].strip() for line in lines if line.strip().startswith("- ")]
+    if items and not items[0].startswith(("Build settings", "CPU capability")):
+        out["compiler"] = items[0]
+    for prefix, key in (("HIP Runtime", "hip_runtime"), ("MIOpen", "miopen"), ("Magma", "magma")):
+        words = next((line.split() for line in lines if prefix in line), None)
+        if words:
+            out[key] = words[-1]
+    for item in items:
+        if item.startswith("CPU capability usage:"):
+            out["cpu_capability"] = item.split(":", 1)[1].strip()
+        if item.startswith("Build settings:"):
+            settings = item.split(":", 1)[1]
+            for part in settings.split(", "):
+                name, sep, value = part.partition("=")
+                if not sep or not value.strip():
+                    continue
+                if name.strip() == "CUDA_VERSION":
+                    out["cuda"] = value.strip()
+                elif name.strip() == "CUDNN_VERSION":
+                    out["cudnn"] = value.strip()
+    return out
+
+
+def _build_facts(torch: Any, info: dict[str, Any]) -> None:
+    """Build flags and the build configuration, each on its own: one failing never hides
+    the others."""
+    version = getattr(torch, "version", None)
+    for attr, key in (("rocm", "rocm"), ("git_version", "git_version")):
+        value = getattr(version, attr, None)
+        if value:
+            info[key] = str(value)
+    debug = getattr(version, "debug", None)
+    if isinstance(debug, bool):
+        info["debug"] = debug
+    try:
+        import torch.backends.xnnpack  # noqa: PLC0415, F401 - a submodule of an imported torch
+
+        info["xnnpack"] = bool(torch.backends.xnnpack.enabled)
+    except Exception:  # noqa: BLE001 - an old or trimmed build
+        pass
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None:
+        try:
+            info["xpu_available"] = bool(xpu.is_available())
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        config = build_config(str(torch._C._show_config()))
+    except Exception:  # noqa: BLE001 - a private helper; absent on some builds
+        config = {}
+    if config:
+        info["build"] = config
 
 
 def torch_version_tuple(version: str) -> tuple[int, int]:
@@ -151,6 +283,11 @@ def torch_info(torch: Any) -> dict[str, Any]:
             except Exception as exc:  # noqa: BLE001 - keep the others
                 devices.append({"index": index, "name": f"(unreadable: {exc})"})
     info["devices"] = devices
+    if available:
+        # collect_env's "CUDA_MODULE_LOADING set to": torch sets LAZY when it initialises
+        # CUDA with the variable unset; the device queries above initialised it.
+        info["cuda_module_loading"] = os.environ.get("CUDA_MODULE_LOADING", "")
+    _build_facts(torch, info)
     conf = allocator_conf(version, bool(hip), torch=torch)
     if conf is not None:
         info["allocator_conf"] = conf

@@ -104,6 +104,7 @@ def _hello(
         "worker": "python",
         "executable": envinfo.executable(),
         "python_version": envinfo.python_version(),
+        "interpreter": envinfo.interpreter_info(),
         "torch": torch_info,
         "packages": packages,
         "simulated": simulated,

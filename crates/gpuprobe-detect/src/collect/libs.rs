@@ -16,8 +16,24 @@ use gpuprobe_model::fingerprint::{CudaInfo, LibraryInfo, RocmInfo};
 use crate::merge::fill;
 use crate::root::Root;
 
-const HIP_LIBS: &[&str] = &["libamdhip64", "libhiprtc", "libhsa-runtime64"];
-const CUDA_LIBS: &[&str] = &["libcuda", "libnvrtc", "libcudart"];
+const HIP_LIBS: &[&str] = &[
+    "libamdhip64",
+    "libhiprtc",
+    "libhsa-runtime64",
+    "libMIOpen",
+    "librccl",
+    "librocblas",
+    "libhipblaslt",
+];
+const CUDA_LIBS: &[&str] = &[
+    "libcuda",
+    "libnvrtc",
+    "libcudart",
+    "libcudnn",
+    "libnccl",
+    "libcublas",
+    "libcublasLt",
+];
 
 /// `LibraryInfo::origin` of TheRock's pip-installed ROCm (`_rocm_sdk_*` packages).
 const PIP_ROCM: &str = "rocm-sdk (pip)";
@@ -108,7 +124,7 @@ fn multiarch_dirs(root: &Root) -> Vec<String> {
 }
 
 /// Site-packages directories of the active Python environments named by the environment.
-fn site_packages(root: &Root, env: &BTreeMap<String, String>) -> Vec<String> {
+pub(super) fn site_packages(root: &Root, env: &BTreeMap<String, String>) -> Vec<String> {
     let mut out = Vec::new();
     for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         let Some(prefix) = env.get(var) else { continue };
@@ -347,7 +363,9 @@ fn collect_cuda(
 
 /// Scans the Python environment that the worker reported (`torch.lib_dir` and its
 /// site-packages: TheRock `_rocm_sdk_*`, `nvidia/*/lib`) for GPU libraries and adds them
-/// to `rocm.libraries` / `cuda.libraries`. Call after [`crate::merge_python`].
+/// to `rocm.libraries` / `cuda.libraries`, with the component versions of the wheels'
+/// headers and of the distributions the worker listed (`nvidia-cudnn-cu13` → cuDNN).
+/// Call after [`crate::merge_python`].
 pub fn scan_python_libraries(root: &Root, fp: &mut Fingerprint) {
     let Some(lib_dir) = fp
         .python
@@ -370,6 +388,14 @@ pub fn scan_python_libraries(root: &Root, fp: &mut Fingerprint) {
     if !cuda.is_empty() {
         add_cuda_libraries(fp, cuda);
     }
+    let includes = super::buildenv::include_dirs(root, &BTreeMap::new(), &[site]);
+    // Only the interpreter's own wheels: the system directories were read by `collect`.
+    let wheel_includes: Vec<String> = includes
+        .into_iter()
+        .filter(|d| d.contains("site-packages") || d.contains("dist-packages"))
+        .collect();
+    super::buildenv::header_components(root, &wheel_includes, fp);
+    super::buildenv::wheel_components(fp);
 }
 
 #[cfg(test)]

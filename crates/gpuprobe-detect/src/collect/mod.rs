@@ -7,6 +7,7 @@
 //! fills gaps (see `merge`).
 
 mod access;
+mod buildenv;
 mod drivers;
 mod env;
 mod gpus;
@@ -22,6 +23,7 @@ use std::time::Duration;
 use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::Vendor;
 
+pub use buildenv::{apply_lscpu, wheel_component};
 pub use env::{is_relevant_env_var, relevant_env};
 pub use gpus::{compute_gpu_count, gpu_device_nodes_present};
 pub use kmsg::{KmsgReader, merge_watched_kernel_lines};
@@ -79,12 +81,17 @@ pub fn collect(root: &Root, env: &BTreeMap<String, String>, opts: &CollectOption
         ..Fingerprint::default()
     };
     host::collect(root, env, &mut fp);
+    buildenv::cpu(root, &mut fp);
+    buildenv::libc(root, &mut fp);
     gpus::collect(root, &mut fp);
     drivers::collect(root, &mut fp);
     libs::collect(root, env, &mut fp);
+    let includes = buildenv::include_dirs(root, env, &libs::site_packages(root, env));
+    buildenv::header_components(root, &includes, &mut fp);
     fp.env = relevant_env(env);
     if opts.run_tools && root.is_live() {
         tools::run_all(root, env, opts.tool_timeout, &mut fp);
+        buildenv::run_tools(env, opts.tool_timeout, &mut fp);
     }
     if opts.read_kernel_log {
         kmsg::collect(

@@ -39,7 +39,7 @@ pub(crate) enum ToolError {
     },
 }
 
-fn find(env: &BTreeMap<String, String>, name: &str) -> Option<PathBuf> {
+pub(super) fn find(env: &BTreeMap<String, String>, name: &str) -> Option<PathBuf> {
     let path = env.get("PATH").cloned().unwrap_or_else(|| {
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned()
     });

@@ -52,8 +52,11 @@ pub struct CollectEnv {
     pub debug_build: Option<bool>,
     /// `CUDA used to build PyTorch` (`torch.version.cuda`).
     pub cuda_build: Option<String>,
-    /// `ROCM used to build PyTorch` (`torch.version.hip`).
+    /// `torch.version.hip`: `HIP used to build PyTorch` (`ROCM used to build PyTorch` before
+    /// torch 2.10, which printed the HIP version under that name).
     pub rocm_build: Option<String>,
+    /// `ROCm SDK used to build PyTorch` (`torch.version.rocm`, newer collect_env only).
+    pub rocm_sdk_build: Option<String>,
     /// `OS` (`Ubuntu 24.04.3 LTS (x86_64)`).
     pub os: Option<String>,
     /// `Python version`, first word (`3.12.3`).
@@ -107,6 +110,8 @@ const TOP_KEYS: &[&str] = &[
     "Is debug build",
     "CUDA used to build PyTorch",
     "ROCM used to build PyTorch",
+    "ROCm SDK used to build PyTorch",
+    "HIP used to build PyTorch",
     "OS",
     "GCC version",
     "Clang version",
@@ -238,7 +243,8 @@ fn set_field(out: &mut CollectEnv, key: &str, raw: &str) {
         "PyTorch version" => out.torch_version = text,
         "Is debug build" => out.debug_build = flag(),
         "CUDA used to build PyTorch" => out.cuda_build = text,
-        "ROCM used to build PyTorch" => out.rocm_build = text,
+        "ROCM used to build PyTorch" | "HIP used to build PyTorch" => out.rocm_build = text,
+        "ROCm SDK used to build PyTorch" => out.rocm_sdk_build = text,
         "OS" => out.os = text,
         "Python version" => {
             out.python_arch = text.as_deref().and_then(arch_from_python_version);
@@ -393,6 +399,7 @@ impl CollectEnv {
             TorchInfo {
                 version: version.clone(),
                 hip: self.rocm_build.clone(),
+                rocm: self.rocm_sdk_build.clone(),
                 cuda: self.cuda_build.clone(),
                 gpu_available: self.gpu_available.unwrap_or(false),
                 devices,
@@ -406,6 +413,7 @@ impl CollectEnv {
             torch,
             torch_error: None,
             packages: self.packages.clone(),
+            ..PythonEnv::default()
         }
     }
 

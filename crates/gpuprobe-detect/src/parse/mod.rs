@@ -12,6 +12,7 @@
 //! its facts into a [`gpuprobe_model::Fingerprint`].
 
 pub mod amd_smi;
+pub mod buildinfo;
 pub mod collect_env;
 pub mod firmware_info;
 pub mod kernel_log;

@@ -15,8 +15,22 @@ pub(crate) fn fixture(relative: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
 }
 
-/// Every fixture file, relative to `fixtures/` (README excluded).
+/// Every fixture of a tool triage reads (`fixtures/env/` holds inputs of the live
+/// collector instead: see [`env_fixtures`]).
 pub(crate) fn all_fixtures() -> Vec<String> {
+    let mut out = every_fixture();
+    out.retain(|f| !f.starts_with("env/"));
+    out
+}
+
+/// The live collector's inputs in `fixtures/env/` (compiler banners, headers, lscpu, ...).
+pub(crate) fn env_fixtures() -> Vec<String> {
+    let mut out = every_fixture();
+    out.retain(|f| f.starts_with("env/"));
+    out
+}
+
+fn every_fixture() -> Vec<String> {
     fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
         for entry in std::fs::read_dir(dir).expect("fixtures dir") {
             let path = entry.expect("entry").path();

@@ -3,7 +3,7 @@
 
 use gpuprobe_detect::{ToolKind, TriageInput, triage};
 
-use crate::common::{all_fixtures, fixture, fixtures_dir};
+use crate::common::{all_fixtures, env_fixtures, fixture, fixtures_dir};
 
 fn tool_of_dir(dir: &str) -> ToolKind {
     match dir {
@@ -24,7 +24,9 @@ fn every_fixture_has_provenance_and_is_documented() {
         std::fs::read_to_string(fixtures_dir().join("README.md")).expect("fixtures/README.md");
     let files = all_fixtures();
     assert_eq!(files.len(), 25, "fixtures found: {files:?}");
-    for file in files {
+    let env = env_fixtures();
+    assert_eq!(env.len(), 9, "fixtures/env found: {env:?}");
+    for file in files.into_iter().chain(env) {
         let text = fixture(&file);
         let mut lines = text.lines();
         assert!(

@@ -7,6 +7,7 @@ mod common;
 mod fixture_files;
 mod merge;
 mod parse_amd_smi;
+mod parse_buildinfo;
 mod parse_collect_env;
 mod parse_kernel_log;
 mod parse_nvidia_smi;

@@ -244,6 +244,7 @@ fn python_env_from(
         event:
             WorkerEvent::Hello {
                 python_version,
+                interpreter,
                 torch,
                 unusable,
                 packages,
@@ -253,6 +254,7 @@ fn python_env_from(
     }) = hello
     {
         python_env.version = python_version.clone();
+        python_env.set_interpreter(interpreter.as_deref());
         python_env.torch = torch.clone();
         python_env.torch_error = unusable.clone();
         python_env.packages = packages.clone();
@@ -289,6 +291,7 @@ mod tests {
                 worker: "python".into(),
                 executable: None,
                 python_version: None,
+                interpreter: None,
                 torch: Some(torch),
                 unusable: (device >= seen).then(|| format!("cuda:{device} does not exist")),
                 packages: BTreeMap::new(),

@@ -55,6 +55,7 @@ pub(crate) fn h100_host() -> Fingerprint {
             iommu: None,
             uid: Some(0),
             inaccessible_device_nodes: Vec::new(),
+            ..Default::default()
         },
         gpus: vec![gpu],
         amdgpu: None,
@@ -76,6 +77,7 @@ pub(crate) fn h100_host() -> Fingerprint {
         cuda: Some(CudaInfo {
             runtime_version: Some("13.0".into()),
             libraries: Vec::new(),
+            ..Default::default()
         }),
         python: Some(PythonEnv {
             executable: "/opt/torch/.venv/bin/python3".into(),
@@ -101,9 +103,11 @@ pub(crate) fn h100_host() -> Fingerprint {
                 }],
                 allocator_conf: None,
                 lib_dir: Some("/opt/torch/.venv/lib/python3.12/site-packages/torch/lib".into()),
+                ..Default::default()
             }),
             torch_error: None,
             packages: BTreeMap::new(),
+            ..Default::default()
         }),
         env: env(&[
             ("NVIDIA_VISIBLE_DEVICES", "0"),
@@ -130,6 +134,7 @@ pub(crate) fn h100_host() -> Fingerprint {
             reason: "/sys/class/drm does not exist".into(),
         }],
         extra: BTreeMap::new(),
+        toolchain: Default::default(),
     }
 }
 
@@ -190,14 +195,17 @@ pub(crate) fn amd_host(isa: &str, apu: bool, kernel: &str, torch: &str) -> Finge
                 devices: Vec::new(),
                 allocator_conf: None,
                 lib_dir: None,
+                ..Default::default()
             }),
             torch_error: None,
             packages: BTreeMap::new(),
+            ..Default::default()
         }),
         env: BTreeMap::new(),
         kernel_events: Vec::new(),
         unreadable: Vec::new(),
         extra: BTreeMap::new(),
+        toolchain: Default::default(),
     }
 }
 
