@@ -17,6 +17,8 @@
 //! anything about the results.
 
 pub mod bundle;
+pub mod console;
+pub mod env;
 pub mod fix;
 pub mod guard;
 pub mod html;
