@@ -22,7 +22,8 @@ pub(crate) fn run(args: MemtestArgs) -> Result<ExitStatus> {
     if !args.json {
         let tested = tested?;
         let mut out = output::stdout();
-        write!(out, "{}", tested.render_text(args.device))?;
+        let text = tested.render_text(args.device);
+        write!(out, "{}", gpuprobe_report::memtest::colour(&text, output::stdout_style()))?;
         out.flush()?;
         return Ok(tested.exit_status());
     }
