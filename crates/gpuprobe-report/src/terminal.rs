@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use comfy_table::presets::NOTHING;
-use comfy_table::{ContentArrangement, Table};
+use comfy_table::{ColumnConstraint, ContentArrangement, Table};
 use gpuprobe_model::Report;
 use gpuprobe_model::finding::{Finding, WITHOUT_SIGNATURE};
 use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
@@ -288,6 +288,8 @@ fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
         table.set_width(width);
     }
     table.set_header(vec!["probe", "device", "verdict", "detail"]);
+    // A probe id is never split: it is what a user copies into `--only`. The detail wraps.
+    table.set_constraints([ColumnConstraint::ContentWidth; 3]);
     let mut rows = 0;
     let mut sorted: Vec<&ProbeResult> = results.iter().collect();
     // Problems first, in the order they were found; passes after them.
