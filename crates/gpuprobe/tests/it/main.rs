@@ -9,6 +9,7 @@ mod bundle;
 mod check;
 mod commands;
 mod completions;
+mod conventions;
 mod faults;
 mod fix;
 mod fix_resume;
