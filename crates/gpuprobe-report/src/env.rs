@@ -55,7 +55,10 @@ mod tests {
         let text = "GPUs\n  GPU 0           gfx1100\n\nPython\n  Interpreter     x\n";
         let bold = Style { color: true };
         let out = headings_in_bold(text, bold);
-        assert!(out.starts_with("\u{1b}[1mGPUs\u{1b}[0m\n  GPU 0"), "{out:?}");
+        assert!(
+            out.starts_with("\u{1b}[1mGPUs\u{1b}[0m\n  GPU 0"),
+            "{out:?}"
+        );
         assert!(out.contains("\n\n\u{1b}[1mPython\u{1b}[0m\n"), "{out:?}");
         assert_eq!(headings_in_bold(text, Style::PLAIN), text);
     }

@@ -111,8 +111,14 @@ mod tests {
         let entry = kb.get("RKB-001").unwrap();
         let shown = show(entry, COLOR);
         assert!(shown.starts_with("\u{1b}[1mRKB-001  "), "{shown}");
-        assert!(shown.contains("severity \u{1b}[1;31merror\u{1b}[0m · layer"), "{shown}");
-        assert!(shown.contains("\n\u{1b}[1mapplies when\u{1b}[0m\n"), "{shown}");
+        assert!(
+            shown.contains("severity \u{1b}[1;31merror\u{1b}[0m · layer"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("\n\u{1b}[1mapplies when\u{1b}[0m\n"),
+            "{shown}"
+        );
         let listed = list(&kb, COLOR);
         let row = listed.lines().find(|l| l.starts_with("RKB-001 ")).unwrap();
         assert!(row.contains(" \u{1b}[1;31merror\u{1b}[0m "), "{row}");

@@ -40,10 +40,16 @@ mod tests {
         let c = colour(text, Style { color: true });
         assert!(c.contains("\u{1b}[32merrors    none\u{1b}[0m\n"), "{c}");
         assert!(c.contains("\u{1b}[1mpattern   steps\u{1b}[0m\n"), "{c}");
-        let bad = colour("errors    3 word(s)\ndiagnosis ECC\n", Style { color: true });
+        let bad = colour(
+            "errors    3 word(s)\ndiagnosis ECC\n",
+            Style { color: true },
+        );
         assert!(bad.starts_with("\u{1b}[1;31merrors    3 word(s)"), "{bad}");
         assert!(bad.contains("\u{1b}[33mdiagnosis ECC"), "{bad}");
         let crashed = colour("memtest on GPU 0: CRASH signal 11\n", Style { color: true });
-        assert!(crashed.starts_with("\u{1b}[1;31mmemtest on GPU 0"), "{crashed}");
+        assert!(
+            crashed.starts_with("\u{1b}[1;31mmemtest on GPU 0"),
+            "{crashed}"
+        );
     }
 }

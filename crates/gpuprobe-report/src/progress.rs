@@ -113,7 +113,11 @@ impl ProgressLog {
         counts[counted_as(&result.verdict)] += 1;
         self.finished_total += 1;
         let done: usize = counts.iter().sum();
-        if self.planned.get(family).is_some_and(|&planned| done == planned) {
+        if self
+            .planned
+            .get(family)
+            .is_some_and(|&planned| done == planned)
+        {
             let mut line = format!("{stamp} {family}:");
             let mut first = true;
             for (word, n) in COUNTED.iter().zip(counts.iter()) {

@@ -39,7 +39,13 @@ fn console(columns: Option<u16>) -> Console {
             Some(width),
             &terminal_env,
         ),
-        None => Console::decide(ColorWhen::Auto, false, (false, false), None, &BTreeMap::new()),
+        None => Console::decide(
+            ColorWhen::Auto,
+            false,
+            (false, false),
+            None,
+            &BTreeMap::new(),
+        ),
     }
 }
 

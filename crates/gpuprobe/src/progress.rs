@@ -48,13 +48,13 @@ impl SessionProgress for TerminalProgress {
     fn started(&mut self, label: &str) {
         match console::current().progress {
             ProgressMode::Bar => {}
-            ProgressMode::Lines => self.log = Some((ProgressLog::new(self.verbose), Instant::now())),
+            ProgressMode::Lines => {
+                self.log = Some((ProgressLog::new(self.verbose), Instant::now()));
+                return;
+            }
             ProgressMode::Off => return,
         }
-        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
-        if self.log.is_none() {
-            bar.set_draw_target(ProgressDrawTarget::stderr());
-        }
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template(
                 "{prefix} {bar:24} {pos}/{len} probes  {elapsed_precise}  {msg}",
@@ -80,7 +80,10 @@ impl SessionProgress for TerminalProgress {
                 Progress::Log(message) => log.log(message, at).into_iter().collect(),
                 Progress::Started(..) => Vec::new(),
             };
-            return lines.iter().for_each(|line| crate::output::eprint_line(line));
+            for line in lines {
+                crate::output::eprint_line(&line);
+            }
+            return;
         }
         let Some(bar) = &self.bar else { return };
         let line = match event {

@@ -22,7 +22,8 @@ pub(crate) fn run(args: EnvArgs) -> Result<ExitStatus> {
     let findings = gpuprobe_kb::lint(&fingerprint);
     let mut out = output::stdout();
     if args.json {
-        writeln!(out, "{}", gpuprobe_report::env::json(&fingerprint, &findings)?)?;
+        let json = gpuprobe_report::env::json(&fingerprint, &findings)?;
+        writeln!(out, "{json}")?;
     } else {
         let text = gpuprobe_report::env::render(&fingerprint, &findings, output::stdout_style());
         write!(out, "{text}")?;

@@ -37,8 +37,8 @@ fn a_log_gets_a_line_per_finished_family_and_never_a_bar() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
     let err = stderr_of(&output);
     assert!(!err.contains('\r') && !err.contains(ESC), "{err:?}");
-    let family = regex::Regex::new(r"(?m)^\[ *\d+\.\ds\] (\w+): \d+ passed.* \((\d+)/(\d+)\)$")
-        .unwrap();
+    let family =
+        regex::Regex::new(r"(?m)^\[ *\d+\.\ds\] (\w+): \d+ passed.* \((\d+)/(\d+)\)$").unwrap();
     let families: Vec<&str> = family
         .captures_iter(&err)
         .map(|c| c.get(1).unwrap().as_str())
@@ -108,7 +108,10 @@ fn colour_follows_color_then_no_color_then_clicolor_force() {
     // A pipe is not coloured by default.
     assert!(!coloured(&kb_show(&[], &[])));
     // --color always wins over NO_COLOR; --color never over CLICOLOR_FORCE.
-    assert!(coloured(&kb_show(&[("NO_COLOR", "1")], &["--color", "always"])));
+    assert!(coloured(&kb_show(
+        &[("NO_COLOR", "1")],
+        &["--color", "always"]
+    )));
     assert!(!coloured(&kb_show(
         &[("CLICOLOR_FORCE", "1")],
         &["--color=never"]
