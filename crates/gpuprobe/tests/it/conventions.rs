@@ -175,3 +175,52 @@ fn the_table_fits_columns_and_otherwise_100() {
         assert!((90..=100).contains(&width), "{unusable:?}: {width}\n{text}");
     }
 }
+
+/// `gpuprobe report` of the fixture with stdout on a pseudo-terminal of `columns` columns
+/// (util-linux `script`; `None` where it is missing), under `env`.
+fn report_on_a_terminal(columns: u16, env: &str) -> Option<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../gpuprobe-report/tests/fixtures/report-simulated-zeros.json");
+    std::fs::copy(fixture, tmp.path().join("report.json")).unwrap();
+    let program = gpuprobe().get_program().to_owned();
+    let inner = format!(
+        "stty cols {columns} rows 40; env -u COLUMNS -u NO_COLOR -u CLICOLOR_FORCE {env} '{}' report '{}'",
+        Path::new(&program).display(),
+        tmp.path().display()
+    );
+    let output = std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .output()
+        .ok()?;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    Some(stdout_of(&output).replace('\r', ""))
+}
+
+fn without_escapes(text: &str) -> String {
+    regex::Regex::new("\u{1b}\\[[0-9;]*m")
+        .unwrap()
+        .replace_all(text, "")
+        .into_owned()
+}
+
+#[test]
+fn a_terminal_sets_the_width_and_one_of_0_columns_counts_as_unknown() {
+    let Some(narrow) = report_on_a_terminal(70, "TERM=xterm") else {
+        eprintln!("skipped: no `script` to give gpuprobe a terminal");
+        return;
+    };
+    // A terminal is coloured, and the table fits it.
+    assert!(narrow.contains(ESC), "{narrow}");
+    assert!(table_width(&without_escapes(&narrow)) <= 70, "{narrow}");
+    // A terminal of 0 columns: COLUMNS, else 100 (never one character per column).
+    let zero = without_escapes(&report_on_a_terminal(0, "TERM=xterm").unwrap());
+    assert!((90..=100).contains(&table_width(&zero)), "{zero}");
+    let columns = without_escapes(&report_on_a_terminal(0, "TERM=xterm COLUMNS=84").unwrap());
+    assert!((75..=84).contains(&table_width(&columns)), "{columns}");
+    // NO_COLOR with a value turns colour off on a terminal; an empty one does not.
+    let no_color = report_on_a_terminal(120, "TERM=xterm NO_COLOR=1").unwrap();
+    assert!(!no_color.contains(ESC), "{no_color}");
+    let empty = report_on_a_terminal(120, "TERM=xterm NO_COLOR=").unwrap();
+    assert!(empty.contains(ESC), "{empty}");
+}
