@@ -1,9 +1,10 @@
 //! The terminal views of `gpuprobe kb`: the knowledge base's own text
-//! (`gpuprobe_kb::render_list`, `render_entry`), with the colours `check` gives the same
-//! things: headings in bold, severities as findings show them (error red, warning yellow,
-//! info dim).
+//! (`gpuprobe_kb::render_list`, `render_entry`, `render_matches`), with the colours `check`
+//! gives the same things: headings in bold, severities as findings show them (error red,
+//! warning yellow, info dim), a confirmed match red, a suspected one yellow.
 
-use gpuprobe_kb::{KbEntry, KnowledgeBase};
+use gpuprobe_kb::{KbEntry, KbMatch, KnowledgeBase, MatchStatus};
+use gpuprobe_model::finding::Severity;
 use gpuprobe_model::text::terminal_safe;
 
 use crate::style::Style;
@@ -87,6 +88,42 @@ pub fn list(kb: &KnowledgeBase, style: Style) -> String {
     terminal_safe(&out).into_owned()
 }
 
+/// `kb match`: each match's first line with its severity symbol and its status coloured.
+pub fn matches(matches: &[KbMatch], style: Style) -> String {
+    let text = gpuprobe_kb::render_matches(matches);
+    let mut next = matches.iter();
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        // A match's first line is the only one not indented, in the order of `matches`.
+        let Some(m) = next.next().filter(|_| !line.starts_with(' ')) else {
+            out.push_str(line);
+            continue;
+        };
+        let symbol = m.severity().symbol();
+        let coloured = match m.severity() {
+            Severity::Error => style.bad(symbol),
+            Severity::Warning => style.warn(symbol),
+            Severity::Info => style.dim(symbol),
+        };
+        let line = line.replacen(symbol, &coloured, 1);
+        let (tag, paint): (&str, fn(Style, &str) -> String) = match m.status {
+            MatchStatus::Confirmed => ("[CONFIRMED]", Style::bad),
+            MatchStatus::Suspected => ("[SUSPECTED]", Style::warn),
+            MatchStatus::NotObserved => ("[NOT OBSERVED HERE]", Style::dim),
+        };
+        out.push_str(&match line.rfind(tag) {
+            Some(at) => format!(
+                "{}{}{}",
+                &line[..at],
+                paint(style, tag),
+                &line[at + tag.len()..]
+            ),
+            None => line,
+        });
+    }
+    terminal_safe(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +165,35 @@ mod tests {
             .replace_all(&listed, "")
             .into_owned();
         assert_eq!(stripped, gpuprobe_kb::render_list(&kb));
+    }
+
+    #[test]
+    fn a_match_line_colours_its_symbol_and_status_and_nothing_else() {
+        let kb = builtin();
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/");
+        let files = [
+            format!("{root}rocminfo/gfx1151-rocm-issue5817.txt").into(),
+            format!("{root}dmesg/gfx1151-pagefault-CPF-mes0x83-rocm-issue5724.txt").into(),
+        ];
+        let cap = gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
+        let triaged =
+            gpuprobe_detect::triage::read::triage_inputs(&files, cap, &mut |_| {}).unwrap();
+        let fingerprint = triaged.outcome.fingerprint;
+        let found = gpuprobe_kb::match_all(&kb, &fingerprint, &[]);
+        assert_eq!(
+            matches(&found, Style::PLAIN),
+            gpuprobe_kb::render_matches(&found)
+        );
+        let plain = gpuprobe_kb::render_matches(&found);
+        let coloured = matches(&found, COLOR);
+        let stripped = regex::Regex::new("\u{1b}\\[[0-9;]*m")
+            .unwrap()
+            .replace_all(&coloured, "")
+            .into_owned();
+        assert_eq!(stripped, plain);
+        assert!(!found.is_empty(), "the gfx1151 pastes match known issues");
+        let first = coloured.lines().next().unwrap();
+        assert!(first.starts_with('\u{1b}'), "{first}");
+        assert!(first.ends_with("\u{1b}[0m"), "{first}");
     }
 }

@@ -80,7 +80,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 ),
             };
             let matches = gpuprobe_kb::match_all(&loaded.kb, &fingerprint, &results);
-            write!(out, "{}", gpuprobe_kb::render_matches(&matches))?;
+            write!(out, "{}", kb_view::matches(&matches, style))?;
             Ok(broken)
         }
     }
