@@ -1,6 +1,7 @@
 //! The readable view of a fingerprint for `gpuprobe env`: plain text, one section per
 //! layer (host, GPUs, drivers, ROCm, CUDA, Python, environment, kernel log, other facts,
-//! not readable), keys aligned in one column. No colour, so it pastes cleanly into issues.
+//! not readable), keys aligned in one column. No colour here, so it pastes cleanly into
+//! issues; on a terminal `gpuprobe_report::env` puts the section headings in bold.
 
 use std::fmt::Write as _;
 

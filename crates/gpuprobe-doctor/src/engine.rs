@@ -99,8 +99,8 @@ pub struct Lane {
 /// What the engine reports while it runs.
 #[derive(Debug)]
 pub enum Progress<'a> {
-    /// More probes were planned (lanes added).
-    Planned(usize),
+    /// More probe runs were planned (lanes added): their probes.
+    Planned(&'a [ProbeId]),
     /// A probe started.
     Started(&'a ProbeId, DeviceRef),
     /// A probe finished and was recorded.
@@ -140,6 +140,14 @@ pub struct Execution {
 }
 
 /// A lane's timing as it is launched: what it holds, no milestone reached yet.
+/// The probes of `lanes`' tasks, one per planned run.
+fn probes_of(lanes: &[Lane]) -> Vec<ProbeId> {
+    lanes
+        .iter()
+        .flat_map(|l| l.tasks.iter().map(|t| t.spec.id.clone()))
+        .collect()
+}
+
 fn lane_timing(lane: &Lane, launched_s: f64) -> LaneTiming {
     LaneTiming {
         backend: lane.backend,
@@ -234,8 +242,7 @@ pub fn execute(
         };
 
         let mut clocks: BTreeMap<usize, LaneTiming> = BTreeMap::new();
-        let planned: usize = lanes.iter().map(|l| l.tasks.len()).sum();
-        on_progress(Progress::Planned(planned));
+        on_progress(Progress::Planned(&probes_of(&lanes)));
         start(scheduler.admit(lanes), &mut specs, &mut clocks);
         while scheduler.busy() {
             let Ok(message) = receiver.recv() else { break };
@@ -267,9 +274,9 @@ pub fn execute(
                     match event {
                         SupervisorEvent::Hello(hello) => {
                             let new_lanes = expand(backend, device, &hello);
-                            let added: usize = new_lanes.iter().map(|l| l.tasks.len()).sum();
-                            if added > 0 {
-                                on_progress(Progress::Planned(added));
+                            let added = probes_of(&new_lanes);
+                            if !added.is_empty() {
+                                on_progress(Progress::Planned(&added));
                             }
                             start(scheduler.admit(new_lanes), &mut specs, &mut clocks);
                             execution.hellos.push(HelloRecord {

@@ -58,3 +58,18 @@ pub const HOSTNAME: &str = "HOSTNAME";
 /// `gpuprobe/repro/simulate_site/` when `gpuprobe repro` runs a script made from a
 /// SIMULATED result (docs/repro.md).
 pub const GPUPROBE_REPRO_SIMULATE: &str = "GPUPROBE_REPRO_SIMULATE";
+
+/// Turns colour off when set to a non-empty value (<https://no-color.org>); `--color always`
+/// overrides it.
+pub const NO_COLOR: &str = "NO_COLOR";
+/// Turns colour on even when the output is not a terminal, when set to a non-empty value.
+pub const CLICOLOR_FORCE: &str = "CLICOLOR_FORCE";
+/// `0` turns colour off; any other value allows it on a terminal.
+pub const CLICOLOR: &str = "CLICOLOR";
+/// The terminal type: `dumb`, or unset, means no colour on a terminal (unless `CLICOLOR` or
+/// `CI` says the terminal can show it).
+pub const TERM: &str = "TERM";
+/// Set by CI services, whose log viewers show colour.
+pub const CI: &str = "CI";
+/// The width of the terminal in columns, when the terminal itself does not say.
+pub const COLUMNS: &str = "COLUMNS";

@@ -100,17 +100,11 @@ pub fn write_report(
 }
 
 /// What `gpuprobe report` prints for a run without `--html`, or with `--json`: the JSON
-/// report (one line) or the terminal text.
-/// `all` lists passing probes too.
-pub fn text(report: &Report, json: bool, all: bool, style: crate::style::Style) -> String {
+/// report (one line) or the terminal text under `options`.
+pub fn text(report: &Report, json: bool, options: crate::terminal::TerminalOptions) -> String {
     if json {
         return format!("{}\n", crate::json::render(report));
     }
-    let options = crate::terminal::TerminalOptions {
-        all,
-        style,
-        ..crate::terminal::TerminalOptions::default()
-    };
     crate::terminal::render(report, options)
 }
 

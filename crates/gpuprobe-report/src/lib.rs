@@ -17,12 +17,16 @@
 //! anything about the results.
 
 pub mod bundle;
+pub mod console;
+pub mod env;
 pub mod fix;
 pub mod guard;
 pub mod html;
 pub mod issue;
 pub mod json;
+pub mod kb;
 pub mod matrix;
+pub mod memtest;
 pub mod profile;
 pub mod progress;
 pub mod redact;

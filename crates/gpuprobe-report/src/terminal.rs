@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use comfy_table::presets::NOTHING;
-use comfy_table::{ContentArrangement, Table};
+use comfy_table::{ColumnConstraint, ContentArrangement, Table};
 use gpuprobe_model::Report;
 use gpuprobe_model::finding::{Finding, WITHOUT_SIGNATURE};
 use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
@@ -27,6 +27,8 @@ pub struct TerminalOptions {
     pub matrix: bool,
     /// Append where the run's time went ([`crate::timings`]), when the report has it.
     pub timings: bool,
+    /// `--quiet`: only the verdict line, with the counts (and SIMULATED, when it is).
+    pub quiet: bool,
 }
 
 impl Default for TerminalOptions {
@@ -37,6 +39,7 @@ impl Default for TerminalOptions {
             width: None,
             matrix: false,
             timings: false,
+            quiet: false,
         }
     }
 }
@@ -47,6 +50,10 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
     let mut out = String::new();
     if report.simulation.is_some() {
         let _ = writeln!(out, "{}", style.banner(" SIMULATED "));
+    }
+    if options.quiet {
+        out.push_str(&exit_line(report, style, Some(&counts(&report.results))));
+        return terminal_safe(&out).into_owned();
     }
     out.push_str(&header(report, style));
     out.push('\n');
@@ -62,6 +69,42 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
             style.dim(&format!("note: {}", visible_line(note)))
         );
     }
+    out.push_str(&exit_line(report, style, None));
+    if options.matrix {
+        out.push_str(&crate::matrix::render(&report.results, style));
+    }
+    if options.timings
+        && let Some(timings) = &report.timings
+    {
+        out.push_str(&crate::timings::render(timings, report.wall_s));
+    }
+    // The last guard: whatever external text a piece above did not escape cannot reach
+    // the terminal as a command.
+    terminal_safe(&out).into_owned()
+}
+
+/// The probe runs counted by verdict, as `--quiet` prints them (`4 FAIL, 14 PASS`).
+fn counts(results: &[ProbeResult]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for result in results {
+        let label = result.verdict.label();
+        match counts.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((label, 1)),
+        }
+    }
+    // Problems first, as in the table.
+    counts.sort_by_key(|(label, _)| (matches!(*label, "PASS" | "SKIP" | "NOT-TESTED"), *label));
+    let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{n} {l}")).collect();
+    if parts.is_empty() {
+        "no probe ran".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The last line: the exit status and what it means, with `counts` when given.
+fn exit_line(report: &Report, style: Style, counts: Option<&str>) -> String {
     let sim = if report.simulation.is_some() {
         " · SIMULATED results"
     } else {
@@ -88,30 +131,17 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
     } else {
         report.exit_status.describe()
     };
+    let counts = counts.map(|c| format!(": {c}")).unwrap_or_default();
     let exit_line = format!(
-        "exit {} ({describe}){coverage}{sim}{report_path}",
+        "exit {} ({describe}){counts}{coverage}{sim}{report_path}",
         report.exit_code
     );
-    let _ = writeln!(
-        out,
-        "{}",
-        if report.exit_code == 0 {
-            style.good(&exit_line)
-        } else {
-            style.bold(&exit_line)
-        }
-    );
-    if options.matrix {
-        out.push_str(&crate::matrix::render(&report.results, style));
-    }
-    if options.timings
-        && let Some(timings) = &report.timings
-    {
-        out.push_str(&crate::timings::render(timings, report.wall_s));
-    }
-    // The last guard: whatever external text a piece above did not escape cannot reach
-    // the terminal as a command.
-    terminal_safe(&out).into_owned()
+    let line = if report.exit_code == 0 {
+        style.good(&exit_line)
+    } else {
+        style.bold(&exit_line)
+    };
+    format!("{line}\n")
 }
 
 fn header(report: &Report, style: Style) -> String {
@@ -258,6 +288,8 @@ fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
         table.set_width(width);
     }
     table.set_header(vec!["probe", "device", "verdict", "detail"]);
+    // A probe id is never split: it is what a user copies into `--only`. The detail wraps.
+    table.set_constraints([ColumnConstraint::ContentWidth; 3]);
     let mut rows = 0;
     let mut sorted: Vec<&ProbeResult> = results.iter().collect();
     // Problems first, in the order they were found; passes after them.

@@ -168,23 +168,24 @@ pub fn write_text(
     truncated: &[Truncation],
     matched: &[MatchedLine],
     findings: &[Finding],
+    style: Style,
 ) -> std::io::Result<()> {
-    write_recognized(out, outcome)?;
-    write_skipped(out, outcome)?;
-    write_truncated(out, truncated)?;
-    writeln!(out)?;
+    let mut text = Vec::new();
+    write_recognized(&mut text, outcome)?;
+    write_skipped(&mut text, outcome)?;
+    write_truncated(&mut text, truncated)?;
+    writeln!(text)?;
     // The events are shown below with their true counts; the fingerprint holds samples.
     let mut shown_fp = outcome.fingerprint.clone();
     shown_fp.kernel_events.clear();
-    write!(out, "{}", gpuprobe_detect::render_text(&shown_fp))?;
-    write_events(out, &outcome.kernel_log, matched)?;
+    write!(text, "{}", gpuprobe_detect::render_text(&shown_fp))?;
+    write_events(&mut text, &outcome.kernel_log, matched)?;
+    // Every line gpuprobe does not indent is a heading; quoted input is always indented.
+    let text = crate::env::headings_in_bold(&String::from_utf8_lossy(&text), style);
+    out.write_all(text.as_bytes())?;
     if !findings.is_empty() {
         writeln!(out)?;
-        write!(
-            out,
-            "{}",
-            crate::terminal::render_findings(findings, Style::PLAIN)
-        )?;
+        write!(out, "{}", crate::terminal::render_findings(findings, style))?;
     }
     Ok(())
 }

@@ -13,6 +13,12 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+    /// Colour: `auto` (on a terminal, unless NO_COLOR is set non-empty), `always`, `never`.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", value_parser = gpuprobe_report::console::ColorWhen::NAMES)]
+    pub color: String,
+    /// Print only the verdict or summary, and errors: no progress.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
 }
 
 /// The commands.

@@ -45,6 +45,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    gpuprobe_report::console::setup(&cli.color, cli.quiet);
     match commands::dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

@@ -1,14 +1,17 @@
-//! The progress bar: shown on a terminal, hidden otherwise (pipes, CI, `--json` to a file).
+//! The progress of a session on stderr, shown as `gpuprobe_report::console` decides: a bar
+//! on a terminal, plain lines in a log (`gpuprobe_report::progress::ProgressLog`: a line
+//! per finished family, per probe with `--verbose`), nothing with `--quiet`.
 //!
 //! The bar on screen is also known to [`clear_active`], so that a Ctrl-C that ends gpuprobe
 //! from its signal thread leaves a clean line behind, not a half-drawn bar.
 
-use std::io::IsTerminal;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use gpuprobe_doctor::engine::Progress;
 use gpuprobe_doctor::session::SessionProgress;
-use gpuprobe_report::progress;
+use gpuprobe_report::console::{self, ProgressMode};
+use gpuprobe_report::progress::{self, ProgressLog};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The bar of the view in use, if any.
@@ -22,26 +25,36 @@ pub(crate) fn clear_active() {
     }
 }
 
-/// A session's progress as a bar on stderr (hidden unless stderr is a terminal), made when
-/// the probes start; with `verbose`, worker messages and non-passing verdicts print above it.
+/// A session's progress on stderr: a bar made when the probes start (with `verbose`, worker
+/// messages and non-passing verdicts print above it), or a log's lines.
 pub(crate) struct TerminalProgress {
     verbose: bool,
     bar: Option<ProgressBar>,
+    log: Option<(ProgressLog, Instant)>,
 }
 
 impl TerminalProgress {
     /// Progress that shows worker messages and non-passing verdicts when `verbose`.
     pub(crate) fn new(verbose: bool) -> TerminalProgress {
-        TerminalProgress { verbose, bar: None }
+        TerminalProgress {
+            verbose,
+            bar: None,
+            log: None,
+        }
     }
 }
 
 impl SessionProgress for TerminalProgress {
     fn started(&mut self, label: &str) {
-        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
-        if std::io::stderr().is_terminal() {
-            bar.set_draw_target(ProgressDrawTarget::stderr());
+        match console::current().progress {
+            ProgressMode::Bar => {}
+            ProgressMode::Lines => {
+                self.log = Some((ProgressLog::new(self.verbose), Instant::now()));
+                return;
+            }
+            ProgressMode::Off => return,
         }
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template(
                 "{prefix} {bar:24} {pos}/{len} probes  {elapsed_precise}  {msg}",
@@ -56,10 +69,26 @@ impl SessionProgress for TerminalProgress {
     }
 
     fn update(&mut self, event: &Progress<'_>) {
+        if let Some((log, started)) = &mut self.log {
+            let at = started.elapsed().as_secs_f64();
+            let lines = match event {
+                Progress::Planned(probes) => {
+                    log.planned(probes.iter());
+                    Vec::new()
+                }
+                Progress::Finished(result) => log.finished(result, at),
+                Progress::Log(message) => log.log(message, at).into_iter().collect(),
+                Progress::Started(..) => Vec::new(),
+            };
+            for line in lines {
+                crate::output::eprint_line(&line);
+            }
+            return;
+        }
         let Some(bar) = &self.bar else { return };
         let line = match event {
-            Progress::Planned(n) => {
-                bar.inc_length(*n as u64);
+            Progress::Planned(probes) => {
+                bar.inc_length(probes.len() as u64);
                 None
             }
             Progress::Started(probe, device) => {

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec};
+use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec};
 use gpuprobe_model::protocol::WorkerEvent;
 use gpuprobe_runner::Task;
 use gpuprobe_runner::rundir::PLAN_FILE;
@@ -93,8 +93,12 @@ pub fn execute(
     let lanes = plan.remaining_lanes(&previous, budget);
     let mut stack = run_dir.read_stack().unwrap_or_default();
     progress.started(&format!("{} tier", plan.tier.name()));
-    for _ in &previous {
-        progress.update(&engine::Progress::Planned(1));
+    // A resume's earlier results count as planned and finished, so that progress (and a
+    // family's line in a log) counts them.
+    let recorded: Vec<ProbeId> = previous.iter().map(|r| r.probe.clone()).collect();
+    progress.update(&engine::Progress::Planned(&recorded));
+    for result in &previous {
+        progress.update(&engine::Progress::Finished(result));
     }
 
     let selected: Vec<ProbeSpec> = engine::select(&catalog, plan.tier, &plan.only);

@@ -91,10 +91,9 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
     } else {
         let options = TerminalOptions {
             all: args.all,
-            style: crate::output::stdout_style(&env),
             matrix: args.matrix,
             timings: args.timings,
-            ..TerminalOptions::default()
+            ..gpuprobe_report::console::current().terminal_options()
         };
         let text = gpuprobe_report::terminal::render(report, options);
         write!(stdout, "{text}")?;

@@ -66,7 +66,7 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", finished.json)?;
     } else {
-        let style = output::stdout_style(&env);
+        let style = output::stdout_style();
         // The account quotes probe details and paths: behind the terminal guard.
         let mut stdout = output::stdout();
         write!(
@@ -81,5 +81,5 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
 
 /// A progress line on stderr. It can quote paths and probe details: made visible.
 fn say(line: &str) {
-    eprintln!("gpuprobe: fix: {}", visible_line(line));
+    gpuprobe_report::console::note(&format!("gpuprobe: fix: {}", visible_line(line)));
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use gpuprobe_kb::{KnowledgeBase, Loaded};
 use gpuprobe_model::ExitStatus;
+use gpuprobe_report::kb as kb_view;
 
 use crate::cli::{KbAction, KbArgs};
 use crate::errors::CliError;
@@ -34,10 +35,10 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
     } else {
         ExitStatus::UsageError
     };
-    let mut out = crate::output::stdout();
+    let (mut out, style) = (crate::output::stdout(), crate::output::stdout_style());
     match args.action {
         KbAction::List => {
-            write!(out, "{}", gpuprobe_kb::render_list(&loaded.kb))?;
+            write!(out, "{}", kb_view::list(&loaded.kb, style))?;
             Ok(broken)
         }
         KbAction::Show { id } => {
@@ -46,7 +47,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 .get(&id)
                 .or_else(|| loaded.kb.get(&id.to_ascii_uppercase()))
                 .ok_or_else(|| CliError::NoSuchKnownIssue { id: id.clone() })?;
-            write!(out, "{}", gpuprobe_kb::render_entry(entry))?;
+            write!(out, "{}", kb_view::show(entry, style))?;
             Ok(broken)
         }
         KbAction::Validate => {
@@ -79,7 +80,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 ),
             };
             let matches = gpuprobe_kb::match_all(&loaded.kb, &fingerprint, &results);
-            write!(out, "{}", gpuprobe_kb::render_matches(&matches))?;
+            write!(out, "{}", kb_view::matches(&matches, style))?;
             Ok(broken)
         }
     }

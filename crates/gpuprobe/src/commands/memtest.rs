@@ -9,6 +9,7 @@ use anyhow::Result;
 use gpuprobe_doctor::memtest::MemtestRequest;
 use gpuprobe_gpu::memtest::{self as outcome, MemtestOutcome};
 use gpuprobe_model::ExitStatus;
+use gpuprobe_report::memtest::colour;
 use gpuprobe_runner::RunDir;
 
 use crate::cli::MemtestArgs;
@@ -22,7 +23,8 @@ pub(crate) fn run(args: MemtestArgs) -> Result<ExitStatus> {
     if !args.json {
         let tested = tested?;
         let mut out = output::stdout();
-        write!(out, "{}", tested.render_text(args.device))?;
+        let text = colour(&tested.render_text(args.device), output::stdout_style());
+        write!(out, "{text}")?;
         out.flush()?;
         return Ok(tested.exit_status());
     }

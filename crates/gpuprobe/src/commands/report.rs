@@ -30,8 +30,8 @@ pub(super) fn run(args: ReportArgs) -> Result<ExitStatus> {
     let run = html::load_run(&args.run_dir)?;
     write_html(args.html.as_deref(), &run.report, run.fix.as_ref())?;
     if args.json || args.html.is_none() {
-        let style = crate::output::stdout_style(&super::process_env());
-        let text = html::text(&run.report, args.json, false, style);
+        let options = gpuprobe_report::console::current().terminal_options();
+        let text = html::text(&run.report, args.json, options);
         write!(crate::output::stdout(), "{text}")?;
     }
     Ok(run.report.exit_status)

@@ -110,7 +110,7 @@ fn prune(
 /// it could not, is one line on stderr.
 pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
     for line in words::retention_lines(&runs::after_check(env, run_dir)) {
-        crate::output::eprint_line(&format!("gpuprobe: {line}"));
+        gpuprobe_report::console::note(&format!("gpuprobe: {line}"));
     }
 }
 

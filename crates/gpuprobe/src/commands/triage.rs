@@ -32,7 +32,8 @@ pub(super) fn run(args: TriageArgs) -> Result<ExitStatus> {
         let json = view::render_json(&outcome, &truncated, &matched, &findings)?;
         writeln!(out, "{json}")?;
     } else {
-        view::write_text(&mut out, &outcome, &truncated, &matched, &findings)?;
+        let style = crate::output::stdout_style();
+        view::write_text(&mut out, &outcome, &truncated, &matched, &findings, style)?;
     }
     out.flush()?;
     if outcome.recognized.is_empty() {

@@ -35,11 +35,13 @@ fn normalized(text: &str, tmp: &Path) -> String {
         _ => text,
     };
     let text = durations.replace_all(&text, "<T> s");
+    let stamps = regex::Regex::new(r"(?m)^\[ *\d+\.\d+s\] ").unwrap();
+    let text = stamps.replace_all(&text, "[<T>] ");
     in_stable_order(&text)
 }
 
-/// The text with each run of consecutive probe rows (` probe.id   device  verdict …`) and of
-/// consecutive evidence lines (`probe: …`) sorted: results print in the order they arrive,
+/// The text with each run of consecutive probe rows (` probe.id   device  verdict …`), of
+/// consecutive evidence lines (`probe: …`) and of progress lines (`[<T>] …`) sorted: results print in the order they arrive,
 /// which depends on how the lanes run side by side, not on gpuprobe's code.
 fn in_stable_order(text: &str) -> String {
     let row = regex::Regex::new(r"^ [a-z0-9_]+\.\S+ {2,}").unwrap();
@@ -49,6 +51,8 @@ fn in_stable_order(text: &str) -> String {
             1
         } else if evidence.is_match(line) {
             2
+        } else if line.starts_with("[<T>] ") {
+            3
         } else {
             0
         }
@@ -109,6 +113,9 @@ fn assert_golden(name: &str, output: &Output, tmp: &Path) {
 
 fn check_on_cpu(tmp: &Path, extra: &[&str]) -> Output {
     gpuprobe()
+        // Wide enough that no row wraps: rows arrive in lane order and are sorted here
+        // one line each (the wrapping itself is pinned by gpuprobe-report's snapshots).
+        .env("COLUMNS", "250")
         .args(["check", "--device", "cpu", "--python"])
         .arg(python())
         .arg("--run-dir")

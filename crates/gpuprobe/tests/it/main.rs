@@ -9,6 +9,7 @@ mod bundle;
 mod check;
 mod commands;
 mod completions;
+mod conventions;
 mod env_parity;
 mod faults;
 mod fix;

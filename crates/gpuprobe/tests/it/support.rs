@@ -35,6 +35,9 @@ pub(crate) fn gpuprobe() -> std::process::Command {
         .env_remove("VIRTUAL_ENV")
         .env_remove("CONDA_PREFIX")
         .env_remove("GPUPROBE_PYTHON")
+        .env_remove("COLUMNS")
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("CLICOLOR")
         .env("NO_COLOR", "1");
     command
 }
