@@ -340,9 +340,12 @@ def _device_arg(device: Union[None, int, str, Iterable[int]]) -> Optional[str]:
 
 def _stderr_message(stderr: str) -> str:
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("gpuprobe: error")]
+    errors = [line for line in lines if line.startswith(("gpuprobe: error", "error:"))]
     text = errors[-1] if errors else " | ".join(lines[-3:])
-    return _visible(text.replace("gpuprobe: error: ", "", 1))
+    for prefix in ("gpuprobe: error: ", "error: "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    return _visible(text)
 
 
 def check(
