@@ -14,7 +14,7 @@ import torch
 from gpuprobe import guard
 
 # Lightning's own deprecation notice about torch's pytree, not ours.
-pytestmark = pytest.mark.filterwarnings("ignore:.*isinstance.treespec, LeafSpec. is deprecated")
+pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec:FutureWarning")
 
 BATCH = 4
 FEATURES = 8
