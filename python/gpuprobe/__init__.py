@@ -1,8 +1,11 @@
 """gpuprobe: checks that a GPU stack computes the right numbers, and says where it does not.
 
 The command-line tool is a compiled binary installed next to this package; this package holds
-the probe worker the binary runs inside your interpreter (``gpuprobe.worker``) and a function to
-find the binary. Importing it never imports torch.
+the probe worker the binary runs inside your interpreter (``gpuprobe.worker``), a function to
+find the binary, ``check()`` (runs the binary, returns the typed report), ``apply_profile()``,
+the training guards (``gpuprobe.guard``), callbacks for training libraries
+(``gpuprobe.callbacks.*``, imported on demand) and a pytest plugin
+(``gpuprobe.pytest_plugin``). Importing it never imports torch (docs/python-api.md).
 """
 
 from __future__ import annotations
@@ -11,12 +14,42 @@ import os
 import sys
 import sysconfig
 
-__all__ = ["__version__", "GpuprobeNotFoundError", "ProfileError", "apply_profile", "find_gpuprobe_bin"]
+__all__ = [
+    "__version__",
+    "CheckError",
+    "CheckResult",
+    "CheckTimeoutError",
+    "CheckUsageError",
+    "Finding",
+    "GpuprobeError",
+    "GpuprobeNotFoundError",
+    "NothingTestedError",
+    "ProbeResult",
+    "ProfileError",
+    "UnusableOutputError",
+    "apply_profile",
+    "check",
+    "find_gpuprobe_bin",
+    "guard",
+]
 
 __version__ = "0.1.0"
 
+from .report import (  # noqa: E402
+    CheckError,
+    CheckResult,
+    CheckTimeoutError,
+    CheckUsageError,
+    Finding,
+    GpuprobeError,
+    NothingTestedError,
+    ProbeResult,
+    UnusableOutputError,
+    check,
+)
 
-class GpuprobeNotFoundError(FileNotFoundError):
+
+class GpuprobeNotFoundError(FileNotFoundError, GpuprobeError):
     """The gpuprobe binary is not installed where this package expects it."""
 
 
@@ -77,3 +110,4 @@ def find_gpuprobe_bin() -> str:
 
 
 from .profile import ProfileError, apply_profile  # noqa: E402  (needs find_gpuprobe_bin above)
+from . import guard  # noqa: E402  (imports torch only when a guard runs)

@@ -68,7 +68,10 @@ def test_os_environ_is_the_default_target(tmp_path: Path, gpuprobe_bin: str, mon
     with pytest.warns(UserWarning):
         apply_profile(_write(tmp_path), force=True, gpuprobe_bin=gpuprobe_bin)
     assert os.environ["HSA_ENABLE_SDMA"] == "0"
-    monkeypatch.delenv("HSA_ENABLE_SDMA")
+    # Not monkeypatch.delenv: it would record "0" as the value to restore (the delenv above
+    # recorded nothing when the variable was absent), leaking the setting into later tests,
+    # where it cures the simulated h2d-zeros fault.
+    os.environ.pop("HSA_ENABLE_SDMA", None)
 
 
 def test_a_profile_from_another_stack_is_refused_unless_forced(tmp_path: Path, gpuprobe_bin: str) -> None:
