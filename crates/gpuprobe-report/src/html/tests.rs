@@ -44,6 +44,7 @@ fn report(results: Vec<ProbeResult>) -> Report {
     Report {
         schema_version: 1,
         tool_version: "0.1.0".into(),
+        build: None,
         command: "check".into(),
         run_dir: Some("/tmp/run".into()),
         started_at: "2026-11-25T00:00:00Z".into(),

@@ -22,6 +22,7 @@ fn report(vendor: Vendor, results: Vec<ProbeResult>, findings: Vec<Finding>) -> 
     Report {
         schema_version: 1,
         tool_version: "0.1.0".into(),
+        build: None,
         command: "check".into(),
         run_dir: None,
         started_at: "2026-01-01T00:00:00Z".into(),
