@@ -158,16 +158,16 @@ fn commit(manifest_dir: &Path) -> String {
         }
     }
     // A crates.io package: cargo records the commit it was packaged from.
-    if let Ok(text) = fs::read_to_string(manifest_dir.join(".cargo_vcs_info.json")) {
-        if let Some(rest) = text.split("\"sha1\"").nth(1) {
-            let hash: String = rest
-                .trim_start_matches([' ', ':', '"'])
-                .chars()
-                .take_while(char::is_ascii_hexdigit)
-                .collect();
-            if !hash.is_empty() {
-                return short(&hash);
-            }
+    if let Ok(text) = fs::read_to_string(manifest_dir.join(".cargo_vcs_info.json"))
+        && let Some(rest) = text.split("\"sha1\"").nth(1)
+    {
+        let hash: String = rest
+            .trim_start_matches([' ', ':', '"'])
+            .chars()
+            .take_while(char::is_ascii_hexdigit)
+            .collect();
+        if !hash.is_empty() {
+            return short(&hash);
         }
     }
     "unknown".to_string()
@@ -208,10 +208,10 @@ fn git_commit(manifest_dir: &Path) -> Option<String> {
     let common_dir = manifest_dir.join(common_dir);
     let head_file = git_dir.join("HEAD");
     let mut watched = vec![head_file.clone(), common_dir.join("packed-refs")];
-    if let Ok(head_ref) = fs::read_to_string(&head_file) {
-        if let Some(name) = head_ref.trim().strip_prefix("ref: ") {
-            watched.push(common_dir.join(name));
-        }
+    if let Ok(head_ref) = fs::read_to_string(&head_file)
+        && let Some(name) = head_ref.trim().strip_prefix("ref: ")
+    {
+        watched.push(common_dir.join(name));
     }
     for path in watched.iter().filter(|p| p.exists()) {
         println!("cargo:rerun-if-changed={}", path.display());

@@ -167,3 +167,13 @@ def test_a_build_without_the_knowledge_base_fails_and_says_why(tmp_path: Path) -
     assert result.returncode != 0
     assert "the knowledge base is missing" in result.stderr, result.stderr[-3000:]
     assert "no entry files" in result.stderr
+
+
+def test_the_not_found_error_says_how_to_install_from_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(gpuprobe, "_candidate_dirs", lambda: [str(tmp_path)])
+    with pytest.raises(gpuprobe.GpuprobeNotFoundError) as info:
+        gpuprobe.find_gpuprobe_bin()
+    message = str(info.value)
+    assert "not published" in message and "pip install ." in message
+    assert "cargo install --path crates/gpuprobe" in message
+    assert "`pip install gpuprobe`" not in message

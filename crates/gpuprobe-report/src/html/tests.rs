@@ -608,3 +608,14 @@ fn each_failure_gets_an_issue_text_and_a_written_issue_md_is_preferred() {
         "# written by repro\n"
     );
 }
+
+#[test]
+fn the_page_names_the_commit_and_the_kb_revision() {
+    let mut r = report(Vec::new());
+    r.build = Some(gpuprobe_model::BuildInfo {
+        commit: "0123456789ab".into(),
+        kb_revision: "53.f9ef3575aa15".into(),
+    });
+    let html = render_plain(&r);
+    assert!(html.contains("gpuprobe 0.1.0 (commit 0123456789ab, kb 53.f9ef3575aa15)"));
+}
