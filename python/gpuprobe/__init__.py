@@ -11,6 +11,7 @@ the training guards (``gpuprobe.guard``), callbacks for training libraries
 from __future__ import annotations
 
 import os
+import re
 import sys
 import sysconfig
 
@@ -33,7 +34,48 @@ __all__ = [
     "guard",
 ]
 
-__version__ = "0.1.0"
+
+def _version_from_cargo(manifest: str | os.PathLike[str]) -> str | None:
+    """The ``[workspace.package]`` version of a Cargo.toml, or None. A regex, not tomllib:
+    the package supports Pythons before 3.11."""
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    section = re.search(r"^\[workspace\.package\][^\[]*", text, re.MULTILINE)
+    found = section and re.search(r'^version\s*=\s*"([^"]+)"', section.group(0), re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _version() -> str:
+    """Cargo's version, the one source: the Cargo.toml of the checkout this package lies in,
+    else the installed distribution's metadata (maturin takes the wheel's version from
+    Cargo.toml), else ``unknown``."""
+    checkout = _version_from_cargo(
+        os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "Cargo.toml")
+    )
+    if checkout:
+        return checkout
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return "unknown"
+    try:
+        return version("gpuprobe")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def __getattr__(name: str) -> str:
+    # Computed on first use, so that importing the package (the probe worker does, at every
+    # start) reads no file.
+    if name == "__version__":
+        value = _version()
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 from .report import (  # noqa: E402
     CheckError,
@@ -105,7 +147,9 @@ def find_gpuprobe_bin() -> str:
             return path
     raise GpuprobeNotFoundError(
         f"could not find the {name} binary; looked in: {', '.join(searched)}. "
-        "Install it with `pip install gpuprobe` or `cargo install gpuprobe`."
+        "gpuprobe is not published on PyPI or crates.io yet: install it from a source checkout "
+        "with `pip install .` (the binary and this package) or `cargo install --path crates/gpuprobe` "
+        "(docs/packaging.md)."
     )
 
 

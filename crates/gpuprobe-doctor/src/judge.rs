@@ -201,10 +201,10 @@ fn judge_exact(stats: &CompareStats) -> Verdict {
 
 /// The dtype tolerance table, shared with the Python worker, whose probes compute the same
 /// bound (the dtype's tolerance times their scale) to classify elements: one file, so the
-/// two never disagree (`tests/python/test_tolerances.py` checks the Python side). The path
-/// leaves the crate because the file must live inside the Python package, which
-/// gpuprobe-runner embeds whole (its build.rs).
-const TOLERANCES_JSON: &str = include_str!("../../../python/gpuprobe/worker/tolerances.json");
+/// two never disagree (`tests/python/test_tolerances.py` checks the Python side). The file
+/// lives inside the Python package, which gpuprobe-runner embeds whole (its build.rs); the
+/// crate's `tolerances.json` is a symlink to it, so that the crate's package carries it.
+const TOLERANCES_JSON: &str = include_str!("../tolerances.json");
 
 /// `tolerances.json`: the base tolerance by dtype, and the short names rules may use.
 #[derive(Debug, serde::Deserialize)]

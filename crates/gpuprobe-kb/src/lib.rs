@@ -11,11 +11,13 @@
 //!   shadowed or harmful; [`lint::rules`] lists every rule.
 //! - [`Catalogue`]: generic settings known to change one layer's behaviour, the source of
 //!   `gpuprobe fix` candidates and the allow-list for profiles ([`is_allowed_setting`]).
+//! - [`build_info`]: the build's commit and the knowledge base's revision.
 //! - [`version`]: dotted and PEP 440 versions and ranges.
 //!
 //! Only issues a public source confirms are in the knowledge base, and folklore the research
 //! shows to be false is refused by validation as a workaround.
 
+pub mod build_info;
 pub mod catalogue;
 pub mod entry;
 pub mod facts;

@@ -28,6 +28,9 @@ pub const GPU_RENUMBERING: &[&str] = &[
     GPU_DEVICE_ORDINAL,
 ];
 
+/// The source commit a packaging build records when it has no git checkout (read by
+/// gpuprobe-kb's build script, which spells it again: a build script cannot use this crate).
+pub const GPUPROBE_BUILD_COMMIT: &str = "GPUPROBE_BUILD_COMMIT";
 /// The interpreter gpuprobe runs its probes in, when `--python` is not given.
 pub const GPUPROBE_PYTHON: &str = "GPUPROBE_PYTHON";
 /// How many finished run directories gpuprobe keeps.

@@ -8,6 +8,7 @@
 //! [`ProbeSpec`] (what to run and how to judge it) → [`Observation`] (facts a probe measured)
 //! → [`Verdict`] (the judgement, made in Rust) → [`Finding`] (what it means) → [`Report`].
 
+pub mod build_info;
 pub mod env_vars;
 pub mod exit;
 pub mod fault_text;
@@ -23,6 +24,7 @@ pub mod repro;
 pub mod text;
 pub mod verdict;
 
+pub use build_info::BuildInfo;
 pub use exit::{ClassifiedError, ExitStatus};
 pub use finding::{Confidence, Cost, Evidence, Finding, FindingLayer, Remedy, Severity};
 pub use fingerprint::Fingerprint;

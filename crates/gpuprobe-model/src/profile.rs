@@ -501,6 +501,10 @@ impl FixOutcome {
 pub struct FixAccount {
     /// gpuprobe version.
     pub tool_version: String,
+    /// The commit and knowledge-base revision of that gpuprobe (absent in accounts made
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::build_info::BuildInfo>,
     /// Start time, RFC 3339 UTC.
     pub started_at: String,
     /// Wall time, seconds.

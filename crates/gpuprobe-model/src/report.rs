@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::build_info::BuildInfo;
 use crate::exit::ExitStatus;
 use crate::finding::Finding;
 use crate::fingerprint::Fingerprint;
@@ -16,6 +17,10 @@ pub struct Report {
     pub schema_version: u32,
     /// gpuprobe version that made it.
     pub tool_version: String,
+    /// The commit and knowledge-base revision of that gpuprobe (absent in reports made
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
     /// The command (`check`, `fix`, ...).
     pub command: String,
     /// Run directory holding the raw results.

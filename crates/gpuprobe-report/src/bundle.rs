@@ -839,7 +839,7 @@ fn manifest_body(run_dir: &Path, files: &[BundleFile], left_out: &[String]) -> S
     let _ = writeln!(
         out,
         "made by gpuprobe {} from the run directory {}",
-        env!("CARGO_PKG_VERSION"),
+        gpuprobe_kb::build_info::LONG_VERSION,
         run_dir.display()
     );
     let _ = writeln!(out, "\nfiles (name: where it came from; what was cut):");
@@ -1004,6 +1004,7 @@ mod tests {
         Report {
             schema_version: 1,
             tool_version: "0.1.0".into(),
+            build: None,
             command: "check".into(),
             run_dir: None,
             started_at: "2026-01-01T00:00:00Z".into(),

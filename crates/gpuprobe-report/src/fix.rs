@@ -319,6 +319,7 @@ mod tests {
     fn says_what_cured_what_broke_and_simulated() {
         let account = FixAccount {
             tool_version: "0.1.0".into(),
+            build: None,
             started_at: "2026-11-22T10:00:00Z".into(),
             wall_s: 12.0,
             simulated: true,

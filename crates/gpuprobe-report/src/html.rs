@@ -477,7 +477,14 @@ fn view(report: &Report, fix: Option<&FixAccount>, issues: &[IssueText]) -> View
             || report.results.iter().any(|r| r.simulated)
             || fix.is_some_and(|f| f.simulated),
         simulation,
-        tool_version: report.tool_version.clone(),
+        // The commit and knowledge-base revision, as `--version` prints them.
+        tool_version: match &report.build {
+            Some(build) => format!(
+                "{} (commit {}, kb {})",
+                report.tool_version, build.commit, build.kb_revision
+            ),
+            None => report.tool_version.clone(),
+        },
         command: report.command.clone(),
         tier: report.tier.name().to_string(),
         started_at: report.started_at.clone(),

@@ -24,6 +24,7 @@ fn report(results: Vec<ProbeResult>) -> Report {
     Report {
         schema_version: 1,
         tool_version: "0.1.0".into(),
+        build: None,
         command: "check".into(),
         run_dir: None,
         started_at: "x".into(),

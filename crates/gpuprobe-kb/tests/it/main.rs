@@ -2,6 +2,7 @@
 //! diagnostics, versions, matching, the lint, the catalogue and the renderers.
 
 mod broken;
+mod build_info;
 mod catalogue;
 mod conditions;
 mod docs;

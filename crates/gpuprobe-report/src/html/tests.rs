@@ -44,6 +44,7 @@ fn report(results: Vec<ProbeResult>) -> Report {
     Report {
         schema_version: 1,
         tool_version: "0.1.0".into(),
+        build: None,
         command: "check".into(),
         run_dir: Some("/tmp/run".into()),
         started_at: "2026-11-25T00:00:00Z".into(),
@@ -606,4 +607,15 @@ fn each_failure_gets_an_issue_text_and_a_written_issue_md_is_preferred() {
         issue_texts(&report, None)[0].markdown,
         "# written by repro\n"
     );
+}
+
+#[test]
+fn the_page_names_the_commit_and_the_kb_revision() {
+    let mut r = report(Vec::new());
+    r.build = Some(gpuprobe_model::BuildInfo {
+        commit: "0123456789ab".into(),
+        kb_revision: "53.f9ef3575aa15".into(),
+    });
+    let html = render_plain(&r);
+    assert!(html.contains("gpuprobe 0.1.0 (commit 0123456789ab, kb 53.f9ef3575aa15)"));
 }

@@ -278,7 +278,15 @@ fn environment_lines(report: &Report) -> Vec<String> {
             None => lines.push("torch: not importable".into()),
         }
     }
-    lines.push(format!("gpuprobe: {}", report.tool_version));
+    match &report.build {
+        Some(build) => lines.push(format!(
+            "gpuprobe: {} (commit {}, kb {})",
+            report.tool_version,
+            visible_line(&build.commit),
+            visible_line(&build.kb_revision)
+        )),
+        None => lines.push(format!("gpuprobe: {}", report.tool_version)),
+    }
     lines
 }
 

@@ -22,6 +22,7 @@ fn report(vendor: Vendor, results: Vec<ProbeResult>, findings: Vec<Finding>) -> 
     Report {
         schema_version: 1,
         tool_version: "0.1.0".into(),
+        build: None,
         command: "check".into(),
         run_dir: None,
         started_at: "2026-01-01T00:00:00Z".into(),
@@ -314,4 +315,23 @@ fn related_kb_entries_link_their_sources_and_fix_says_what_cured() {
     );
     assert!(md.contains("<details><summary>Full fingerprint</summary>"));
     assert!(md.contains("**RKB-001** (runtime, confirmed)"), "{md}");
+}
+
+#[test]
+fn the_environment_names_the_commit_and_the_kb_revision() {
+    let r = fail(
+        "copy.h2d.pageable.tiny.blocking",
+        Layer::Framework,
+        "10 of 20",
+    );
+    let mut rep = report(Vendor::Nvidia, vec![r.clone()], vec![]);
+    assert!(!render(&input(&rep, &r)).contains("(commit "));
+    rep.build = Some(gpuprobe_model::BuildInfo {
+        commit: "0123456789ab".into(),
+        kb_revision: "53.f9ef3575aa15".into(),
+    });
+    assert!(
+        render(&input(&rep, &r))
+            .contains("gpuprobe: 0.1.0 (commit 0123456789ab, kb 53.f9ef3575aa15)")
+    );
 }
