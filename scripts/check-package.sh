@@ -22,6 +22,8 @@ fail() {
     echo "check-package: $*" >&2
     status=1
 }
+# (grep -q would stop reading early: tar then dies of SIGPIPE and pipefail calls the
+# file missing; every grep below reads the whole listing.)
 listing() {
     tar tzf "target/package/$1-$version.crate" | sed "s|^$1-$version/||"
 }
@@ -38,7 +40,7 @@ for manifest in crates/*/Cargo.toml; do
         continue
     }
     for license in LICENSE-MIT LICENSE-APACHE; do
-        listing "$crate" | grep -qx "$license" || fail "$crate: lacks $license"
+        listing "$crate" | grep -x "$license" > /dev/null || fail "$crate: lacks $license"
     done
 done
 
@@ -51,7 +53,7 @@ got=$(count_in gpuprobe-runner presets .toml)
 want=$(git ls-files python/gpuprobe | grep -cE '\.(py|typed|json)$')
 got=$(listing gpuprobe-runner | grep -cE '^python-package/.*\.(py|typed|json)$' || true)
 [ "$got" -eq "$want" ] || fail "gpuprobe-runner carries $got of the $want probe-package files"
-listing gpuprobe-doctor | grep -qx tolerances.json || fail "gpuprobe-doctor lacks tolerances.json"
+listing gpuprobe-doctor | grep -x tolerances.json > /dev/null || fail "gpuprobe-doctor lacks tolerances.json"
 
 if [ "$status" -eq 0 ]; then
     echo "check-package: every crate packages with its embedded files and license texts" >&2
