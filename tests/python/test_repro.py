@@ -350,6 +350,90 @@ def test_no_torch_is_cannot_run(tmp_path: Path) -> None:
     assert no_gpu.returncode == 2 and last_line(no_gpu).startswith("CANNOT RUN"), no_gpu.stdout
 
 
+# ---------------------------------------------------------------------------------------------
+# sweep: one worker run with planted faults; each failing case becomes a script.
+
+#: Planted sweep faults: a layout transform (forward), a gradient (backward, bfloat16), a NaN
+#: that disappears, and an entry whose operator is a lambda of the database.
+SWEEP_SPEC: dict[str, Any] = {
+    "source": "test:sweep",
+    "fault": [
+        {"name": "noncontig", "op": "sweep", "when": {"methods": ["add"], "variants": ["noncontig"]}, "effect": {"kind": "partial_zeros"}},
+        {"name": "grad", "op": "sweep", "when": {"methods": ["nn.functional.layer_norm"], "variants": ["backward"]}, "effect": {"kind": "partial_zeros"}},
+        {"name": "lost-nan", "op": "sweep", "when": {"methods": ["sort"], "variants": ["nan"]}, "effect": {"kind": "drop_nan"}},
+        {"name": "contiguous", "op": "sweep", "when": {"methods": ["contiguous"], "variants": ["base"]}, "effect": {"kind": "zeros"}},
+    ],
+}
+SWEEP_PROBES = ["sweep.add.fp32", "sweep.nn.functional.layer_norm.bf16", "sweep.sort.fp32", "sweep.contiguous.fp32"]
+
+
+@pytest.fixture(scope="module")
+def sweep_results() -> dict[str, Any]:
+    run = run_plan(SWEEP_PROBES, seed=SEED, simulate=SWEEP_SPEC, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.results()
+
+
+@pytest.mark.parametrize("probe", SWEEP_PROBES)
+def test_sweep_case_reproduces_only_under_simulation(tmp_path: Path, sweep_results: dict[str, Any], probe: str) -> None:
+    """The one failing sample is rebuilt from the sample's own values written into the
+    script, and judged by the sweep's oracle: the device result the script prints is the
+    one the worker recorded (class, element, values)."""
+    event = sweep_results[probe]
+    failure = event["observation"]["measurement"]["failures"][0]
+    made = generate(tmp_path, as_result(event, {"verdict": "fail"}, {}, True), make_plan(SWEEP_SPEC, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    info = json.loads((tmp_path / "out" / "repro.json").read_text())
+    assert info["family"] == "sweep" and info["crash_child"] is False
+    script = tmp_path / "out" / "repro.py"
+    text = script.read_text()
+    assert "torch.testing._internal" not in text or probe == "sweep.contiguous.fp32"
+    if probe == "sweep.contiguous.fp32":
+        # Its operator is a lambda of the database: the script looks it up there, and says so.
+        assert any("operator database" in need for need in info["needs"]), info["needs"]
+    else:
+        assert info["needs"] == ["torch"]
+    assert f"TRANSFORM = {failure['variant']!r}" in text
+    assert f"BACKWARD = {failure['direction'] == 'backward'!r}" in text
+    check_script(script, SWEEP_SPEC)
+    faulty = run_script(script, SWEEP_SPEC)
+    assert f"{failure['class']}: {failure['detail']}" in faulty.stdout, (failure, faulty.stdout)
+    assert f"first at index {failure['index']}: expected {failure['expected']}, found {failure['found']}" in faulty.stdout
+
+
+def test_sweep_crash_is_found_from_the_worker_log(tmp_path: Path) -> None:
+    """A sweep probe that crashes names no case in its observation; the worker's log line
+    before the case does, and the script runs that case in a child process."""
+    probe = "sweep.exp.fp32"
+    spec = {
+        "source": "test:sweep-crash",
+        "fault": [{"name": "crash", "op": "sweep", "when": {"methods": ["exp"], "variants": ["noncontig"]}, "effect": {"kind": "crash", "signal": "SIGABRT"}}],
+    }
+    run = run_plan([probe], seed=SEED, simulate=spec, timeout=600)
+    assert probe not in run.results(), "the worker should have died in the case"
+    tail = run.stderr.strip().splitlines()[-40:]  # what the supervisor keeps (TAIL_LINES)
+    assert any("gpuprobe sweep: exp fp32 noncontig" in line for line in tail), tail
+    result = {
+        "probe": probe,
+        "device": "cpu",
+        "layer": "framework",
+        "verdict": {"verdict": "crash", "signal": "SIGABRT", "stderr_tail": tail},
+        "simulated": True,
+    }
+    made = generate(tmp_path, result, make_plan(spec, [probe], {}, timeout=60.0))
+    assert made.returncode == 0, made.stderr
+    script = tmp_path / "out" / "repro.py"
+    assert "TRANSFORM = 'noncontig'" in script.read_text()
+    healthy_proc, faulty_proc = start_script(script), start_script(script, spec)
+    healthy, faulty = finish(healthy_proc), finish(faulty_proc)
+    assert healthy.returncode == 0 and last_line(healthy).startswith("NOT REPRODUCED"), healthy.stdout + healthy.stderr
+    assert faulty.returncode == 1 and last_line(faulty) == "REPRODUCED: crash (signal 6)", faulty.stdout + faulty.stderr
+    # Without the log line there is nothing to rebuild.
+    result["verdict"] = {"verdict": "crash", "stderr_tail": ["something else"]}
+    made = generate(tmp_path / "no-log", result, make_plan(spec, [probe], {}))
+    assert made.returncode == 3 and "gpuprobe sweep:" in made.stderr, made.stderr
+
+
 def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     """Each probe of the catalogue whose implementation has a recipe (every method, memory,
     dtype and device type) gets a script, for a wrong result and for a crash, that is valid
@@ -362,6 +446,8 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     covered = 0
     for probe, definition in catalog.all_probes().items():
         recipe = families.RECIPES.get(definition.impl)
+        if definition.impl.endswith("sweep_run:run_op"):
+            continue  # needs a real failing sample (the sweep tests above)
         for device in ("cuda:0", "cpu"):
             metrics: dict[str, Any] = {"worst_case": 0}
             if definition.impl.endswith("run_elementwise"):

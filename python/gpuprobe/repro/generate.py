@@ -134,7 +134,9 @@ def generate(result: dict[str, Any], plan: dict[str, Any]) -> tuple[str, dict[st
     observation = result.get("observation") if isinstance(result.get("observation"), dict) else {}
     measurement = observation.get("measurement") if isinstance(observation.get("measurement"), dict) else {}
     metrics = observation.get("metrics") if isinstance(observation.get("metrics"), dict) else {}
-    case = Case(probe, definition, seed, verdict, measurement, metrics, device)
+    tail = verdict_obj.get("stderr_tail") if isinstance(verdict_obj, dict) else None
+    stderr_tail = tuple(line for line in tail if isinstance(line, str)) if isinstance(tail, list) else ()
+    case = Case(probe, definition, seed, verdict, measurement, metrics, device, stderr_tail)
     recipe = recipe_fn(case)
     env = _env(plan, result)
     crash_child = verdict in ("crash", "hang")

@@ -30,6 +30,8 @@ What gpuprobe saw: @@OBSERVED@@
 Needs only @@NEEDS@@ (gpuprobe is not needed). Run: python repro.py [--device DEV]
 Exit status: 1 REPRODUCED, 0 NOT REPRODUCED, 2 CANNOT RUN.
 """
+
+from __future__ import annotations
 @@SIMULATED_HEADER@@
 import argparse
 import os

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpuprobe.repro.families import copy, dtype, ops, pipeline
+from gpuprobe.repro.families import copy, dtype, ops, pipeline, sweep
 from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.ops import elementwise_cases
 from gpuprobe.repro.script import Recipe
@@ -31,6 +31,7 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     "gpuprobe.worker.probes.ops_run:run_elementwise": ops._elementwise,
     "gpuprobe.worker.probes.pipeline_run:run_dataloader": pipeline._dataloader,
     "gpuprobe.worker.probes.ops_run:run_reduce": ops._reduce,
+    **sweep.RECIPES,
 }
 
 #: Families with no recipe, and why (``no repro: WHY``).

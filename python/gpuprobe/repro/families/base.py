@@ -39,6 +39,8 @@ class Case:
     measurement: dict[str, Any]
     metrics: dict[str, Any]
     device: str = "cuda:0"
+    #: The worker's last stderr lines (crash and hang verdicts).
+    stderr_tail: tuple[str, ...] = ()
 
     @property
     def device_type(self) -> str:

@@ -9,7 +9,8 @@ random generators (the engine's own wrappers), plus ``Tensor.clone`` (device-to-
 and the math functions the worker's math layer reports (``torch.mm`` / ``matmul`` / ``bmm`` /
 ``addmm`` / ``F.linear``, the elementwise functions, the reductions, ``F.conv2d``,
 ``F.scaled_dot_product_attention``), with the same call descriptions, and the batches a
-``DataLoader`` yields (op ``dataloader``).
+``DataLoader`` yields (op ``dataloader``). A sweep script's ``run_case`` is wrapped whole:
+its results meet the ``sweep`` faults (``_wrap_sweep_case``).
 
 The worker faults only its operations layer, never the code that builds inputs or reads
 results back. A plain-torch script has no such layer, so faults here apply only to calls
@@ -155,6 +156,48 @@ def _wrap_dataloader(simulate, torch) -> None:
     DataLoader.__iter__ = hooked_iter
 
 
+def _wrap_sweep_case(simulate, torch, script) -> None:
+    """A sweep script (``OP_NAME``, ``TRANSFORM``, ``BACKWARD``) runs the operator through
+    whatever callable the database names, which no wrapper here sees: its ``run_case`` is
+    wrapped instead, and its results meet the ``sweep`` faults as the worker's device values
+    do (``sweep_run._fault`` / ``_apply_fault``)."""
+    names = ("OP_NAME", "DTYPE_NAME", "TRANSFORM", "BACKWARD", "run_case")
+    if script is None or not all(hasattr(script, n) for n in names):
+        return
+    original = script.run_case
+
+    def run_case(case, inputs, device):
+        active = simulate.engine()
+        if active is None or not active.wants("sweep"):
+            return original(case, inputs, device)
+        call = simulate.CallInfo(
+            op="sweep",
+            method=script.OP_NAME,
+            dtype=script.DTYPE_NAME,
+            on_device=True,
+            variant=script.TRANSFORM,
+            direction="backward" if script.BACKWARD else "forward",
+        )
+        fault = active.decide(call)
+        if fault is not None and fault.effect in ("exception", "crash", "hang", "oom"):
+            active.apply(fault, call, None)
+        values = original(case, inputs, device)
+        if fault is None or fault.effect == "accept_invalid":
+            return values
+        with simulate.bypassed():
+            if fault.effect == "drop_nan":
+                return [
+                    torch.nan_to_num(v, nan=0.0) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                    for v in values
+                ]
+            return [
+                active.apply(fault, call, v.detach().clone()) if isinstance(v, torch.Tensor) and v.numel() > 0 else v
+                for v in values
+            ]
+
+    script.run_case = run_case
+
+
 def _install(raw: str) -> None:
     try:
         spec = json.loads(raw)
@@ -176,6 +219,7 @@ def _install(raw: str) -> None:
         fresh = simulate.FaultEngine(spec, os.environ)
         simulate.activate_engine(fresh, torch, device)
         state["fresh"] = True
+        _wrap_sweep_case(simulate, torch, sys.modules.get("__main__"))
 
     simulate.activate_engine(engine, torch, "cuda:0" if torch.cuda.is_available() else "cpu")
 
