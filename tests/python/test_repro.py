@@ -286,9 +286,16 @@ def test_a_cure_among_the_run_settings_cures_the_shim_too(tmp_path: Path) -> Non
         ("nosuch.family.probe", "is not a probe of this gpuprobe's catalogue"),
         ("rng.randn.fp32.moments", "rng probes:"),
         ("native.copy.roundtrip.pageable", "native probes:"),
+        ("alloc.oom.recovery", "alloc probes:"),
+        ("fault.hang.kernel", "fault probes:"),
+        ("soak.sustained.mixed", "soak probes:"),
+        ("nn.conv2d.bf16", "convolution probes are not rebuilt"),
+        ("width.create.n31", "index-width probes"),
+        ("sweep.opdb", "computes nothing to reproduce"),
     ],
 )
 def test_no_repro_exits_3_with_one_line(tmp_path: Path, probe: str, reason: str) -> None:
+    """Each family without a script says why, in its own words."""
     result = {"probe": probe, "device": "cuda:0", "verdict": {"verdict": "fail"}, "observation": {}}
     made = generate(tmp_path, result, make_plan(None, [probe], {}))
     assert made.returncode == 3, made.stderr
@@ -466,3 +473,14 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
                 assert info["crash_child"] is (verdict == "crash")
                 covered += 1
     assert covered > 500
+
+
+def test_every_probe_has_a_recipe_or_a_reason() -> None:
+    """No implementation falls through to the generic message: a recipe, a reason of its
+    own, or a family-wide reason."""
+    from gpuprobe.repro import families
+    from gpuprobe.worker import catalog
+
+    for probe, definition in catalog.all_probes().items():
+        known = definition.impl in families.RECIPES or definition.impl in families.NOT_REBUILT
+        assert known or probe.split(".")[0] in families.UNCOVERED, probe

@@ -126,6 +126,8 @@ def generate(result: dict[str, Any], plan: dict[str, Any]) -> tuple[str, dict[st
     if definition is None:
         raise NoRepro(f"{probe} is not a probe of this gpuprobe's catalogue")
     recipe_fn = families.RECIPES.get(definition.impl)
+    if recipe_fn is None and definition.impl in families.NOT_REBUILT:
+        raise NoRepro(f"{probe}: {families.NOT_REBUILT[definition.impl]}")
     if recipe_fn is None:
         raise NoRepro(
             f"no recipe for {family} probes implemented by {definition.impl.split(':')[-1]} yet "

@@ -17,7 +17,7 @@ from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.ops import elementwise_cases
 from gpuprobe.repro.script import Recipe
 
-__all__ = ["Case", "NoRepro", "RECIPES", "UNCOVERED", "elementwise_cases"]
+__all__ = ["Case", "NoRepro", "NOT_REBUILT", "RECIPES", "UNCOVERED", "elementwise_cases"]
 
 
 #: Implementation function (``module:function``) → recipe.
@@ -43,4 +43,34 @@ UNCOVERED: dict[str, str] = {
     "fault": "fault probes trigger deliberate faults (run only when named); the fault is the repro",
     "dist": "multi-GPU collectives need a process group per GPU; not rebuilt as one script yet",
     "native": "native probes call the CUDA/HIP runtime from gpuprobe's own binary; no Python repro",
+}
+
+_P = "gpuprobe.worker.probes."
+#: Implementations of covered families that have no recipe, each with why (``no repro: WHY``).
+NOT_REBUILT: dict[str, str] = {
+    _P + "copy_run:run_batch": "a batch (a dict of tensors moved together) is not rebuilt as a script yet",
+    _P + "copy_run:run_reuse": "successive copies into one reused buffer are not rebuilt as a script yet",
+    _P + "copy_run:run_p2p": "copies between two GPUs are not rebuilt as a script yet",
+    _P + "ops_run:run_amax": "its trials are labelled inputs whose failing one the observation does not name",
+    _P + "ops_run:run_where": "its trials are labelled inputs whose failing one the observation does not name",
+    _P + "ops_run:run_layout": "its trials are labelled layouts whose failing one the observation does not name",
+    _P + "ops_run:run_special": "its trials are special values whose failing one the observation does not name",
+    _P + "ops_run:run_sentinel": "a sentinel compares a kernel's output with a canary it must overwrite, over several kernels; "
+    "not rebuilt yet",
+    _P + "ops_run:run_bool_reduce": "boolean reductions are not rebuilt as a script yet",
+    _P + "ops_run:run_bool_reduce_huge": "a reduction past 2^31 elements is not rebuilt as a script yet",
+    _P + "ops_run:run_add_huge": "an elementwise kernel past 2^31 elements is not rebuilt as a script yet",
+    _P + "ops_run:run_sum_huge": "a reduction past 2^31 elements is not rebuilt as a script yet",
+    _P + "ops_run:run_matmul_large": "a GEMM with an output of hundreds of MiB is not rebuilt as a script yet",
+    _P + "nn_run:run_conv": "convolution probes are not rebuilt as a script yet; the sweep's nn.functional.conv2d is",
+    _P + "nn_run:run_sdpa": "attention probes are not rebuilt as a script yet; the sweep's "
+    "nn.functional.scaled_dot_product_attention is",
+    _P + "nn_run:run_sdpa_matrix": "the attention backend matrix is not rebuilt as a script yet",
+    _P + "nn_run:run_autocast": "autocast probes are not rebuilt as a script yet",
+    _P + "nn_run:run_vae": "the VAE probes run a small model; not rebuilt as a script yet",
+    _P + "width_run:run_width": "index-width probes (tensors past 2^31 or 2^32 elements) are not rebuilt as a script yet",
+    _P + "pipeline_run:run_accelerate": "Accelerate's prepared loader is not rebuilt as a script yet",
+    _P + "pipeline_run:run_send_to_device": "Accelerate's send_to_device is not rebuilt as a script yet",
+    _P + "pipeline_run:run_save_load": "a save and reload through safetensors or torch.save is not rebuilt as a script yet",
+    _P + "sweep_coverage:run_opdb": "sweep.opdb reports which operators the database offers; it computes nothing to reproduce",
 }
