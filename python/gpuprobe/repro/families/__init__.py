@@ -1,6 +1,6 @@
 """Per-family recipes: how a probe's one failing case becomes plain torch code.
 
-One module per probe family (``copy``, ``dtype``, ``ops``, ``pipeline``, ``sweep``), each
+One module per probe family (``copy``, ``dtype``, ``ops``, ``nn``, ``pipeline``, ``sweep``), each
 a set of recipes: functions from a ``base.Case`` (the probe's catalogue definition, the plan
 seed, the observation) to a ``script.Recipe`` (the script's case section and its
 ``repro.json`` fields). ``script.render`` puts a recipe into the scaffold every script
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpuprobe.repro.families import copy, dtype, ops, pipeline, sweep
+from gpuprobe.repro.families import copy, dtype, nn, ops, pipeline, sweep
 from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.ops import elementwise_cases
 from gpuprobe.repro.script import Recipe
@@ -31,6 +31,7 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     "gpuprobe.worker.probes.ops_run:run_elementwise": ops._elementwise,
     "gpuprobe.worker.probes.pipeline_run:run_dataloader": pipeline._dataloader,
     "gpuprobe.worker.probes.ops_run:run_reduce": ops._reduce,
+    **nn.RECIPES,
     **sweep.RECIPES,
 }
 
@@ -62,7 +63,6 @@ NOT_REBUILT: dict[str, str] = {
     _P + "ops_run:run_add_huge": "an elementwise kernel past 2^31 elements is not rebuilt as a script yet",
     _P + "ops_run:run_sum_huge": "a reduction past 2^31 elements is not rebuilt as a script yet",
     _P + "ops_run:run_matmul_large": "a GEMM with an output of hundreds of MiB is not rebuilt as a script yet",
-    _P + "nn_run:run_conv": "convolution probes are not rebuilt as a script yet; the sweep's nn.functional.conv2d is",
     _P + "nn_run:run_sdpa": "attention probes are not rebuilt as a script yet; the sweep's "
     "nn.functional.scaled_dot_product_attention is",
     _P + "nn_run:run_sdpa_matrix": "the attention backend matrix is not rebuilt as a script yet",
