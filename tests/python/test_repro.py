@@ -55,6 +55,10 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("conv-zeros", {}, "nn.conv_transpose2d.fp32"),
     ("dataloader-workers-zeros", {}, "pipeline.dataloader.w2.fork"),
     ("dataloader-main-zeros", {}, "pipeline.dataloader.w0"),
+    ("safetensors-bf16-zeros", {}, "pipeline.save.safetensors.bf16"),
+    ("torch-save-zeros", {}, "pipeline.save.torch.bf16"),
+    ("accelerate-prepare-zeros", {}, "pipeline.accelerate.prepare.placed"),
+    ("accelerate-prepare-zeros", {}, "pipeline.accelerate.prepare.unplaced"),
 ]
 
 
@@ -75,6 +79,10 @@ SPECS: dict[str, dict[str, Any]] = {
     "dataloader-main-zeros": {
         "source": "test:dataloader-main-zeros",
         "fault": [{"name": "main-zeros", "op": "dataloader", "when": {"methods": ["main"]}, "effect": {"kind": "zeros"}}],
+    },
+    "torch-save-zeros": {
+        "source": "test:torch-save-zeros",
+        "fault": [{"name": "reload-zeros", "op": "save_load", "when": {"methods": ["torch"]}, "effect": {"kind": "zeros"}}],
     },
     "h2d-zeros-from-4k": {
         "source": "test:h2d-zeros-from-4k",

@@ -29,9 +29,9 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     "gpuprobe.worker.probes.dtype_run:run_convert": dtype._convert,
     "gpuprobe.worker.probes.ops_run:run_matmul": ops._matmul,
     "gpuprobe.worker.probes.ops_run:run_elementwise": ops._elementwise,
-    "gpuprobe.worker.probes.pipeline_run:run_dataloader": pipeline._dataloader,
     "gpuprobe.worker.probes.ops_run:run_reduce": ops._reduce,
     **nn.RECIPES,
+    **pipeline.RECIPES,
     **sweep.RECIPES,
 }
 
@@ -69,8 +69,6 @@ NOT_REBUILT: dict[str, str] = {
     _P + "nn_run:run_autocast": "autocast probes are not rebuilt as a script yet",
     _P + "nn_run:run_vae": "the VAE probes run a small model; not rebuilt as a script yet",
     _P + "width_run:run_width": "index-width probes (tensors past 2^31 or 2^32 elements) are not rebuilt as a script yet",
-    _P + "pipeline_run:run_accelerate": "Accelerate's prepared loader is not rebuilt as a script yet",
     _P + "pipeline_run:run_send_to_device": "Accelerate's send_to_device is not rebuilt as a script yet",
-    _P + "pipeline_run:run_save_load": "a save and reload through safetensors or torch.save is not rebuilt as a script yet",
     _P + "sweep_coverage:run_opdb": "sweep.opdb reports which operators the database offers; it computes nothing to reproduce",
 }

@@ -10,7 +10,9 @@ and the math functions the worker's math layer reports (``torch.mm`` / ``matmul`
 ``addmm`` / ``F.linear``, the elementwise functions, the reductions, ``F.conv2d``,
 ``F.scaled_dot_product_attention``), with the same call descriptions, and the batches a
 ``DataLoader`` yields (op ``dataloader``). A sweep script's ``run_case`` is wrapped whole:
-its results meet the ``sweep`` faults (``_wrap_sweep_case``).
+its results meet the ``sweep`` faults (``_wrap_sweep_case``). Tensors reloaded by
+``torch.load`` / ``safetensors.torch.load_file`` meet the ``save_load`` faults and the batches
+of an Accelerate-prepared loader the ``dataloader`` faults of method ``accelerate``.
 
 The worker faults only its operations layer, never the code that builds inputs or reads
 results back. A plain-torch script has no such layer, so faults here apply only to calls
@@ -156,6 +158,80 @@ def _wrap_dataloader(simulate, torch) -> None:
     DataLoader.__iter__ = hooked_iter
 
 
+def _wrap_loads(simulate, torch) -> None:
+    """Tensors reloaded by ``torch.load`` and ``safetensors.torch.load_file`` meet the
+    ``save_load`` faults (method ``torch`` or ``safetensors``), as the worker's
+    ``ops_pipeline.save_load`` describes them."""
+
+    def wrap(owner, name: str, method: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            loaded = original(*args, **kwargs)
+            if not simulate.wrappers_active() or not isinstance(loaded, dict):
+                return loaded
+            active = simulate.engine()
+            if active is None:
+                return loaded
+            with simulate.bypassed():
+                out = {}
+                for key, value in loaded.items():
+                    if isinstance(value, torch.Tensor):
+                        call = simulate.CallInfo(
+                            op="save_load",
+                            method=method,
+                            dtype=str(value.dtype).replace("torch.", ""),
+                            nbytes=int(value.numel()) * int(value.element_size()),
+                            on_device=value.device.type != "cpu",
+                        )
+                        value = active.after_call(call, value, sources=(value,))
+                    out[key] = value
+                return out
+
+        setattr(owner, name, wrapper)
+
+    wrap(torch, "load", "torch")
+    if importlib.util.find_spec("safetensors") is not None:
+        import safetensors.torch
+
+        wrap(safetensors.torch, "load_file", "safetensors")
+
+
+def _wrap_accelerate(simulate, torch) -> None:
+    """Batches of an Accelerate-prepared loader meet the ``dataloader`` faults of method
+    ``accelerate``, as in the worker's ``pipeline_run.run_accelerate``."""
+    if importlib.util.find_spec("accelerate") is None:
+        return
+    from accelerate import data_loader
+
+    for cls in (data_loader.DataLoaderShard, data_loader.DataLoaderDispatcher):
+        original = cls.__iter__
+
+        def hooked(self, _original=original):
+            for batch in _original(self):
+                active = simulate.engine() if simulate.wrappers_active() else None
+                if active is None:
+                    yield batch
+                    continue
+
+                def hook(t):
+                    call = simulate.CallInfo(
+                        op="dataloader",
+                        method="accelerate",
+                        dtype=str(t.dtype).replace("torch.", ""),
+                        nbytes=int(t.numel()) * int(t.element_size()),
+                        pinned=False,
+                    )
+                    return active.after_call(call, t, sources=(t,))
+
+                with simulate.bypassed():
+                    yield {k: hook(v) if isinstance(v, torch.Tensor) else v for k, v in batch.items()} if isinstance(
+                        batch, dict
+                    ) else batch
+
+        cls.__iter__ = hooked
+
+
 def _wrap_sweep_case(simulate, torch, script) -> None:
     """A sweep script (``OP_NAME``, ``TRANSFORM``, ``BACKWARD``) runs the operator through
     whatever callable the database names, which no wrapper here sees: its ``run_case`` is
@@ -262,6 +338,12 @@ def _install(raw: str) -> None:
 
     torch.Tensor.clone = clone
     _wrap_dataloader(simulate, torch)
+    ops = {str(f.get("op")) for f in spec.get("fault", []) if isinstance(f, dict)}
+    # Only where a fault can hit them: importing these libraries costs start-up time.
+    if ops & {"save_load", "any"}:
+        _wrap_loads(simulate, torch)
+    if ops & {"dataloader", "any"}:
+        _wrap_accelerate(simulate, torch)
     for op, owner, names in (
         ("matmul", torch, ("mm", "matmul", "bmm", "addmm")),
         ("matmul", torch.nn.functional, ("linear",)),
