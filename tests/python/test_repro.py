@@ -302,7 +302,7 @@ def test_a_cure_among_the_run_settings_cures_the_shim_too(tmp_path: Path) -> Non
         ("fault.hang.kernel", "fault probes:"),
         ("soak.sustained.mixed", "soak probes:"),
         ("nn.sdpa.bf16.default.d64.s128", "attention probes are not rebuilt"),
-        ("width.create.n31", "index-width probes"),
+        ("nn.vae.encode.fp32", "the VAE probes run a small model"),
         ("sweep.opdb", "computes nothing to reproduce"),
     ],
 )
@@ -453,6 +453,35 @@ def test_sweep_crash_is_found_from_the_worker_log(tmp_path: Path) -> None:
     assert made.returncode == 3 and "gpuprobe sweep:" in made.stderr, made.stderr
 
 
+# ---------------------------------------------------------------------------------------------
+# width: the case's own code (a decorated function, a lambda, a closure) copied into the script.
+
+WIDTH_PROBES = ["width.create.n31", "width.elementwise.n31", "width.pool.g16", "width.sort.g16"]
+
+
+@pytest.fixture(scope="module")
+def width_results() -> dict[str, Any]:
+    run = run_plan(WIDTH_PROBES, seed=SEED, simulate=load_preset("width-wrap"), timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.results()
+
+
+@pytest.mark.parametrize("probe", WIDTH_PROBES)
+def test_width_case_reproduces_only_under_simulation(tmp_path: Path, width_results: dict[str, Any], probe: str) -> None:
+    """The first case with violations is rebuilt alone (its inputs seeded per case, as the
+    probe seeds them) and finds as many violations as the probe did."""
+    spec = load_preset("width-wrap")
+    event = width_results[probe]
+    first = next(c for c in event["observation"]["metrics"]["cases"] if c["violations"])
+    made = generate(tmp_path, as_result(event, {"verdict": "fail"}, {}, True), make_plan(spec, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    script = tmp_path / "out" / "repro.py"
+    assert f"'case': {first['case']!r}" in script.read_text()
+    check_script(script, spec)
+    faulty = run_script(script, spec)
+    assert f", {first['violations']} violated" in faulty.stdout, (first, faulty.stdout)
+
+
 def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     """Each probe of the catalogue whose implementation has a recipe (every method, memory,
     dtype and device type) gets a script, for a wrong result and for a crash, that is valid
@@ -467,6 +496,18 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
         recipe = families.RECIPES.get(definition.impl)
         if definition.impl.endswith("sweep_run:run_op"):
             continue  # needs a real failing sample (the sweep tests above)
+        if definition.impl.endswith("width_run:run_width"):
+            # Every case of the probe, as the failing one: its code copied, compiled.
+            from gpuprobe.worker.probes import width_run
+
+            for width_case in width_run.cases_for(definition.params["group"], definition.params["kind"]):
+                observation = {"measurement": {"violations": 1}, "metrics": {"cases": [{"case": width_case.name, "violations": 1}]}}
+                result = {"probe": probe, "device": "cuda:0", "verdict": {"verdict": "fail"}, "observation": observation}
+                text, _ = make(result, plan)
+                compile(text, f"{probe}/{width_case.name}/repro.py", "exec")
+                assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), probe
+                covered += 1
+            continue
         for device in ("cuda:0", "cpu"):
             metrics: dict[str, Any] = {"worst_case": 0}
             if definition.impl.endswith("run_elementwise"):

@@ -1,6 +1,7 @@
 """Per-family recipes: how a probe's one failing case becomes plain torch code.
 
-One module per probe family (``copy``, ``dtype``, ``ops``, ``nn``, ``pipeline``, ``sweep``), each
+One module per probe family (``copy``, ``dtype``, ``ops``, ``nn``, ``pipeline``, ``sweep``,
+``width``), each
 a set of recipes: functions from a ``base.Case`` (the probe's catalogue definition, the plan
 seed, the observation) to a ``script.Recipe`` (the script's case section and its
 ``repro.json`` fields). ``script.render`` puts a recipe into the scaffold every script
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpuprobe.repro.families import copy, dtype, nn, ops, pipeline, sweep
+from gpuprobe.repro.families import copy, dtype, nn, ops, pipeline, sweep, width
 from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.ops import elementwise_cases
 from gpuprobe.repro.script import Recipe
@@ -33,6 +34,7 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     **nn.RECIPES,
     **pipeline.RECIPES,
     **sweep.RECIPES,
+    **width.RECIPES,
 }
 
 #: Families with no recipe, and why (``no repro: WHY``).
@@ -68,7 +70,6 @@ NOT_REBUILT: dict[str, str] = {
     _P + "nn_run:run_sdpa_matrix": "the attention backend matrix is not rebuilt as a script yet",
     _P + "nn_run:run_autocast": "autocast probes are not rebuilt as a script yet",
     _P + "nn_run:run_vae": "the VAE probes run a small model; not rebuilt as a script yet",
-    _P + "width_run:run_width": "index-width probes (tensors past 2^31 or 2^32 elements) are not rebuilt as a script yet",
     _P + "pipeline_run:run_send_to_device": "Accelerate's send_to_device is not rebuilt as a script yet",
     _P + "sweep_coverage:run_opdb": "sweep.opdb reports which operators the database offers; it computes nothing to reproduce",
 }

@@ -232,6 +232,53 @@ def _wrap_accelerate(simulate, torch) -> None:
         cls.__iter__ = hooked
 
 
+def _wrap_width_scope(simulate, torch, script) -> None:
+    """A width script's ``Scope.op`` (the big operation of a case) meets the ``width``
+    faults as the worker's ``Scope.op`` describes it (``ops_math.finish``: the first output,
+    variant the boundary, direction forward or backward)."""
+    scope_cls = getattr(script, "Scope", None) if script is not None else None
+    if scope_cls is None or not hasattr(script, "GEOMETRY") or not hasattr(scope_cls, "op"):
+        return
+    original = scope_cls.op
+
+    def op(self, method, dtype, fn, *, direction="forward"):
+        out = original(self, method, dtype, fn, direction=direction)
+        active = simulate.engine()
+        if active is None or not active.wants("width"):
+            return out
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        if not isinstance(first, torch.Tensor):
+            return out
+        if not first.is_contiguous():
+            first = first.contiguous()
+        call = simulate.CallInfo(
+            op="width",
+            method=method,
+            dtype=str(dtype).replace("torch.", ""),
+            to_dtype=str(first.dtype).replace("torch.", ""),
+            nbytes=int(first.numel()) * int(first.element_size()),
+            on_device=True,
+            variant=self.g.kind,
+            direction=direction,
+        )
+        fault = active.decide(call)
+        if fault is not None:
+            with simulate.bypassed():
+                if first.requires_grad:
+                    with torch.no_grad():
+                        bad = active.apply(fault, call, first.detach().clone(), in_place=True)
+                    first = first + (bad - first).detach()
+                else:
+                    first = active.apply(fault, call, first, in_place=False)
+        if isinstance(out, tuple):
+            return (first, *out[1:])
+        if isinstance(out, list):
+            return [first, *out[1:]]
+        return first
+
+    scope_cls.op = op
+
+
 def _wrap_sweep_case(simulate, torch, script) -> None:
     """A sweep script (``OP_NAME``, ``TRANSFORM``, ``BACKWARD``) runs the operator through
     whatever callable the database names, which no wrapper here sees: its ``run_case`` is
@@ -296,6 +343,7 @@ def _install(raw: str) -> None:
         simulate.activate_engine(fresh, torch, device)
         state["fresh"] = True
         _wrap_sweep_case(simulate, torch, sys.modules.get("__main__"))
+        _wrap_width_scope(simulate, torch, sys.modules.get("__main__"))
 
     simulate.activate_engine(engine, torch, "cuda:0" if torch.cuda.is_available() else "cpu")
 
@@ -316,6 +364,22 @@ def _install(raw: str) -> None:
         return True
 
     simulate.wrappers_active = wrappers_active
+
+    # The script prints its first line once DEVICE is set and its settings applied: the
+    # engine is rebuilt then, before any case runs, even one whose first torch call is one
+    # no wrapper sees (a width case's ``torch.arange``).
+    import builtins
+
+    original_print = builtins.print
+
+    def first_print(*args, **kwargs):
+        device = getattr(sys.modules.get("__main__"), "DEVICE", None)
+        if device and not state["fresh"]:
+            builtins.print = original_print
+            activate(str(device))
+        return original_print(*args, **kwargs)
+
+    builtins.print = first_print
 
     original_clone = torch.Tensor.clone
 
