@@ -53,6 +53,11 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("conv-zeros", {}, "nn.conv2d.fp32.bwd"),
     ("conv-zeros", {}, "nn.conv2d.depthwise.fp16"),
     ("conv-zeros", {}, "nn.conv_transpose2d.fp32"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s128"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s1024.allmasked"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s1024.causal.bwd"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s1024.noncontig"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d128.s65537.causal"),
     ("dataloader-workers-zeros", {}, "pipeline.dataloader.w2.fork"),
     ("dataloader-main-zeros", {}, "pipeline.dataloader.w0"),
     ("safetensors-bf16-zeros", {}, "pipeline.save.safetensors.bf16"),
@@ -168,7 +173,9 @@ def last_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else ""
 
 
-def check_script(script: Path, simulate: dict[str, Any]) -> None:
+def check_script(script: Path, simulate: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """Runs the script on the healthy CPU (NOT REPRODUCED) and under the shim (REPRODUCED);
+    returns the second run."""
     text = script.read_text()
     assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), "the script imports gpuprobe"
     assert "# SIMULATED" in text
@@ -181,6 +188,7 @@ def check_script(script: Path, simulate: dict[str, Any]) -> None:
     assert faulty.returncode == 1, faulty.stdout + faulty.stderr
     assert last_line(faulty).startswith("REPRODUCED"), faulty.stdout
     assert "SIMULATED" in faulty.stderr
+    return faulty
 
 
 _RUNS: dict[Any, Any] = {}
@@ -301,7 +309,7 @@ def test_a_cure_among_the_run_settings_cures_the_shim_too(tmp_path: Path) -> Non
         ("alloc.oom.recovery", "alloc probes:"),
         ("fault.hang.kernel", "fault probes:"),
         ("soak.sustained.mixed", "soak probes:"),
-        ("nn.sdpa.bf16.default.d64.s128", "attention probes are not rebuilt"),
+        ("nn.sdpa.matrix.bf16.default.core", "attention backend matrix"),
         ("nn.vae.encode.fp32", "the VAE probes run a small model"),
         ("sweep.opdb", "computes nothing to reproduce"),
     ],
@@ -414,8 +422,7 @@ def test_sweep_case_reproduces_only_under_simulation(tmp_path: Path, sweep_resul
         assert info["needs"] == ["torch"]
     assert f"TRANSFORM = {failure['variant']!r}" in text
     assert f"BACKWARD = {failure['direction'] == 'backward'!r}" in text
-    check_script(script, SWEEP_SPEC)
-    faulty = run_script(script, SWEEP_SPEC)
+    faulty = check_script(script, SWEEP_SPEC)
     assert f"{failure['class']}: {failure['detail']}" in faulty.stdout, (failure, faulty.stdout)
     assert f"first at index {failure['index']}: expected {failure['expected']}, found {failure['found']}" in faulty.stdout
 
@@ -477,8 +484,7 @@ def test_width_case_reproduces_only_under_simulation(tmp_path: Path, width_resul
     assert made.returncode == 0, made.stderr
     script = tmp_path / "out" / "repro.py"
     assert f"'case': {first['case']!r}" in script.read_text()
-    check_script(script, spec)
-    faulty = run_script(script, spec)
+    faulty = check_script(script, spec)
     assert f", {first['violations']} violated" in faulty.stdout, (first, faulty.stdout)
 
 

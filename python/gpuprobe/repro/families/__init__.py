@@ -65,8 +65,6 @@ NOT_REBUILT: dict[str, str] = {
     _P + "ops_run:run_add_huge": "an elementwise kernel past 2^31 elements is not rebuilt as a script yet",
     _P + "ops_run:run_sum_huge": "a reduction past 2^31 elements is not rebuilt as a script yet",
     _P + "ops_run:run_matmul_large": "a GEMM with an output of hundreds of MiB is not rebuilt as a script yet",
-    _P + "nn_run:run_sdpa": "attention probes are not rebuilt as a script yet; the sweep's "
-    "nn.functional.scaled_dot_product_attention is",
     _P + "nn_run:run_sdpa_matrix": "the attention backend matrix is not rebuilt as a script yet",
     _P + "nn_run:run_autocast": "autocast probes are not rebuilt as a script yet",
     _P + "nn_run:run_vae": "the VAE probes run a small model; not rebuilt as a script yet",

@@ -1,11 +1,13 @@
 """nn family: the convolution probes (``nn_run.run_conv``: ``conv2d``, depthwise, transposed,
-forward or with the input and weight gradients), the case with the largest error rebuilt
-from its seeds and judged against float64 on the CPU with the probe's bound.
+forward or with the input and weight gradients; the case with the largest error) and the
+attention probes (``nn_run.run_sdpa``: one backend, mask and layout), rebuilt from their
+seeds and judged against float64 on the CPU with the probe's bound.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from gpuprobe.repro.families.base import Case
 from gpuprobe.repro.families.ops import TOLERANCE_HELPERS
@@ -142,4 +144,136 @@ def check(case, inputs, result):
     )
 
 
-RECIPES = {"gpuprobe.worker.probes.nn_run:run_conv": _conv}
+RECIPES: dict[str, Any] = {"gpuprobe.worker.probes.nn_run:run_conv": _conv}
+
+
+def _sdpa(case: Case) -> Recipe:
+    import inspect
+
+    from gpuprobe.worker.patterns import derive_seed
+    from gpuprobe.worker.probes import nn_run
+    from gpuprobe.worker.probes.nn_specs import CPU_SEQ
+
+    p = case.params
+    dtype, backend, head_dim, seq, mask = p["dtype"], p["backend"], int(p["head_dim"]), int(p["seq"]), p["mask"]
+    layout, backward, sampled_rows, tolerance = p["layout"], bool(p["backward"]), int(p["sampled_rows"]), float(p["tolerance"])
+    designed_seq = seq
+    if case.device_type == "cpu" and seq > CPU_SEQ:
+        seq = CPU_SEQ + 1 if sampled_rows else CPU_SEQ
+    batch, heads = (2, 1) if mask in ("padding", "allmasked") else (1, 2)
+    key = (case.seed, dtype, head_dim, seq, batch, heads, mask, backward, sampled_rows)
+    c = {
+        "shape": [batch, heads, seq, head_dim],
+        "mask": mask,
+        "causal": mask == "causal",
+        "sampled_rows": sampled_rows,
+        "seed": derive_seed(case.seed, "nn.sdpa.inputs", repr(key)),
+    }
+    helpers = "\n\n\n".join(
+        [
+            "# Copied from gpuprobe (gpuprobe/worker/probes/nn_run.py): the probe's mask and its float64\n"
+            "# attention, one (batch, head) at a time.\nimport math\nfrom typing import Any",
+            inspect.getsource(nn_run._allowed_mask).rstrip(),
+            inspect.getsource(nn_run._attention_reference).rstrip(),
+            TOLERANCE_HELPERS.rstrip(),
+        ]
+    )
+    forced = (
+        "    from torch.nn.attention import SDPBackend, sdpa_kernel\n\n"
+        f"    return sdpa_kernel([SDPBackend.{nn_run._BACKEND_NAMES[backend]}])"
+        if backend != "default"
+        else "    import contextlib\n\n    return contextlib.nullcontext()  # the backend PyTorch chooses"
+    )
+    body = f'''\
+DTYPE_NAME = {dtype!r}
+#: The attention backend the probe forced (``default``: PyTorch's choice).
+BACKEND = {backend!r}
+#: Inputs laid out as one packed (batch, seq, 3, heads, head_dim) tensor, as a fused QKV projection makes them.
+NONCONTIG = {layout == "noncontig"!r}
+BACKWARD = {backward!r}
+#: The judge's bound (normwise relative error of the output and of each gradient).
+TOLERANCE = {tolerance!r}
+#: The case: (batch, heads, seq, head_dim){" (seq scaled down on a CPU from " + str(designed_seq) + ")" if seq != designed_seq else ""}, the mask,
+#: query rows compared (0: all) and the seed of q, k, v and the output gradient.
+CASES = [{c!r}]
+
+
+def case_label(case):
+    return f"scaled_dot_product_attention {{DTYPE_NAME}} on {{BACKEND}}, shape {{case['shape']}}, mask {{case['mask']}}" + (
+        ", packed qkv" if NONCONTIG else "") + (", with gradients" if BACKWARD else "")
+
+
+def backend_context():
+{forced}
+
+
+def build(case, device):
+    dt = getattr(torch, DTYPE_NAME)
+    gen = torch.Generator().manual_seed(case["seed"])
+    q, k, v = (torch.randn(case["shape"], generator=gen, dtype=torch.float32).to(dt) for _ in range(3))
+    grad = torch.randn(case["shape"], generator=gen, dtype=torch.float32).to(dt) if BACKWARD else None
+    batch, _, seq, _ = case["shape"]
+    rows = None
+    if case["sampled_rows"]:
+        picks = torch.randperm(seq, generator=gen)[: max(0, case["sampled_rows"] - 96)]
+        edges = torch.cat([torch.arange(32), torch.arange(seq // 2 - 16, seq // 2 + 16), torch.arange(seq - 32, seq)])
+        rows = torch.unique(torch.cat([picks, edges]))
+    allowed = _allowed_mask(torch, case["mask"], batch, seq)
+    reference = _attention_reference(torch, q, k, v, allowed, case["causal"], grad, rows)  # float64 on the CPU
+    if NONCONTIG:
+        packed = torch.stack([t.permute(0, 2, 1, 3) for t in (q, k, v)], dim=2).to(device, copy=True)
+        dq, dk, dv = (packed[:, :, i].transpose(1, 2) for i in range(3))
+    else:
+        dq, dk, dv = (t.to(device, copy=True) for t in (q, k, v))
+    if BACKWARD:
+        for t in (dq, dk, dv):
+            t.requires_grad_(True)
+    dmask = None if allowed is None else allowed.to(device, copy=True)
+    return {{"q": dq, "k": dk, "v": dv, "mask": dmask, "grad": None if grad is None else grad.to(device, copy=True),
+            "rows": rows, "reference": reference}}
+
+
+def run_case(case, inputs, device):
+    """The attention under test on the forced backend (and its backward pass)."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    with backend_context():
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=inputs["mask"], is_causal=case["causal"])
+        if BACKWARD:
+            out.backward(inputs["grad"])
+    return [out.detach()] + ([q.grad, k.grad, v.grad] if BACKWARD else [])
+
+
+def check(case, inputs, result):
+    """The output on the query rows that may attend to a key, and each gradient, against
+    float64 on the CPU within the probe's tolerance."""
+    reference = inputs["reference"]
+    got = result[0].cpu()
+    if inputs["rows"] is not None:
+        got = got[:, :, inputs["rows"]]
+    valid = reference["valid"].unsqueeze(-1).expand(got.shape)
+    print(f"  output ({{int(valid.sum())}} of {{valid.numel()}} elements on rows that may attend):")
+    ok = compare_tolerance(got[valid], reference["out"][valid], TOLERANCE)
+    for name, grad, want in zip(("dq", "dk", "dv"), result[1:], reference["grads"] or []):
+        print(f"  {{name}}:")
+        if grad is None:
+            print("  the backward pass produced no gradient")
+            ok = False
+            continue
+        ok = compare_tolerance(grad, want, TOLERANCE) and ok
+    return ok
+'''
+    return Recipe(
+        summary=(
+            f"One {dtype} scaled_dot_product_attention on the {backend} backend, shape {c['shape']}, mask {mask}"
+            f"{', packed q/k/v' if layout == 'noncontig' else ''}{', with the q, k, v gradients' if backward else ''}, "
+            "seeded normal inputs, against float64 attention on the CPU (fully masked rows not compared)."
+        ),
+        reference="float64 attention on the CPU from the same (rounded) inputs, one (batch, head) at a time",
+        tolerance=f"normwise relative error <= {tolerance:.3g} for the output and each gradient (the judge's bound)",
+        what=f"attention on the {backend} backend is wrong",
+        helpers=helpers,
+        body=body,
+    )
+
+
+RECIPES["gpuprobe.worker.probes.nn_run:run_sdpa"] = _sdpa

@@ -77,15 +77,27 @@ def _wrap_math(simulate, torch, owner, name: str, op: str) -> None:
                 return result
             first = args[0] if args and isinstance(args[0], torch.Tensor) else result
             dtype = first.dtype if op == "reduce" else result.dtype
+            # Attention is described by its backend, as the worker's ``ops_math.sdpa`` does: an
+            # attention script names the one it forces (``BACKEND``).
+            method = getattr(sys.modules.get("__main__"), "BACKEND", name) if op == "sdpa" else name
             call = simulate.CallInfo(
                 op=op,
-                method=name,
+                method=method,
                 dtype=str(dtype).replace("torch.", ""),
                 to_dtype=str(result.dtype).replace("torch.", ""),
                 nbytes=int(result.numel()) * int(result.element_size()),
                 on_device=True,
             )
             sources = tuple(a for a in args if isinstance(a, torch.Tensor))
+            if result.requires_grad:
+                # As the worker's ``ops_math.finish``: the corrupted values, the gradient of
+                # the real result (an in-place change would break the backward pass).
+                fault = active.decide(call)
+                if fault is None:
+                    return result
+                with torch.no_grad():
+                    bad = active.apply(fault, call, result.detach().clone(), snapshot=snapshot, in_place=True)
+                return result + (bad - result).detach()
             return active.after_call(call, result, sources=sources, snapshot=snapshot, in_place=out is not None)
 
     wrapper.__name__ = getattr(original, "__name__", name)
