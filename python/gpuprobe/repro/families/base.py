@@ -84,7 +84,7 @@ class Case:
 
 
 def _sources(*functions: Callable[..., Any]) -> str:
-    return "\n\n".join(inspect.getsource(f).rstrip() for f in functions)
+    return "\n\n\n".join(inspect.getsource(f).rstrip() for f in functions)
 
 
 def _constants(module: Any, *names: str) -> str:
@@ -99,7 +99,7 @@ def pattern_helpers(largest: int) -> str:
 
 @functools.cache
 def _pattern_helpers(blocks: bool) -> str:
-    parts = [
+    header = [
         "# Copied from gpuprobe's input patterns (gpuprobe/worker/patterns.py): a murmur3 hash of",
         "# the element index, so every value is finite, non-zero and not periodic.",
         "from typing import Any",
@@ -107,13 +107,11 @@ def _pattern_helpers(blocks: bool) -> str:
     functions: list[Callable[..., Any]] = [patterns._s32, patterns._lsr, patterns.hash32, patterns._bits_for]
     constants = ["CHUNK", "BLOCK", "_VIEW", "_SAFE_XOR"]
     if blocks:
-        parts.insert(3, "import zlib")
+        header.append("import zlib")
         constants.append("_MASK64")
         functions += [patterns.derive_seed, patterns._block_key, patterns._fill_blocks]
     functions.append(patterns.pattern)
-    parts.append(_constants(patterns, *constants))
-    parts.append(_sources(*functions))
-    return "\n".join(parts[:4]) + "\n" + "\n\n\n".join(parts[4:])
+    return "\n".join(header) + "\n\n" + _constants(patterns, *constants) + "\n\n\n" + _sources(*functions)
 
 
 @functools.cache
