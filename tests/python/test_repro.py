@@ -1,7 +1,24 @@
 """Repro scripts (``python -m gpuprobe.repro``): for every covered family, a real failing
-result from the worker under a simulation preset becomes a script that prints NOT
-REPRODUCED on the healthy CPU and REPRODUCED under the simulation shim; crash and hang
-verdicts reproduce in a child process; unusable input gives one clear line."""
+result from the worker under a simulation preset (or a spec of the test's own) becomes a
+script that prints NOT REPRODUCED on the healthy CPU and REPRODUCED under the simulation
+shim; crash and hang verdicts reproduce in a child process; unusable input gives one clear
+line; every probe without a script says why.
+
+Covered here on the CPU: copy (transfers, tiny copies, device-to-device, round trips, a
+reused buffer, a dict batch), dtype, ops (GEMMs, elementwise, reductions), nn (convolutions,
+attention with masks, packed inputs and gradients), pipeline (DataLoader in the main process
+and in workers, safetensors and torch.save reloads, Accelerate), sweep (forward, backward,
+a lost NaN, an operator the script looks up in PyTorch's database, a crash found from the
+worker's log) and width (decorated, closure and lambda cases at the scaled-down CPU
+boundaries).
+
+Not testable on a CPU, and why: copies between two GPUs (``copy.p2p``) and collectives
+(``dist``) need two devices (no script is made for them); the ``huge``/``large`` variants
+and the 1 GiB copies need tens of GiB (their recipes are the same as their small variants',
+compiled by ``test_every_covered_probe_gives_a_script_that_compiles``); attention backends
+other than ``default`` and ``math`` do not run on a CPU (the script forces the backend with
+``sdpa_kernel`` as the probe does).
+"""
 
 from __future__ import annotations
 
@@ -32,6 +49,8 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     # several shapes: the script rebuilds the one that failed
     ("h2d-zeros-from-4k", {}, "copy.h2d.pageable.odd.blocking"),
     ("copy-stale", {}, "copy.h2d.pageable.medium.blocking.copy_"),
+    ("copy-stale", {}, "copy.h2d.pageable.reuse.nonblocking"),
+    ("h2d-zeros-from-4k", {}, "copy.batch.dict.pageable.blocking"),
     # The d2d fault exists only with HSA_ENABLE_SDMA=0 set: the script must apply the run's
     # settings before the shim decides which faults are active.
     ("h2d-zeros-cure-breaks-d2d", {"HSA_ENABLE_SDMA": "0"}, "copy.d2d.medium.clone"),
@@ -228,6 +247,9 @@ def test_failing_results_reproduce_only_under_simulation(
     trial = measurement["first_mismatch"]["trial"]
     if probe.startswith("copy.") and ".tiny." in probe:
         assert f"'copy': {trial}," in script.read_text()
+    elif ".reuse." in probe:
+        # every copy into the reused buffer up to the one that failed
+        assert f"'trial': {trial}, " in script.read_text() and f"'trial': {trial + 1}, " not in script.read_text()
     elif probe.startswith(("copy.h2d", "copy.d2h", "copy.d2d")):
         # the one shape that failed, not the probe's loop
         assert f"CASES = [{{'trial': {trial}," in script.read_text()

@@ -27,6 +27,8 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     "gpuprobe.worker.probes.copy_run:run_tiny": copy._tiny,
     "gpuprobe.worker.probes.copy_run:run_d2d": copy._d2d,
     "gpuprobe.worker.probes.copy_run:run_roundtrip": copy._roundtrip,
+    "gpuprobe.worker.probes.copy_run:run_reuse": copy._reuse,
+    "gpuprobe.worker.probes.copy_run:run_batch": copy._batch,
     "gpuprobe.worker.probes.dtype_run:run_convert": dtype._convert,
     "gpuprobe.worker.probes.ops_run:run_matmul": ops._matmul,
     "gpuprobe.worker.probes.ops_run:run_elementwise": ops._elementwise,
@@ -51,8 +53,6 @@ UNCOVERED: dict[str, str] = {
 _P = "gpuprobe.worker.probes."
 #: Implementations of covered families that have no recipe, each with why (``no repro: WHY``).
 NOT_REBUILT: dict[str, str] = {
-    _P + "copy_run:run_batch": "a batch (a dict of tensors moved together) is not rebuilt as a script yet",
-    _P + "copy_run:run_reuse": "successive copies into one reused buffer are not rebuilt as a script yet",
     _P + "copy_run:run_p2p": "copies between two GPUs are not rebuilt as a script yet",
     _P + "ops_run:run_amax": "its trials are labelled inputs whose failing one the observation does not name",
     _P + "ops_run:run_where": "its trials are labelled inputs whose failing one the observation does not name",

@@ -286,3 +286,155 @@ def check(case, inputs, result):
         helpers=pattern_helpers(numel) + "\n\n\n" + canary_helpers() + "\n\n\n" + BIT_EXACT_HELPERS,
         body=body,
     )
+
+
+def _reuse(case: Case) -> Recipe:
+    p = case.params
+    memory, nb, trials, numel = p["memory"], bool(p["non_blocking"]), int(p["trials"]), int(p["numel"])
+    pinned = memory == "pinned"
+    # Every copy up to the failing one: whether a copy replaces the last one depends on the
+    # copies before it.
+    last = case.chosen(trials, "copy")[-1]
+    cases = [{"trial": t, "seed": case.derive(f"trial{t}")} for t in range(last + 1)]
+    body = f'''\
+PINNED = {pinned!r}
+NON_BLOCKING = {nb!r}
+NUMEL = {numel!r}
+#: The probe's copies into one device buffer, up to the one that failed (trial {last} of {trials}).
+CASES = {cases!r}
+#: The one device buffer every copy writes into (filled with the canary first).
+DESTINATION = None
+
+
+def case_label(case):
+    return f"copy {{case['trial']}} of new data into the same device buffer ({{NUMEL}} float32, pattern seed {{case['seed']}})"
+
+
+def build(case, device):
+    global DESTINATION
+    if DESTINATION is None:
+        DESTINATION = fill_canary(torch, torch.empty(NUMEL, dtype=torch.float32, device=device))
+    ref = pattern(torch, NUMEL, "float32", case["seed"])
+    return {{"ref": ref, "src": ref.pin_memory() if PINNED else ref.clone()}}
+
+
+def run_case(case, inputs, device):
+    """One copy into the reused buffer."""
+    return DESTINATION.copy_(inputs["src"], non_blocking=NON_BLOCKING)
+
+
+def check(case, inputs, result):
+    """The buffer holds this copy's data, bit for bit (not the previous copy's)."""
+    return compare_bits(result.cpu(), inputs["ref"])
+'''
+    return Recipe(
+        summary=(
+            f"{last + 1} successive {memory} host-to-device dst.copy_(src) of new data into one device buffer "
+            f"(non_blocking={nb}), up to the copy that failed; each must replace the last, compared bit for bit."
+        ),
+        reference="the host data of each copy (bit for bit)",
+        tolerance="none: bit-exact",
+        what="a copy into a reused device buffer did not replace its contents",
+        helpers=pattern_helpers(numel) + "\n\n\n" + canary_helpers() + "\n\n\n" + BIT_EXACT_HELPERS,
+        body=body,
+    )
+
+
+def _batch(case: Case) -> Recipe:
+    p = case.params
+    memory, nb = p["memory"], bool(p["non_blocking"])
+    pinned = memory == "pinned"
+    fields = {
+        "latents": ("bfloat16", [16, 1, 64, 64]),
+        "text_embeds": ("float16", [1, 77, 768]),
+        "pixel_values": ("float32", [2, 3, 64, 64]),
+        "timesteps": ("int64", [16]),
+        "attention_mask": ("bool", [16, 77]),
+        "guidance_scale": ("float32", []),
+        "ids0": ("int64", [8]),
+        "ids1": ("int64", [3]),
+    }
+    seeds = {name: case.derive(name) for name in fields}
+    largest = max(math.prod(shape) for _, shape in fields.values())
+    body = f'''\
+PINNED = {pinned!r}
+NON_BLOCKING = {nb!r}
+#: The probe's batch: each tensor's dtype and shape, and the seed of its pattern.
+FIELDS = {fields!r}
+SEEDS = {seeds!r}
+CASES = [{{"fields": FIELDS}}]
+
+
+def case_label(case):
+    return f"a dict batch of {{len(FIELDS)}} tensors moved with t.to(device, non_blocking={{NON_BLOCKING}}), {{'pinned' if PINNED else 'pageable'}}"
+
+
+def make(name):
+    dtype, shape = FIELDS[name]
+    numel = 1
+    for d in shape:
+        numel *= d
+    return pattern(torch, max(1, numel), dtype, SEEDS[name], tuple(shape))
+
+
+def build(case, device):
+    batch = {{
+        "latents": make("latents"), "text_embeds": make("text_embeds"), "pixel_values": make("pixel_values"),
+        "timesteps": make("timesteps"), "attention_mask": make("attention_mask"), "guidance_scale": make("guidance_scale"),
+        "extra": {{"ids": [make("ids0"), make("ids1")], "caption": "a photo"}},
+    }}
+    source = map_tensors(batch, lambda t: t.pin_memory()) if PINNED else batch
+    return {{"batch": batch, "source": source}}
+
+
+def map_tensors(obj, fn):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {{k: map_tensors(v, fn) for k, v in obj.items()}}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(map_tensors(v, fn) for v in obj)
+    return obj
+
+
+def leaves(obj, path=""):
+    if isinstance(obj, dict):
+        return [leaf for k, v in obj.items() for leaf in leaves(v, f"{{path}}.{{k}}" if path else str(k))]
+    if isinstance(obj, (list, tuple)):
+        return [leaf for i, v in enumerate(obj) for leaf in leaves(v, f"{{path}}[{{i}}]")]
+    return [(path, obj)]
+
+
+def run_case(case, inputs, device):
+    """The batch moved recursively, as a training loop (or Accelerate's send_to_device) does."""
+    return map_tensors(inputs["source"], lambda t: t.to(device, non_blocking=NON_BLOCKING))
+
+
+def check(case, inputs, result):
+    """Every tensor of the batch, bit for bit; the other values unchanged."""
+    ok = True
+    expected, found = leaves(inputs["batch"]), leaves(result)
+    if [p for p, _ in expected] != [p for p, _ in found]:
+        print(f"  the batch's structure changed: {{[p for p, _ in found]}}")
+        return False
+    for (path, want), (_, got) in zip(expected, found):
+        if not isinstance(want, torch.Tensor):
+            if want != got:
+                print(f"  {{path}}: {{got!r}}, expected {{want!r}}")
+                ok = False
+            continue
+        print(f"  {{path}}:")
+        ok = compare_bits(got.cpu(), want) and ok
+    return ok
+'''
+    return Recipe(
+        summary=(
+            f"A dict batch of bfloat16, float16, float32, int64 and bool tensors (the probe's shapes and patterns), "
+            f"{memory}, moved recursively with t.to(device, non_blocking={nb}); every tensor compared bit for bit."
+        ),
+        reference="the host batch (bit for bit)",
+        tolerance="none: bit-exact",
+        what="a tensor of the batch arrived wrong",
+        helpers=pattern_helpers(largest) + "\n\n\n" + BIT_EXACT_HELPERS,
+        body=body,
+    )
