@@ -83,6 +83,7 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("torch-save-zeros", {}, "pipeline.save.torch.bf16"),
     ("accelerate-prepare-zeros", {}, "pipeline.accelerate.prepare.placed"),
     ("accelerate-prepare-zeros", {}, "pipeline.accelerate.prepare.unplaced"),
+    ("h2d-zeros-from-4k", {}, "pipeline.accelerate.send_to_device"),
 ]
 
 

@@ -68,6 +68,5 @@ NOT_REBUILT: dict[str, str] = {
     _P + "nn_run:run_sdpa_matrix": "the attention backend matrix is not rebuilt as a script yet",
     _P + "nn_run:run_autocast": "autocast probes are not rebuilt as a script yet",
     _P + "nn_run:run_vae": "the VAE probes run a small model; not rebuilt as a script yet",
-    _P + "pipeline_run:run_send_to_device": "Accelerate's send_to_device is not rebuilt as a script yet",
     _P + "sweep_coverage:run_opdb": "sweep.opdb reports which operators the database offers; it computes nothing to reproduce",
 }

@@ -260,8 +260,59 @@ def run_case(case, inputs, device):
     )
 
 
+def _send_to_device(case: Case) -> Recipe:
+    from gpuprobe.worker.probes import pipeline_run
+
+    c = {"dataset_seed": case.derive("dataset"), "items": pipeline_run.BATCH}
+    body = f'''\
+{dataset_source()}
+CASES = [{c!r}]
+
+
+def case_label(case):
+    return f"accelerate.utils.send_to_device of one batch of {{case['items']}} latent-cache items"
+
+
+def build(case, device):
+    dataset = LatentDataset(case["items"], case["dataset_seed"])
+    items = [dataset[i] for i in range(case["items"])]
+    ref = {{name: torch.stack([item[name] for item in items]) for name in items[0]}}
+    return {{"ref": ref, "source": {{name: value.clone() for name, value in ref.items()}}}}
+
+
+def run_case(case, inputs, device):
+    """Accelerate's send_to_device (non_blocking on a GPU, as the probe calls it)."""
+    from accelerate.utils import send_to_device
+
+    return send_to_device(inputs["source"], device, non_blocking=torch.device(device).type != "cpu")
+
+
+def check(case, inputs, result):
+    """Every tensor on the device, bit for bit against the batch that was sent."""
+    sync(DEVICE)
+    ok = True
+    for name, want in inputs["ref"].items():
+        print(f"  {{name}}:")
+        ok = compare_bits(result[name].cpu(), want) and ok
+    return ok
+'''
+    return Recipe(
+        summary=(
+            "One batch of the probe's latent-cache dataset (a dict of tensors) moved with Accelerate's "
+            "send_to_device (non_blocking on a GPU); every tensor compared bit for bit."
+        ),
+        reference="the batch that was sent (bit for bit)",
+        tolerance="none: bit-exact",
+        what="a tensor moved by send_to_device arrived wrong",
+        helpers=pattern_helpers(patterns.BLOCK + 1) + "\n\n\n" + BIT_EXACT_HELPERS,
+        body=body,
+        needs=["torch", "accelerate"],
+    )
+
+
 RECIPES = {
     "gpuprobe.worker.probes.pipeline_run:run_dataloader": _dataloader,
     "gpuprobe.worker.probes.pipeline_run:run_save_load": _save_load,
     "gpuprobe.worker.probes.pipeline_run:run_accelerate": _accelerate,
+    "gpuprobe.worker.probes.pipeline_run:run_send_to_device": _send_to_device,
 }
