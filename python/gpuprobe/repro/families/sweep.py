@@ -469,6 +469,9 @@ def case_label(case):
 
 
 def build(case, device):
+    # float32 is judged as float32, as the sweep runs it: no TF32 (cuDNN enables it by default).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     tensors, leaves = materialize(device, False)
     for i, t in enumerate(tensors):
         print(f"  T[{{i}}]: {{t.dtype}} shape {{tuple(t.shape)}} stride {{t.stride()}}")
