@@ -1,12 +1,11 @@
 """Per-family recipes: how a probe's one failing case becomes plain torch code.
 
 One module per probe family (``copy``, ``dtype``, ``ops``, ``nn``, ``pipeline``, ``sweep``,
-``width``), each
-a set of recipes: functions from a ``base.Case`` (the probe's catalogue definition, the plan
-seed, the observation) to a ``script.Recipe`` (the script's case section and its
-``repro.json`` fields). ``script.render`` puts a recipe into the scaffold every script
-shares. ``RECIPES`` maps a probe implementation to its recipe; ``UNCOVERED`` says, per
-family, why none is made.
+``width``), each a set of recipes: functions from a ``base.Case`` (the probe's catalogue
+definition, the plan seed, the observation) to a ``script.Recipe`` (the script's case
+section and its ``repro.json`` fields). ``script.render`` puts a recipe into the scaffold
+every script shares. ``RECIPES`` maps a probe implementation to its recipe; ``UNCOVERED``
+says, per family, and ``NOT_REBUILT``, per implementation, why none is made.
 """
 
 from __future__ import annotations
