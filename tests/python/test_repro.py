@@ -1,7 +1,24 @@
 """Repro scripts (``python -m gpuprobe.repro``): for every covered family, a real failing
-result from the worker under a simulation preset becomes a script that prints NOT
-REPRODUCED on the healthy CPU and REPRODUCED under the simulation shim; crash and hang
-verdicts reproduce in a child process; unusable input gives one clear line."""
+result from the worker under a simulation preset (or a spec of the test's own) becomes a
+script that prints NOT REPRODUCED on the healthy CPU and REPRODUCED under the simulation
+shim; crash and hang verdicts reproduce in a child process; unusable input gives one clear
+line; every probe without a script says why.
+
+Covered here on the CPU: copy (transfers, tiny copies, device-to-device, round trips, a
+reused buffer, a dict batch), dtype, ops (GEMMs, elementwise, reductions), nn (convolutions,
+attention with masks, packed inputs and gradients), pipeline (DataLoader in the main process
+and in workers, safetensors and torch.save reloads, Accelerate), sweep (forward, backward,
+a lost NaN, an operator the script looks up in PyTorch's database, a crash found from the
+worker's log) and width (decorated, closure and lambda cases at the scaled-down CPU
+boundaries).
+
+Not testable on a CPU, and why: copies between two GPUs (``copy.p2p``) and collectives
+(``dist``) need two devices (no script is made for them); the ``huge``/``large`` variants
+and the 1 GiB copies need tens of GiB (their recipes are the same as their small variants',
+compiled by ``test_every_covered_probe_gives_a_script_that_compiles``); attention backends
+other than ``default`` and ``math`` do not run on a CPU (the script forces the backend with
+``sdpa_kernel`` as the probe does).
+"""
 
 from __future__ import annotations
 
@@ -32,6 +49,8 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     # several shapes: the script rebuilds the one that failed
     ("h2d-zeros-from-4k", {}, "copy.h2d.pageable.odd.blocking"),
     ("copy-stale", {}, "copy.h2d.pageable.medium.blocking.copy_"),
+    ("copy-stale", {}, "copy.h2d.pageable.reuse.nonblocking"),
+    ("h2d-zeros-from-4k", {}, "copy.batch.dict.pageable.blocking"),
     # The d2d fault exists only with HSA_ENABLE_SDMA=0 set: the script must apply the run's
     # settings before the shim decides which faults are active.
     ("h2d-zeros-cure-breaks-d2d", {"HSA_ENABLE_SDMA": "0"}, "copy.d2d.medium.clone"),
@@ -49,8 +68,22 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("reduce-zeros", {}, "ops.reduce.sum.fp16"),
     ("reduce-zeros", {}, "ops.reduce.mean.bf16"),
     ("reduce-zeros", {}, "ops.reduce.sum.fp32"),
+    ("conv-zeros", {}, "nn.conv2d.bf16"),
+    ("conv-zeros", {}, "nn.conv2d.fp32.bwd"),
+    ("conv-zeros", {}, "nn.conv2d.depthwise.fp16"),
+    ("conv-zeros", {}, "nn.conv_transpose2d.fp32"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s128"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s1024.allmasked"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s1024.causal.bwd"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d64.s1024.noncontig"),
+    ("sdpa-bf16-nan", {}, "nn.sdpa.bf16.default.d128.s65537.causal"),
     ("dataloader-workers-zeros", {}, "pipeline.dataloader.w2.fork"),
     ("dataloader-main-zeros", {}, "pipeline.dataloader.w0"),
+    ("safetensors-bf16-zeros", {}, "pipeline.save.safetensors.bf16"),
+    ("torch-save-zeros", {}, "pipeline.save.torch.bf16"),
+    ("accelerate-prepare-zeros", {}, "pipeline.accelerate.prepare.placed"),
+    ("accelerate-prepare-zeros", {}, "pipeline.accelerate.prepare.unplaced"),
+    ("h2d-zeros-from-4k", {}, "pipeline.accelerate.send_to_device"),
 ]
 
 
@@ -71,6 +104,10 @@ SPECS: dict[str, dict[str, Any]] = {
     "dataloader-main-zeros": {
         "source": "test:dataloader-main-zeros",
         "fault": [{"name": "main-zeros", "op": "dataloader", "when": {"methods": ["main"]}, "effect": {"kind": "zeros"}}],
+    },
+    "torch-save-zeros": {
+        "source": "test:torch-save-zeros",
+        "fault": [{"name": "reload-zeros", "op": "save_load", "when": {"methods": ["torch"]}, "effect": {"kind": "zeros"}}],
     },
     "h2d-zeros-from-4k": {
         "source": "test:h2d-zeros-from-4k",
@@ -156,7 +193,9 @@ def last_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else ""
 
 
-def check_script(script: Path, simulate: dict[str, Any]) -> None:
+def check_script(script: Path, simulate: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """Runs the script on the healthy CPU (NOT REPRODUCED) and under the shim (REPRODUCED);
+    returns the second run."""
     text = script.read_text()
     assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), "the script imports gpuprobe"
     assert "# SIMULATED" in text
@@ -169,6 +208,7 @@ def check_script(script: Path, simulate: dict[str, Any]) -> None:
     assert faulty.returncode == 1, faulty.stdout + faulty.stderr
     assert last_line(faulty).startswith("REPRODUCED"), faulty.stdout
     assert "SIMULATED" in faulty.stderr
+    return faulty
 
 
 _RUNS: dict[Any, Any] = {}
@@ -208,6 +248,9 @@ def test_failing_results_reproduce_only_under_simulation(
     trial = measurement["first_mismatch"]["trial"]
     if probe.startswith("copy.") and ".tiny." in probe:
         assert f"'copy': {trial}," in script.read_text()
+    elif ".reuse." in probe:
+        # every copy into the reused buffer up to the one that failed
+        assert f"'trial': {trial}, " in script.read_text() and f"'trial': {trial + 1}, " not in script.read_text()
     elif probe.startswith(("copy.h2d", "copy.d2h", "copy.d2d")):
         # the one shape that failed, not the probe's loop
         assert f"CASES = [{{'trial': {trial}," in script.read_text()
@@ -286,9 +329,16 @@ def test_a_cure_among_the_run_settings_cures_the_shim_too(tmp_path: Path) -> Non
         ("nosuch.family.probe", "is not a probe of this gpuprobe's catalogue"),
         ("rng.randn.fp32.moments", "rng probes:"),
         ("native.copy.roundtrip.pageable", "native probes:"),
+        ("alloc.oom.recovery", "alloc probes:"),
+        ("fault.hang.kernel", "fault probes:"),
+        ("soak.sustained.mixed", "soak probes:"),
+        ("nn.sdpa.matrix.bf16.default.core", "attention backend matrix"),
+        ("nn.vae.encode.fp32", "the VAE probes run a small model"),
+        ("sweep.opdb", "computes nothing to reproduce"),
     ],
 )
 def test_no_repro_exits_3_with_one_line(tmp_path: Path, probe: str, reason: str) -> None:
+    """Each family without a script says why, in its own words."""
     result = {"probe": probe, "device": "cuda:0", "verdict": {"verdict": "fail"}, "observation": {}}
     made = generate(tmp_path, result, make_plan(None, [probe], {}))
     assert made.returncode == 3, made.stderr
@@ -350,6 +400,117 @@ def test_no_torch_is_cannot_run(tmp_path: Path) -> None:
     assert no_gpu.returncode == 2 and last_line(no_gpu).startswith("CANNOT RUN"), no_gpu.stdout
 
 
+# ---------------------------------------------------------------------------------------------
+# sweep: one worker run with planted faults; each failing case becomes a script.
+
+#: Planted sweep faults: a layout transform (forward), a gradient (backward, bfloat16), a NaN
+#: that disappears, and an entry whose operator is a lambda of the database.
+SWEEP_SPEC: dict[str, Any] = {
+    "source": "test:sweep",
+    "fault": [
+        {"name": "noncontig", "op": "sweep", "when": {"methods": ["add"], "variants": ["noncontig"]}, "effect": {"kind": "partial_zeros"}},
+        {"name": "grad", "op": "sweep", "when": {"methods": ["nn.functional.layer_norm"], "variants": ["backward"]}, "effect": {"kind": "partial_zeros"}},
+        {"name": "lost-nan", "op": "sweep", "when": {"methods": ["sort"], "variants": ["nan"]}, "effect": {"kind": "drop_nan"}},
+        {"name": "contiguous", "op": "sweep", "when": {"methods": ["contiguous"], "variants": ["base"]}, "effect": {"kind": "zeros"}},
+    ],
+}
+SWEEP_PROBES = ["sweep.add.fp32", "sweep.nn.functional.layer_norm.bf16", "sweep.sort.fp32", "sweep.contiguous.fp32"]
+
+
+@pytest.fixture(scope="module")
+def sweep_results() -> dict[str, Any]:
+    run = run_plan(SWEEP_PROBES, seed=SEED, simulate=SWEEP_SPEC, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.results()
+
+
+@pytest.mark.parametrize("probe", SWEEP_PROBES)
+def test_sweep_case_reproduces_only_under_simulation(tmp_path: Path, sweep_results: dict[str, Any], probe: str) -> None:
+    """The one failing sample is rebuilt from the sample's own values written into the
+    script, and judged by the sweep's oracle: the device result the script prints is the
+    one the worker recorded (class, element, values)."""
+    event = sweep_results[probe]
+    failure = event["observation"]["measurement"]["failures"][0]
+    made = generate(tmp_path, as_result(event, {"verdict": "fail"}, {}, True), make_plan(SWEEP_SPEC, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    info = json.loads((tmp_path / "out" / "repro.json").read_text())
+    assert info["family"] == "sweep" and info["crash_child"] is False
+    script = tmp_path / "out" / "repro.py"
+    text = script.read_text()
+    assert "torch.testing._internal" not in text or probe == "sweep.contiguous.fp32"
+    if probe == "sweep.contiguous.fp32":
+        # Its operator is a lambda of the database: the script looks it up there, and says so.
+        assert any("operator database" in need for need in info["needs"]), info["needs"]
+    else:
+        assert info["needs"] == ["torch"]
+    assert f"TRANSFORM = {failure['variant']!r}" in text
+    assert f"BACKWARD = {failure['direction'] == 'backward'!r}" in text
+    faulty = check_script(script, SWEEP_SPEC)
+    assert f"{failure['class']}: {failure['detail']}" in faulty.stdout, (failure, faulty.stdout)
+    assert f"first at index {failure['index']}: expected {failure['expected']}, found {failure['found']}" in faulty.stdout
+
+
+def test_sweep_crash_is_found_from_the_worker_log(tmp_path: Path) -> None:
+    """A sweep probe that crashes names no case in its observation; the worker's log line
+    before the case does, and the script runs that case in a child process."""
+    probe = "sweep.exp.fp32"
+    spec = {
+        "source": "test:sweep-crash",
+        "fault": [{"name": "crash", "op": "sweep", "when": {"methods": ["exp"], "variants": ["noncontig"]}, "effect": {"kind": "crash", "signal": "SIGABRT"}}],
+    }
+    run = run_plan([probe], seed=SEED, simulate=spec, timeout=600)
+    assert probe not in run.results(), "the worker should have died in the case"
+    tail = run.stderr.strip().splitlines()[-40:]  # what the supervisor keeps (TAIL_LINES)
+    assert any("gpuprobe sweep: exp fp32 noncontig" in line for line in tail), tail
+    result = {
+        "probe": probe,
+        "device": "cpu",
+        "layer": "framework",
+        "verdict": {"verdict": "crash", "signal": "SIGABRT", "stderr_tail": tail},
+        "simulated": True,
+    }
+    made = generate(tmp_path, result, make_plan(spec, [probe], {}, timeout=60.0))
+    assert made.returncode == 0, made.stderr
+    script = tmp_path / "out" / "repro.py"
+    assert "TRANSFORM = 'noncontig'" in script.read_text()
+    healthy_proc, faulty_proc = start_script(script), start_script(script, spec)
+    healthy, faulty = finish(healthy_proc), finish(faulty_proc)
+    assert healthy.returncode == 0 and last_line(healthy).startswith("NOT REPRODUCED"), healthy.stdout + healthy.stderr
+    assert faulty.returncode == 1 and last_line(faulty) == "REPRODUCED: crash (signal 6)", faulty.stdout + faulty.stderr
+    # Without the log line there is nothing to rebuild.
+    result["verdict"] = {"verdict": "crash", "stderr_tail": ["something else"]}
+    made = generate(tmp_path / "no-log", result, make_plan(spec, [probe], {}))
+    assert made.returncode == 3 and "gpuprobe sweep:" in made.stderr, made.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# width: the case's own code (a decorated function, a lambda, a closure) copied into the script.
+
+WIDTH_PROBES = ["width.create.n31", "width.elementwise.n31", "width.pool.g16", "width.sort.g16"]
+
+
+@pytest.fixture(scope="module")
+def width_results() -> dict[str, Any]:
+    run = run_plan(WIDTH_PROBES, seed=SEED, simulate=load_preset("width-wrap"), timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.results()
+
+
+@pytest.mark.parametrize("probe", WIDTH_PROBES)
+def test_width_case_reproduces_only_under_simulation(tmp_path: Path, width_results: dict[str, Any], probe: str) -> None:
+    """The first case with violations is rebuilt alone (its inputs seeded per case, as the
+    probe seeds them) and finds as many violations as the probe did."""
+    spec = load_preset("width-wrap")
+    event = width_results[probe]
+    first = next(c for c in event["observation"]["metrics"]["cases"] if c["violations"])
+    made = generate(tmp_path, as_result(event, {"verdict": "fail"}, {}, True), make_plan(spec, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    script = tmp_path / "out" / "repro.py"
+    assert f"'case': {first['case']!r}" in script.read_text()
+    faulty = check_script(script, spec)
+    assert f", {first['violations']} violated" in faulty.stdout, (first, faulty.stdout)
+
+
 def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     """Each probe of the catalogue whose implementation has a recipe (every method, memory,
     dtype and device type) gets a script, for a wrong result and for a crash, that is valid
@@ -362,6 +523,20 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     covered = 0
     for probe, definition in catalog.all_probes().items():
         recipe = families.RECIPES.get(definition.impl)
+        if definition.impl.endswith("sweep_run:run_op"):
+            continue  # needs a real failing sample (the sweep tests above)
+        if definition.impl.endswith("width_run:run_width"):
+            # Every case of the probe, as the failing one: its code copied, compiled.
+            from gpuprobe.worker.probes import width_run
+
+            for width_case in width_run.cases_for(definition.params["group"], definition.params["kind"]):
+                observation = {"measurement": {"violations": 1}, "metrics": {"cases": [{"case": width_case.name, "violations": 1}]}}
+                result = {"probe": probe, "device": "cuda:0", "verdict": {"verdict": "fail"}, "observation": observation}
+                text, _ = make(result, plan)
+                compile(text, f"{probe}/{width_case.name}/repro.py", "exec")
+                assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), probe
+                covered += 1
+            continue
         for device in ("cuda:0", "cpu"):
             metrics: dict[str, Any] = {"worst_case": 0}
             if definition.impl.endswith("run_elementwise"):
@@ -380,3 +555,14 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
                 assert info["crash_child"] is (verdict == "crash")
                 covered += 1
     assert covered > 500
+
+
+def test_every_probe_has_a_recipe_or_a_reason() -> None:
+    """No implementation falls through to the generic message: a recipe, a reason of its
+    own, or a family-wide reason."""
+    from gpuprobe.repro import families
+    from gpuprobe.worker import catalog
+
+    for probe, definition in catalog.all_probes().items():
+        known = definition.impl in families.RECIPES or definition.impl in families.NOT_REBUILT
+        assert known or probe.split(".")[0] in families.UNCOVERED, probe

@@ -126,6 +126,8 @@ def generate(result: dict[str, Any], plan: dict[str, Any]) -> tuple[str, dict[st
     if definition is None:
         raise NoRepro(f"{probe} is not a probe of this gpuprobe's catalogue")
     recipe_fn = families.RECIPES.get(definition.impl)
+    if recipe_fn is None and definition.impl in families.NOT_REBUILT:
+        raise NoRepro(f"{probe}: {families.NOT_REBUILT[definition.impl]}")
     if recipe_fn is None:
         raise NoRepro(
             f"no recipe for {family} probes implemented by {definition.impl.split(':')[-1]} yet "
@@ -134,7 +136,9 @@ def generate(result: dict[str, Any], plan: dict[str, Any]) -> tuple[str, dict[st
     observation = result.get("observation") if isinstance(result.get("observation"), dict) else {}
     measurement = observation.get("measurement") if isinstance(observation.get("measurement"), dict) else {}
     metrics = observation.get("metrics") if isinstance(observation.get("metrics"), dict) else {}
-    case = Case(probe, definition, seed, verdict, measurement, metrics, device)
+    tail = verdict_obj.get("stderr_tail") if isinstance(verdict_obj, dict) else None
+    stderr_tail = tuple(line for line in tail if isinstance(line, str)) if isinstance(tail, list) else ()
+    case = Case(probe, definition, seed, verdict, measurement, metrics, device, stderr_tail)
     recipe = recipe_fn(case)
     env = _env(plan, result)
     crash_child = verdict in ("crash", "hang")

@@ -30,6 +30,8 @@ What gpuprobe saw: @@OBSERVED@@
 Needs only @@NEEDS@@ (gpuprobe is not needed). Run: python repro.py [--device DEV]
 Exit status: 1 REPRODUCED, 0 NOT REPRODUCED, 2 CANNOT RUN.
 """
+
+from __future__ import annotations
 @@SIMULATED_HEADER@@
 import argparse
 import os
@@ -111,33 +113,7 @@ def run_all(device):
     return failed
 
 
-def run_in_child(device, timeout):
-    """Runs the cases in a child process: a crash or hang there is reported, not suffered."""
-    argv = [sys.executable, os.path.abspath(__file__), "--device", device, "--child"]
-    try:
-        child = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, start_new_session=True)
-    except subprocess.TimeoutExpired as exc:
-        tail = (exc.stdout or b"")
-        if isinstance(tail, bytes):
-            tail = tail.decode("utf-8", "replace")
-        print(tail.rstrip())
-        print(f"REPRODUCED: hang (no result in {timeout:g} s)")
-        return 1
-    print(child.stdout.rstrip())
-    if child.stderr.strip():
-        print("child stderr (last lines):")
-        print("\\n".join(child.stderr.strip().splitlines()[-10:]))
-    if child.returncode < 0:
-        print(f"REPRODUCED: crash (signal {-child.returncode})")
-        return 1
-    if child.returncode == 1:
-        print("NOT REPRODUCED: no crash or hang; the case ran and gave a wrong result (see above)")
-        return 0
-    print(f"NOT REPRODUCED: the case ran to the end in a child process (exit {child.returncode})")
-    return 0
-
-
-def main():
+@@CHILD_FN@@def main():
     global torch, DEVICE
     parser = argparse.ArgumentParser(description="Reproduces gpuprobe probe @@PROBE@@.")
     parser.add_argument("--device", default=DEFAULT_DEVICE, help=f"device under test (default {DEFAULT_DEVICE})")
@@ -163,9 +139,7 @@ def main():
     if args.child:
         return 1 if run_all(args.device) else 0
     describe(args.device)
-    if CRASH_CHILD:
-        return run_in_child(args.device, args.timeout)
-    failed = run_all(args.device)
+@@CHILD_BRANCH@@    failed = run_all(args.device)
     if failed:
         print(f"REPRODUCED: @@WHAT@@ ({failed} of {len(CASES)} case(s) differ from the reference)")
         return 1
@@ -175,6 +149,35 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
+'''
+
+#: Crash and hang verdicts only: the case runs in a child process.
+CHILD_RUNNER = '''def run_in_child(device, timeout):
+    """Runs the cases in a child process: a crash or hang there is reported, not suffered."""
+    argv = [sys.executable, os.path.abspath(__file__), "--device", device, "--child"]
+    try:
+        child = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stdout or b"")
+        if isinstance(tail, bytes):
+            tail = tail.decode("utf-8", "replace")
+        print(tail.rstrip())
+        print(f"REPRODUCED: hang (no result in {timeout:g} s)")
+        return 1
+    print(child.stdout.rstrip())
+    if child.stderr.strip():
+        print("child stderr (last lines):")
+        print("\\n".join(child.stderr.strip().splitlines()[-10:]))
+    if child.returncode < 0:
+        print(f"REPRODUCED: crash (signal {-child.returncode})")
+        return 1
+    if child.returncode == 1:
+        print("NOT REPRODUCED: no crash or hang; the case ran and gave a wrong result (see above)")
+        return 0
+    print(f"NOT REPRODUCED: the case ran to the end in a child process (exit {child.returncode})")
+    return 0
+
+
 '''
 
 #: Bit-exact comparison shared by the families whose rule is ``bit_exact``.
@@ -271,6 +274,8 @@ def render(
         "@@WHAT@@": recipe.what,
         "@@HELPERS@@": recipe.helpers.strip("\n"),
         "@@BODY@@": recipe.body.strip("\n"),
+        "@@CHILD_FN@@": CHILD_RUNNER if crash_child else "",
+        "@@CHILD_BRANCH@@": "    if CRASH_CHILD:\n        return run_in_child(args.device, args.timeout)\n" if crash_child else "",
     }
     text = TEMPLATE
     for marker, value in replacements.items():

@@ -9,7 +9,10 @@ random generators (the engine's own wrappers), plus ``Tensor.clone`` (device-to-
 and the math functions the worker's math layer reports (``torch.mm`` / ``matmul`` / ``bmm`` /
 ``addmm`` / ``F.linear``, the elementwise functions, the reductions, ``F.conv2d``,
 ``F.scaled_dot_product_attention``), with the same call descriptions, and the batches a
-``DataLoader`` yields (op ``dataloader``).
+``DataLoader`` yields (op ``dataloader``). A sweep script's ``run_case`` is wrapped whole:
+its results meet the ``sweep`` faults (``_wrap_sweep_case``). Tensors reloaded by
+``torch.load`` / ``safetensors.torch.load_file`` meet the ``save_load`` faults and the batches
+of an Accelerate-prepared loader the ``dataloader`` faults of method ``accelerate``.
 
 The worker faults only its operations layer, never the code that builds inputs or reads
 results back. A plain-torch script has no such layer, so faults here apply only to calls
@@ -74,15 +77,27 @@ def _wrap_math(simulate, torch, owner, name: str, op: str) -> None:
                 return result
             first = args[0] if args and isinstance(args[0], torch.Tensor) else result
             dtype = first.dtype if op == "reduce" else result.dtype
+            # Attention is described by its backend, as the worker's ``ops_math.sdpa`` does: an
+            # attention script names the one it forces (``BACKEND``).
+            method = getattr(sys.modules.get("__main__"), "BACKEND", name) if op == "sdpa" else name
             call = simulate.CallInfo(
                 op=op,
-                method=name,
+                method=method,
                 dtype=str(dtype).replace("torch.", ""),
                 to_dtype=str(result.dtype).replace("torch.", ""),
                 nbytes=int(result.numel()) * int(result.element_size()),
                 on_device=True,
             )
             sources = tuple(a for a in args if isinstance(a, torch.Tensor))
+            if result.requires_grad:
+                # As the worker's ``ops_math.finish``: the corrupted values, the gradient of
+                # the real result (an in-place change would break the backward pass).
+                fault = active.decide(call)
+                if fault is None:
+                    return result
+                with torch.no_grad():
+                    bad = active.apply(fault, call, result.detach().clone(), snapshot=snapshot, in_place=True)
+                return result + (bad - result).detach()
             return active.after_call(call, result, sources=sources, snapshot=snapshot, in_place=out is not None)
 
     wrapper.__name__ = getattr(original, "__name__", name)
@@ -155,6 +170,169 @@ def _wrap_dataloader(simulate, torch) -> None:
     DataLoader.__iter__ = hooked_iter
 
 
+def _wrap_loads(simulate, torch) -> None:
+    """Tensors reloaded by ``torch.load`` and ``safetensors.torch.load_file`` meet the
+    ``save_load`` faults (method ``torch`` or ``safetensors``), as the worker's
+    ``ops_pipeline.save_load`` describes them."""
+
+    def wrap(owner, name: str, method: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            loaded = original(*args, **kwargs)
+            if not simulate.wrappers_active() or not isinstance(loaded, dict):
+                return loaded
+            active = simulate.engine()
+            if active is None:
+                return loaded
+            with simulate.bypassed():
+                out = {}
+                for key, value in loaded.items():
+                    if isinstance(value, torch.Tensor):
+                        call = simulate.CallInfo(
+                            op="save_load",
+                            method=method,
+                            dtype=str(value.dtype).replace("torch.", ""),
+                            nbytes=int(value.numel()) * int(value.element_size()),
+                            on_device=value.device.type != "cpu",
+                        )
+                        value = active.after_call(call, value, sources=(value,))
+                    out[key] = value
+                return out
+
+        setattr(owner, name, wrapper)
+
+    wrap(torch, "load", "torch")
+    if importlib.util.find_spec("safetensors") is not None:
+        import safetensors.torch
+
+        wrap(safetensors.torch, "load_file", "safetensors")
+
+
+def _wrap_accelerate(simulate, torch) -> None:
+    """Batches of an Accelerate-prepared loader meet the ``dataloader`` faults of method
+    ``accelerate``, as in the worker's ``pipeline_run.run_accelerate``."""
+    if importlib.util.find_spec("accelerate") is None:
+        return
+    from accelerate import data_loader
+
+    for cls in (data_loader.DataLoaderShard, data_loader.DataLoaderDispatcher):
+        original = cls.__iter__
+
+        def hooked(self, _original=original):
+            for batch in _original(self):
+                active = simulate.engine() if simulate.wrappers_active() else None
+                if active is None:
+                    yield batch
+                    continue
+
+                def hook(t):
+                    call = simulate.CallInfo(
+                        op="dataloader",
+                        method="accelerate",
+                        dtype=str(t.dtype).replace("torch.", ""),
+                        nbytes=int(t.numel()) * int(t.element_size()),
+                        pinned=False,
+                    )
+                    return active.after_call(call, t, sources=(t,))
+
+                with simulate.bypassed():
+                    yield {k: hook(v) if isinstance(v, torch.Tensor) else v for k, v in batch.items()} if isinstance(
+                        batch, dict
+                    ) else batch
+
+        cls.__iter__ = hooked
+
+
+def _wrap_width_scope(simulate, torch, script) -> None:
+    """A width script's ``Scope.op`` (the big operation of a case) meets the ``width``
+    faults as the worker's ``Scope.op`` describes it (``ops_math.finish``: the first output,
+    variant the boundary, direction forward or backward)."""
+    scope_cls = getattr(script, "Scope", None) if script is not None else None
+    if scope_cls is None or not hasattr(script, "GEOMETRY") or not hasattr(scope_cls, "op"):
+        return
+    original = scope_cls.op
+
+    def op(self, method, dtype, fn, *, direction="forward"):
+        out = original(self, method, dtype, fn, direction=direction)
+        active = simulate.engine()
+        if active is None or not active.wants("width"):
+            return out
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        if not isinstance(first, torch.Tensor):
+            return out
+        if not first.is_contiguous():
+            first = first.contiguous()
+        call = simulate.CallInfo(
+            op="width",
+            method=method,
+            dtype=str(dtype).replace("torch.", ""),
+            to_dtype=str(first.dtype).replace("torch.", ""),
+            nbytes=int(first.numel()) * int(first.element_size()),
+            on_device=True,
+            variant=self.g.kind,
+            direction=direction,
+        )
+        fault = active.decide(call)
+        if fault is not None:
+            with simulate.bypassed():
+                if first.requires_grad:
+                    with torch.no_grad():
+                        bad = active.apply(fault, call, first.detach().clone(), in_place=True)
+                    first = first + (bad - first).detach()
+                else:
+                    first = active.apply(fault, call, first, in_place=False)
+        if isinstance(out, tuple):
+            return (first, *out[1:])
+        if isinstance(out, list):
+            return [first, *out[1:]]
+        return first
+
+    scope_cls.op = op
+
+
+def _wrap_sweep_case(simulate, torch, script) -> None:
+    """A sweep script (``OP_NAME``, ``TRANSFORM``, ``BACKWARD``) runs the operator through
+    whatever callable the database names, which no wrapper here sees: its ``run_case`` is
+    wrapped instead, and its results meet the ``sweep`` faults as the worker's device values
+    do (``sweep_run._fault`` / ``_apply_fault``)."""
+    names = ("OP_NAME", "DTYPE_NAME", "TRANSFORM", "BACKWARD", "run_case")
+    if script is None or not all(hasattr(script, n) for n in names):
+        return
+    original = script.run_case
+
+    def run_case(case, inputs, device):
+        active = simulate.engine()
+        if active is None or not active.wants("sweep"):
+            return original(case, inputs, device)
+        call = simulate.CallInfo(
+            op="sweep",
+            method=script.OP_NAME,
+            dtype=script.DTYPE_NAME,
+            on_device=True,
+            variant=script.TRANSFORM,
+            direction="backward" if script.BACKWARD else "forward",
+        )
+        fault = active.decide(call)
+        if fault is not None and fault.effect in ("exception", "crash", "hang", "oom"):
+            active.apply(fault, call, None)
+        values = original(case, inputs, device)
+        if fault is None or fault.effect == "accept_invalid":
+            return values
+        with simulate.bypassed():
+            if fault.effect == "drop_nan":
+                return [
+                    torch.nan_to_num(v, nan=0.0) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                    for v in values
+                ]
+            return [
+                active.apply(fault, call, v.detach().clone()) if isinstance(v, torch.Tensor) and v.numel() > 0 else v
+                for v in values
+            ]
+
+    script.run_case = run_case
+
+
 def _install(raw: str) -> None:
     try:
         spec = json.loads(raw)
@@ -176,6 +354,8 @@ def _install(raw: str) -> None:
         fresh = simulate.FaultEngine(spec, os.environ)
         simulate.activate_engine(fresh, torch, device)
         state["fresh"] = True
+        _wrap_sweep_case(simulate, torch, sys.modules.get("__main__"))
+        _wrap_width_scope(simulate, torch, sys.modules.get("__main__"))
 
     simulate.activate_engine(engine, torch, "cuda:0" if torch.cuda.is_available() else "cpu")
 
@@ -196,6 +376,22 @@ def _install(raw: str) -> None:
         return True
 
     simulate.wrappers_active = wrappers_active
+
+    # The script prints its first line once DEVICE is set and its settings applied: the
+    # engine is rebuilt then, before any case runs, even one whose first torch call is one
+    # no wrapper sees (a width case's ``torch.arange``).
+    import builtins
+
+    original_print = builtins.print
+
+    def first_print(*args, **kwargs):
+        device = getattr(sys.modules.get("__main__"), "DEVICE", None)
+        if device and not state["fresh"]:
+            builtins.print = original_print
+            activate(str(device))
+        return original_print(*args, **kwargs)
+
+    builtins.print = first_print
 
     original_clone = torch.Tensor.clone
 
@@ -218,6 +414,12 @@ def _install(raw: str) -> None:
 
     torch.Tensor.clone = clone
     _wrap_dataloader(simulate, torch)
+    ops = {str(f.get("op")) for f in spec.get("fault", []) if isinstance(f, dict)}
+    # Only where a fault can hit them: importing these libraries costs start-up time.
+    if ops & {"save_load", "any"}:
+        _wrap_loads(simulate, torch)
+    if ops & {"dataloader", "any"}:
+        _wrap_accelerate(simulate, torch)
     for op, owner, names in (
         ("matmul", torch, ("mm", "matmul", "bmm", "addmm")),
         ("matmul", torch.nn.functional, ("linear",)),

@@ -141,6 +141,8 @@ def run_conv(
     dt = dtype_of(torch, dtype)
     acc = ToleranceAccumulator(torch, tolerance)
     weight_name = "pw" if kind == "depthwise" else "w"
+    # The case with the largest error (output or gradient): what ``gpuprobe repro`` rebuilds.
+    worst, worst_case = -1.0, 0
     with precision_context(torch, rule_dtype, dtype):
         for trial, case in enumerate(cases):
             tag = f"case{trial}"
@@ -159,7 +161,7 @@ def run_conv(
                 params64[weight_name].requires_grad_(True)
             out = _conv_apply(F, kind, dx, dparams, case, _hooked)
             ref = _conv_apply(F, kind, x64, params64, case, _plain)
-            acc.add(ops.readback(out.detach()), ref.detach())
+            errors = [acc.add(ops.readback(out.detach()), ref.detach())]
             if backward:
                 grad = _randn(ctx, list(ref.shape), tag + "g").to(dt)
                 out.backward(ops.stage(grad, ctx.device))
@@ -167,8 +169,17 @@ def run_conv(
                 method = "conv_transpose2d" if kind == "conv_transpose2d" else "conv2d"
                 for got, want in ((dx.grad, x64.grad), (dparams[weight_name].grad, params64[weight_name].grad)):
                     got = ops_math.finish("conv", method, got)
-                    acc.add(ops.readback(got), want)
-    metrics = {"kind": kind, "dtype": dtype, "tf32": rule_dtype == "tf32", "cases": len(cases), "backward": backward}
+                    errors.append(acc.add(ops.readback(got), want))
+            if max(errors) > worst:
+                worst, worst_case = max(errors), trial
+    metrics = {
+        "kind": kind,
+        "dtype": dtype,
+        "tf32": rule_dtype == "tf32",
+        "cases": len(cases),
+        "backward": backward,
+        "worst_case": worst_case,
+    }
     return ProbeOutput(acc.stats(), metrics, tf32_notes(ctx, rule_dtype))
 
 

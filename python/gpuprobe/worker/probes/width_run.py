@@ -484,6 +484,9 @@ def run_width(ctx: ProbeContext, *, group: str, kind: str) -> ProbeOutput:
             continue
         scope.case = c.name
         scope.case_violations = 0
+        # Each case draws from a generator of its own, so it can be rerun alone (``gpuprobe
+        # repro`` writes one case into a script).
+        scope.rng = random.Random(derive_seed(ctx.seed, ctx.probe_id, f"width.{c.name}"))
         started = time.perf_counter()
         try:
             c.run(scope)
