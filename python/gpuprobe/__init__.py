@@ -124,6 +124,10 @@ def _candidate_dirs() -> list[str]:
         dirs.append(sysconfig.get_path("scripts", scheme=_user_scheme()))
     except KeyError:  # pragma: no cover - no user scheme on this platform
         pass
+    # `cargo install --path crates/gpuprobe`, the other install from source the
+    # not-found error suggests, puts the binary in cargo's own bin directory.
+    cargo_home = os.environ.get("CARGO_HOME") or os.path.join(os.path.expanduser("~"), ".cargo")
+    dirs.append(os.path.join(cargo_home, "bin"))
     seen: list[str] = []
     for d in dirs:
         if d and d not in seen:
@@ -131,14 +135,25 @@ def _candidate_dirs() -> list[str]:
     return seen
 
 
+#: Names the binary explicitly (a build tree, a copy on a cluster's shared disk).
+BIN_ENV_VAR = "GPUPROBE_BIN"
+
+
 def find_gpuprobe_bin() -> str:
     """Returns the path of the installed ``gpuprobe`` binary.
 
-    Searches where pip puts a wheel's scripts: this interpreter's scripts directory, the base
-    interpreter's, the ``bin`` next to a ``--target`` or ``--prefix`` install, and the user
-    scheme. ``PATH`` is not searched, so an unrelated ``gpuprobe`` elsewhere is never picked.
-    Raises ``GpuprobeNotFoundError`` (a ``FileNotFoundError``) listing where it looked.
+    ``$GPUPROBE_BIN`` when it is set (it must name an executable file). Else searches where
+    pip puts a wheel's scripts: this interpreter's scripts directory, the base
+    interpreter's, the ``bin`` next to a ``--target`` or ``--prefix`` install, the user
+    scheme, and cargo's ``bin`` (``cargo install``). ``PATH`` is not searched, so an
+    unrelated ``gpuprobe`` elsewhere is never picked. Raises ``GpuprobeNotFoundError`` (a
+    ``FileNotFoundError``) saying where it looked.
     """
+    explicit = os.environ.get(BIN_ENV_VAR)
+    if explicit:
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit
+        raise GpuprobeNotFoundError(f"{BIN_ENV_VAR} names {explicit!r}, which is not an executable file")
     name = "gpuprobe" + (sysconfig.get_config_var("EXE") or "")
     searched = _candidate_dirs()
     for directory in searched:
@@ -149,7 +164,7 @@ def find_gpuprobe_bin() -> str:
         f"could not find the {name} binary; looked in: {', '.join(searched)}. "
         "gpuprobe is not published on PyPI or crates.io yet: install it from a source checkout "
         "with `pip install .` (the binary and this package) or `cargo install --path crates/gpuprobe` "
-        "(docs/packaging.md)."
+        f"(docs/packaging.md), or set {BIN_ENV_VAR} to the binary's path."
     )
 
 

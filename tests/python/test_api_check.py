@@ -86,6 +86,7 @@ def test_bad_argument_is_a_usage_error(binary: str) -> None:
 
 
 def test_missing_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GPUPROBE_BIN", raising=False)
     monkeypatch.setattr(gpuprobe, "_candidate_dirs", lambda: [str(tmp_path)])
     with pytest.raises(gpuprobe.GpuprobeNotFoundError) as caught:
         gpuprobe.check()

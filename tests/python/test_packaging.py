@@ -170,6 +170,7 @@ def test_a_build_without_the_knowledge_base_fails_and_says_why(tmp_path: Path) -
 
 
 def test_the_not_found_error_says_how_to_install_from_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GPUPROBE_BIN", raising=False)
     monkeypatch.setattr(gpuprobe, "_candidate_dirs", lambda: [str(tmp_path)])
     with pytest.raises(gpuprobe.GpuprobeNotFoundError) as info:
         gpuprobe.find_gpuprobe_bin()

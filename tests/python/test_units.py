@@ -347,6 +347,7 @@ def test_find_gpuprobe_bin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
     import gpuprobe
 
+    monkeypatch.delenv("GPUPROBE_BIN", raising=False)
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setattr(gpuprobe, "_candidate_dirs", lambda: [str(empty)])
@@ -367,6 +368,26 @@ def test_find_gpuprobe_bin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         lambda name, *a, **k: str(scripts) if name == "scripts" and not a and not k else real_get_path(name, *a, **k),
     )
     assert gpuprobe.find_gpuprobe_bin() == str(binary)
+
+
+def test_gpuprobe_bin_names_the_binary_and_must_be_executable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import gpuprobe
+
+    monkeypatch.setattr(gpuprobe, "_candidate_dirs", lambda: [])
+    binary = tmp_path / "my-gpuprobe"
+    binary.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("GPUPROBE_BIN", str(binary))
+    with pytest.raises(gpuprobe.GpuprobeNotFoundError, match="not an executable file"):
+        gpuprobe.find_gpuprobe_bin()
+    binary.chmod(0o755)
+    assert gpuprobe.find_gpuprobe_bin() == str(binary)
+
+
+def test_cargo_install_is_searched(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import gpuprobe
+
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
+    assert str(tmp_path / "cargo" / "bin") in gpuprobe._candidate_dirs()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="exec on Unix only")
