@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from .. import guard
+from ._settings import GuardSettings
 
 
 def build(callback_base: type) -> type:
@@ -32,30 +33,16 @@ def build(callback_base: type) -> type:
             zeros_ok: Iterable[str] = guard.DEFAULT_ZEROS_OK,
         ) -> None:
             super().__init__()
-            guard._check_mode(mode)
-            self.every = every
-            self.mode = mode
-            self.batches = batches
-            self.params = params
-            self.grads = grads
-            self.samples = samples
-            self.zeros_ok = tuple(zeros_ok)
+            self.settings = GuardSettings(every, mode, batches, params, grads, samples, zeros_ok)
             self.watch: Optional[guard.Watch] = None
 
         def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-            grads = self.grads and not str(getattr(trainer, "precision", "")).startswith("16")
-            if self.params or grads:
-                self.watch = guard.watch(pl_module, self.every, mode=self.mode, params=self.params, grads=grads)
+            fp16 = str(getattr(trainer, "precision", "")).startswith("16")
+            self.watch = self.settings.watch(pl_module, loss_scaled=fp16)
 
         def _batch(self, batch: Any, what: str, batch_idx: int) -> None:
-            if self.batches:
-                guard.tensors(
-                    batch,
-                    where=f"after batch_to_device ({what} batch {batch_idx})",
-                    mode=self.mode,
-                    samples=self.samples,
-                    zeros_ok=self.zeros_ok,
-                )
+            if self.settings.batches:
+                self.settings.guard_batch(batch, f"after batch_to_device ({what} batch {batch_idx})")
 
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
             self._batch(batch, "train", batch_idx)

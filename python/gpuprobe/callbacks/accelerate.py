@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 from .. import guard
+from ._settings import GuardSettings
 
 __all__ = ["GuardedDataLoader", "guard_dataloader", "prepare"]
 
@@ -38,24 +39,15 @@ class GuardedDataLoader:
         samples: int = guard.DEFAULT_SAMPLES,
         zeros_ok: Iterable[str] = guard.DEFAULT_ZEROS_OK,
     ) -> None:
-        guard._check_mode(mode)
+        self.settings = GuardSettings(mode=mode, samples=samples, zeros_ok=zeros_ok)
         self.dataloader = dataloader
         self.where = where
-        self.mode = mode
-        self.samples = samples
-        self.zeros_ok = tuple(zeros_ok)
         self.batches = 0
 
     def __iter__(self) -> Iterator[Any]:
         for index, batch in enumerate(self.dataloader):
             self.batches += 1
-            guard.tensors(
-                batch,
-                where=f"{self.where} (batch {index})",
-                mode=self.mode,
-                samples=self.samples,
-                zeros_ok=self.zeros_ok,
-            )
+            self.settings.guard_batch(batch, f"{self.where} (batch {index})")
             yield batch
 
     def __len__(self) -> int:

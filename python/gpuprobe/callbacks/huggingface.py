@@ -19,6 +19,7 @@ from typing import Any, Iterable, Optional
 from transformers import TrainerCallback
 
 from .. import guard
+from ._settings import GuardSettings
 
 __all__ = ["GuardTrainerCallback"]
 
@@ -37,37 +38,25 @@ class GuardTrainerCallback(TrainerCallback):
         samples: int = guard.DEFAULT_SAMPLES,
         zeros_ok: Iterable[str] = guard.DEFAULT_ZEROS_OK,
     ) -> None:
-        guard._check_mode(mode)
-        self.every = every
-        self.mode = mode
-        self.batches = batches
-        self.params = params
-        self.grads = grads
-        self.samples = samples
-        self.zeros_ok = tuple(zeros_ok)
+        self.settings = GuardSettings(every, mode, batches, params, grads, samples, zeros_ok)
         self.watch: Optional[guard.Watch] = None
         self.forwards = 0
         self._hook: Any = None
 
     def _guard_inputs(self, module: Any, args: Any, kwargs: Any) -> None:
         self.forwards += 1
-        guard.tensors(
+        self.settings.guard_batch(
             {"args": list(args), **kwargs} if args else kwargs,
-            where=f"after _prepare_inputs (forward {self.forwards})",
+            f"after _prepare_inputs (forward {self.forwards})",
             name="inputs",
-            mode=self.mode,
-            samples=self.samples,
-            zeros_ok=self.zeros_ok,
         )
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if model is None:
             return
-        if self.batches and self._hook is None:
+        if self.settings.batches and self._hook is None:
             self._hook = model.register_forward_pre_hook(self._guard_inputs, with_kwargs=True)
-        grads = self.grads and not getattr(args, "fp16", False)
-        if self.params or grads:
-            self.watch = guard.watch(model, self.every, mode=self.mode, params=self.params, grads=grads)
+        self.watch = self.settings.watch(model, loss_scaled=bool(getattr(args, "fp16", False)))
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.watch is not None:
