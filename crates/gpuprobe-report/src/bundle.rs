@@ -980,8 +980,7 @@ fn write_tar(file: &mut File, root: &str, files: &[(String, Vec<u8>)]) -> std::i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId, Tier};
-    use gpuprobe_model::report::Summary;
+    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
     use gpuprobe_model::verdict::Verdict;
 
     fn report() -> Report {
@@ -1001,25 +1000,7 @@ mod tests {
             Verdict::Pass,
         );
         result.kernel_log = vec!["NVRM: GPU Board Serial Number: 1655023034247".into()];
-        Report {
-            schema_version: 1,
-            tool_version: "0.1.0".into(),
-            build: None,
-            command: "check".into(),
-            run_dir: None,
-            started_at: "2026-01-01T00:00:00Z".into(),
-            wall_s: 1.0,
-            tier: Tier::Quick,
-            simulation: None,
-            fingerprint,
-            results: vec![result],
-            findings: Vec::new(),
-            summary: Summary::default(),
-            exit_status: ExitStatus::AllPassed,
-            exit_code: 0,
-            notes: Vec::new(),
-            timings: None,
-        }
+        crate::test_support::report(fingerprint, vec![result], Vec::new())
     }
 
     fn unpack(archive: &Path) -> BTreeMap<String, String> {

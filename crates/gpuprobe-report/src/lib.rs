@@ -35,3 +35,6 @@ pub mod style;
 pub mod terminal;
 pub mod timings;
 pub mod triage;
+
+#[cfg(test)]
+mod test_support;

@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 
 use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo, Vendor};
 use gpuprobe_model::observation::{Measurement, Observation};
-use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId, Tier};
+use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
 use gpuprobe_model::protocol::{FaultSpec, SimulationSpec};
-use gpuprobe_model::report::Summary;
 use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
 use gpuprobe_model::{ExitStatus, Report};
 use serde_json::json;
@@ -35,30 +34,11 @@ fn with_metrics(mut r: ProbeResult, metrics: &[(&str, serde_json::Value)]) -> Pr
 }
 
 fn report(results: Vec<ProbeResult>) -> Report {
-    let summary = Summary::of(&results);
-    let status = if summary.problems() > 0 {
-        ExitStatus::ProblemsFound
-    } else {
-        ExitStatus::AllPassed
-    };
     Report {
-        schema_version: 1,
-        tool_version: "0.1.0".into(),
-        build: None,
-        command: "check".into(),
         run_dir: Some("/tmp/run".into()),
         started_at: "2026-11-25T00:00:00Z".into(),
         wall_s: 12.5,
-        tier: Tier::Quick,
-        simulation: None,
-        fingerprint: Fingerprint::default(),
-        results,
-        findings: Vec::new(),
-        summary,
-        exit_status: status,
-        exit_code: status.code(),
-        notes: Vec::new(),
-        timings: None,
+        ..crate::test_support::report(Fingerprint::default(), results, Vec::new())
     }
 }
 

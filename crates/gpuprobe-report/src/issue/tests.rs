@@ -1,14 +1,13 @@
 //! ISSUE.md rendering: the title, the project to file with, the SIMULATED label and hostile
 //! text kept inert.
 
+use gpuprobe_model::Report;
 use gpuprobe_model::finding::{Confidence, Evidence, Severity};
 use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
-use gpuprobe_model::probe::{DeviceRef, ProbeId, Tier};
+use gpuprobe_model::probe::{DeviceRef, ProbeId};
 use gpuprobe_model::profile::{CandidateTrial, ProbeRef, SettingChange};
 use gpuprobe_model::protocol::SimulationSpec;
-use gpuprobe_model::report::Summary;
 use gpuprobe_model::verdict::FailClass;
-use gpuprobe_model::{ExitStatus, Report};
 
 use super::*;
 
@@ -19,28 +18,11 @@ fn report(vendor: Vendor, results: Vec<ProbeResult>, findings: Vec<Finding>) -> 
         _ => "NVIDIA H100 80GB HBM3".into(),
     });
     gpu.index = Some(0);
-    Report {
-        schema_version: 1,
-        tool_version: "0.1.0".into(),
-        build: None,
-        command: "check".into(),
-        run_dir: None,
-        started_at: "2026-01-01T00:00:00Z".into(),
-        wall_s: 1.0,
-        tier: Tier::Quick,
-        simulation: None,
-        fingerprint: Fingerprint {
-            gpus: vec![gpu],
-            ..Fingerprint::default()
-        },
-        summary: Summary::of(&results),
-        results,
-        findings,
-        exit_status: ExitStatus::ProblemsFound,
-        exit_code: 1,
-        notes: vec![],
-        timings: None,
-    }
+    let fingerprint = Fingerprint {
+        gpus: vec![gpu],
+        ..Fingerprint::default()
+    };
+    crate::test_support::report(fingerprint, results, findings)
 }
 
 fn fail(probe: &str, layer: Layer, detail: &str) -> ProbeResult {
