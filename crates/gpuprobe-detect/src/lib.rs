@@ -29,8 +29,7 @@ pub mod triage;
 pub use collect::{
     CaptureError, Captured, CollectOptions, GpuHeadroom, KmsgReader, capture, collect,
     compute_gpu_count, cuda_kernel_cache_empty, gpu_device_nodes_present, gpu_headroom,
-    is_relevant_env_var, least_free_gpu_memory, merge_watched_kernel_lines, relevant_env,
-    scan_python_libraries,
+    is_relevant_env_var, merge_watched_kernel_lines, relevant_env, scan_python_libraries,
 };
 pub use merge::merge_python;
 pub use parse::ParseError;

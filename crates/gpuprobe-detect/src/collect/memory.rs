@@ -11,21 +11,12 @@ use crate::Root;
 use super::gpus::{is_drm_card, read_bytes};
 use super::tools;
 
-/// The least free memory, in bytes, over this host's GPUs (every GPU, whatever the
-/// visibility variables say: the least is safe for any of them). `None` when no source
-/// answers, which callers treat as "unknown", never as "plenty".
-pub fn least_free_gpu_memory(
-    root: &Root,
-    env: &BTreeMap<String, String>,
-    timeout: Duration,
-) -> Option<u64> {
-    amdgpu_free(root).or_else(|| nvidia_free(env, timeout))
-}
-
 /// What the lanes are sized by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GpuHeadroom {
-    /// [`least_free_gpu_memory`].
+    /// The least free memory, in bytes, over this host's GPUs (every GPU, whatever the
+    /// visibility variables say: the least is safe for any of them). `None` when no
+    /// source answers, which callers treat as "unknown", never as "plenty".
     pub least_free: Option<u64>,
     /// An NVIDIA host whose driver kernel cache holds nothing yet
     /// ([`cuda_kernel_cache_empty`]); false where not known or not NVIDIA.
@@ -178,7 +169,7 @@ mod tests {
         let root = Root::at(dir.path());
         assert_eq!(amdgpu_free(&root), Some(6 << 30));
         assert_eq!(
-            least_free_gpu_memory(&root, &BTreeMap::new(), Duration::from_secs(1)),
+            gpu_headroom(&root, &BTreeMap::new(), Duration::from_secs(1)).least_free,
             Some(6 << 30)
         );
     }
@@ -188,7 +179,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let env = BTreeMap::from([("PATH".to_string(), dir.path().display().to_string())]);
         assert_eq!(
-            least_free_gpu_memory(&Root::at(dir.path()), &env, Duration::from_secs(1)),
+            gpu_headroom(&Root::at(dir.path()), &env, Duration::from_secs(1)).least_free,
             None
         );
     }

@@ -28,7 +28,7 @@ pub use env::{is_relevant_env_var, relevant_env};
 pub use gpus::{compute_gpu_count, gpu_device_nodes_present};
 pub use kmsg::{KmsgReader, merge_watched_kernel_lines};
 pub use libs::scan_python_libraries;
-pub use memory::{GpuHeadroom, cuda_kernel_cache_empty, gpu_headroom, least_free_gpu_memory};
+pub use memory::{GpuHeadroom, cuda_kernel_cache_empty, gpu_headroom};
 pub use tools::{CaptureError, Captured, capture};
 
 use crate::merge::derive_gpu_facts;
