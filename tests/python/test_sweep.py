@@ -146,6 +146,90 @@ def test_unavailable_database_is_a_skip_with_reason(tmp_path: Any) -> None:
         assert "operator database" in results[probe]["reason"] and "blocked for the test" in results[probe]["reason"]
 
 
+def test_the_reference_process_starts_before_the_worker_imports_torch(tmp_path: Any) -> None:
+    # When torch's import begins in the worker (its first submodule lookup: looking the
+    # package up alone imports nothing), the worker notes its child processes: the sweep's
+    # reference process must already be one of them, starting beside the worker's import.
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc to list a process's children")
+    trace = tmp_path / "trace.txt"
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "def _children():\n"
+        "    out = []\n"
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            stat = open(f'/proc/{pid}/stat').read()\n"
+        "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode()\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if int(stat.rsplit(')', 1)[1].split()[1]) == os.getpid():\n"
+        "            out.append(cmd)\n"
+        "    return out\n"
+        "class _Watch:\n"
+        "    seen = False\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('torch.') and not self.seen:\n"
+        "            self.seen = True\n"
+        "            with open(os.environ['GPUPROBE_TEST_TRACE'], 'a') as f:\n"
+        "                f.write(repr(_children()) + '\\n')\n"
+        "        return None\n"
+        "if os.environ.get('GPUPROBE_TEST_TRACE') and not os.environ.get('GPUPROBE_SWEEP_REFERENCE'):\n"
+        "    sys.meta_path.insert(0, _Watch())\n",
+        encoding="utf-8",
+    )
+    env = {
+        "PYTHONPATH": str(shadow) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "GPUPROBE_TEST_TRACE": str(trace),
+    }
+    run = run_plan(["dtype.fp32.fp16.to.device", "sweep.add.fp32"], seed=SEED, env_extra=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.results()["sweep.add.fp32"]["outcome"] == "observed"
+    children_at_import = trace.read_text(encoding="utf-8").splitlines()
+    assert len(children_at_import) == 1, children_at_import
+    assert "sweep_ref" in children_at_import[0], children_at_import
+    # A plan without sweep probes starts no helper.
+    trace.unlink()
+    run = run_plan(["dtype.fp32.fp16.to.device"], seed=SEED, env_extra=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "sweep_ref" not in trace.read_text(encoding="utf-8")
+
+
+def test_helpers_start_once_per_starter_and_a_failure_is_a_note(monkeypatch: Any) -> None:
+    import types
+
+    from gpuprobe.worker import catalog
+
+    calls: list[str] = []
+    helpers = types.ModuleType("gpuprobe_test_helpers")
+    helpers.ok = lambda: calls.append("ok")  # type: ignore[attr-defined]
+
+    def broken() -> None:
+        calls.append("broken")
+        raise OSError("no process for the test")
+
+    helpers.broken = broken  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gpuprobe_test_helpers", helpers)
+    probes = {
+        "a.one": catalog.ProbeDef("a.one", "quick", {}, "", "m:f", helpers="gpuprobe_test_helpers:ok"),
+        "a.two": catalog.ProbeDef("a.two", "quick", {}, "", "m:f", helpers="gpuprobe_test_helpers:ok"),
+        "b.one": catalog.ProbeDef("b.one", "quick", {}, "", "m:f", helpers="gpuprobe_test_helpers:broken"),
+        "c.one": catalog.ProbeDef("c.one", "quick", {}, "", "m:f"),
+    }
+    monkeypatch.setattr(catalog, "lookup", probes.get)
+    assert catalog.start_helpers(["c.one", "unknown.probe"]) == []
+    assert calls == []
+    notes = catalog.start_helpers(["a.one", "c.one", "a.two", "b.one"])
+    assert calls == ["ok", "broken"]
+    assert len(notes) == 1 and "b.one" in notes[0] and "no process for the test" in notes[0], notes
+    # Every sweep probe names the reference process as its helper.
+    monkeypatch.undo()
+    assert catalog.lookup("sweep.add.fp32").helpers == catalog.lookup("sweep.opdb").helpers
+    assert catalog.lookup("sweep.add.fp32").helpers.endswith("sweep_ref:prestart_shared")
+
+
 def test_opdb_probe_counts_what_it_drives() -> None:
     run = run_plan(["sweep.opdb"], seed=SEED, timeout=300)
     metrics = run.results()["sweep.opdb"]["observation"]["metrics"]

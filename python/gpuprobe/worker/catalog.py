@@ -48,6 +48,11 @@ class ProbeDef:
     #: The side lane's name (``ProbeSpec.lane``); side probes of one family share a lane
     #: unless they name one (the sweep spreads over several).
     lane: str | None = None
+    #: ``module:function`` that starts the probe's helper processes without importing the
+    #: framework (the sweep's reference process): the worker calls it once, before its own
+    #: import of torch, so that the helper's start-up overlaps the worker's instead of
+    #: following it (``start_helpers``). Worker-side only: not part of the ``ProbeSpec``.
+    helpers: str | None = None
 
     def spec(self) -> dict[str, Any]:
         """The ``ProbeSpec`` JSON object (protocol.rs / probe.rs)."""
@@ -72,9 +77,31 @@ class ProbeDef:
 
     def resolve(self) -> Callable[..., Any]:
         """Imports and returns the implementation function (this may import torch)."""
-        module_name, _, function_name = self.impl.partition(":")
-        module = importlib.import_module(module_name)
-        return getattr(module, function_name)
+        return _function(self.impl)
+
+
+def _function(path: str) -> Callable[..., Any]:
+    """The function a ``module:function`` path names, its module imported."""
+    module_name, _, function_name = path.partition(":")
+    return getattr(importlib.import_module(module_name), function_name)
+
+
+def start_helpers(probe_ids: list[str]) -> list[str]:
+    """Calls the ``helpers`` starter of each probe planned (each starter once, in plan
+    order); returns a note per starter that failed. Never raises: a helper that did not
+    start is started, or reported, by its probe."""
+    notes: list[str] = []
+    started: set[str] = set()
+    for probe_id in probe_ids:
+        probe = lookup(probe_id)
+        if probe is None or not probe.helpers or probe.helpers in started:
+            continue
+        started.add(probe.helpers)
+        try:
+            _function(probe.helpers)()
+        except Exception as exc:  # noqa: BLE001 - the probe starts it again, or says why
+            notes.append(f"helpers of {probe_id} not started early: {type(exc).__name__}: {exc}")
+    return notes
 
 
 _CATALOG: dict[str, ProbeDef] | None = None

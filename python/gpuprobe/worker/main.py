@@ -256,6 +256,10 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
             events.log("warn", f"simulation spec refused: {exc}")
             return EXIT_USAGE
     _cache_bytecode(events, plan.get("options") or {})
+    # After the bytecode cache (helpers inherit it), before the framework import (they
+    # start beside it), and only when the probes will run (not for a gated lane still
+    # waiting for its turn: its helpers would hold the host meanwhile).
+    helper_notes = [] if plan.get("wait_for_start") else catalog.start_helpers(plan.get("probes", []))
     torch, why = envinfo.import_torch()
     info = None
     if torch is not None:
@@ -265,6 +269,8 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
     if why is None and engine is not None:
         simulate.activate_engine(engine, torch, device)
     _hello(events, torch_info=info, unusable=why, packages=envinfo.package_versions(), simulated=simulated)
+    for note in helper_notes:
+        events.log("warn", note)
     if why is not None:
         # The supervisor marks every planned probe NOT-TESTED with this reason.
         events.emit({"event": "done"})

@@ -338,6 +338,11 @@ class ReferenceProcess:
 _SHARED: ReferenceProcess | None = None
 
 
+def prestart_shared() -> None:
+    """Starts the worker's reference process now (the sweep probes' ``helpers``)."""
+    shared().prestart()
+
+
 def shared() -> ReferenceProcess:
     """The worker's one reference process (shared by its sweep probes)."""
     global _SHARED

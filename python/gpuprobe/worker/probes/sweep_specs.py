@@ -77,6 +77,12 @@ def lane_count() -> int:
 SUBSET_LANES = 2
 
 
+#: Each sweep worker's reference process (``sweep_ref``) starts before the worker imports
+#: torch: its own imports of torch and the operator database (about 8 s of a contended host)
+#: then overlap the worker's instead of following its hello.
+_HELPERS = "gpuprobe.worker.probes.sweep_ref:prestart_shared"
+
+
 def subset_lane(key: str) -> str:
     """The side lane of a standard-subset entry: entries alternate between the subset's
     lanes in ``STANDARD_OPS`` order (``sweep.opdb`` runs first in ``sweep-1``)."""
@@ -100,6 +106,7 @@ def probe(key: str, dtype: str, tier: str, lane: str | None = None) -> ProbeDef:
         timeout_s=TIMEOUT_S,
         placement="side",
         lane=lane or lane_for(key),
+        helpers=_HELPERS,
     )
 
 
@@ -115,6 +122,7 @@ def specs() -> list[ProbeDef]:
             timeout_s=TIMEOUT_S,
             placement="side",
             lane="sweep-1",
+            helpers=_HELPERS,
         )
     ]
     for key in STANDARD_OPS:
