@@ -199,6 +199,31 @@ def test_the_standard_library_walk_leaves_out_tests_and_installed_packages(tmp_p
     assert sorted(p.name.split(".")[0] for p in mirror.rglob("*.pyc")) == ["__init__", "kept", "m0", "m1", "m2"]
 
 
+def test_the_package_walk_leaves_out_their_tests_and_nothing_else(tmp_path, no_prefix):
+    # A package installed below a directory named "tests" is still walked: the patterns
+    # apply to the part of a path inside the tree.
+    package = _package(tmp_path / "tests" / "site", "pkg")
+    for skipped in ("tests", "test", "sub/tests"):
+        (package / skipped).mkdir(parents=True)
+        (package / skipped / "case.py").write_text("X = 1\n")
+    (package / "tests_util.py").write_text("X = 1\n")
+    prefix = tmp_path / "cache"
+    note = bytecode.fill_once(str(prefix), str(package), "", [str(package)])
+    assert "3 of 3 files current" in note, note
+    mirror = prefix / str(package).lstrip(os.sep)
+    kept = sorted(str(p.relative_to(mirror)).split(".")[0] for p in mirror.rglob("*.pyc"))
+    assert kept == ["__init__", "testing/_internal/common_methods_invocations", "tests_util"], kept
+
+
+def test_the_database_dependencies_are_filled_when_installed(tmp_path, no_prefix):
+    stdlib, packages = bytecode.fill_directories(str(_package(tmp_path, "torch")))
+    found = {os.path.basename(p) for p in packages}
+    for name in ("numpy", "sympy", "scipy", "_pytest", "pluggy"):
+        if importlib.util.find_spec(name) is not None:
+            assert name in found, (name, packages)
+    assert "definitely_not_installed_pkg" not in found
+
+
 def test_a_worker_waits_for_the_one_filling_the_cache(tmp_path, no_prefix):
     import fcntl
     import threading

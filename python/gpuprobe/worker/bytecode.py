@@ -49,9 +49,36 @@ import time
 PROBED_MODULES = (("__init__.py",), ("testing", "_internal", "common_methods_invocations.py"))
 
 #: The packages compiled into an empty cache, beside the standard library: torch, and the
-#: pure-Python packages a worker or the operator database imports (numpy's Python parts,
-#: sympy and mpmath for torch's symbolic shapes, triton when installed).
-FILLED_PACKAGES = ("torch", "numpy", "sympy", "mpmath", "triton")
+#: pure-Python packages a worker or the operator database imports, each when installed:
+#: numpy's Python parts, sympy and mpmath for torch's symbolic shapes, triton; and what
+#: PyTorch's test modules import behind the database when they find it (on the H100 host,
+#: ``python -X importtime`` of the database: 532 modules of scipy, 329 of numba with
+#: llvmlite, hypothesis, pytest, pygments, coverage, setuptools, yaml, opt_einsum). Left
+#: out, each sweep lane and its reference process compiled them side by side on a
+#: machine's first run, on the run's critical path.
+FILLED_PACKAGES = (
+    "torch",
+    "numpy",
+    "sympy",
+    "mpmath",
+    "triton",
+    "scipy",
+    "numba",
+    "llvmlite",
+    "hypothesis",
+    "_pytest",
+    "pytest",
+    "pluggy",
+    "pygments",
+    "coverage",
+    "setuptools",
+    "yaml",
+    "opt_einsum",
+)
+
+#: Directories of the packages' own tests, which no worker imports: left out of their walk
+#: (scipy's are about half of its files). ``torch/testing`` is not one of them.
+PACKAGE_TESTS_SKIPPED = r"[/\\](test|tests)[/\\]"
 
 #: Parts of the standard library no worker imports, and the installed packages below it:
 #: left out of the standard library's walk.
@@ -174,17 +201,19 @@ def fill_directories(torch_dir: str) -> tuple[str | None, list[str]]:
 
 
 #: The fill's child process: argv[1] is the process count, argv[2] the pattern of
-#: [`STDLIB_SKIPPED`], argv[3] the standard library (walked without what it matches), the
-#: rest the packages. One pool for all files;
+#: [`STDLIB_SKIPPED`], argv[3] that of [`PACKAGE_TESTS_SKIPPED`], argv[4] the standard
+#: library, the rest the packages, each walked without what its pattern matches. One pool
+#: for all files;
 #: ``compileall.compile_file`` skips a file whose cached bytecode is current. Run with
 #: ``-c`` so that it needs nothing of gpuprobe's on the child's path.
 _FILL_PROGRAM = """
 import compileall, concurrent.futures, os, re, sys
-skipped = re.compile(sys.argv[2])
+stdlib_skipped, package_skipped = re.compile(sys.argv[2]), re.compile(sys.argv[3])
 files = []
-for index, top in enumerate(sys.argv[3:]):
+for index, top in enumerate(sys.argv[4:]):
+    skipped = stdlib_skipped if index == 0 else package_skipped
     for directory, subdirectories, names in os.walk(top):
-        if index == 0 and skipped.search(directory + os.sep):
+        if skipped.search(directory[len(top):] + os.sep):
             subdirectories[:] = []
             continue
         files.extend(os.path.join(directory, n) for n in names if n.endswith('.py'))
@@ -206,7 +235,16 @@ def _compile_all(prefix: str, stdlib: str | None, packages: list[str]) -> str:
     env = dict(os.environ, PYTHONPYCACHEPREFIX=prefix)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     processes = str(os.cpu_count() or 1)
-    command = [sys.executable, "-c", _FILL_PROGRAM, processes, STDLIB_SKIPPED, stdlib or "", *packages]
+    command = [
+        sys.executable,
+        "-c",
+        _FILL_PROGRAM,
+        processes,
+        STDLIB_SKIPPED,
+        PACKAGE_TESTS_SKIPPED,
+        stdlib or "",
+        *packages,
+    ]
     try:
         done = subprocess.run(
             command,
