@@ -573,25 +573,60 @@ impl Redactor {
         }
         let mut out = String::with_capacity(text.len());
         let mut last = 0;
-        for m in re.find_iter(text) {
-            let Some(&category) = self.literals.get(m.as_str()) else {
-                continue;
+        let mut at = 0;
+        // `find_at` rather than `find_iter`: a longer value refused for its neighbours
+        // (`GPU-zelda` inside `¹GPU-zelda`) must not hide a shorter one inside it (`zelda`).
+        while let Some(m) = re.find_at(text, at) {
+            let found = match self.literals.get(m.as_str()) {
+                Some(&category) if self.replaceable(category, text, m.start(), m.end()) => {
+                    Some((category, m.end()))
+                }
+                Some(_) => self.shorter_at(text, m.start(), m.len()),
+                // A placeholder already there: kept as it is.
+                None => None,
             };
-            // Names are replaced as whole words only (`al` is not replaced inside `also`).
-            let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-            let bounded = matches!(category, Category::User | Category::Host);
-            if bounded
-                && (word(text[..m.start()].chars().next_back())
-                    || word(text[m.end()..].chars().next()))
-            {
-                continue;
+            match found {
+                Some((category, end)) => {
+                    let value = text[m.start()..end].to_string();
+                    out.push_str(&text[last..m.start()]);
+                    out.push_str(&self.placeholder(category, &value));
+                    last = end;
+                    at = end;
+                }
+                None if self.literals.contains_key(m.as_str()) => {
+                    // Nothing replaceable starts here: look again one character on.
+                    at = m.start() + text[m.start()..].chars().next().map_or(1, char::len_utf8);
+                }
+                None => at = m.end(),
             }
-            out.push_str(&text[last..m.start()]);
-            out.push_str(&self.placeholder(category, m.as_str()));
-            last = m.end();
+            if at >= text.len() {
+                break;
+            }
         }
         out.push_str(&text[last..]);
         out
+    }
+
+    /// Whether the value at `start..end` of `text` is replaced there: names (users and
+    /// hosts) only as whole words, so `al` is not replaced inside `also`.
+    fn replaceable(&self, category: Category, text: &str, start: usize, end: usize) -> bool {
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !matches!(category, Category::User | Category::Host)
+            || !(word(text[..start].chars().next_back()) || word(text[end..].chars().next()))
+    }
+
+    /// The longest value shorter than `longer` bytes that starts at `start` of `text` and is
+    /// replaceable there, with its category and end.
+    fn shorter_at(&self, text: &str, start: usize, longer: usize) -> Option<(Category, usize)> {
+        let rest = &text[start..];
+        self.literals
+            .iter()
+            .filter(|(value, _)| value.len() < longer && rest.starts_with(value.as_str()))
+            .filter(|(value, category)| {
+                self.replaceable(**category, text, start, start + value.len())
+            })
+            .max_by_key(|(value, _)| value.len())
+            .map(|(value, category)| (*category, start + value.len()))
     }
 }
 
@@ -1082,6 +1117,29 @@ mod tests {
         redactor.literal_re = None;
         let text = redactor.literals_one_by_one("zelda on box9, not zeldas");
         assert_eq!(text, "<user-1> on <host-1>, not zeldas");
+    }
+
+    #[test]
+    fn a_longer_value_refused_for_its_neighbours_leaves_the_shorter_one_inside_replaced() {
+        let identity = Identity::from_env(
+            &env(&[
+                ("USER", "zelda"),
+                ("HOME", "/home/zelda"),
+                ("HOSTNAME", "ab"),
+            ]),
+            &[],
+        );
+        let mut redactor = Redactor::new(&identity);
+        let text = "/home/GPU-zelda ¹GPU-zelda== ab-c1";
+        redactor.learn_text(text);
+        redactor.learn_value(Category::Host, "ab-c", 1);
+        // `GPU-zelda` (learned from the home path) is refused after `¹`, a digit; `zelda`
+        // inside it is a word of its own. `ab-c` is refused before `1`; `ab` at the same
+        // place is a word of its own.
+        assert_eq!(
+            redactor.text(text),
+            "/home/<user-1> ¹GPU-<user-2>== <host-1>-c1"
+        );
     }
 
     #[test]
