@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -114,14 +115,19 @@ def test_rng_statistics_are_complete(quick_and_standard: tuple[WorkerRun, list[d
     assert ints["distribution"]["kind"] == "uniform_int" and "chi2" in ints
 
 
-def test_quick_tier_timings(quick_and_standard: tuple[WorkerRun, list[dict]], capsys: pytest.CaptureFixture) -> None:
+def test_every_quick_probe_reports_its_time(
+    quick_and_standard: tuple[WorkerRun, list[dict]], capsys: pytest.CaptureFixture
+) -> None:
+    """Every quick probe answers with the seconds it took (what ``--timings`` and the lane
+    sizing read). The seconds are printed, never judged: a timing is no test; the budgets
+    are measured by ``bench/budgets.sh`` on a GPU host."""
     run, specs = quick_and_standard
     quick = {s["id"] for s in specs if s["tier"] == "quick"}
     times = {p: r["elapsed_s"] for p, r in run.results().items() if p in quick}
+    assert set(times) == quick
+    assert all(isinstance(t, float) and math.isfinite(t) and t >= 0.0 for t in times.values())
     total = sum(times.values())
     with capsys.disabled():
         print(f"\nquick tier on cpu: {len(times)} probes, {total:.2f} s of probe time")
         for probe, seconds in sorted(times.items(), key=lambda item: -item[1])[:8]:
             print(f"  {seconds:7.3f} s  {probe}")
-    # Generous: the point is catching a probe that became orders of magnitude slower.
-    assert total < 30.0
