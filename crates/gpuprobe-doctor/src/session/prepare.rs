@@ -75,13 +75,13 @@ pub fn prepare_new(
     };
     let package_dir = python::extract_package(&run_dir.path().join("python"))
         .map_err(SessionError::ExtractPackage)?;
-    let expand = expanded_families(tier, &options.only);
     let bytecode_cache = host.bytecode_cache.clone();
-    let mut catalog = python_catalog(
+    let mut catalog = python_catalog_for(
+        tier,
+        &options.only,
         python.as_ref(),
         &package_dir,
         &run_dir,
-        &expand,
         bytecode_cache.as_deref(),
         &mut notes,
     );
@@ -472,13 +472,13 @@ fn catalog_for(
     host: &SessionHost,
     notes: &mut Vec<String>,
 ) -> Vec<ProbeSpec> {
-    let expand = expanded_families(plan.tier, &plan.only);
     let bytecode_cache = host.bytecode_cache.clone();
-    let mut catalog = python_catalog(
+    let mut catalog = python_catalog_for(
+        plan.tier,
+        &plan.only,
         python,
         package_dir,
         work,
-        &expand,
         bytecode_cache.as_deref(),
         notes,
     );
@@ -641,18 +641,53 @@ fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde
 }
 
 /// The families whose probes depend on the installed framework and that this run needs:
-/// the sweep's operators (PyTorch's operator database, read at run time) for the full
-/// tier, or when an `--only` pattern may name one. Listing them costs a framework import,
-/// so the quick and standard tiers do without.
-pub fn expanded_families(tier: Tier, only: &[String]) -> Vec<&'static str> {
-    let named = only
-        .iter()
-        .any(|p| p.starts_with("sweep") || p.starts_with('*'));
-    if tier == Tier::Full || named {
+/// the sweep's operators (PyTorch's operator database, read at run time) for the full tier,
+/// or when an `--only` pattern that may name one selects nothing from `listed`, the
+/// catalogue without them. Listing them costs a framework import and the database's (about
+/// 8 s on a busy host), so the quick and standard tiers do without: every probe the listing
+/// adds is of the full tier, and those tiers' own sweep probes are listed without it. A
+/// pattern that selects nothing still gets the listing, so that its note can say in which
+/// tier its probes are.
+pub fn expanded_families(tier: Tier, only: &[String], listed: &[ProbeSpec]) -> Vec<&'static str> {
+    let may_name_one = |pattern: &String| pattern.starts_with("sweep") || pattern.starts_with('*');
+    let unmatched =
+        |pattern: &String| engine::select(listed, tier, std::slice::from_ref(pattern)).is_empty();
+    if tier == Tier::Full || only.iter().any(|p| may_name_one(p) && unmatched(p)) {
         vec!["sweep"]
     } else {
         Vec::new()
     }
+}
+
+/// The Python probe catalogue a run at `tier` with `only` needs: listed without the
+/// framework first, then once more with the families [`expanded_families`] names, if any.
+/// The full tier always expands, so it lists once. When the first listing found nothing
+/// (no interpreter could list it), it is not tried again: that could only wait for the
+/// same failure a second time.
+fn python_catalog_for(
+    tier: Tier,
+    only: &[String],
+    python: Option<&PythonChoice>,
+    package_dir: &Path,
+    run_dir: &RunDir,
+    bytecode_cache: Option<&Path>,
+    notes: &mut Vec<String>,
+) -> Vec<ProbeSpec> {
+    let list = |expand: &[&str], notes: &mut Vec<String>| {
+        python_catalog(python, package_dir, run_dir, expand, bytecode_cache, notes)
+    };
+    if tier == Tier::Full {
+        return list(&expanded_families(tier, only, &[]), notes);
+    }
+    // The first listing's notes are kept only when it is the one used.
+    let mut first_notes = Vec::new();
+    let listed = list(&[], &mut first_notes);
+    let expand = expanded_families(tier, only, &listed);
+    if listed.is_empty() || expand.is_empty() {
+        notes.extend(first_notes);
+        return listed;
+    }
+    list(&expand, notes)
 }
 
 /// The Python probe catalogue, from the user's interpreter, or from any `python3` when that
@@ -712,5 +747,50 @@ mod tests {
         let expanding = catalog_options(&["sweep"], Some(cache));
         assert_eq!(expanding.get("expand"), Some(&serde_json::json!(["sweep"])));
         assert!(expanding.contains_key(BYTECODE_CACHE_OPTION));
+    }
+
+    #[test]
+    fn only_the_full_tier_or_a_sweep_pattern_that_selects_nothing_lists_the_framework_probes() {
+        let spec = |id: &str, tier: Tier| ProbeSpec {
+            tier,
+            ..crate::test_support::spec(id)
+        };
+        let listed = vec![
+            spec("copy.h2d", Tier::Quick),
+            spec("sweep.add.fp32", Tier::Standard),
+            spec("sweep.opdb", Tier::Full),
+        ];
+        let only = |patterns: &[&str]| patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        let sweep: &[&str] = &["sweep"];
+        let none: &[&str] = &[];
+        assert_eq!(expanded_families(Tier::Full, &[], &listed), sweep);
+        assert_eq!(expanded_families(Tier::Standard, &[], &listed), none);
+        // The standard tier's sweep probes are all listed without the framework.
+        assert_eq!(
+            expanded_families(Tier::Standard, &only(&["sweep.*"]), &listed),
+            none
+        );
+        assert_eq!(
+            expanded_families(Tier::Standard, &only(&["*"]), &listed),
+            none
+        );
+        assert_eq!(
+            expanded_families(Tier::Standard, &only(&["sweep.add.fp32"]), &listed),
+            none
+        );
+        // A sweep pattern that selects nothing: the listing says whether the full tier has it.
+        assert_eq!(
+            expanded_families(Tier::Standard, &only(&["sweep.cumsum"]), &listed),
+            sweep
+        );
+        assert_eq!(
+            expanded_families(Tier::Quick, &only(&["sweep.*"]), &listed),
+            sweep
+        );
+        // Other families never need it.
+        assert_eq!(
+            expanded_families(Tier::Quick, &only(&["rng.nothing"]), &listed),
+            none
+        );
     }
 }
