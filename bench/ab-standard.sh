@@ -6,8 +6,13 @@
 # shows at once. Reports are kept under OUT.
 #
 # usage: bench/ab-standard.sh BIN_A BIN_B OUT [PAIRS]
+#   CHECK_ARGS: what each check runs instead of the standard tier (e.g.
+#   CHECK_ARGS="--tier standard --only sweep.*"); split on spaces, globs kept as text.
 set -uo pipefail
 a_bin="$1"; b_bin="$2"; out="$3"; pairs="${4:-5}"
+set -f
+read -ra check_args <<< "${CHECK_ARGS:---tier standard}"
+set +f
 python="${PYTHON:-python3}"
 mkdir -p "$out"
 now() { date +%s.%N; }
@@ -27,13 +32,13 @@ PY
 "$python" -c "import torch; torch.zeros(1, device='cuda')"  # warm the file cache, untimed
 # One untimed check of each build first: on a fresh machine the first check pays the
 # kernel and bytecode caches (a first run, measured by bench/cold-start.sh instead).
-for bin in "$a_bin" "$b_bin"; do "$bin" check --tier standard --quiet > /dev/null 2>&1; done
+for bin in "$a_bin" "$b_bin"; do "$bin" check "${check_args[@]}" --quiet > /dev/null 2>&1; done
 for i in $(seq 1 "$pairs"); do
   t0=$(now); "$python" -c "import torch; torch.zeros(1, device='cuda')"; t1=$(now)
   line="pair $i floor $(secs "$t0" "$t1")"
   for side in A B; do
     bin="$a_bin"; [ "$side" = B ] && bin="$b_bin"
-    t0=$(now); "$bin" check --tier standard --json --timings --run-dir "$out/$side-$i" > "$out/$side-$i.json" 2>/dev/null; rc=$?; t1=$(now)
+    t0=$(now); "$bin" check "${check_args[@]}" --json --timings --run-dir "$out/$side-$i" > "$out/$side-$i.json" 2>/dev/null; rc=$?; t1=$(now)
     line="$line | $side $(secs "$t0" "$t1") s exit=$rc ($(verdicts "$out/$side-$i.json"))"
   done
   echo "$line" | tee -a "$out/ab.txt"
