@@ -16,6 +16,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,9 @@ class Browser:
             stderr=subprocess.PIPE,
             pass_fds=(3, 4),
             preexec_fn=fds,
+            # Its own process group: the renderer, GPU and crash-handler children are ended
+            # with it, before its profile directory is removed.
+            start_new_session=True,
         )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -153,14 +157,45 @@ class Browser:
         self.events.clear()
 
     def close(self) -> None:
+        """Ends Chromium and every process it started. A child still writing into the
+        profile (a loaded machine lets one outlive the browser) would make the profile
+        directory's removal fail with "Directory not empty"."""
+        self.session = None  # Browser.close goes to the browser, not the page
+        seen = len(self.events)  # what arrives while it closes is no part of the visit
         try:
-            self._proc.terminate()
+            self.send("Browser.close", timeout=5.0)
+        except (RuntimeError, TimeoutError, OSError):
+            pass  # the pipe closes as it exits; it is ended below if it did not
+        try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        del self.events[seen:]
+        group_gone_by = time.monotonic() + 10.0
+        while _running_in_group(self._proc.pid) and time.monotonic() < group_gone_by:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.05)
         os.close(self._to_child)
         os.close(self._from_child)
+
+
+def _running_in_group(group: int) -> bool:
+    """Whether a process of process group `group` still runs (zombies, which write
+    nothing, do not count; an unreaped one may linger where PID 1 does not reap)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def visit(binary: str, page: Path, screenshot: Path | None) -> dict[str, Any]:
