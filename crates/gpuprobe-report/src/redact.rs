@@ -578,30 +578,25 @@ impl Redactor {
         // (`GPU-zelda` inside `¹GPU-zelda`) must not hide a shorter one inside it (`zelda`).
         while let Some(m) = re.find_at(text, at) {
             let found = match self.literals.get(m.as_str()) {
+                // A placeholder already there: kept as it is.
+                None => {
+                    at = m.end();
+                    continue;
+                }
                 Some(&category) if self.replaceable(category, text, m.start(), m.end()) => {
                     Some((category, m.end()))
                 }
                 Some(_) => self.shorter_at(text, m.start(), m.len()),
-                // A placeholder already there: kept as it is.
-                None => None,
             };
-            match found {
-                Some((category, end)) => {
-                    let value = text[m.start()..end].to_string();
-                    out.push_str(&text[last..m.start()]);
-                    out.push_str(&self.placeholder(category, &value));
-                    last = end;
-                    at = end;
-                }
-                None if self.literals.contains_key(m.as_str()) => {
-                    // Nothing replaceable starts here: look again one character on.
-                    at = m.start() + text[m.start()..].chars().next().map_or(1, char::len_utf8);
-                }
-                None => at = m.end(),
-            }
-            if at >= text.len() {
-                break;
-            }
+            let Some((category, end)) = found else {
+                // Nothing replaceable starts here: look again one character on.
+                at = m.start() + text[m.start()..].chars().next().map_or(1, char::len_utf8);
+                continue;
+            };
+            out.push_str(&text[last..m.start()]);
+            out.push_str(&self.placeholder(category, &text[m.start()..end]));
+            last = end;
+            at = end;
         }
         out.push_str(&text[last..]);
         out
