@@ -3,9 +3,11 @@
 # every result that is not PASS/SKIP (bench/sweep/report_summary.py) and the report
 # (xz-compressed) under OUT_DIR, named by LABEL.
 #
-# usage: bench/sweep/full-tier-run.sh GPUPROBE_BINARY OUT_DIR LABEL [LIMIT_S]
+# usage: bench/sweep/full-tier-run.sh GPUPROBE_BINARY OUT_DIR LABEL [LIMIT_S [CHECK_ARGS...]]
+# (CHECK_ARGS are added to `check --tier full`: `--only 'sweep.*'` runs the sweep alone.)
 set -uo pipefail
 bin="$1"; out="$2"; label="$3"; limit="${4:-560}"
+shift $(( $# < 4 ? $# : 4 ))
 python="${PYTHON:-python3}"
 mkdir -p "$out"
 run="/tmp/gpuprobe-full-$label"
@@ -16,7 +18,7 @@ export PYTHONUNBUFFERED=1
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
   "$python" -c "import torch; print('torch', torch.__version__)"
   start=$(date +%s.%N)
-  timeout -s INT "$limit" "$python" bench/lane-timeline.py "$bin" "$run" --tier full
+  timeout -s INT "$limit" "$python" bench/lane-timeline.py "$bin" "$run" --tier full "$@"
   echo "check rc=$? wall $("$python" -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)") s"
   "$python" bench/sweep/report_summary.py "$run/report.json"
 } 2>&1 | tee "$out/$label.txt"

@@ -412,14 +412,21 @@ SWEEP_SPEC: dict[str, Any] = {
         {"name": "grad", "op": "sweep", "when": {"methods": ["nn.functional.layer_norm"], "variants": ["backward"]}, "effect": {"kind": "partial_zeros"}},
         {"name": "lost-nan", "op": "sweep", "when": {"methods": ["sort"], "variants": ["nan"]}, "effect": {"kind": "drop_nan"}},
         {"name": "contiguous", "op": "sweep", "when": {"methods": ["contiguous"], "variants": ["base"]}, "effect": {"kind": "zeros"}},
+        # A value class: the script injects the sample dtype's value, not float64's.
+        {"name": "subnormal", "op": "sweep", "when": {"methods": ["reciprocal"], "variants": ["subnormal"]}, "effect": {"kind": "partial_zeros"}},
+        # Cases the script does not write out: a call variant, an integer dtype.
+        {"name": "out", "op": "sweep", "when": {"methods": ["mul"], "variants": ["out"]}, "effect": {"kind": "partial_zeros"}},
+        {"name": "int", "op": "sweep", "when": {"methods": ["sub"], "dtypes": ["int32"]}, "effect": {"kind": "partial_zeros"}},
     ],
 }
-SWEEP_PROBES = ["sweep.add.fp32", "sweep.nn.functional.layer_norm.bf16", "sweep.sort.fp32", "sweep.contiguous.fp32"]
+SWEEP_PROBES = ["sweep.add.fp32", "sweep.nn.functional.layer_norm.bf16", "sweep.sort.fp32", "sweep.contiguous.fp32", "sweep.reciprocal.fp32"]
+#: Failing sweep probes without a script, and the words of their reason.
+SWEEP_NO_SCRIPT = {"sweep.mul.fp32": "call variant", "sweep.sub.i32": "judged exactly"}
 
 
 @pytest.fixture(scope="module")
 def sweep_results() -> dict[str, Any]:
-    run = run_plan(SWEEP_PROBES, seed=SEED, simulate=SWEEP_SPEC, timeout=600)
+    run = run_plan(SWEEP_PROBES + list(SWEEP_NO_SCRIPT), seed=SEED, simulate=SWEEP_SPEC, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     return run.results()
 
@@ -448,6 +455,15 @@ def test_sweep_case_reproduces_only_under_simulation(tmp_path: Path, sweep_resul
     faulty = check_script(script, SWEEP_SPEC)
     assert f"{failure['class']}: {failure['detail']}" in faulty.stdout, (failure, faulty.stdout)
     assert f"first at index {failure['index']}: expected {failure['expected']}, found {failure['found']}" in faulty.stdout
+
+
+@pytest.mark.parametrize("probe", sorted(SWEEP_NO_SCRIPT))
+def test_sweep_cases_without_a_script_say_why(tmp_path: Path, sweep_results: dict[str, Any], probe: str) -> None:
+    event = sweep_results[probe]
+    assert event["observation"]["measurement"]["failures"], event
+    made = generate(tmp_path, as_result(event, {"verdict": "fail"}, {}, True), make_plan(SWEEP_SPEC, [probe], {}))
+    assert made.returncode == 3 and SWEEP_NO_SCRIPT[probe] in made.stderr, made.stderr
+    assert not (tmp_path / "out" / "repro.py").exists()
 
 
 def test_sweep_crash_is_found_from_the_worker_log(tmp_path: Path) -> None:

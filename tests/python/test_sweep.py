@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import PACKAGE_DIR, run_plan
+from conftest import PACKAGE_DIR, run_plan, run_worker
 
 SEED = 4242
 #: A small cross-section: elementwise, reduction, scan, convolution, sort, normalization.
@@ -121,6 +121,151 @@ def test_planted_faults_are_caught_and_classified(planted: Any) -> None:
     assert _measurement(planted, "sweep.sum.fp32")["failed"] == {}
     for result in planted.results().values():
         assert any("SIMULATED" in n for n in result["observation"]["notes"])
+
+
+#: The new axes on the CPU: integer, boolean and complex dtypes, value classes and call
+#: variants (the standard subset's extra dtypes among them).
+HEALTHY_AXES = [
+    "sweep.add.fp32",
+    "sweep.add.i32",
+    "sweep.sum.bool",
+    "sweep.cumsum.i64",
+    "sweep.sort.u8",
+    "sweep.matmul.c64",
+    "sweep.div.no_rounding_mode.i16",
+    "sweep.abs.i8",
+    "sweep.reciprocal.fp32",
+    "sweep.exp.c128",
+]
+
+
+@pytest.fixture(scope="module")
+def healthy_axes() -> Any:
+    run = run_plan(HEALTHY_AXES, seed=SEED, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_healthy_cpu_new_axes_pass(healthy_axes: Any) -> None:
+    from gpuprobe.worker.probes import sweep_cases
+
+    for probe in HEALTHY_AXES:
+        m = _measurement(healthy_axes, probe)
+        assert m["cases"] >= 5, (probe, m)
+        assert m["failed"] == {} and m["device_errors"] == 0, (probe, m["failures"], m["errors"])
+        notes = healthy_axes.results()[probe]["observation"]["notes"]
+        assert not any("harness" in n for n in notes), (probe, notes)
+    variants = lambda probe: set(healthy_axes.results()[probe]["observation"]["metrics"]["variants"].split(","))  # noqa: E731
+    # Run by a plan that names no tier: every value class and call variant the entry has.
+    assert set(sweep_cases.FLOAT_VALUE_CLASSES + sweep_cases.CALL_VARIANTS) <= variants("sweep.add.fp32")
+    assert set(sweep_cases.INTEGER_VALUE_CLASSES + sweep_cases.CALL_VARIANTS) <= variants("sweep.add.i32")
+    assert not set(sweep_cases.INTEGER_VALUE_CLASSES) & variants("sweep.add.fp32")
+    assert not {"nan", "posinf", "neginf"} & variants("sweep.add.i32")
+    # An unsigned dtype has no minimum below zero and nothing to negate.
+    assert {"intmax"} <= variants("sweep.sort.u8") and not {"intmin", "negative"} & variants("sweep.sort.u8")
+
+
+@pytest.fixture(scope="module")
+def planted_axes() -> Any:
+    def fault(name: str, methods: list[str], dtypes: list[str] | None = None, variants: list[str] | None = None) -> dict[str, Any]:
+        spec = _fault(name, "partial_zeros", methods, variants)
+        if dtypes:
+            spec["when"]["dtypes"] = dtypes
+        return spec
+
+    faults = [
+        fault("int32-add", ["add"], dtypes=["int32"]),
+        fault("complex-matmul", ["matmul"], dtypes=["complex64"]),
+        fault("bool-sum", ["sum"], dtypes=["bool"]),
+        fault("out", ["mul"], variants=["out"]),
+        fault("inplace", ["sub"], variants=["inplace"]),
+        fault("method", ["div"], variants=["method"]),
+        fault("narrow", ["exp"], variants=["out_narrow"]),
+        fault("subnormal", ["reciprocal"], variants=["subnormal"]),
+        fault("intmin", ["abs"], dtypes=["int16"], variants=["intmin"]),
+    ]
+    probes = [
+        "sweep.add.i32",
+        "sweep.add.fp32",
+        "sweep.matmul.c64",
+        "sweep.sum.bool",
+        "sweep.mul.fp32",
+        "sweep.sub.fp32",
+        "sweep.div.no_rounding_mode.fp32",
+        "sweep.exp.fp32",
+        "sweep.reciprocal.fp32",
+        "sweep.abs.i16",
+    ]
+    run = run_plan(probes, seed=SEED, simulate={"source": "test", "fault": faults}, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+@pytest.mark.parametrize(
+    ("probe", "variant"),
+    [
+        ("sweep.add.i32", None),
+        ("sweep.matmul.c64", None),
+        ("sweep.sum.bool", None),
+        ("sweep.mul.fp32", "out"),
+        ("sweep.sub.fp32", "inplace"),
+        ("sweep.div.no_rounding_mode.fp32", "method"),
+        ("sweep.exp.fp32", "out_narrow"),
+        ("sweep.reciprocal.fp32", "subnormal"),
+        ("sweep.abs.i16", "intmin"),
+    ],
+)
+def test_planted_faults_on_each_new_axis_are_caught_and_named(planted_axes: Any, probe: str, variant: str | None) -> None:
+    m = _measurement(planted_axes, probe)
+    assert m["failed"].get("wrong_value", 0) >= 1, (probe, m)
+    if variant is not None:
+        # Planted on one value class or call variant: caught there and nowhere else.
+        assert {f["variant"] for f in m["failures"]} == {variant}, m["failures"]
+    assert any("SIMULATED" in n for n in planted_axes.results()[probe]["observation"]["notes"])
+
+
+def test_a_dtype_fault_leaves_the_other_dtypes_alone(planted_axes: Any) -> None:
+    assert _measurement(planted_axes, "sweep.add.fp32")["failed"] == {}
+
+
+def test_the_standard_subset_covers_every_value_class_and_call_variant() -> None:
+    """Below the full tier each subset probe runs a few of the new axes: together they run
+    every one of them on some operator (it applies to a sample there)."""
+    import torch
+
+    from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_specs
+
+    database = sweep_db.load(torch)
+    covered: dict[str, list[str]] = {}
+    for key, dtype in sweep_specs.standard_probes():
+        name = sweep_db.DTYPES[dtype]
+        info = database.entry(key)
+        samples = sweep_cases.generate_samples(torch, info, name, 0, requires_grad=False)
+        for transform in sweep_specs.subset_new_axes(key, dtype):
+            if any(sweep_cases.applicable(torch, info, s, transform, name) for s in samples):
+                covered.setdefault(transform, []).append(f"{key}.{dtype}")
+    assert sorted(set(sweep_cases.NEW_AXES) - set(covered)) == []
+    # Every dtype kind is in the subset.
+    kinds = {sweep_db.dtype_kind(sweep_db.DTYPES[d]) for _k, d in sweep_specs.standard_probes()}
+    assert kinds == {"float", "integer", "bool", "complex"}
+
+
+def test_a_standard_run_limits_the_new_axes_and_a_full_run_does_not() -> None:
+    from gpuprobe.worker import catalog
+    from gpuprobe.worker.probes import sweep_cases
+
+    probe = catalog.lookup("sweep.add.fp32")
+    assert probe.tier == "standard" and probe.params["subset"] == ["negzero", "negnan"]
+    assert catalog.lookup("sweep.add.i32").params["subset"][:3] == list(sweep_cases.INTEGER_VALUE_CLASSES)
+    variants = {}
+    for tier in ("standard", "full"):
+        plan = {"protocol": 1, "mode": "run", "device": "cpu", "probes": ["sweep.add.fp32"], "seed": SEED, "options": {"tier": tier}}
+        run = run_worker(plan, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        variants[tier] = set(run.results()["sweep.add.fp32"]["observation"]["metrics"]["variants"].split(","))
+    new = set(sweep_cases.NEW_AXES)
+    assert variants["standard"] & new == {"negzero", "negnan"}
+    assert variants["full"] & new >= set(sweep_cases.FLOAT_VALUE_CLASSES + sweep_cases.CALL_VARIANTS)
 
 
 def test_unavailable_database_is_a_skip_with_reason(tmp_path: Any) -> None:

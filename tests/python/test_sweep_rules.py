@@ -186,3 +186,166 @@ def test_reference_outputs_torch_cannot_unpickle_travel_widened(dtype: torch.dty
     value = torch.arange(6).reshape(2, 3).to(dtype)
     sent = pickle.loads(pickle.dumps(sweep_ref._transferable(torch, value)))
     assert torch.equal(sent.to(torch.complex64 if dtype.is_complex else torch.int64), value.to(sent.dtype))
+
+
+# --------------------------------------------------------------------- the new axes' rules
+
+
+def _ints(found: list[int], expected: list[int], dtype: torch.dtype, **options: Any) -> sweep_oracle.LeafFailure | None:
+    return sweep_oracle.compare_leaf(
+        torch, torch.tensor(found, dtype=dtype), torch.tensor(expected, dtype=torch.int64),
+        dtype_name="float32", atol=0.0, rtol=0.0, **options,
+    )
+
+
+def test_integers_are_exact_but_overflow_and_conversion_are_undefined() -> None:
+    # One apart is wrong for an integer.
+    assert _ints([1, 2, 4], [1, 2, 3], torch.int32) is not None
+    # An overflow one side computed wider: 192 written into int64 where int8 wrapped to -64.
+    assert _ints([192], [-64], torch.int64, wrap_dtype=torch.int8) is None
+    # Outside the range but not congruent modulo 2^8: a wrong value, not an overflow.
+    assert _ints([200], [-64], torch.int64, wrap_dtype=torch.int8) is not None
+    # A float beyond the integer's range converts to its extreme (x86: the minimum, CUDA saturates).
+    assert _ints([2**31 - 1], [-(2**31)], torch.int32) is None
+    # A narrowing out= of a value beyond the written dtype.
+    assert _ints([-32768 + 5], [2**20 + 5], torch.int16) is None
+    # An unsigned dtype's 0 is an ordinary value, not a conversion's extreme.
+    assert _ints([0], [3], torch.uint8) is not None
+    # The truncation slack of linspace-like ops: one, and no more.
+    assert _ints([3], [4], torch.uint8, rounding_slack=1) is None
+    assert _ints([2], [4], torch.uint8, rounding_slack=1) is not None
+
+
+def test_a_nonfinite_complex_number_is_judged_whole() -> None:
+    def leaf(found: complex, expected: complex) -> sweep_oracle.LeafFailure | None:
+        return sweep_oracle.compare_leaf(
+            torch, torch.tensor([found, 1 + 1j], dtype=torch.complex64), torch.tensor([expected, 1 + 1j], dtype=torch.complex128),
+            dtype_name="float32", atol=1e-5, rtol=1e-5,
+        )
+
+    # (inf + 0j)·w: NaN parts or an infinity, by the formula: both non-finite numbers.
+    assert leaf(complex(NAN, NAN), complex(INF, 0.0)) is None
+    assert leaf(complex(NAN, 0.0), complex(NAN, NAN)) is None
+    # A number non-finite on one side only still fails.
+    assert leaf(complex(0.0, 0.0), complex(NAN, NAN)).cls == sweep_oracle.NAN_LOST
+    assert leaf(complex(NAN, 0.0), complex(1.0, 0.0)).cls == sweep_oracle.NONFINITE_INVENTED
+    # Plain (0-dim .item()) complex values: NaN parts match NaN parts.
+    assert sweep_oracle.compare_leaf(torch, complex(NAN, 0.0), complex(NAN, 0.0), dtype_name="float32", atol=1e-5, rtol=1e-5) is None
+    assert sweep_oracle.compare_leaf(torch, complex(INF, 0.0), complex(-INF, 0.0), dtype_name="float32", atol=1e-5, rtol=1e-5) is not None
+
+
+def test_value_classes_inject_the_sample_dtypes_edges() -> None:
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        info = torch.finfo(dtype)
+        assert sweep_cases.injected_value(torch, "max", dtype) == float(info.max)
+        assert sweep_cases.injected_value(torch, "lowest", dtype) == float(info.min)
+        sub = sweep_cases.injected_value(torch, "subnormal", dtype)
+        assert 0 < sub < info.smallest_normal and torch.tensor(sub, dtype=dtype).item() == sub
+    # √max/16 has a finite square; float16's would be 16, not huge.
+    huge = sweep_cases.injected_value(torch, "huge", torch.float32)
+    assert math.isfinite(huge * huge) and huge * huge < torch.finfo(torch.float32).max
+    assert sweep_cases.injected_value(torch, "huge", torch.float16) is None
+    assert sweep_cases.injected_value(torch, "intmin", torch.uint8) is None
+    assert sweep_cases.injected_value(torch, "intmax", torch.int16) == 32767
+    # The reference's float64 tensor gets the float32 value, and negnan keeps its sign bit.
+    x = torch.zeros(4, dtype=torch.float64)
+    for transform in ("max", "negnan", "negzero"):
+        out = sweep_cases._transform_fn(torch, transform, 7, torch.float32)(x)
+        changed = out[torch.signbit(out) | (out != 0)]
+        assert changed.numel() == 1, (transform, out)
+        if transform == "max":
+            assert float(changed) == float(torch.finfo(torch.float32).max)
+        else:
+            assert bool(torch.signbit(changed).all())
+
+
+def _one_sample(key: str, dtype: str) -> tuple[Any, list[Any]]:
+    info = sweep_db.load(torch).entry(key)
+    return info, sweep_cases.generate_samples(torch, info, dtype, 0, requires_grad=False)
+
+
+def test_value_classes_reach_only_where_they_are_defined() -> None:
+    applies = lambda key, dtype, transform: any(  # noqa: E731
+        sweep_cases.applicable(torch, info, s, transform, dtype) for info, samples in [_one_sample(key, dtype)] for s in samples
+    )
+    # Integer classes: integer dtypes, signed for intmin/negative, never floats.
+    assert applies("add", "int32", "intmin") and applies("add", "int32", "negative")
+    assert not applies("add", "float32", "negative") and not applies("add", "float32", "intmax")
+    assert applies("add", "uint8", "intmax") and not applies("add", "uint8", "negative")
+    # An entry of integer dtypes alone takes indices or counts: no extremes.
+    assert not applies("bincount", "int64", "intmax")
+    # NaN and infinities never reach integer tensors; a declared domain bounds the finite classes.
+    assert not applies("add", "int32", "nan")
+    assert not applies("log", "float32", "lowest") and applies("log", "float32", "max")
+    # Probabilities get nothing outside [0, 1]; the sign of a complex zero picks a branch cut.
+    assert not applies("bernoulli", "float32", "max") and applies("bernoulli", "float32", "subnormal")
+    assert not applies("log", "complex64", "negzero")
+    # Call variants follow what the entry declares.
+    assert applies("add", "float32", "inplace") and applies("add", "float32", "out_narrow")
+    assert not applies("add", "bfloat16", "out_narrow")
+    assert not applies("nn.functional.conv2d", "float32", "inplace")
+
+
+def test_an_in_place_variant_skips_samples_that_broadcast_their_input() -> None:
+    info, samples = _one_sample("sub", "float32")
+    broadcasting = [s for s in samples if getattr(s, "broadcasts_input", False)]
+    assert broadcasting, "the database's sub samples include one that broadcasts its input"
+    assert not any(sweep_cases.applicable(torch, info, s, "inplace", "float32") for s in broadcasting)
+
+
+def test_call_variants_are_judged_against_the_functional_call() -> None:
+    # The reference of an out= case is the functional call's value, computed after the CPU's
+    # own out= call showed it is valid.
+    info, samples = _one_sample("mul", "float32")
+    index = next(i for i, s in enumerate(samples) if sweep_cases.applicable(torch, info, s, "out_noncontig", "float32"))
+    request = {
+        "key": "mul", "dtype": "float32", "seed": 0, "requires_grad": False, "sample": index,
+        "transform": "out_noncontig", "backward": False, "digest": sweep_cases.digest(torch, samples[index]),
+    }
+    reply = sweep_ref.handle(torch, request, {})
+    functional = sweep_ref.handle(torch, {**request, "transform": "base"}, {})
+    assert reply["ok"] and torch.equal(reply["outputs"][0], functional["outputs"][0])
+    own = sweep_ref.handle(torch, {**request, "mode": "variant_same_dtype"}, {})
+    assert own["ok"] and torch.equal(own["outputs"][0], functional["outputs"][0].float())
+    # A cast into out= that the dtype rules refuse is refused by the CPU too: the same call fails there.
+    values = sweep_cases.run_case(torch, info, samples[index], sweep_cases.Case(index, "out_narrow", False), 0, device="cpu", upcast=False, dtype_name="float32")
+    assert values[0].dtype == torch.float16
+
+
+def test_integer_probes_compute_promoted_floats_in_float64_in_the_reference() -> None:
+    info, samples = _one_sample("sqrt", "int32")
+    request = {
+        "key": "sqrt", "dtype": "int32", "seed": 0, "requires_grad": False, "sample": 0,
+        "transform": "base", "backward": False, "digest": sweep_cases.digest(torch, samples[0]),
+    }
+    assert sweep_ref.handle(torch, request, {})["outputs"][0].dtype == torch.float64
+    assert sweep_ref.handle(torch, {**request, "mode": "same_dtype"}, {})["outputs"][0].dtype == torch.float32
+    assert torch.get_default_dtype() == torch.float32
+
+
+def test_range_limited_failures_are_named_not_judged() -> None:
+    wrong = sweep_oracle.LeafFailure(sweep_oracle.WRONG_VALUE, "")
+    lost = sweep_oracle.LeafFailure(sweep_oracle.NAN_LOST, "")
+    floats, ints = torch.zeros(2), torch.zeros(2, dtype=torch.int32)
+    assert sweep_run._range_limited("max", wrong, floats, torch)
+    assert not sweep_run._range_limited("max", lost, floats, torch)
+    assert not sweep_run._range_limited("huge", wrong, floats, torch)
+    # intmax/intmin: floating outputs convert the extreme; integer outputs stay exact.
+    assert sweep_run._range_limited("intmax", wrong, floats, torch)
+    assert not sweep_run._range_limited("intmax", wrong, ints, torch)
+
+
+def test_leaf_bounds_follow_the_less_precise_output() -> None:
+    info = sweep_db.load(torch).entry("add")
+    assert sweep_run._leaf_bounds(torch, info, "float32", torch.zeros(1, dtype=torch.float16), 1e-5, 1e-5)[0] == "float16"
+    assert sweep_run._leaf_bounds(torch, info, "float32", torch.zeros(1, dtype=torch.float64), 1e-5, 1e-5) == ("float32", 1e-5, 1e-5)
+    assert sweep_run._leaf_bounds(torch, info, "complex64", torch.zeros(1, dtype=torch.complex64), 1e-5, 1e-5)[0] == "float32"
+    assert sweep_run._leaf_bounds(torch, info, "int32", torch.zeros(1, dtype=torch.float32), 0.0, 0.0)[0] == "float32"
+
+
+def test_order_and_count_ties_in_integer_dtypes() -> None:
+    info = sweep_db.load(torch).entry("mode")
+    assert sweep_db.oracle_for(info, "float32") == "value"
+    assert "mode" in sweep_db.COUNT_TIE_OPS and sweep_db.is_exact_dtype("int8")
+    lu = sweep_db.load(torch).entry("linalg.lu")
+    assert sweep_db.oracle_for(lu, "complex128") == "structure" and sweep_db.oracle_for(lu, "float64") == "value"

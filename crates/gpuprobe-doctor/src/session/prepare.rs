@@ -143,6 +143,7 @@ pub fn prepare_new(
         ),
         options: worker_options(
             &options.probe_options,
+            options.tier,
             python.as_ref(),
             bytecode_cache.as_deref(),
         ),
@@ -527,7 +528,12 @@ fn reopened(
         simulate: plan.simulate.clone(),
         settings: plan.settings.clone(),
         supervisor,
-        options: worker_options(&plan.options, python.as_ref(), bytecode_cache.as_deref()),
+        options: worker_options(
+            &plan.options,
+            plan.tier,
+            python.as_ref(),
+            bytecode_cache.as_deref(),
+        ),
         // What is left is regrouped from the planned tasks, which already name every GPU
         // the first run found.
         expected_devices: 1,
@@ -570,14 +576,21 @@ fn add_bytecode_cache(
     }
 }
 
-/// The options every worker's plan carries: the probe options, where the native worker
-/// should look for runtime libraries, and the bytecode cache.
+/// The worker option naming the run's tier: a probe listed in a lower tier runs its whole
+/// case list when the run is of the full tier (the sweep's standard subset runs a covering
+/// subset of its value classes and call variants otherwise).
+const TIER_OPTION: &str = "tier";
+
+/// The options every worker's plan carries: the probe options, the run's tier, where the
+/// native worker should look for runtime libraries, and the bytecode cache.
 fn worker_options(
     probe_options: &BTreeMap<String, serde_json::Value>,
+    tier: Tier,
     python: Option<&PythonChoice>,
     bytecode_cache: Option<&Path>,
 ) -> BTreeMap<String, serde_json::Value> {
     let mut options = native_library_hints(python);
+    options.insert(TIER_OPTION.into(), serde_json::json!(tier.name()));
     add_bytecode_cache(&mut options, bytecode_cache);
     options.extend(probe_options.clone());
     options
@@ -741,12 +754,16 @@ mod tests {
     #[test]
     fn workers_and_an_expanding_catalogue_are_told_the_bytecode_cache() {
         let cache = Path::new("/c/gpuprobe/bytecode");
-        let options = worker_options(&BTreeMap::new(), None, Some(cache));
+        let options = worker_options(&BTreeMap::new(), Tier::Full, None, Some(cache));
+        assert_eq!(options[TIER_OPTION], serde_json::json!("full"));
         assert_eq!(
             options.get(BYTECODE_CACHE_OPTION),
             Some(&serde_json::json!("/c/gpuprobe/bytecode"))
         );
-        assert!(!worker_options(&BTreeMap::new(), None, None).contains_key(BYTECODE_CACHE_OPTION));
+        assert!(
+            !worker_options(&BTreeMap::new(), Tier::Quick, None, None)
+                .contains_key(BYTECODE_CACHE_OPTION)
+        );
         // Listing without expanding imports no framework: nothing to cache, nothing sent.
         assert!(catalog_options(&[], Some(cache)).is_empty());
         let expanding = catalog_options(&["sweep"], Some(cache));

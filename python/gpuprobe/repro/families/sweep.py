@@ -54,7 +54,9 @@ def oracle_helpers() -> str:
             "# sweep's input transform, projection weights and oracle, unchanged.\n"
             "import math\nimport random\nfrom dataclasses import dataclass\nfrom typing import Any, Callable",
             _constants(sweep_oracle, "WRONG_VALUE", "NONFINITE_INVENTED", "NAN_LOST", "STRUCTURE"),
+            _constants(sweep_cases, "FLOAT_VALUE_CLASSES"),
             _sources(
+                sweep_cases.injected_value,
                 sweep_cases._transform_fn,
                 sweep_cases.dense_on_host,
                 sweep_cases.projection_weights,
@@ -64,6 +66,9 @@ def oracle_helpers() -> str:
                 sweep_oracle._first,
                 sweep_oracle.as_comparable,
                 sweep_oracle.compare_leaf,
+                sweep_oracle._complex_nonfinite_as_one,
+                sweep_oracle._undefined_integers,
+                sweep_oracle._plain_close,
                 sweep_oracle._compare_plain,
                 sweep_oracle._normalized_errors,
                 sweep_oracle._compare_float,
@@ -273,6 +278,16 @@ def _run_op(case: Case) -> Recipe:
     sample_index, transform, backward, output = _failing_case(case, key, dtype_name)
     if transform not in sweep_cases.TRANSFORMS:
         raise NoRepro(f"the failing sweep case names transform {transform!r}, which this gpuprobe does not know")
+    if transform in sweep_cases.CALL_VARIANTS:
+        raise NoRepro(
+            f"the failing case is the {transform!r} call variant: the script writes out a functional call and its "
+            "float64 reference, not an out=, in-place or method call (run the probe again with --only to see it)"
+        )
+    if sweep_db.is_exact_dtype(dtype_name):
+        raise NoRepro(
+            f"{dtype_name} is judged exactly against the CPU in the same dtype, which the script's float64 "
+            "reference does not do (run the probe again with --only to see it)"
+        )
     try:
         database = sweep_db.load(torch)
     except sweep_db.DatabaseUnavailable as exc:
@@ -303,7 +318,7 @@ def _run_op(case: Case) -> Recipe:
         raise NoRepro("the sample post-processes its output before the gradient (output_process_fn_grad), "
                       "which the script cannot write out")
     # The oracle and bounds of this case (sweep_run._run_one).
-    oracle = sweep_db.oracle_for(info)
+    oracle = sweep_db.oracle_for(info, dtype_name)
     atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
     if oracle == "value" and sweep_db.sample_is_random(info.name, sample):
         oracle = "structure"
@@ -313,12 +328,15 @@ def _run_op(case: Case) -> Recipe:
     if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
         low_atol, low_rtol = sweep_db.tolerance(info, torch, weakest)
         atol, rtol = max(atol, low_atol), max(rtol, low_rtol)
-    nonfinite_input = transform in ("nan", "posinf", "neginf")
-    compare_integers = not nonfinite_input and not (
+    nonfinite_input = transform in sweep_cases.NONFINITE_TRANSFORMS
+    magnitude_input = transform in sweep_cases.MAGNITUDE_CLASSES
+    compare_integers = not nonfinite_input and not magnitude_input and not (
         sweep_db.is_order_op(info.name)
-        and (dtype_name in ("float16", "bfloat16") or transform in sweep_cases.REPEATS_VALUES)
+        and (dtype_name in ("float16", "bfloat16") or transform in sweep_cases.MAKES_TIES)
     )
-    mixing = sweep_db.is_fourier(info.name) and nonfinite_input
+    mixing = (sweep_db.is_fourier(info.name) or sweep_db.dtype_kind(dtype_name) == "complex") and (
+        nonfinite_input or magnitude_input
+    )
     # The call, its tensors as data.
     first = sweep_cases.primary(torch, sample)
     sample_dtype = first.dtype if first is not None else None
@@ -415,7 +433,7 @@ def host_tensor(record):
 def materialize(device, upcast, contiguous=False):
     """The sample's tensors on ``device`` as the sweep moves them: float64 for the reference
     (``upcast``), the gradient's leaves, then the transform on its targets."""
-    transform = _transform_fn(torch, TRANSFORM, SEED)
+    transform = _transform_fn(torch, TRANSFORM, SEED, getattr(torch, SAMPLE_DTYPE) if SAMPLE_DTYPE else None)
     tensors, leaves = [], []
     for record in TENSORS:
         data = host_tensor(record)

@@ -17,6 +17,18 @@ Transforms (the input classes; each is a variant in the report):
 | ``empty`` | tensors sharing the first tensor's dim 0 | that dimension sliced to 0 |
 | ``size1`` | tensors sharing the first tensor's dim 0 | that dimension sliced to 1 |
 | ``tail257`` / ``tail192`` | floating tensors sharing its last dim | last dim 257 (≡ 1 mod 32) or 192 (≡ 64 mod 128), values repeated |
+| ``negzero`` / ``negnan`` / ``subnormal`` | the first floating tensor | one element (seeded) −0.0, NaN with its sign bit set, half the smallest normal |
+| ``huge`` / ``max`` / ``lowest`` | the first floating tensor | one element √max/16 (its square still finite), the dtype's largest, its lowest |
+| ``intmax`` / ``intmin`` | the first integer tensor | one element the dtype's largest / smallest value |
+| ``negative`` | the first integer tensor | every positive element negated |
+| ``out`` / ``out_noncontig`` / ``out_resize`` | the call | ``out=`` a tensor of the result's shape (contiguous, every other element of a wider one, or empty to be resized), filled with a sentinel |
+| ``out_wide`` / ``out_narrow`` | the call | ``out=`` of a wider / narrower dtype of the same kind (the cast into ``out``) |
+| ``inplace`` / ``inplace_noncontig`` | the call | the in-place variant (``x.add_``), on the input as given or as a stride-2 view |
+| ``method`` | the call | the method variant (``x.add(...)``) |
+
+For integer and boolean dtypes the subject tensors are the tensors of the probe's dtype
+(floating arguments keep their values), for floating and complex dtypes the floating and
+complex tensors, as before.
 
 Every transform is a differentiable function of the sample's tensors, so gradients land on
 the same leaves on the device and in the reference. The reference applies it to float64
@@ -48,11 +60,69 @@ TRANSFORMS = (
     "size1",
     "tail257",
     "tail192",
+    # value classes: one element (or every positive one) at an edge of the dtype
+    "negzero",
+    "negnan",
+    "subnormal",
+    "huge",
+    "max",
+    "lowest",
+    "intmax",
+    "intmin",
+    "negative",
+    # call variants: the same sample through another entry point of the operator
+    "out",
+    "out_noncontig",
+    "out_resize",
+    "out_wide",
+    "out_narrow",
+    "inplace",
+    "inplace_noncontig",
+    "method",
 )
+#: Value classes of floating and complex dtypes (one element replaced).
+FLOAT_VALUE_CLASSES = ("negzero", "negnan", "subnormal", "huge", "max", "lowest")
+#: Value classes of integer dtypes.
+INTEGER_VALUE_CLASSES = ("intmax", "intmin", "negative")
+#: Classes whose values are at the dtype's range: arithmetic on them may overflow.
+MAGNITUDE_CLASSES = frozenset({"huge", "max", "lowest"})
+#: Transforms that put a NaN or an infinity into the input.
+NONFINITE_TRANSFORMS = frozenset({"nan", "posinf", "neginf", "negnan"})
+#: Entry points other than the functional call; forward only.
+CALL_VARIANTS = ("out", "out_noncontig", "out_resize", "out_wide", "out_narrow", "inplace", "inplace_noncontig", "method")
+#: Transforms added to the sweep's input classes after the first ones: value classes and call
+#: variants. The standard tier runs a covering subset of them (``sweep_specs.subset_new_axes``).
+NEW_AXES = FLOAT_VALUE_CLASSES + INTEGER_VALUE_CLASSES + CALL_VARIANTS
+#: The dtype an ``out_wide`` / ``out_narrow`` output of the probe's dtype is written into:
+#: one step wider or narrower in the same kind, a cast ``torch.can_cast`` allows.
+WIDER = {
+    "float16": "float32",
+    "bfloat16": "float32",
+    "float32": "float64",
+    "complex64": "complex128",
+    "int8": "int64",
+    "int16": "int64",
+    "int32": "int64",
+    "uint8": "int64",
+}
+NARROWER = {
+    "float64": "float32",
+    "float32": "float16",
+    "complex128": "complex64",
+    "int64": "int32",
+    "int32": "int16",
+    "int16": "int8",
+}
+#: PyTorch's "barebones" unsigned dtypes: advanced indexing, which the ``tail*`` transforms
+#: use to repeat values, has no CUDA kernel for them (``"index_cuda" not implemented for
+#: 'UInt16'`` on torch 2.11), so those transforms would test themselves, not the operator.
+BAREBONES_UNSIGNED = ("uint16", "uint32", "uint64")
 #: Transforms that keep every value (allowed for decompositions and solvers).
-VALUE_KEEPING = frozenset({"base", "noncontig", "transposed", "channels_last", "empty", "size1"})
+VALUE_KEEPING = frozenset({"base", "noncontig", "transposed", "channels_last", "empty", "size1"} | set(CALL_VARIANTS))
 #: Transforms after which equal values are likely (order-statistic positions may tie).
 REPEATS_VALUES = frozenset({"broadcast", "tail257", "tail192"})
+#: Transforms that make a tie of their own: −0.0 equals 0.0.
+MAKES_TIES = REPEATS_VALUES | {"negzero"}
 #: Samples read from the database's generator before choosing (some generate hundreds).
 MAX_SAMPLES_SCAN = 48
 #: Samples run as given (``base``), spread over the generated ones.
@@ -118,26 +188,114 @@ def tensors_of(torch: Any, sample: Any) -> list[Any]:
 
 
 #: Floating dtypes from the most to the least precise (by significand bits).
-_PRECISION_ORDER = ("float64", "float32", "float16", "bfloat16")
+PRECISION_ORDER = ("float64", "float32", "float16", "bfloat16")
 
 
 def least_precise_float(torch: Any, sample: Any) -> str | None:
     """The least precise floating dtype among the sample's tensors (a float64 input with
     float32 weights computes partly in float32: type promotion), or None."""
     names = {str(t.dtype).replace("torch.", "") for t in tensors_of(torch, sample) if t.is_floating_point()}
-    ranked = [n for n in _PRECISION_ORDER if n in names]
+    ranked = [n for n in PRECISION_ORDER if n in names]
     return ranked[-1] if ranked else None
 
 
-def primary(torch: Any, sample: Any) -> Any | None:
-    """The first floating tensor of the sample with at least one element."""
-    for t in tensors_of(torch, sample):
-        if (t.is_floating_point() or t.is_complex()) and t.numel() > 0:
+def is_subject(torch: Any, t: Any, dtype_name: str) -> bool:
+    """Whether ``t`` is one of the tensors a probe of ``dtype_name`` transforms: floating
+    and complex tensors for floating and complex dtypes, tensors of the probe's own dtype
+    for integer and boolean ones (their other tensors are indices, counts or masks)."""
+    if sweep_db.is_exact_dtype(dtype_name):
+        return t.dtype == getattr(torch, dtype_name)
+    return bool(t.is_floating_point() or t.is_complex())
+
+
+def subjects(torch: Any, sample: Any, dtype_name: str = "float32") -> list[Any]:
+    """The sample's subject tensors (``is_subject``), in ``tensors_of`` order."""
+    return [t for t in tensors_of(torch, sample) if is_subject(torch, t, dtype_name)]
+
+
+def primary(torch: Any, sample: Any, dtype_name: str = "float32") -> Any | None:
+    """The first subject tensor of the sample with at least one element."""
+    for t in subjects(torch, sample, dtype_name):
+        if t.numel() > 0:
             return t
     return None
 
 
-def applicable(torch: Any, info: Any, sample: Any, transform: str) -> bool:
+def injected_value(torch: Any, transform: str, dtype: Any) -> Any:
+    """The value a value class puts into a tensor of ``dtype`` (None where the class does
+    not exist for it: ``huge`` in float16, whose √max/16 is 16; ``intmin`` of an unsigned
+    dtype, which is 0)."""
+    if transform in ("nan", "posinf", "neginf"):
+        return {"nan": float("nan"), "posinf": float("inf"), "neginf": float("-inf")}[transform]
+    if transform in FLOAT_VALUE_CLASSES:
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return None
+        info = torch.finfo(dtype)
+        if transform == "negzero":
+            return -0.0
+        if transform == "negnan":
+            return float("nan")  # its sign bit is set by the transform (``neg``)
+        if transform == "subnormal":
+            return float(info.smallest_normal) / 2
+        if transform == "huge":
+            return None if dtype == torch.float16 else float(info.max) ** 0.5 / 16
+        return float(info.max) if transform == "max" else float(info.min)
+    if transform in ("intmax", "intmin"):
+        if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+            return None
+        info = torch.iinfo(dtype)
+        if transform == "intmin" and info.min == 0:
+            return None
+        return int(info.max) if transform == "intmax" else int(info.min)
+    return None
+
+
+def _in_domain(info: Any, value: float) -> bool:
+    """Whether ``value`` lies in the operator's declared domain (``OpInfo.domain`` of unary
+    functions: ``log`` is defined on (0, ∞)); any value when none is declared."""
+    domain = getattr(info, "domain", None)
+    if not isinstance(domain, tuple) or len(domain) != 2:
+        return True
+    low, high = domain
+    if value != value:  # NaN: outside every declared domain
+        return False
+    return (low is None or value >= low) and (high is None or value < high)
+
+
+def _declares_floats(torch: Any, info: Any) -> bool:
+    try:
+        return any(d.is_floating_point for d in info.supported_dtypes("cpu"))
+    except Exception:  # noqa: BLE001 - drifted API: treated as integer-only
+        return False
+
+
+def variant_available(torch: Any, info: Any, sample: Any, transform: str, dtype_name: str) -> bool:
+    """Whether the database gives this call variant for the entry, and it fits the sample."""
+    tensor_input = isinstance(sample.input, torch.Tensor)
+    if transform.startswith("out"):
+        if not bool(getattr(info, "supports_out", False)):
+            return False
+        if transform == "out_wide":
+            return dtype_name in WIDER
+        if transform == "out_narrow":
+            return dtype_name in NARROWER
+        return True
+    if transform.startswith("inplace"):
+        if getattr(info, "inplace_variant", None) is None or not tensor_input:
+            return False
+        if bool(getattr(sample, "broadcasts_input", False)):
+            # The database marks samples whose input would have to grow to the result's
+            # shape: an in-place call rejects them on every device.
+            return False
+        if transform == "inplace_noncontig":
+            return sample.input.dim() >= 1 and sample.input.numel() > 0 and is_subject(torch, sample.input, dtype_name)
+        return True
+    if transform == "method":
+        return getattr(info, "method_variant", None) is not None and tensor_input
+    raise CaseError(f"unknown call variant {transform!r}")
+
+
+def applicable(torch: Any, info: Any, sample: Any, transform: str, dtype_name: str = "float32") -> bool:
     """Whether ``transform`` changes anything for this sample (and is allowed for the op)."""
     if transform == "base":
         return True
@@ -147,8 +305,10 @@ def applicable(torch: Any, info: Any, sample: Any, transform: str) -> bool:
         return False
     if any(t.layout != torch.strided for t in tensors_of(torch, sample)):
         return transform == "base"
-    floats = [t for t in tensors_of(torch, sample) if t.is_floating_point() or t.is_complex()]
-    first = primary(torch, sample)
+    if transform in CALL_VARIANTS:
+        return variant_available(torch, info, sample, transform, dtype_name)
+    floats = subjects(torch, sample, dtype_name)
+    first = primary(torch, sample, dtype_name)
     if transform == "noncontig":
         return any(t.dim() >= 1 and t.numel() > 0 for t in floats)
     if transform == "transposed":
@@ -159,33 +319,69 @@ def applicable(torch: Any, info: Any, sample: Any, transform: str) -> bool:
         return False
     if transform == "broadcast":
         return first.dim() >= 1 and first.shape[0] > 1
-    if transform in ("nan", "posinf", "neginf"):
-        return True
+    if transform in ("nan", "posinf", "neginf") or transform in FLOAT_VALUE_CLASSES:
+        if not (first.is_floating_point() or first.is_complex()):
+            return False
+        if transform == "negzero" and first.is_complex():
+            # The sign of a complex zero picks a side of a branch cut (``angle``, ``log``):
+            # CPU and device implementations follow C99's Annex G to different degrees, and
+            # no float64 reference settles it.
+            return False
+        value = injected_value(torch, transform, first.dtype)
+        if value is None:
+            return False
+        # NaN and the infinities reach every op (a NaN result is their answer outside a
+        # domain); the finite classes only where the op is defined for them.
+        return transform in NONFINITE_TRANSFORMS or _in_domain(info, value)
+    if transform in INTEGER_VALUE_CLASSES:
+        # Only where the integer tensor carries values of an arithmetic op: an entry that
+        # declares no floating dtype takes its integer input as indices, counts or shifts
+        # (``bincount``, ``one_hot``, ``bitwise_left_shift``), where the dtype's extremes
+        # allocate without bound or are undefined.
+        if not sweep_db.dtype_kind(dtype_name) == "integer" or not _declares_floats(torch, info):
+            return False
+        if transform == "negative":
+            return bool(first.dtype.is_signed) and _in_domain(info, -1.0)
+        value = injected_value(torch, transform, first.dtype)
+        return value is not None and _in_domain(info, float(value))
     if transform in ("empty", "size1") and any(
-        not (t.is_floating_point() or t.is_complex()) for t in tensors_of(torch, sample)
+        not is_subject(torch, t, dtype_name) or (sweep_db.is_exact_dtype(dtype_name) and t is not first)
+        for t in tensors_of(torch, sample)
     ):
         # Index values would point past the sliced tensor: the CPU rejects that, and CUDA
         # answers an out-of-range index with a device-side assert (by design), which ends
-        # the process's device context.
+        # the process's device context. An integer probe's other tensors may be indices of
+        # its own dtype: its samples are sliced only when they hold one tensor.
         return False
     if transform == "empty":
         return first.dim() >= 1 and first.shape[0] >= 1
     if transform == "size1":
         return first.dim() >= 1 and first.shape[0] > 1
     if transform in ("tail257", "tail192"):
+        if dtype_name in BAREBONES_UNSIGNED:
+            return False
         return first.dim() >= 1 and 1 <= first.shape[-1] < 64
     raise CaseError(f"unknown transform {transform!r}")
 
 
 def choose_cases(
-    torch: Any, info: Any, samples: list[Any], seed: int, backward: bool, dtype_name: str = "float32"
+    torch: Any,
+    info: Any,
+    samples: list[Any],
+    seed: int,
+    backward: bool,
+    dtype_name: str = "float32",
+    only_new: tuple[str, ...] | None = None,
 ) -> list[Case]:
     """The cases of one probe: base samples, then each transform on the samples it fits.
 
     In bfloat16 and float16, order statistics get no backward cases (their gradients go to
     positions chosen among ties, which are frequent at that precision), and neither do the
     transforms that repeat values (many equal contributions accumulate, by atomics in any
-    order, at the dtype's precision).
+    order, at the dtype's precision). Call variants run forward only (their gradients are
+    the functional call's), and value classes run no backward in half precision (what its
+    gradient does with the dtype's extremes is the forward's overflow again). ``only_new`` limits the value classes and call variants to those
+    named (the standard tier's subset); None runs them all.
     """
     low_precision = dtype_name in ("float16", "bfloat16")
     if low_precision and sweep_db.is_order_op(info.name):
@@ -199,16 +395,26 @@ def choose_cases(
         if backward:
             cases.append(Case(index, "base", True))
     for transform in TRANSFORMS[1:]:
-        chosen = [i for i in order if applicable(torch, info, samples[i], transform)][:TRANSFORM_SAMPLES]
+        if only_new is not None and transform in NEW_AXES and transform not in only_new:
+            continue
+        chosen = [i for i in order if applicable(torch, info, samples[i], transform, dtype_name)][:TRANSFORM_SAMPLES]
         for index in chosen:
             cases.append(Case(index, transform, False))
-            if backward and transform != "empty" and not (low_precision and transform in REPEATS_VALUES):
+            if (
+                backward
+                and transform != "empty"
+                and transform not in CALL_VARIANTS
+                and not (transform == "negzero" and sweep_db.is_order_op(info.name))
+                and not (low_precision and (transform in REPEATS_VALUES or transform in FLOAT_VALUE_CLASSES))
+            ):
                 cases.append(Case(index, transform, True))
     return cases
 
 
-def _transform_fn(torch: Any, transform: str, seed: int) -> Callable[[Any], Any]:
-    if transform == "noncontig":
+def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None) -> Callable[[Any], Any]:
+    """The transform as a function of one tensor; ``dtype`` is the sample's own dtype, whose
+    extremes the value classes inject (the reference's tensor is float64 by then)."""
+    if transform in ("noncontig", "inplace_noncontig"):
         return lambda x: torch.stack([x, x], dim=-1)[..., 0] if x.dim() >= 1 and x.numel() > 0 else x
     if transform == "transposed":
         return lambda x: x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x
@@ -216,15 +422,20 @@ def _transform_fn(torch: Any, transform: str, seed: int) -> Callable[[Any], Any]
         return lambda x: x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
     if transform == "broadcast":
         return lambda x: x[:1].expand_as(x)
-    if transform in ("nan", "posinf", "neginf"):
-        special = {"nan": float("nan"), "posinf": float("inf"), "neginf": float("-inf")}[transform]
+    if transform == "negative":
+        return lambda x: torch.where(x > 0, -x, x)
+    if transform in ("nan", "posinf", "neginf", "negzero", "negnan", "subnormal", "huge", "max", "lowest", "intmax", "intmin"):
 
         def inject(x: Any) -> Any:
+            special = injected_value(torch, transform, dtype if dtype is not None else x.dtype)
             position = random.Random(seed).randrange(x.numel())
             mask = torch.zeros(x.numel(), dtype=torch.bool)
             mask[position] = True
             mask = mask.reshape(x.shape).to(x.device)
-            return torch.where(mask, torch.full_like(x, special), x)
+            fill = torch.full_like(x, special)
+            if transform == "negnan":
+                fill = fill.neg()  # NaN with its sign bit set
+            return torch.where(mask, fill, x)
 
         return inject
     if transform == "empty":
@@ -242,16 +453,20 @@ def _transform_fn(torch: Any, transform: str, seed: int) -> Callable[[Any], Any]
     return lambda x: x
 
 
-def _targets(torch: Any, sample: Any, transform: str) -> set[int]:
+def _targets(torch: Any, sample: Any, transform: str, dtype_name: str = "float32") -> set[int]:
     """ids of the sample's tensors the transform applies to."""
     tensors = tensors_of(torch, sample)
-    floats = [t for t in tensors if t.is_floating_point() or t.is_complex()]
-    first = primary(torch, sample)
+    floats = subjects(torch, sample, dtype_name)
+    first = primary(torch, sample, dtype_name)
     if transform in ("noncontig", "transposed", "channels_last"):
         return {id(t) for t in floats}
+    if transform == "inplace_noncontig":
+        return {id(sample.input)} if isinstance(sample.input, torch.Tensor) else set()
+    if transform in CALL_VARIANTS:
+        return set()
     if first is None:
         return set()
-    if transform in ("broadcast", "nan", "posinf", "neginf"):
+    if transform in ("broadcast", "nan", "posinf", "neginf") or transform in FLOAT_VALUE_CLASSES + INTEGER_VALUE_CLASSES:
         return {id(first)}
     if transform in ("empty", "size1"):
         # Tensors batched like the first (same rank, same leading size); a parameter vector
@@ -305,6 +520,7 @@ def materialize(
     device: Any,
     upcast: bool,
     contiguous: bool = False,
+    dtype_name: str = "float32",
 ) -> tuple[Any, list[Any], Any]:
     """The call's (input, args, kwargs) on ``device``, and the leaves gradients are taken for.
 
@@ -315,11 +531,11 @@ def materialize(
     """
     from torch.utils._pytree import tree_map  # type: ignore
 
-    targets = _targets(torch, sample, case.transform)
-    fn = _transform_fn(torch, case.transform, seed)
-    leaves: list[Any] = []
-    first = primary(torch, sample)
+    targets = _targets(torch, sample, case.transform, dtype_name)
+    first = primary(torch, sample, dtype_name)
     sample_dtype = first.dtype if first is not None else None
+    fn = _transform_fn(torch, case.transform, seed, sample_dtype)
+    leaves: list[Any] = []
 
     def move(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -342,7 +558,9 @@ def materialize(
                     data = data.contiguous()
             return data
         if upcast and sample_dtype is not None and isinstance(value, torch.dtype) and value == sample_dtype:
-            return torch.float64 if sample_dtype.is_floating_point else value
+            if sample_dtype.is_floating_point:
+                return torch.float64
+            return torch.complex128 if sample_dtype.is_complex else value
         if isinstance(value, torch.device):
             return torch.device(device)
         return value
@@ -384,19 +602,90 @@ def differentiable_outputs(torch: Any, result: Any) -> list[Any]:
     ]
 
 
+def _sentinel_fill(torch: Any, out: Any) -> Any:
+    """Fills an ``out=`` tensor with a value the operator must overwrite: NaN, or one below
+    an integer dtype's largest value (the largest itself is a value the oracle cannot
+    judge: ``sweep_oracle._undefined_integers``), or True."""
+    if out.numel() == 0:
+        return out
+    if out.is_floating_point() or out.is_complex():
+        return out.fill_(float("nan"))
+    if out.dtype == torch.bool:
+        return out.fill_(True)
+    return out.fill_(int(torch.iinfo(out.dtype).max) - 1)
+
+
+def _out_like(torch: Any, like: Any, variant: str, dtype_name: str, upcast: bool) -> Any:
+    """The tensor an ``out=`` variant writes into, for a functional result ``like``.
+
+    The device's out takes the variant's dtype for results of the probe's own dtype; the
+    reference's keeps its own result's dtype (float64), so the reference of every ``out=``
+    variant is the functional result computed through the CPU's ``out=`` path.
+    """
+    dtype = like.dtype
+    if not upcast and like.dtype == getattr(torch, dtype_name):
+        if variant == "out_wide":
+            dtype = getattr(torch, WIDER[dtype_name])
+        elif variant == "out_narrow":
+            dtype = getattr(torch, NARROWER[dtype_name])
+    if variant == "out_resize":
+        return torch.empty(0, dtype=dtype, device=like.device)
+    shape = tuple(like.shape)
+    if variant == "out_noncontig" and like.dim() >= 1 and like.numel() > 0:
+        wide = torch.empty(shape[:-1] + (2 * shape[-1],), dtype=dtype, device=like.device)
+        return _sentinel_fill(torch, wide)[..., ::2]
+    return _sentinel_fill(torch, torch.empty(shape, dtype=dtype, device=like.device))
+
+
+def call_variant(torch: Any, info: Any, variant: str, call: tuple[Any, list[Any], Any], dtype_name: str, upcast: bool) -> Any:
+    """Runs one call variant of the entry; returns what it produced (for ``out=``, the out
+    tensors; for in-place, the tensor written)."""
+    from torch.utils._pytree import tree_flatten  # type: ignore
+
+    call_input, args, kwargs = call
+    if variant == "method":
+        return info.method_variant(call_input, *args, **kwargs)
+    if variant.startswith("inplace"):
+        return info.inplace_variant(call_input, *args, **kwargs)
+    functional = info.op(call_input, *args, **kwargs)
+    results, _spec = tree_flatten(functional)
+    if not results or not all(isinstance(r, torch.Tensor) for r in results):
+        raise CaseError("the functional call returns values that are not tensors: no out= to give")
+    outs = [_out_like(torch, r, variant, dtype_name, upcast) for r in results]
+    info.op(call_input, *args, **kwargs, out=outs[0] if isinstance(functional, torch.Tensor) else tuple(outs))
+    return outs
+
+
 def run_case(
-    torch: Any, info: Any, sample: Any, case: Case, seed: int, *, device: Any, upcast: bool, contiguous: bool = False
+    torch: Any,
+    info: Any,
+    sample: Any,
+    case: Case,
+    seed: int,
+    *,
+    device: Any,
+    upcast: bool,
+    contiguous: bool = False,
+    dtype_name: str = "float32",
+    functional: bool = False,
 ) -> list[Any]:
     """Computes one case; returns the flat list of results (outputs, or gradients).
 
     Forward: the op's outputs, flattened. Backward: the gradient of ``Σ⟨w, out⟩`` for every
-    leaf that requires grad (None where the op does not depend on a leaf).
+    leaf that requires grad (None where the op does not depend on a leaf). A call variant
+    returns what its entry point produced (the ``out=`` tensors, the tensor written in
+    place, the method's result), or with ``functional`` what the functional call gives for
+    the same inputs: the variant's truth.
     """
     from torch.utils._pytree import tree_leaves  # type: ignore
 
     (call_input, args, kwargs), leaves, sample_dtype = materialize(
-        torch, sample, case, seed, device=device, upcast=upcast, contiguous=contiguous
+        torch, sample, case, seed, device=device, upcast=upcast, contiguous=contiguous, dtype_name=dtype_name
     )
+    if case.transform in CALL_VARIANTS and not functional:
+        with torch.no_grad():
+            result = call_variant(torch, info, case.transform, (call_input, args, kwargs), dtype_name, upcast)
+        return list(tree_leaves(result))
     if not case.backward:
         with torch.no_grad():
             result = info(call_input, *args, **kwargs)

@@ -15,7 +15,10 @@ Every rule that keeps a benign difference from failing is here, and each is docu
   the reference is finite fails ("NaN/Inf invented"), unless the reference lies beyond the
   dtype's largest finite value (an overflow the dtype cannot avoid) or the CPU in the same
   dtype overflows at that element too.
-- **integers and booleans:** equal, except the positions returned by order statistics
+- **integers and booleans:** equal (integer and boolean dtypes against the CPU in the
+  same dtype, every other against float64), except where the reference's value lies
+  outside the range of the dtype written (a narrowing ``out=`` wraps it, implementation
+  defined), and except the positions returned by order statistics
   (``sweep_db.ORDER_OPS``) where ties are possible: low-precision dtypes, and transforms
   that repeat values (``broadcast``, ``tail*``). Those positions are not compared; the values
   they select are.
@@ -105,8 +108,16 @@ def compare_leaf(
     nonfinite_pattern: bool = True,
     inf_input: bool = False,
     nonfinite_input: bool = False,
+    wrap_dtype: Any = None,
+    rounding_slack: int = 0,
 ) -> LeafFailure | None:
     """Judges one output leaf; None when it is right.
+
+    ``wrap_dtype`` (an integer probe's dtype) lets integer elements differ by a multiple
+    of 2^bits where one side lies outside that dtype's range: one side computed the
+    overflow in a wider type, the other wrapped (signed overflow is undefined).
+    ``rounding_slack`` lets integer elements differ by that much (an integer result
+    truncated from a floating intermediate whose precision the backend chooses).
 
     ``nonfinite_pattern`` False compares only elements finite on both sides (transforms of
     NaN input); ``inf_input`` accepts an infinity where the reference has NaN (how ``inf −
@@ -117,12 +128,15 @@ def compare_leaf(
     """
     if not isinstance(expected, torch.Tensor) or not isinstance(found, torch.Tensor):
         return _compare_plain(torch, found, expected, atol=atol, rtol=rtol)
+    complex_pair = found.is_complex() and expected.is_complex()
     found = as_comparable(torch, found)
     expected = as_comparable(torch, expected)
     if tuple(found.shape) != tuple(expected.shape):
         return LeafFailure(
             STRUCTURE, f"shape {tuple(found.shape)} where the reference has {tuple(expected.shape)}"
         )
+    if complex_pair and found.numel():
+        found = _complex_nonfinite_as_one(torch, found, expected)
     if found.dtype.is_floating_point != expected.dtype.is_floating_point:
         return LeafFailure(STRUCTURE, f"dtype {found.dtype} where the reference has {expected.dtype}")
     if found.numel() == 0 or oracle == "shape":
@@ -146,7 +160,10 @@ def compare_leaf(
     if not expected.dtype.is_floating_point:
         if not compare_integers:
             return None
-        differ = found.to(torch.int64) != expected.to(torch.int64)
+        wanted = expected.to(torch.int64)
+        differ = (found.to(torch.int64) - wanted).abs() > rounding_slack
+        if bool(differ.any()) and found.dtype != torch.bool:
+            differ &= ~_undefined_integers(torch, found, wanted, wrap_dtype)
         if bool(differ.any()):
             i = _first(torch, differ)
             return LeafFailure(
@@ -168,15 +185,12 @@ def _compare_plain(torch: Any, found: Any, expected: Any, *, atol: float, rtol: 
     if isinstance(expected, bool) or isinstance(found, bool):
         ok = found == expected
     elif isinstance(expected, (int, float)) and isinstance(found, (int, float)):
-        e, f = float(expected), float(found)
-        if math.isnan(e) or math.isnan(f):
-            ok = math.isnan(e) and math.isnan(f)
-        elif math.isinf(e) or math.isinf(f):
-            ok = e == f
-        else:
-            ok = abs(e - f) <= atol + rtol * abs(e)
-    elif isinstance(expected, complex) or isinstance(found, complex):
-        ok = abs(complex(found) - complex(expected)) <= atol + rtol * abs(complex(expected))
+        ok = _plain_close(float(expected), float(found), atol, rtol)
+    elif isinstance(expected, (int, float, complex)) and isinstance(found, (int, float, complex)):
+        # A complex number: its real and imaginary parts, each like a real number (NaN
+        # matches NaN, an infinity the same infinity).
+        e, f = complex(expected), complex(found)
+        ok = _plain_close(e.real, f.real, atol, rtol) and _plain_close(e.imag, f.imag, atol, rtol)
     else:
         try:
             ok = bool(found == expected)
@@ -185,6 +199,55 @@ def _compare_plain(torch: Any, found: Any, expected: Any, *, atol: float, rtol: 
     if ok:
         return None
     return LeafFailure(WRONG_VALUE, "the returned value differs", expected=repr(expected)[:80], found=repr(found)[:80])
+
+
+def _complex_nonfinite_as_one(torch: Any, found: Any, expected: Any) -> Any:
+    """A complex number is infinite or NaN as a whole when any of its parts is (C99 Annex
+    G): which parts of a non-finite result hold NaN or an infinity follows the formula an
+    implementation uses ((inf + 0j)·(a + bj) is NaN + NaN·j by the schoolbook product, an
+    infinity by Annex G's recovery; a complex 0/0 is NaN + NaN·j or NaN + 0j). Where both
+    sides are non-finite numbers, the device's parts are taken as the reference's; a
+    non-finite number on one side only is still judged (NaN lost, NaN/Inf invented)."""
+    both = ~torch.isfinite(found).all(-1) & ~torch.isfinite(expected).all(-1)
+    if not bool(both.any()):
+        return found
+    return torch.where(both.unsqueeze(-1), expected.to(found.dtype), found)
+
+
+def _undefined_integers(torch: Any, found: Any, wanted: Any, wrap_dtype: Any) -> Any:
+    """Elements whose integer value is undefined by the language, so any value is right:
+
+    - the reference's value lies outside the range of the dtype written (an ``out=`` of a
+      narrower integer dtype wraps it, implementation defined);
+    - either side holds the written dtype's smallest or largest value: what converting a
+      float beyond an integer's range gives (x86 returns the smallest, CUDA saturates);
+      the conversion is undefined in C++;
+    - with ``wrap_dtype``, the two differ by a multiple of 2^bits of that dtype and one
+      lies outside its range: an overflow one side computed wider.
+    """
+    found64 = found.to(torch.int64)
+    undefined = torch.zeros_like(found64, dtype=torch.bool)
+    if found.dtype.itemsize < 8 or found.dtype.is_signed:
+        limits = torch.iinfo(found.dtype)
+        if found.dtype.itemsize < 8:
+            undefined |= (wanted < limits.min) | (wanted > limits.max)
+        undefined |= (found64 == limits.max) | (wanted == limits.max)
+        if found.dtype.is_signed:
+            # An unsigned dtype's smallest value is 0, an ordinary result.
+            undefined |= (found64 == limits.min) | (wanted == limits.min)
+    if wrap_dtype is not None and wrap_dtype.itemsize < 8:
+        limits = torch.iinfo(wrap_dtype)
+        outside = (found64 < limits.min) | (found64 > limits.max) | (wanted < limits.min) | (wanted > limits.max)
+        undefined |= outside & ((found64 - wanted) % (1 << (8 * wrap_dtype.itemsize)) == 0)
+    return undefined
+
+
+def _plain_close(e: float, f: float, atol: float, rtol: float) -> bool:
+    if math.isnan(e) or math.isnan(f):
+        return math.isnan(e) and math.isnan(f)
+    if math.isinf(e) or math.isinf(f):
+        return e == f
+    return abs(e - f) <= atol + rtol * abs(e)
 
 
 def _normalized_errors(torch: Any, found: Any, ref: Any, atol: float, rtol: float) -> tuple[Any, Any]:

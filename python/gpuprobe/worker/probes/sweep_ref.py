@@ -10,15 +10,19 @@ the same inputs on both sides, and a digest of them proves it), and restarts it 
 dies. Messages are length-prefixed pickles on the process's stdin and stdout.
 
 Modes of a request: ``reference`` (float64, the inputs in the case's layout), ``same_dtype``
-(the sample's dtype: the yardstick of the oracle, never the truth) and
+(the sample's dtype: the yardstick of the oracle, never the truth),
 ``reference_contiguous`` (float64 from contiguous copies: a second opinion when a layout
-transform differs, since the CPU's strided kernels have bugs of their own). When the
+transform differs, since the CPU's strided kernels have bugs of their own) and
+``variant_same_dtype`` (a call variant's own outputs on the CPU in the sample's dtype: in
+every other mode a call variant returns the functional call's values, after the CPU's
+variant has shown the call is valid). When the
 sample at the requested index has another digest, the sample with the device's digest is
 used (the database's generators may iterate over sets, whose order follows the process).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -27,7 +31,7 @@ import struct
 import subprocess
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 from gpuprobe.worker.probes import sweep_cases
 
@@ -119,17 +123,31 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
     sample = samples[index]
     case = sweep_cases.Case(index, request["transform"], request["backward"])
     mode = request.get("mode", "reference")
+    reference = mode in ("reference", "reference_contiguous")
     try:
-        outputs = sweep_cases.run_case(
-            torch,
-            info,
-            sample,
-            case,
-            request["seed"],
-            device="cpu",
-            upcast=mode in ("reference", "reference_contiguous"),
-            contiguous=mode == "reference_contiguous",
-        )
+        with _default_dtype(torch, torch.float64 if reference and sweep_db.is_exact_dtype(request["dtype"]) else None):
+
+            def compute(functional: bool) -> list[Any]:
+                return sweep_cases.run_case(
+                    torch,
+                    info,
+                    sample,
+                    case,
+                    request["seed"],
+                    device="cpu",
+                    upcast=reference,
+                    contiguous=mode == "reference_contiguous",
+                    dtype_name=request["dtype"],
+                    functional=functional,
+                )
+
+            outputs = compute(False)
+            if case.transform in sweep_cases.CALL_VARIANTS and mode != "variant_same_dtype":
+                # The CPU's own variant decides whether the call is valid (it raised above
+                # if not); its values are the functional call's: an ``out=`` or in-place
+                # write must equal them, and the CPU's own out= paths have bugs of their
+                # own (a non-contiguous out left unwritten by ``avg_pool3d``).
+                outputs = compute(True)
     except sweep_cases.CaseError as exc:
         return {"ok": False, "kind": "unavailable", "error": str(exc)}
     except NotImplementedError as exc:
@@ -139,6 +157,23 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
         kind = "unsupported" if "not implemented for" in text else "rejected"
         return {"ok": False, "kind": kind, "error": text}
     return {"ok": True, "outputs": [_transferable(torch, o) for o in outputs]}
+
+
+@contextlib.contextmanager
+def _default_dtype(torch: Any, dtype: Any) -> Iterator[None]:
+    """The default floating dtype while a reference runs: float64 for integer and boolean
+    probes, whose integer tensors keep their dtype (integer arithmetic is exact) while the
+    floating results they promote to (``sqrt`` of an int32 tensor) are computed in float64;
+    the device computes those in its default, float32, and is judged by float32's bound."""
+    if dtype is None:
+        yield
+        return
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 #: Dtypes whose tensors torch cannot unpickle ("UntypedStorage has no attribute dtype"),

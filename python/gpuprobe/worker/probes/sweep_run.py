@@ -71,8 +71,10 @@ def _apply_fault(torch: Any, engine: Any, fault: Any, call: Any, values: list[An
     return out
 
 
-def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
-    """Sweeps one database entry in one dtype on the device under test."""
+def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = None) -> ProbeOutput:
+    """Sweeps one database entry in one dtype on the device under test. ``subset`` names
+    the value classes and call variants a standard-subset probe runs below the full tier
+    (a run that names no tier runs them all)."""
     torch = ctx.torch
     dtype_name = sweep_db.DTYPES[dtype]
     # The lane's reference process imports torch and the database while this worker does
@@ -92,7 +94,7 @@ def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
     if not sweep_db.supports(info, torch, dtype_name, dev_type):
         raise SkipProbe(f"the database lists no {dtype_name} support for {info.name} on {dev_type}")
     backward = sweep_db.supports_backward(info, torch, dtype_name, dev_type)
-    oracle = sweep_db.oracle_for(info)
+    oracle = sweep_db.oracle_for(info, dtype_name)
     atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
     seed = ctx.derive_seed("samples") % (2**31)
     generated_with_grad = backward
@@ -119,7 +121,8 @@ def run_op(ctx: ProbeContext, key: str, dtype: str) -> ProbeOutput:
             raise SkipProbe(str(exc)) from None
         backward = generated_with_grad = False
         forward_only_note = "backward not run: every differentiable sample of the database asks for dropout"
-    cases = sweep_cases.choose_cases(torch, info, samples, seed, backward, dtype_name)
+    only_new = tuple(subset) if subset is not None and ctx.options.get("tier") not in (None, "full") else None
+    cases = sweep_cases.choose_cases(torch, info, samples, seed, backward, dtype_name, only_new=only_new)
     budget = float(ctx.options.get("sweep_budget_s", DEFAULT_BUDGET_S))
     reference = sweep_ref.shared()
     tally = _Tally()
@@ -264,6 +267,8 @@ def _run_one(
         and info.name in sweep_db.HALF_ATOMIC_BACKWARD_OPS
     ):
         oracle = "structure"
+    if oracle == "value" and info.name in sweep_db.COUNT_TIE_OPS and sweep_db.is_exact_dtype(dtype_name):
+        oracle = "structure"
     weakest = sweep_cases.least_precise_float(torch, sample)
     if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
         # A mixed-precision sample computes partly in its least precise dtype (promotion):
@@ -277,7 +282,7 @@ def _run_one(
     try:
         if fault is not None and fault.effect in ("exception", "crash", "hang", "oom"):
             engine.apply(fault, call, None)
-        values = sweep_cases.run_case(torch, info, sample, case, seed, device=ctx.device, upcast=False)
+        values = sweep_cases.run_case(torch, info, sample, case, seed, device=ctx.device, upcast=False, dtype_name=dtype_name)
         ctx.sync()
         device_values = [sweep_cases.dense_on_host(torch, v) for v in values]
         if fault is not None and fault.effect != "accept_invalid":
@@ -334,6 +339,15 @@ def _run_one(
         if len(tally.invalid_examples) < 3:
             tally.invalid_examples.append(f"{where} (CPU: {ref.get('error', '')})"[:200])
         return
+    if device_error is not None and case.transform in sweep_cases.CALL_VARIANTS:
+        # The CPU's same variant in the same dtype (the out= tensor of the same narrower or
+        # wider dtype, the same in-place write) decides whether the call itself is valid:
+        # an in-place op whose result needs another dtype, a cast into out= that
+        # ``torch.can_cast`` refuses, are refused on both sides.
+        if not reference.compute({**request, "mode": "same_dtype"}, REFERENCE_TIMEOUT_S).get("ok"):
+            tally.cases += 1
+            tally.passed += 1
+            return
     if device_error is not None:
         declared = _declared_limitation(device_error)
         if declared:
@@ -390,6 +404,18 @@ def _run_one(
                 f"{where}: the CPU's float64 result changes when the input is made contiguous; the device agrees with the contiguous one",
             )
             return
+    if case.transform in sweep_cases.CALL_VARIANTS:
+        # The device's variant differs from the functional call. When the CPU's own variant
+        # in the same dtype gives what the device gave, the difference is the framework's
+        # variant on every device (an in-place write keeping its input's dtype), not this one.
+        own = reference.compute({**request, "mode": "variant_same_dtype"}, REFERENCE_TIMEOUT_S)
+        if (
+            own.get("ok")
+            and len(own["outputs"]) == len(device_values)
+            and _judge_outputs(torch, info, dtype_name, case, device_values, own["outputs"], oracle, atol, rtol, None) is None
+        ):
+            tally.unjudge("variant_as_cpu", f"{where}: {failure.detail}"[:200])
+            return
     if failure.cls == sweep_oracle.STRUCTURE and _reference_odd(torch, device_values[index], expected[index], same_dtype_output(index)):
         tally.unjudge("reference_structure", f"{where}: {failure.detail}"[:200])
         return
@@ -418,15 +444,29 @@ def _judge_outputs(
         return 0, sweep_oracle.LeafFailure(
             sweep_oracle.STRUCTURE, f"{len(device_values)} outputs where the reference has {len(expected)}"
         )
-    nonfinite_input = case.transform in ("nan", "posinf", "neginf")
-    # Integers converted from NaN/Inf are undefined (C++ float-to-integer conversion).
-    compare_integers = not nonfinite_input and not (
+    nonfinite_input = case.transform in sweep_cases.NONFINITE_TRANSFORMS
+    magnitude_input = case.transform in sweep_cases.MAGNITUDE_CLASSES
+    # Integers converted from NaN/Inf, or from floats beyond the integer's range, are
+    # undefined (C++ float-to-integer conversion). Positions among ties are unspecified:
+    # ties are common in half precision, in integer and boolean samples (a few distinct
+    # values), and after transforms that repeat values or add a −0.0 beside 0.0.
+    compare_integers = not nonfinite_input and not magnitude_input and not (
         sweep_db.is_order_op(info.name)
-        and (dtype_name in ("float16", "bfloat16") or case.transform in sweep_cases.REPEATS_VALUES)
+        and (
+            dtype_name in ("float16", "bfloat16")
+            or sweep_db.is_exact_dtype(dtype_name)
+            or case.transform in sweep_cases.MAKES_TIES
+        )
     )
-    # Transforms mix every input into every output: where a NaN/Inf input lands depends on
-    # the algorithm's order of operations; only elements finite on both sides are compared.
-    mixing = sweep_db.is_fourier(info.name) and nonfinite_input
+    # Transforms mix every input into every output: where a NaN/Inf input (or an overflow
+    # of the dtype's extremes) lands depends on the algorithm's order of operations; only
+    # elements finite on both sides are compared. Complex arithmetic is the same: with an
+    # infinite part, |z|² is ∞ by ``abs`` and ∞ + NaN·j by ``z·conj(z)``, so a NaN reaches
+    # other outputs or not by the formula (and a NaN or infinite complex number is judged
+    # as a whole everywhere: ``sweep_oracle._complex_nonfinite_as_one``).
+    mixing = (sweep_db.is_fourier(info.name) or sweep_db.dtype_kind(dtype_name) == "complex") and (
+        nonfinite_input or magnitude_input
+    )
     for index, (found, wanted) in enumerate(zip(device_values, expected)):
         if found is None and wanted is None:
             continue
@@ -448,23 +488,75 @@ def _judge_outputs(
             # No numbers on either side; which empty shape is right is not this oracle's to
             # say (the CPU's pixel_unshuffle returns its empty input's shape unchanged).
             return "empty_shapes_differ"
+        if (
+            sweep_db.is_exact_dtype(dtype_name)
+            and same_dtype_output is not None
+            and isinstance(found, torch.Tensor)
+            and not (found.is_floating_point() or found.is_complex())
+        ):
+            # An integer probe's integer outputs are judged exactly against the CPU in the
+            # same dtype with the same default floating dtype: an integer result rounded
+            # from a floating intermediate (``masked.logsumexp`` of int32) depends on that
+            # intermediate's precision, which the float64 reference does not share.
+            same = same_dtype_output(index)
+            if isinstance(same, torch.Tensor):
+                wanted = same
+        leaf_dtype, leaf_atol, leaf_rtol = _leaf_bounds(torch, info, dtype_name, found, atol, rtol)
         failure = sweep_oracle.compare_leaf(
             torch,
             found,
             wanted,
-            dtype_name=dtype_name,
-            atol=atol,
-            rtol=rtol,
+            dtype_name=leaf_dtype,
+            atol=leaf_atol,
+            rtol=leaf_rtol,
             oracle=oracle,
             compare_integers=compare_integers,
             same_dtype_cpu=(lambda i=index: same_dtype_output(i)) if same_dtype_output is not None else None,
             nonfinite_pattern=not mixing,
             inf_input=case.transform in ("posinf", "neginf"),
             nonfinite_input=nonfinite_input,
+            wrap_dtype=getattr(torch, dtype_name) if sweep_db.dtype_kind(dtype_name) == "integer" else None,
+            rounding_slack=1 if info.name in sweep_db.TRUNCATED_FLOAT_OPS and sweep_db.is_exact_dtype(dtype_name) else 0,
         )
+        if failure is not None and _range_limited(case.transform, failure, found, torch):
+            return "range_limit"
         if failure is not None:
             return index, failure
     return None
+
+
+def _range_limited(transform: str, failure: sweep_oracle.LeafFailure, found: Any, torch: Any) -> bool:
+    """Whether a failure is the range of the dtype speaking, not the device: a dtype's
+    largest or lowest value (``max``, ``lowest``; ``intmax``/``intmin`` in a floating
+    output, which converts it) overflows the accumulation type in any intermediate that
+    squares, sums or scales it (a variance, a norm, a histogram's bin width), where the
+    float64 reference never overflows; the result is then infinite, NaN, zero or rounded
+    anywhere. Only a NaN of the reference that comes back as a number stays a failure.
+    ``huge`` (√max/16, whose square is still finite) is judged in full."""
+    if failure.cls not in (sweep_oracle.WRONG_VALUE, sweep_oracle.NONFINITE_INVENTED):
+        return False
+    if transform in ("max", "lowest"):
+        return True
+    floating = isinstance(found, torch.Tensor) and (found.is_floating_point() or found.is_complex())
+    return transform in ("intmax", "intmin") and floating
+
+
+def _leaf_bounds(torch: Any, info: Any, dtype_name: str, found: Any, atol: float, rtol: float) -> tuple[str, float, float]:
+    """The real floating dtype an output is judged in (its range bounds overflow) and its
+    (atol, rtol): the probe's own, or, for a floating output less precise than the probe's
+    dtype (an ``out_narrow`` write, a float32 result of an integer probe), that dtype's
+    bound too."""
+    order = sweep_cases.PRECISION_ORDER
+    probe_real = sweep_db.COMPLEX_PARTS.get(dtype_name, dtype_name)
+    judged = probe_real if probe_real in order else "float32"
+    if not isinstance(found, torch.Tensor) or not (found.is_floating_point() or found.is_complex()):
+        return judged, atol, rtol
+    own = str(found.dtype).replace("torch.", "")
+    own_real = sweep_db.COMPLEX_PARTS.get(own, own)
+    if own_real not in order or (probe_real in order and order.index(own_real) <= order.index(probe_real)):
+        return judged, atol, rtol
+    own_atol, own_rtol = sweep_db.tolerance(info, torch, own_real)
+    return own_real, max(atol, own_atol), max(rtol, own_rtol)
 
 
 def _record(tally: _Tally, case: sweep_cases.Case, cls: str, failure: sweep_oracle.LeafFailure, output: str) -> None:

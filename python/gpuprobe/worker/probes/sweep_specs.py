@@ -18,7 +18,7 @@ Which ids exist depends on the installed torch, so the catalogue has two parts:
 
 Every sweep probe runs in a side lane (its time goes to float64 references on the host):
 the standard subset in lanes ``sweep-1`` and ``sweep-2`` (``subset_lane``), the rest spread over ``lane_count()`` lanes (by the
-host's cores) by a hash of the op, so the full sweep uses several cores.
+host's cores) by a hash of the probe id, so the full sweep uses several cores.
 """
 
 from __future__ import annotations
@@ -28,13 +28,17 @@ import zlib
 from typing import Any
 
 from gpuprobe.worker.catalog import MEASURE, ProbeDef
+from gpuprobe.worker.probes import sweep_db
 
 _RUN = "gpuprobe.worker.probes.sweep_run"
 #: The sweep's own rule (``Rule::Sweep``): the judge reads the failure classes it observed.
 SWEEP_RULE: dict[str, Any] = {"kind": "sweep"}
-#: Side lanes of the full sweep: one per three host cores (each lane is a worker and its
-#: reference process, beside the tier's other lanes), between 1 and ``MAX_LANES``.
-MAX_LANES = 6
+#: Side lanes of the full sweep: one per two host cores (each lane is a worker and its
+#: reference process, which take turns: one busy core a lane), between 1 and ``MAX_LANES``.
+#: Every dtype of the database (integer, boolean and complex too) doubled the sweep's
+#: probes: on the H200 (16 cores) six lanes spent 2,093 probe-seconds in 510 s, the
+#: slowest lane holding 496 of them (bench/RESULTS.md).
+MAX_LANES = 8
 #: Time limit of one sweep probe: its case budget (20 s) plus the reference process's start.
 TIMEOUT_S = 240.0
 
@@ -58,17 +62,31 @@ STANDARD_OPS = (
     "nn.functional.scaled_dot_product_attention",
 )
 STANDARD_DTYPES = ("fp32", "bf16")
+#: The standard subset's probes of the other dtype kinds, one operator kind each: an
+#: integer elementwise op, a boolean reduction, an integer scan, integer true division (an
+#: integer input with a floating result), an unsigned sort, a complex matrix product.
+STANDARD_EXTRA = (
+    ("add", "i32"),
+    ("sum", "bool"),
+    ("cumsum", "i64"),
+    ("div.no_rounding_mode", "i16"),
+    ("sort", "u8"),
+    ("matmul", "c64"),
+)
+#: Value classes and call variants each standard-subset probe runs (``new_axes``); a run of
+#: the full tier runs them all.
+STANDARD_NEW_AXES = 2
 #: The tier the fixed subset runs in. Its size is set by the standard tier's 30 s budget:
 #: measured on the H100 (bench/RESULTS.md), 33 entries × fp32/bf16 made the standard tier
 #: take 38 s (the sweep lane was its last: 10.8 s to import the database, 15.5 s of
 #: probes); 16 entries keep the lane within the others.
 SUBSET_TIER = "standard"
-DTYPE_ORDER = ("fp32", "bf16", "fp16", "fp64")
+DTYPE_ORDER = tuple(sweep_db.DTYPES)
 
 
 def lane_count() -> int:
     """How many side lanes the full sweep spreads over on this host."""
-    return max(1, min(MAX_LANES, (os.cpu_count() or 1) // 3))
+    return max(1, min(MAX_LANES, (os.cpu_count() or 1) // 2))
 
 
 #: Lanes the standard subset is split over. Its lane was the standard tier's last (database
@@ -89,23 +107,54 @@ def subset_lane(key: str) -> str:
     return f"sweep-{STANDARD_OPS.index(key) % SUBSET_LANES + 1}"
 
 
-def lane_for(key: str, lanes: int | None = None) -> str:
-    """The side lane of a full-tier sweep probe."""
-    return f"sweep-{zlib.crc32(key.encode()) % (lanes or lane_count()) + 1}"
+def standard_probes() -> list[tuple[str, str]]:
+    """(key, dtype) of every standard-subset probe, in catalogue order."""
+    return [(key, dtype) for key in STANDARD_OPS for dtype in STANDARD_DTYPES] + list(STANDARD_EXTRA)
+
+
+def subset_new_axes(key: str, dtype: str) -> list[str]:
+    """The value classes and call variants a standard-subset probe runs below the full
+    tier. Floating and complex probes step, one after another, through the floating value
+    classes and every call variant, two each; integer and boolean probes (few, and cheap:
+    no backward) run every value class of their kind and step through the call variants.
+    The subset covers each of them on some operator (``tests/python/test_sweep.py`` holds it)."""
+    from gpuprobe.worker.probes import sweep_cases
+
+    name = sweep_db.DTYPES[dtype]
+    exact = sweep_db.is_exact_dtype(name)
+    pool = sweep_cases.CALL_VARIANTS if exact else sweep_cases.FLOAT_VALUE_CLASSES + sweep_cases.CALL_VARIANTS
+    same_kind = [p for p in standard_probes() if sweep_db.is_exact_dtype(sweep_db.DTYPES[p[1]]) == exact]
+    position = same_kind.index((key, dtype))
+    turn = [pool[(position * STANDARD_NEW_AXES + i) % len(pool)] for i in range(STANDARD_NEW_AXES)]
+    own = list(sweep_cases.INTEGER_VALUE_CLASSES) if sweep_db.dtype_kind(name) == "integer" else []
+    return own + turn
+
+
+def lane_for(probe_id: str, lanes: int | None = None) -> str:
+    """The side lane of a full-tier sweep probe, by a hash of its whole id: an operator's
+    dtypes spread over the lanes, so an expensive operator (a convolution in fifteen
+    dtypes) does not load one lane alone."""
+    return f"sweep-{zlib.crc32(probe_id.encode()) % (lanes or lane_count()) + 1}"
 
 
 def probe(key: str, dtype: str, tier: str, lane: str | None = None) -> ProbeDef:
-    """The ProbeDef of ``sweep.<key>.<dtype>``."""
+    """The ProbeDef of ``sweep.<key>.<dtype>``; a standard-subset probe carries the value
+    classes and call variants it runs below the full tier (``subset_new_axes``)."""
+    params: dict[str, Any] = {"key": key, "dtype": dtype}
+    if tier == SUBSET_TIER:
+        params["subset"] = subset_new_axes(key, dtype)
+    reference = "the CPU in the same dtype" if sweep_db.is_exact_dtype(sweep_db.DTYPES[dtype]) else "float64 on the CPU"
     return ProbeDef(
         f"sweep.{key}.{dtype}",
         tier,
         SWEEP_RULE,
-        f"{key} in {dtype} on the device (forward and backward, every input transform) against float64 on the CPU",
+        f"{key} in {dtype} on the device (every input transform, value class and call variant; forward and "
+        f"backward) against {reference}",
         f"{_RUN}:run_op",
-        {"key": key, "dtype": dtype},
+        params,
         timeout_s=TIMEOUT_S,
         placement="side",
-        lane=lane or lane_for(key),
+        lane=lane or lane_for(f"sweep.{key}.{dtype}"),
         helpers=_HELPERS,
     )
 
@@ -125,9 +174,8 @@ def specs() -> list[ProbeDef]:
             helpers=_HELPERS,
         )
     ]
-    for key in STANDARD_OPS:
-        for dtype in STANDARD_DTYPES:
-            out.append(probe(key, dtype, SUBSET_TIER, lane=subset_lane(key)))
+    for key, dtype in standard_probes():
+        out.append(probe(key, dtype, SUBSET_TIER, lane=subset_lane(key)))
     return out
 
 
@@ -139,7 +187,7 @@ def resolve(probe_id: str) -> ProbeDef | None:
     body, _, dtype = probe_id[len("sweep.") :].rpartition(".")
     if not body or dtype not in DTYPE_ORDER:
         return None
-    subset = body in STANDARD_OPS and dtype in STANDARD_DTYPES
+    subset = (body, dtype) in standard_probes()
     return probe(body, dtype, SUBSET_TIER if subset else "full", lane=subset_lane(body) if subset else None)
 
 
