@@ -73,8 +73,8 @@ STANDARD_EXTRA = (
     ("sort", "u8"),
     ("matmul", "c64"),
 )
-#: Value classes and call variants each standard-subset probe runs (``new_axes``); a run of
-#: the full tier runs them all.
+#: Value classes and call variants each standard-subset probe runs in turn below the full
+#: tier (its ``subset`` parameter, ``subset_new_axes``); a run of the full tier runs them all.
 STANDARD_NEW_AXES = 2
 #: The tier the fixed subset runs in. Its size is set by the standard tier's 30 s budget:
 #: measured on the H100 (bench/RESULTS.md), 33 entries × fp32/bf16 made the standard tier
