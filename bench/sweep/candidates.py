@@ -241,10 +241,61 @@ def mode_nan() -> None:
         print(f"  {dtype}: cpu {cpu.values.tolist()} {cpu.indices.tolist()} device {dev.values.cpu().tolist()} {dev.indices.cpu().tolist()}")
 
 
+def clamp_inplace_uint8_int32_bound() -> None:
+    """clamp_ of a uint8 tensor by an int32 bound: in-place ops compute in the common dtype
+    (int32) and cast the result back, so it equals clamp(x, low) cast to uint8."""
+    x = torch.tensor([6, 0, 200], dtype=torch.uint8)
+    low = torch.tensor([-7, 3, 250], dtype=torch.int32)
+    want = torch.clamp(x, low).to(torch.uint8)
+    cpu = x.clone().clamp_(low)
+    dev = x.to(DEV).clamp_(low.to(DEV)).cpu()
+    functional = torch.clamp(x.to(DEV), low.to(DEV)).cpu()
+    show("expected", want.tolist())
+    show("cpu clamp_", cpu.tolist())
+    show("device clamp_", dev.tolist())
+    show("device clamp (functional)", functional.tolist())
+    print(f"  -> {'WRONG' if not torch.equal(dev, want) else 'ok'}")
+
+
+def ihfftn_half_out() -> None:
+    """fft.ihfftn in float16 with out= against the same call without it, on the device (the
+    CPU has no float16 FFT): power-of-two sizes, which cuFFT's half precision requires."""
+    torch.manual_seed(0)
+    for shape in ((4, 8), (2, 4, 8), (8, 16)):
+        x = torch.randn(shape, dtype=torch.float16, device=DEV)
+        functional = torch.fft.ihfftn(x)
+        out = torch.full_like(functional, float("nan"))
+        torch.fft.ihfftn(x, out=out)
+        ref = torch.fft.ihfftn(x.double().cpu())
+        bad = ~torch.isfinite(torch.view_as_real(out)).all(-1)
+        print(f"  {shape}: out= has {int(bad.sum())} non-finite of {out.numel()}; functional max err "
+              f"{float((functional.cpu().to(torch.complex128) - ref).abs().max()):.3g}; out= against functional "
+              f"{'equal' if torch.equal(torch.view_as_real(out), torch.view_as_real(functional)) else 'DIFFERENT'}")
+
+
+def batch_norm_noncontiguous_out() -> None:
+    """native_batch_norm with non-contiguous out, save_mean and save_invstd (every other
+    element of wider tensors): the CPU writes them, CUDA asserts."""
+    x = torch.randn(4, 3, 5)
+    weight, bias = torch.ones(3), torch.zeros(3)
+
+    def strided(shape: tuple[int, ...], device: str) -> torch.Tensor:
+        return torch.full(shape[:-1] + (2 * shape[-1],), float("nan"), device=device)[..., ::2]
+
+    for device in ("cpu", DEV):
+        outs = (strided((4, 3, 5), device), strided((3,), device), strided((3,), device))
+        try:
+            torch.native_batch_norm(x.to(device), weight.to(device), bias.to(device), None, None, True, 0.1, 1e-5, out=outs)
+            show(device, f"wrote: mean {outs[1].cpu().tolist()}")
+        except Exception as exc:  # noqa: BLE001
+            show(f"{device} raised", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+
+
 CASES = {f.__name__: f for f in (
     median_stride0, embedding_bag_max_norm, embedding_renorm_noncontiguous, unique_nan, unique_nan_dims, meshgrid_zero_dim, rms_norm_inf,
     avg_pool1d_transposed_backward, upsample_aa_empty, channel_shuffle_transposed,
     pixel_unshuffle_empty, batch_norm_empty, cov_mixed_weights, mode_nan,
+    clamp_inplace_uint8_int32_bound, ihfftn_half_out, batch_norm_noncontiguous_out,
 )}
 
 
