@@ -328,15 +328,7 @@ def _run_op(case: Case) -> Recipe:
     if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
         low_atol, low_rtol = sweep_db.tolerance(info, torch, weakest)
         atol, rtol = max(atol, low_atol), max(rtol, low_rtol)
-    nonfinite_input = transform in sweep_cases.NONFINITE_TRANSFORMS
-    magnitude_input = transform in sweep_cases.MAGNITUDE_CLASSES
-    compare_integers = not nonfinite_input and not magnitude_input and not (
-        sweep_db.is_order_op(info.name)
-        and (dtype_name in ("float16", "bfloat16") or transform in sweep_cases.MAKES_TIES)
-    )
-    mixing = (sweep_db.is_fourier(info.name) or sweep_db.dtype_kind(dtype_name) == "complex") and (
-        nonfinite_input or magnitude_input
-    )
+    rules = sweep_cases.judging(info.name, dtype_name, transform)
     # The call, its tensors as data.
     first = sweep_cases.primary(torch, sample)
     sample_dtype = first.dtype if first is not None else None
@@ -387,10 +379,10 @@ SEED = {seed!r}
 ORACLE = {oracle!r}
 ATOL = {atol!r}
 RTOL = {rtol!r}
-COMPARE_INTEGERS = {compare_integers!r}
-NONFINITE_PATTERN = {not mixing!r}
-INF_INPUT = {transform in ("posinf", "neginf")!r}
-NONFINITE_INPUT = {nonfinite_input!r}
+COMPARE_INTEGERS = {rules.compare_integers!r}
+NONFINITE_PATTERN = {not rules.mixing!r}
+INF_INPUT = {rules.inf_input!r}
+NONFINITE_INPUT = {rules.nonfinite_input!r}
 LAYOUT_TRANSFORM = {transform in LAYOUT_TRANSFORMS!r}
 #: The dtype of the sample's first floating tensor (the projection weights are rounded to it).
 SAMPLE_DTYPE = {sample_dtype_name!r}

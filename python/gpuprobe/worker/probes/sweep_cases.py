@@ -136,6 +136,47 @@ class CaseError(Exception):
 
 
 @dataclass(frozen=True)
+class Judging:
+    """How a case's outputs are compared, from its transform (``judging``): the probe's
+    judge and the repro script it writes take these from one place."""
+
+    nonfinite_input: bool
+    inf_input: bool
+    compare_integers: bool
+    mixing: bool
+
+
+def judging(name: str, dtype_name: str, transform: str) -> Judging:
+    """The comparison flags of a case of operator ``name`` in ``dtype_name``.
+
+    Integers converted from NaN/Inf, or from floats beyond the integer's range, are
+    undefined (C++ float-to-integer conversion). Positions among ties are unspecified: ties
+    are common in half precision, in integer and boolean samples (a few distinct values),
+    and after transforms that repeat values or add a −0.0 beside 0.0. Transforms mix every
+    input into every output: where a NaN/Inf input (or an overflow of the dtype's
+    extremes) lands depends on the algorithm's order of operations, so only elements finite
+    on both sides are compared (``mixing``). Complex arithmetic is the same: with an
+    infinite part, |z|² is ∞ by ``abs`` and ∞ + NaN·j by ``z·conj(z)``, so a NaN reaches
+    other outputs or not by the formula (and a NaN or infinite complex number is judged as
+    a whole everywhere: ``sweep_oracle._complex_nonfinite_as_one``).
+    """
+    nonfinite_input = transform in NONFINITE_TRANSFORMS
+    magnitude_input = transform in MAGNITUDE_CLASSES
+    ties = sweep_db.is_order_op(name) and (
+        dtype_name in ("float16", "bfloat16") or sweep_db.is_exact_dtype(dtype_name) or transform in MAKES_TIES
+    )
+    mixing = (sweep_db.is_fourier(name) or sweep_db.dtype_kind(dtype_name) == "complex") and (
+        nonfinite_input or magnitude_input
+    )
+    return Judging(
+        nonfinite_input=nonfinite_input,
+        inf_input=transform in ("posinf", "neginf"),
+        compare_integers=not nonfinite_input and not magnitude_input and not ties,
+        mixing=mixing,
+    )
+
+
+@dataclass(frozen=True)
 class Case:
     """One case of a sweep probe."""
 

@@ -50,7 +50,6 @@ DTYPES: dict[str, str] = {
 #: ``float``: against float64 on the CPU; ``complex``: against complex128 on the CPU;
 #: ``integer`` and ``bool``: exactly against the CPU in the same dtype (integer arithmetic
 #: is exact), floating outputs of them (``sqrt`` of an integer tensor) against float64.
-FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
 COMPLEX_DTYPES = ("complex64", "complex128")
 INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 

@@ -444,29 +444,7 @@ def _judge_outputs(
         return 0, sweep_oracle.LeafFailure(
             sweep_oracle.STRUCTURE, f"{len(device_values)} outputs where the reference has {len(expected)}"
         )
-    nonfinite_input = case.transform in sweep_cases.NONFINITE_TRANSFORMS
-    magnitude_input = case.transform in sweep_cases.MAGNITUDE_CLASSES
-    # Integers converted from NaN/Inf, or from floats beyond the integer's range, are
-    # undefined (C++ float-to-integer conversion). Positions among ties are unspecified:
-    # ties are common in half precision, in integer and boolean samples (a few distinct
-    # values), and after transforms that repeat values or add a −0.0 beside 0.0.
-    compare_integers = not nonfinite_input and not magnitude_input and not (
-        sweep_db.is_order_op(info.name)
-        and (
-            dtype_name in ("float16", "bfloat16")
-            or sweep_db.is_exact_dtype(dtype_name)
-            or case.transform in sweep_cases.MAKES_TIES
-        )
-    )
-    # Transforms mix every input into every output: where a NaN/Inf input (or an overflow
-    # of the dtype's extremes) lands depends on the algorithm's order of operations; only
-    # elements finite on both sides are compared. Complex arithmetic is the same: with an
-    # infinite part, |z|² is ∞ by ``abs`` and ∞ + NaN·j by ``z·conj(z)``, so a NaN reaches
-    # other outputs or not by the formula (and a NaN or infinite complex number is judged
-    # as a whole everywhere: ``sweep_oracle._complex_nonfinite_as_one``).
-    mixing = (sweep_db.is_fourier(info.name) or sweep_db.dtype_kind(dtype_name) == "complex") and (
-        nonfinite_input or magnitude_input
-    )
+    rules = sweep_cases.judging(info.name, dtype_name, case.transform)
     for index, (found, wanted) in enumerate(zip(device_values, expected)):
         if found is None and wanted is None:
             continue
@@ -510,11 +488,11 @@ def _judge_outputs(
             atol=leaf_atol,
             rtol=leaf_rtol,
             oracle=oracle,
-            compare_integers=compare_integers,
+            compare_integers=rules.compare_integers,
             same_dtype_cpu=(lambda i=index: same_dtype_output(i)) if same_dtype_output is not None else None,
-            nonfinite_pattern=not mixing,
-            inf_input=case.transform in ("posinf", "neginf"),
-            nonfinite_input=nonfinite_input,
+            nonfinite_pattern=not rules.mixing,
+            inf_input=rules.inf_input,
+            nonfinite_input=rules.nonfinite_input,
             wrap_dtype=getattr(torch, dtype_name) if sweep_db.dtype_kind(dtype_name) == "integer" else None,
             rounding_slack=1 if info.name in sweep_db.TRUNCATED_FLOAT_OPS and sweep_db.is_exact_dtype(dtype_name) else 0,
         )
