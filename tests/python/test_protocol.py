@@ -35,7 +35,7 @@ def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> Non
         assert set(spec) <= SPEC_KEYS, spec
         assert ID_PATTERN.match(spec["id"]), spec["id"]
         family = spec["id"].split(".")[0]
-        assert family in {"copy", "rng", "dtype", "ops", "nn", "alloc", "pipeline", "dist", "soak", "fault", "sweep", "width"}
+        assert family in {"copy", "rng", "dtype", "ops", "nn", "alloc", "pipeline", "dist", "soak", "fault", "sweep", "width", "compile", "graph", "optim", "train"}
         assert spec["tier"] in {"quick", "standard", "full", "soak"}
         assert spec["layer"] == ("pipeline" if family == "pipeline" else "framework"), spec["id"]
         assert spec["backend"] == "python"
@@ -64,7 +64,9 @@ def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> Non
     # The full tier's large cases each get a worker of their own. The sweep's full-tier
     # probes are small (database samples), hundreds of them, and share their lane's worker;
     # so do the attention matrix's (small shapes, references shared across backends).
-    small = ("sweep.", "nn.sdpa.matrix.")
+    # A compile probe is a program of database samples as well: its lane's worker runs one
+    # program after another, Dynamo's caches reset between them.
+    small = ("sweep.", "nn.sdpa.matrix.", "compile.", "optim.")
     large = [spec for spec in catalog_specs if spec["tier"] == "full" and not spec["id"].startswith(small)]
     assert all(spec.get("isolated") for spec in large)
     assert not any(spec.get("isolated") for spec in catalog_specs if spec["id"].startswith("sweep."))

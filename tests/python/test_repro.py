@@ -539,8 +539,8 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     covered = 0
     for probe, definition in catalog.all_probes().items():
         recipe = families.RECIPES.get(definition.impl)
-        if definition.impl.endswith("sweep_run:run_op"):
-            continue  # needs a real failing sample (the sweep tests above)
+        if definition.impl.endswith(("sweep_run:run_op", "compile_run:run_program")):
+            continue  # needs a real failing sample (the sweep and compile tests above and below)
         if definition.impl.endswith("width_run:run_width"):
             # Every case of the probe, as the failing one: its code copied, compiled.
             from gpuprobe.worker.probes import width_run
@@ -582,3 +582,45 @@ def test_every_probe_has_a_recipe_or_a_reason() -> None:
     for probe, definition in catalog.all_probes().items():
         known = definition.impl in families.RECIPES or definition.impl in families.NOT_REBUILT
         assert known or probe.split(".")[0] in families.UNCOVERED, probe
+
+
+# ---------------------------------------------------------------------------------------------
+# compile: one wrong entry of a compiled program becomes a script that compiles it alone.
+
+COMPILE_SPEC: dict[str, Any] = {
+    "source": "test:compile",
+    "fault": [{"name": "cumsum", "op": "compile", "when": {"methods": ["cumsum"], "variants": ["dynamic"]}, "effect": {"kind": "zeros"}}],
+}
+
+
+def _compile_result(variant: str, seed: int = 1272032076) -> dict[str, Any]:
+    """A compile probe's failing result as the worker reports it (``compile_run._Tally.fail``)."""
+    failure = {
+        "class": "wrong_value", "variant": variant, "direction": "forward", "sample": 0, "output": "cumsum out[0]",
+        "detail": "all zero", "expected": "1", "found": "0", "zeros": True, "all_zero": True, "bad_elements": 25, "elements": 25,
+    }
+    measurement = {"kind": "sweep", "op": "inductor program", "dtype": "float32", "cases": 1, "passed": 0,
+                   "failed": {"wrong_value": 1}, "failures": [failure], "errors": []}
+    event = {"probe": "compile.standard.fp32", "device": "cpu",
+             "observation": {"measurement": measurement, "metrics": {"seed": seed}, "notes": ["SIMULATED"]}}
+    return as_result(event, {"verdict": "fail", "class": "all_zeros"}, {}, True)
+
+
+def test_a_compiled_entry_reproduces_alone_only_under_simulation(tmp_path: Path) -> None:
+    """The failing entry's sample is rebuilt as the sweep's script rebuilds it, and run
+    alone under torch.compile with the pass's settings; the simulated fault meets it as the
+    worker's compiled values met it."""
+    made = generate(tmp_path, _compile_result("dynamic"), make_plan(COMPILE_SPEC, ["compile.standard.fp32"], {}))
+    assert made.returncode == 0, made.stderr
+    info = json.loads((tmp_path / "out" / "repro.json").read_text())
+    assert info["family"] == "compile" and info["needs"] == ["torch"]
+    text = (tmp_path / "out" / "repro.py").read_text()
+    assert "torch.compile(inputs[\"op\"], dynamic=DYNAMIC)" in text and "DYNAMIC = True" in text
+    assert "SIMULATED_VARIANT = 'dynamic'" in text
+    faulty = check_script(tmp_path / "out" / "repro.py", COMPILE_SPEC)
+    assert "wrong_value" in faulty.stdout, faulty.stdout
+
+
+def test_compiled_out_and_inplace_passes_say_why_there_is_no_script(tmp_path: Path) -> None:
+    made = generate(tmp_path, _compile_result("out"), make_plan(COMPILE_SPEC, ["compile.standard.fp32"], {}))
+    assert made.returncode == 3 and "out= or in-place" in made.stderr, made.stderr

@@ -104,6 +104,26 @@ pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
     ("rng.randperm", 0.404),
     ("rng.repeat", 0.001),
     ("sweep", 0.600),
+    // A compiled program of the database on a filled Inductor cache: the standard
+    // program (20 entries, two passes) took 24 s on the H200, a full-tier program about a
+    // quarter of its 40-57 s on an empty cache (bench/RESULTS.md, the compile family).
+    ("compile", 14.000),
+    ("compile.standard", 8.000),
+    // CUDA-graph capture and replay (H200): the standard probe 0.3 s warm; a
+    // reduce-overhead probe about 0.5 s on a filled Inductor cache.
+    ("graph", 0.500),
+    ("graph.reduce_overhead", 8.000),
+    // Optimizer implementations against float64 (H200): 40 probes in 81 s at four steps,
+    // about 1.6 s a probe; a training step of a small model, under 1 s eager (estimate)
+    // and 2-3 s compiled on a filled cache.
+    ("optim", 1.600),
+    ("train", 1.000),
+    ("train.convnet.bf16.compile", 3.000),
+    ("train.convnet.fp16.compile", 3.000),
+    ("train.convnet.fp32.compile", 3.000),
+    ("train.transformer.bf16.compile", 3.000),
+    ("train.transformer.fp16.compile", 3.000),
+    ("train.transformer.fp32.compile", 3.000),
     ("native.copy", 0.200),
     ("native.copy.roundtrip.pageable.large", 6.800),
     ("native.copy.roundtrip.pinned.large", 5.000),
@@ -124,6 +144,12 @@ pub const FIRST_USE_SECONDS: &[(&str, f64)] = &[
     ("nn.sdpa", 0.333),
     ("nn.sdpa.matrix", 5.920),
     ("nn.vae", 0.499),
+    // Tracing, code generation and Triton's compiles of a program on an empty cache.
+    ("compile", 45.000),
+    ("compile.standard", 30.000),
+    ("graph.reduce_overhead", 20.000),
+    // The first optimizer of a process imports torch._dynamo and loads its kernels.
+    ("optim.adamw.fp32", 5.000),
     ("native.rtc", 0.455),
 ];
 

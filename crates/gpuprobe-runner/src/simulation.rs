@@ -35,6 +35,10 @@ pub const KNOWN_OPS: &[&str] = &[
     "dataloader",
     "sweep",
     "width",
+    "compile",
+    "graph",
+    "optim",
+    "train",
     "any",
 ];
 

@@ -120,6 +120,10 @@ FAMILY_MODULES = (
     "gpuprobe.worker.probes.soak_specs",
     "gpuprobe.worker.probes.sweep_specs",
     "gpuprobe.worker.probes.width_specs",
+    "gpuprobe.worker.probes.compile_specs",
+    "gpuprobe.worker.probes.graph_specs",
+    "gpuprobe.worker.probes.optim_specs",
+    "gpuprobe.worker.probes.train_specs",
     "gpuprobe.worker.probes.fault_specs",
 )
 

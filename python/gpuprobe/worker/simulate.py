@@ -63,6 +63,10 @@ OPS = frozenset(
         "dataloader",
         "sweep",
         "width",
+        "compile",
+        "graph",
+        "optim",
+        "train",
         "any",
     }
 )

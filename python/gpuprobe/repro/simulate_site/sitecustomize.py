@@ -300,17 +300,20 @@ def _wrap_sweep_case(simulate, torch, script) -> None:
     if script is None or not all(hasattr(script, n) for n in names):
         return
     original = script.run_case
+    # A compile script (one entry of a compiled program) names its family's op and pass.
+    op = getattr(script, "SIMULATED_OP", "sweep")
+    variant = getattr(script, "SIMULATED_VARIANT", script.TRANSFORM)
 
     def run_case(case, inputs, device):
         active = simulate.engine()
-        if active is None or not active.wants("sweep"):
+        if active is None or not active.wants(op):
             return original(case, inputs, device)
         call = simulate.CallInfo(
-            op="sweep",
+            op=op,
             method=script.OP_NAME,
             dtype=script.DTYPE_NAME,
             on_device=True,
-            variant=script.TRANSFORM,
+            variant=variant,
             direction="backward" if script.BACKWARD else "forward",
         )
         fault = active.decide(call)

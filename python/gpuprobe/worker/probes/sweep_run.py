@@ -540,26 +540,8 @@ def _leaf_bounds(torch: Any, info: Any, dtype_name: str, found: Any, atol: float
 def _record(tally: _Tally, case: sweep_cases.Case, cls: str, failure: sweep_oracle.LeafFailure, output: str) -> None:
     tally.failed[cls] = tally.failed.get(cls, 0) + 1
     if len(tally.failures) < MAX_REPORTED:
-        entry: dict[str, Any] = {
-            "class": cls,
-            "variant": case.transform,
-            "direction": case.direction,
-            "sample": case.sample,
-            "output": output,
-            "detail": failure.detail,
-            "expected": failure.expected,
-            "found": failure.found,
-            "zeros": failure.zeros,
-            "all_zero": failure.all_zero,
-            "bad_elements": failure.bad_elements,
-            "elements": failure.elements,
-        }
-        if failure.index is not None:
-            entry["index"] = failure.index
-        if failure.max_err is not None:
-            entry["max_err"] = failure.max_err
-        if failure.allowed is not None:
-            entry["allowed"] = failure.allowed
+        entry = sweep_oracle.failure_record(failure, variant=case.transform, direction=case.direction, sample=case.sample, output=output)
+        entry["class"] = cls
         tally.failures.append(entry)
 
 

@@ -1,0 +1,75 @@
+"""Standalone repros of what the compile family found that no public issue describes, each
+printing eager's result, the compiled result and whether they differ:
+
+    python bench/compile/candidates.py [--device cuda] [--only NAME]
+
+- ``matrix_rank_out``: ``torch.linalg.matrix_rank(A, out=r)`` inside a compiled function
+  leaves ``r`` unwritten (eager writes the rank).
+- ``avg_pool2d_backward_padding1``: ``avg_pool2d`` with a one-element ``padding`` list
+  compiles forward, but its backward under dynamic shapes fails in Inductor's lowering
+  (``assert len(padding) == 2``); eager and the static compile accept it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+
+def matrix_rank_out(device: str) -> bool:
+    def f(a: torch.Tensor) -> torch.Tensor:
+        out = torch.full((), -7, dtype=torch.int64, device=a.device)
+        torch.linalg.matrix_rank(a, out=out)
+        return out
+
+    a = torch.randn(5, 5, device=device)
+    eager = f(a).item()
+    compiled = torch.compile(f)(a).item()
+    print(f"matrix_rank_out: eager {eager}, compiled {compiled}")
+    return eager != compiled
+
+
+def avg_pool2d_backward_padding1(device: str) -> bool:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.avg_pool2d(x, kernel_size=[3, 3], stride=[1, 1], padding=[1], ceil_mode=True)
+
+    x = torch.randn(2, 3, 6, 7, device=device, requires_grad=True)
+    f(x).sum().backward()
+    eager = x.grad.clone()
+    x.grad = None
+    try:
+        torch.compile(f, dynamic=True)(x).sum().backward()
+    except Exception as exc:  # noqa: BLE001
+        first = str(exc).strip().splitlines()
+        print(f"avg_pool2d_backward_padding1: eager ok, compiled raised {type(exc).__name__}: {first[0] if first else ''}")
+        for line in first:
+            if "AssertionError" in line or "LoweringException" in line:
+                print("   ", line.strip()[:200])
+                break
+        return True
+    same = torch.allclose(x.grad, eager)
+    print(f"avg_pool2d_backward_padding1: compiled ran, gradients {'equal' if same else 'DIFFER'}")
+    return not same
+
+
+CANDIDATES = {"matrix_rank_out": matrix_rank_out, "avg_pool2d_backward_padding1": avg_pool2d_backward_padding1}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__} on {args.device}")
+    found = 0
+    for name, repro in CANDIDATES.items():
+        if args.only and name != args.only:
+            continue
+        found += bool(repro(args.device))
+    print(f"{found} of {len(CANDIDATES) if not args.only else 1} reproduce")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,751 @@
+"""compile family implementation: many database entries in one ``torch.compile`` program,
+judged output by output against eager on the same device, and against float64 where they
+disagree.
+
+One probe compiles one *program*: a straight-line function that calls every selected entry
+of PyTorch's operator database once, each on its own sample (``sweep_cases`` builds the
+samples exactly as the sweep does), and returns every output. Compiling one program for many
+operators amortises Dynamo's tracing and Inductor's code generation (seconds each) over all
+of them; the outputs stay separate, so a wrong one names its entry. The program is compiled
+and run in *passes*, each a case ``variant``:
+
+- ``compiled``: the default Inductor backend on the database's first sample of each entry,
+  forward and, for differentiable entries, backward (the gradient of ``Σ⟨w, out⟩``, the
+  sweep's loss, through the compiled backward graph AOTAutograd makes);
+- ``dynamic``: the same compiled function called on another sample of each entry: the
+  shapes it has not seen make Dynamo recompile with symbolic sizes (its default automatic
+  dynamic shapes), the code a training job with varying batch or sequence lengths runs;
+- ``noncontig``: forward on non-contiguous copies of the inputs (strides are guarded on: a
+  new compile), ``channels_last`` for 4-D inputs;
+- ``out`` and ``inplace``: forward through the ``out=`` and in-place entry points
+  (functionalization rewrites both).
+
+Judging an output (``_judge``): equal to eager within the sweep's bound for the dtype is
+right. Otherwise the float64 reference on the CPU decides: the compiled output within the
+bound of float64 (or within twice eager's own error, the dtype's yardstick) is right; eager
+right and compiled wrong is a failure; both off is not judged (the reference or the bound is
+not to be trusted there, and eager's own error is the sweep's to report). Integer outputs are
+exact against eager, then against the CPU in the same dtype. Positions returned by order
+statistics are compared where their values differ only.
+
+What is not a failure: an entry eager rejects (dropped before compiling: not a valid
+program), a graph break (counted in the metrics), an entry that makes Dynamo fall back to
+eager. A compile error on a program whose every entry runs eagerly is an error of the
+compiler: the program is bisected to the entries that fail alone, each reported as a device
+error of class ``compile_error``; the other entries are judged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gpuprobe.worker import simulate
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
+from gpuprobe.worker.probes import compile_specs, sweep_cases, sweep_db, sweep_oracle
+from gpuprobe.worker.probes.ops_run import tf32_mode
+from gpuprobe.worker.probes.sweep_ref import error_text
+
+#: Failures and errors kept in the observation (the counts cover all of them).
+MAX_REPORTED = 6
+#: Wall-clock budget of one probe's passes; a pass that starts later is counted as not run.
+DEFAULT_BUDGET_S = 150.0
+#: Dynamo gives up on a function after this many recompiles (then runs it eagerly, which
+#: would pass silently): a probe's passes recompile one program a few times by design.
+RECOMPILE_LIMIT = 64
+
+#: The passes in order, with the transform their inputs get and whether gradients are taken.
+PASSES: tuple[tuple[str, str, bool], ...] = (
+    ("compiled", "base", True),
+    ("dynamic", "base", True),
+    ("noncontig", "noncontig", False),
+    ("channels_last", "channels_last", False),
+    ("out", "out", False),
+    ("inplace", "inplace", False),
+)
+PASS_NAMES = tuple(p[0] for p in PASSES)
+
+
+class _CompileError(Exception):
+    """Compiling (or running the compiled code of) a valid program raised."""
+
+
+@dataclass
+class _Call:
+    """One entry's call in one pass."""
+
+    key: str
+    info: Any
+    sample_index: int
+    sample: Any
+    case: sweep_cases.Case
+    oracle: str
+    atol: float
+    rtol: float
+    judging: sweep_cases.Judging
+    #: How many of the call's results are forward outputs (the rest are gradients).
+    forward_count: int = 0
+
+
+@dataclass
+class _Tally:
+    cases: int = 0
+    passed: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    compile_errors: int = 0
+    compile_error_examples: list[str] = field(default_factory=list)
+    unjudged: dict[str, int] = field(default_factory=dict)
+    unjudged_examples: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    pass_seconds: dict[str, float] = field(default_factory=dict)
+    not_run: list[str] = field(default_factory=list)
+
+    def unjudge(self, reason: str, text: str) -> None:
+        self.unjudged[reason] = self.unjudged.get(reason, 0) + 1
+        if len(self.unjudged_examples) < 3:
+            self.unjudged_examples.append(text[:200])
+
+    def fail(self, call: _Call, variant: str, output: str, failure: sweep_oracle.LeafFailure) -> None:
+        self.failed[failure.cls] = self.failed.get(failure.cls, 0) + 1
+        if len(self.failures) < MAX_REPORTED:
+            self.failures.append(
+                sweep_oracle.failure_record(
+                    failure, variant=variant, direction=call.case.direction, sample=call.sample_index, output=f"{call.key} {output}"
+                )
+            )
+
+    def compile_error(self, call: _Call, variant: str, message: str) -> None:
+        """A compile error on a valid program: its own class. It is loud (the user's program
+        raises), not a wrong number, so it is listed and counted and does not fail the probe."""
+        self.compile_errors += 1
+        self.unjudged["compile_error"] = self.unjudged.get("compile_error", 0) + 1
+        if len(self.compile_error_examples) < MAX_REPORTED:
+            self.compile_error_examples.append(
+                f"{call.info.name}{_variant_suffix(call.info)} ({variant}, {call.case.direction}, sample {call.sample_index}): {message}"[:400]
+            )
+
+
+def _variant_suffix(info: Any) -> str:
+    variant = str(getattr(info, "variant_test_name", "") or "")
+    return f".{variant}" if variant else ""
+
+
+# -- the compiler's environment ----------------------------------------------------------------
+
+
+def compiler_problem(torch: Any, on_gpu: bool) -> str | None:
+    """Why ``torch.compile`` cannot generate code here, or None."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile"
+    if sys.version_info >= (3, 14) and not hasattr(torch, "_dynamo"):
+        return "Dynamo does not support this Python"
+    if on_gpu:
+        try:
+            from torch.utils._triton import has_triton  # type: ignore
+
+            if not has_triton():
+                return "Triton is not installed or does not support this GPU (Inductor generates Triton kernels for GPUs)"
+        except Exception as exc:  # noqa: BLE001
+            return f"Triton's availability cannot be told: {type(exc).__name__}: {exc}"
+    else:
+        compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
+        if not compiler:
+            return "no C++ compiler (g++, clang++ or $CXX) for Inductor's CPU backend"
+    return None
+
+
+def use_cache(ctx: ProbeContext) -> str | None:
+    """Points Inductor's caches (FX graphs, generated kernels, Triton binaries) at gpuprobe's
+    cache directory, one per torch version, unless the user chose one: a second run then
+    loads what the first compiled. Returns the directory, or None when none is set."""
+    torch = ctx.torch
+    root = ctx.options.get("bytecode_cache")
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    if not isinstance(root, str) or not root:
+        return None
+    directory = os.path.join(os.path.dirname(os.path.abspath(root)), "inductor", str(torch.__version__).replace("/", "_"))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return None
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(directory, "triton"))
+    return directory
+
+
+def compile_error_text(exc: BaseException, limit: int = 400) -> str:
+    """``Type: first line`` of the exception and of its root cause: the compiler wraps the
+    error that says what went wrong (``BackendCompilerFailed`` around a
+    ``LoweringException`` around an ``AssertionError``) and puts it on a later line."""
+    outer = error_text(exc, limit)
+    root: BaseException = exc
+    seen = {id(exc)}
+    while True:
+        inner = getattr(root, "inner_exception", None) or root.__cause__
+        if inner is None or id(inner) in seen:
+            break
+        seen.add(id(inner))
+        root = inner
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    detail = next((line for line in lines[1:] if "Exception" in line or "Error" in line), "")
+    if root is not exc:
+        detail = error_text(root, limit)
+    return f"{outer} ({detail})"[:limit] if detail and detail not in outer else outer[:limit]
+
+
+# -- building the program ----------------------------------------------------------------------
+
+
+def make_program(functions: list[Callable[..., Any]]) -> Callable[..., Any]:
+    """A straight-line function calling ``functions[i](x, *a, **k)`` on ``calls[i]``.
+
+    Unrolled rather than a loop: Dynamo resumes after a graph break in straight-line code,
+    while a break inside a loop would leave the rest of the loop eager."""
+    lines = ["def program(calls):", "    outs = []"]
+    for i in range(len(functions)):
+        lines.append(f"    x, a, k = calls[{i}]")
+        lines.append(f"    outs.append(fn{i}(x, *a, **k))")
+    lines.append("    return outs")
+    namespace: dict[str, Any] = {f"fn{i}": f for i, f in enumerate(functions)}
+    exec("\n".join(lines), namespace)  # noqa: S102 - the source is built above from indices only
+    return namespace["program"]
+
+
+def _entry_function(torch: Any, call: _Call, dtype_name: str) -> Callable[..., Any]:
+    info = call.info
+    transform = call.case.transform
+    if transform in sweep_cases.CALL_VARIANTS:
+
+        def variant(x: Any, *args: Any, **kwargs: Any) -> Any:
+            return sweep_cases.call_variant(torch, info, transform, (x, list(args), kwargs), dtype_name, False)
+
+        return variant
+    return info.op
+
+
+def _materialize(torch: Any, call: _Call, seed: int, device: Any, dtype_name: str) -> tuple[tuple[Any, list[Any], Any], list[Any]]:
+    (x, args, kwargs), leaves, _ = sweep_cases.materialize(
+        torch, call.sample, call.case, seed, device=device, upcast=False, dtype_name=dtype_name
+    )
+    return (x, args, kwargs), leaves
+
+
+def _forward_and_loss(torch: Any, call: _Call, result: Any, leaves: list[Any], seed: int) -> tuple[list[Any], Any]:
+    """The forward outputs to judge, and (backward) the sweep's loss ``Σ⟨w, out⟩`` of the
+    call (the same loss as ``sweep_cases.run_case``), or None."""
+    from torch.utils._pytree import tree_leaves  # type: ignore
+
+    forward = [sweep_cases.dense_on_host(torch, v) for v in tree_leaves(result)]
+    call.forward_count = len(forward)
+    if not call.case.backward:
+        return forward, None
+    process = getattr(call.sample, "output_process_fn_grad", None)
+    processed = process(result) if callable(process) else result
+    outs = sweep_cases.differentiable_outputs(torch, processed)
+    if not outs or not leaves:
+        return forward, None
+    weights = sweep_cases.projection_weights(torch, outs, seed)
+    first = sweep_cases.primary(torch, call.sample, "float32")
+    sample_dtype = first.dtype if first is not None else None
+    loss = None
+    for out, weight in zip(outs, weights):
+        real = torch.view_as_real(out) if out.is_complex() else out
+        if sample_dtype is not None and sample_dtype.is_floating_point:
+            weight = weight.to(sample_dtype)
+        term = (real * weight.to(device=real.device, dtype=real.dtype)).sum()
+        loss = term if loss is None else loss + term
+    return forward, loss
+
+
+def _results(torch: Any, calls: list[_Call], outputs: list[Any], leaves: list[list[Any]], seed: int) -> list[list[Any]]:
+    """Each call's forward outputs followed by its gradients.
+
+    The gradients of every call come from ONE backward over the sum of the calls' losses:
+    the calls share no inputs, so each leaf's gradient is its own call's, and a compiled
+    program has one backward graph for all its outputs, which a second ``autograd.grad``
+    could not run again."""
+    results: list[list[Any]] = []
+    losses: list[Any] = []
+    wanted: list[Any] = []
+    owners: list[int] = []
+    for index, (call, result, own) in enumerate(zip(calls, outputs, leaves)):
+        forward, loss = _forward_and_loss(torch, call, result, own, seed)
+        results.append(forward)
+        if loss is not None:
+            losses.append(loss.to(torch.float64) if loss.dtype != torch.float64 and not loss.is_complex() else loss)
+            wanted.extend(own)
+            owners.extend([index] * len(own))
+    if losses:
+        total = losses[0]
+        for loss in losses[1:]:
+            total = total + loss
+        grads = torch.autograd.grad(total, wanted, allow_unused=True)
+        for owner, grad in zip(owners, grads):
+            results[owner].append(sweep_cases.dense_on_host(torch, grad) if grad is not None else None)
+    return results
+
+
+# -- the probe ---------------------------------------------------------------------------------
+
+
+def run_program(
+    ctx: ProbeContext,
+    dtype: str,
+    chunk: int | None = None,
+    keys: list[str] | None = None,
+    passes: list[str] | None = None,
+) -> ProbeOutput:
+    """Compiles the entries of one chunk of the operator database (or the ``keys`` named)
+    in one dtype and judges every output of every pass."""
+    torch = ctx.torch
+    dtype_name = sweep_db.DTYPES[dtype]
+    problem = compiler_problem(torch, ctx.is_gpu)
+    if problem:
+        raise SkipProbe(problem)
+    try:
+        database = sweep_db.load(torch)
+    except sweep_db.DatabaseUnavailable as exc:
+        raise SkipProbe(str(exc)) from None
+    cache = use_cache(ctx)
+    dev_type = sweep_db.device_type(ctx.device_name)
+    selected = [k for k in (keys if keys is not None else database.ops) if k in database.ops]
+    if chunk is not None:
+        selected = [k for k in selected if compile_specs.chunk_of(k) == chunk]
+    entries = []
+    excluded: dict[str, int] = {}
+    for key in selected:
+        info = database.ops[key]
+        reason = compile_specs.exclusion(info, dtype_name)
+        if reason is None and sweep_db.exclusion(info):
+            reason = "excluded by the sweep"
+        if reason is None and not sweep_db.supports(info, torch, dtype_name, dev_type):
+            reason = "dtype not declared"
+        if reason:
+            excluded[reason] = excluded.get(reason, 0) + 1
+            continue
+        entries.append((key, info))
+    if not entries:
+        raise SkipProbe(f"no entry of this program supports {dtype_name} on {dev_type} in torch {database.torch_version}")
+    seed = ctx.derive_seed("samples") % (2**31)
+    tally = _Tally()
+    budget = float(ctx.options.get("compile_budget_s", DEFAULT_BUDGET_S))
+    started = time.monotonic()
+    dynamo = _configure_dynamo(torch)
+    wanted = [p for p in PASSES if passes is None or p[0] in passes]
+    prepared = _prepare_entries(torch, entries, dtype_name, dev_type, seed, tally)
+    with tf32_mode(torch, False):
+        for name, transform, with_grad in wanted:
+            if time.monotonic() - started > budget:
+                tally.not_run.append(name)
+                continue
+            pass_started = time.monotonic()
+            rounds = _calls_for_pass(torch, prepared, name, transform, with_grad, dtype_name)
+            if not rounds:
+                continue
+            print(f"gpuprobe compile: {dtype} {name}: {len(rounds[0])} entries", file=sys.stderr, flush=True)
+            try:
+                _run_pass(ctx, name, rounds, dtype_name, seed, tally)
+            except Exception as exc:  # noqa: BLE001 - the harness, not the compiler: not judged
+                tally.unjudge("harness", f"{name}: {error_text(exc)}")
+            tally.pass_seconds[name] = round(time.monotonic() - pass_started, 3)
+    _reset_dynamo(torch)
+    return _output(tally, dtype_name, chunk, entries, excluded, seed, cache, dynamo, time.monotonic() - started)
+
+
+@dataclass
+class _Prepared:
+    key: str
+    info: Any
+    samples: list[Any]
+    backward: bool
+    oracle: str
+    atol: float
+    rtol: float
+
+
+def _prepare_entries(torch: Any, entries: list[tuple[str, Any]], dtype_name: str, dev_type: str, seed: int, tally: _Tally) -> list[_Prepared]:
+    prepared = []
+    for key, info in entries:
+        backward = not sweep_db.is_exact_dtype(dtype_name) and sweep_db.supports_backward(info, torch, dtype_name, dev_type)
+        if dtype_name in ("float16", "bfloat16") and sweep_db.is_order_op(info.name):
+            backward = False  # gradients routed among ties (the sweep's rule)
+        try:
+            samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=backward)
+        except sweep_cases.CaseError as exc:
+            if not backward:
+                tally.unjudge("no_samples", f"{key}: {exc}")
+                continue
+            backward = False
+            try:
+                samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=False)
+            except sweep_cases.CaseError as exc2:
+                tally.unjudge("no_samples", f"{key}: {exc2}")
+                continue
+        if not samples:
+            tally.unjudge("no_samples", f"{key}: the database generated no samples")
+            continue
+        oracle = sweep_db.oracle_for(info, dtype_name)
+        atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
+        prepared.append(_Prepared(key, info, samples, backward, oracle, atol, rtol))
+    return prepared
+
+
+def _other_sizes(prepared: _Prepared) -> int:
+    """The sample ``dynamic``'s second round uses: the first later sample whose tensors
+    have the same ranks and other sizes (code compiled with symbolic sizes then meets sizes
+    it has not seen), else the first sample again (the symbolic code is still run)."""
+    first = _shapes(prepared.samples[0])
+    for index in range(1, len(prepared.samples)):
+        shapes = _shapes(prepared.samples[index])
+        if len(shapes) == len(first) and shapes != first and all(len(a) == len(b) for a, b in zip(shapes, first)):
+            return index
+    return 0
+
+
+def _shapes(sample: Any) -> list[tuple[int, ...]]:
+    from torch.utils._pytree import tree_leaves  # type: ignore
+
+    return [tuple(t.shape) for t in tree_leaves([sample.input, list(sample.args), sample.kwargs]) if hasattr(t, "shape") and hasattr(t, "dtype")]
+
+
+def _calls_for_pass(torch: Any, prepared: list[_Prepared], name: str, transform: str, with_grad: bool, dtype_name: str) -> list[list[_Call]]:
+    """The pass's rounds of calls: one round of each entry's first sample; for ``dynamic``
+    a second round on a sample of other sizes, for the entries that have one."""
+    first_round: list[_Call] = []
+    second_round: list[_Call] = []
+    for entry in prepared:
+        other = _other_sizes(entry) if name == "dynamic" else 0
+        call = _make_call(torch, entry, 0, transform, with_grad, dtype_name)
+        if call is None:
+            continue
+        first_round.append(call)
+        if name == "dynamic":
+            second = _make_call(torch, entry, other, transform, with_grad, dtype_name)
+            if second is None or second.case.backward != call.case.backward:
+                first_round.pop()
+                continue
+            second_round.append(second)
+    if not first_round:
+        return []
+    return [first_round, second_round] if name == "dynamic" else [first_round]
+
+
+def _make_call(torch: Any, entry: _Prepared, index: int, transform: str, with_grad: bool, dtype_name: str) -> _Call | None:
+    sample = entry.samples[index]
+    if transform != "base":
+        if not sweep_cases.applicable(torch, entry.info, sample, transform, dtype_name):
+            return None
+        if transform in ("noncontig", "channels_last") and not sweep_cases._targets(torch, sample, transform, dtype_name):
+            return None
+    oracle = entry.oracle
+    if oracle == "value" and sweep_db.sample_is_random(entry.info.name, sample):
+        oracle = "structure"
+    backward = with_grad and entry.backward and oracle == "value"
+    return _Call(
+        entry.key,
+        entry.info,
+        index,
+        sample,
+        sweep_cases.Case(index, transform, backward),
+        oracle,
+        entry.atol,
+        entry.rtol,
+        sweep_cases.judging(entry.info.name, dtype_name, "base"),
+    )
+
+
+def _configure_dynamo(torch: Any) -> dict[str, Any]:
+    """Raises Dynamo's recompile limit for this probe and resets its caches; returns the
+    counters to read at the end."""
+    import torch._dynamo  # type: ignore
+
+    torch._dynamo.reset()
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(config, name):
+            setattr(config, name, max(int(getattr(config, name)), RECOMPILE_LIMIT * 4 if "accumulated" in name else RECOMPILE_LIMIT))
+    from torch._dynamo.utils import counters  # type: ignore
+
+    counters.clear()
+    return {"counters": counters}
+
+
+def _reset_dynamo(torch: Any) -> None:
+    try:
+        torch._dynamo.reset()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _eager(ctx: ProbeContext, call: _Call, seed: int, dtype_name: str) -> list[Any] | None:
+    """Eager results of one call on the device (None: eager rejects it, so it is no valid
+    program)."""
+    torch = ctx.torch
+    try:
+        (x, args, kwargs), leaves = _materialize(torch, call, seed, ctx.device, dtype_name)
+        fn = _entry_function(torch, call, dtype_name)
+        if call.case.backward:
+            result = fn(x, *args, **kwargs)
+        else:
+            with torch.no_grad():
+                result = fn(x, *args, **kwargs)
+        values = _results(torch, [call], [result], [leaves], seed)[0]
+        ctx.sync()
+        return values
+    except Exception:  # noqa: BLE001 - eager rejects it: not a valid program
+        return None
+
+
+def _compiled(ctx: ProbeContext, program: Any, calls: list[_Call], seed: int, dtype_name: str) -> list[list[Any]]:
+    """Runs the compiled program on fresh inputs; returns each call's results. Raises
+    ``_CompileError`` when compiling or running the compiled code raises."""
+    torch = ctx.torch
+    materialized = [_materialize(torch, c, seed, ctx.device, dtype_name) for c in calls]
+    inputs = [m[0] for m in materialized]
+    grad = any(c.case.backward for c in calls)
+    try:
+        if grad:
+            outs = program(inputs)
+        else:
+            with torch.no_grad():
+                outs = program(inputs)
+        results = _results(torch, calls, outs, [m[1] for m in materialized], seed)
+        ctx.sync()
+    except Exception as exc:  # noqa: BLE001 - judged by the caller (bisected)
+        raise _CompileError(compile_error_text(exc)) from exc
+    return results
+
+
+def _run_pass(
+    ctx: ProbeContext,
+    name: str,
+    rounds: list[list[_Call]],
+    dtype_name: str,
+    seed: int,
+    tally: _Tally,
+) -> None:
+    """Compiles one program for the pass and runs it once per round (rounds hold the same
+    entries in the same order: ``dynamic`` runs its program on a first sample, then on one
+    of other sizes). An entry eager rejects in any round is left out of every round."""
+    torch = ctx.torch
+    eager_rounds: list[list[list[Any] | None]] = [[_eager(ctx, call, seed, dtype_name) for call in calls] for calls in rounds]
+    keep = [i for i in range(len(rounds[0])) if all(r[i] is not None for r in eager_rounds)]
+    for i in range(len(rounds[0])):
+        if i not in keep:
+            tally.unjudge("eager_rejects", f"{name} {rounds[0][i].key}")
+    if not keep:
+        return
+    rounds = [[calls[i] for i in keep] for calls in rounds]
+    eager_rounds = [[values[i] for i in keep] for values in eager_rounds]
+    dynamic = True if name == "dynamic" else None
+
+    def compile_group(group: list[_Call]) -> Any:
+        functions = [_entry_function(torch, c, dtype_name) for c in group]
+        return torch.compile(make_program(functions), dynamic=dynamic)
+
+    def run_group(indices: list[int]) -> None:
+        program = compile_group([rounds[0][i] for i in indices])
+        found_rounds = []
+        try:
+            for calls in rounds:
+                found_rounds.append(_compiled(ctx, program, [calls[i] for i in indices], seed, dtype_name))
+        except _CompileError as exc:
+            if len(indices) == 1:
+                call = rounds[len(found_rounds)][indices[0]]
+                tally.compile_error(call, name, str(exc))
+                return
+            half = len(indices) // 2
+            run_group(indices[:half])
+            run_group(indices[half:])
+            return
+        for calls, eager, found in zip(rounds, eager_rounds, found_rounds):
+            for i, got in zip(indices, found):
+                _judge_call(ctx, name, calls[i], eager[i], got, seed, dtype_name, tally)
+
+    run_group(list(range(len(rounds[0]))))
+
+
+def _judge_call(
+    ctx: ProbeContext, variant: str, call: _Call, eager: list[Any], found: list[Any], seed: int, dtype_name: str, tally: _Tally
+) -> None:
+    torch = ctx.torch
+    found = _simulated(torch, call, variant, dtype_name, found)
+    tally.cases += 1
+    if len(found) != len(eager):
+        tally.fail(
+            call,
+            variant,
+            "outputs",
+            sweep_oracle.LeafFailure(sweep_oracle.STRUCTURE, f"{len(found)} outputs where eager gives {len(eager)}"),
+        )
+        return
+    reference: list[Any] | None = None
+    wrong = None
+    for index, (want, got) in enumerate(zip(eager, found)):
+        if want is None and got is None:
+            continue
+        forward = not call.case.backward or index < call.forward_count
+        label = f"out[{index}]" if forward else f"grad[{index - call.forward_count}]"
+        first = _compare(torch, call, got, want, dtype_name)
+        if first is None:
+            continue
+        if reference is None:
+            reference = _reference(ctx, call, seed, dtype_name)
+        if reference is None or len(reference) != len(eager):
+            tally.unjudge("no_reference", f"{variant} {call.key} {label}: {first.detail}")
+            return
+        truth = reference[index]
+        judged = _compare(torch, call, got, truth, dtype_name, yardstick=want)
+        if judged is None:
+            continue  # compiled is right; eager is off (the sweep's to report)
+        if _compare(torch, call, want, truth, dtype_name) is not None:
+            tally.unjudge("eager_off_too", f"{variant} {call.key} {label}: {judged.detail}")
+            return
+        wrong = (label, judged)
+        break
+    if wrong is None:
+        tally.passed += 1
+    else:
+        tally.fail(call, variant, wrong[0], wrong[1])
+
+
+def _compare(torch: Any, call: _Call, found: Any, expected: Any, dtype_name: str, yardstick: Any = None) -> sweep_oracle.LeafFailure | None:
+    if expected is None or found is None:
+        if expected is None and found is None:
+            return None
+        return sweep_oracle.LeafFailure(sweep_oracle.STRUCTURE, "a gradient where the reference has none, or none where it has one")
+    atol, rtol, judged_dtype = call.atol, call.rtol, dtype_name
+    if sweep_db.is_exact_dtype(dtype_name) and isinstance(found, torch.Tensor) and (found.is_floating_point() or found.is_complex()):
+        # A floating result of an integer program (``sqrt`` of int64 promotes to float32):
+        # judged by the bound of the dtype it was computed in.
+        judged_dtype = str(found.real.dtype if found.is_complex() else found.dtype).replace("torch.", "")
+        base_atol, base_rtol = sweep_db.BASE_TOLERANCE.get(judged_dtype, sweep_db.INTEGER_FLOAT_TOLERANCE)
+        atol, rtol = max(atol, base_atol), max(rtol, base_rtol)
+    return sweep_oracle.compare_leaf(
+        torch,
+        found,
+        expected,
+        dtype_name=judged_dtype,
+        atol=atol,
+        rtol=rtol,
+        oracle=call.oracle,
+        compare_integers=call.judging.compare_integers and not sweep_db.is_order_op(call.info.name),
+        same_dtype_cpu=(lambda: yardstick) if yardstick is not None else None,
+        wrap_dtype=getattr(torch, dtype_name) if sweep_db.dtype_kind(dtype_name) == "integer" else None,
+        rounding_slack=1 if call.info.name in sweep_db.TRUNCATED_FLOAT_OPS else 0,
+    )
+
+
+def _reference(ctx: ProbeContext, call: _Call, seed: int, dtype_name: str) -> list[Any] | None:
+    """The truth of one call on the CPU: float64 for floating dtypes, the same dtype for
+    exact ones; the forward outputs then (backward) the gradients, as the device lists them."""
+    torch = ctx.torch
+    exact = sweep_db.is_exact_dtype(dtype_name)
+    try:
+        forward_case = sweep_cases.Case(call.case.sample, call.case.transform, False)
+        values = sweep_cases.run_case(
+            torch,
+            call.info,
+            call.sample,
+            forward_case,
+            seed,
+            device="cpu",
+            upcast=not exact,
+            dtype_name=dtype_name,
+            functional=call.case.transform in sweep_cases.CALL_VARIANTS,
+        )
+        values = [sweep_cases.dense_on_host(torch, v) for v in values]
+        if call.case.backward:
+            grads = sweep_cases.run_case(torch, call.info, call.sample, call.case, seed, device="cpu", upcast=not exact, dtype_name=dtype_name)
+            values += [sweep_cases.dense_on_host(torch, g) for g in grads]
+        return values
+    except Exception:  # noqa: BLE001 - no usable reference: not judged
+        return None
+
+
+def _simulated(torch: Any, call: _Call, variant: str, dtype_name: str, found: list[Any]) -> list[Any]:
+    """Applies a simulated fault to the compiled results (labelled SIMULATED in the output)."""
+    engine = simulate.engine()
+    if engine is None or not engine.wants("compile"):
+        return found
+    info = simulate.CallInfo(
+        op="compile", method=call.info.name, dtype=dtype_name, on_device=True, variant=variant, direction=call.case.direction
+    )
+    fault = engine.decide(info)
+    if fault is None:
+        return found
+    out = []
+    for value in found:
+        if isinstance(value, torch.Tensor) and value.numel() > 0 and value.dtype != torch.bool:
+            value = engine.apply(fault, info, value.clone())
+        out.append(value)
+    return out
+
+
+def _output(
+    tally: _Tally,
+    dtype_name: str,
+    chunk: int | None,
+    entries: list[tuple[str, Any]],
+    excluded: dict[str, int],
+    seed: int,
+    cache: str | None,
+    dynamo: dict[str, Any],
+    seconds: float,
+) -> ProbeOutput:
+    label = f"inductor program {chunk:02d}" if chunk is not None else "inductor program"
+    measurement = {
+        "kind": "sweep",
+        "op": label,
+        "variant_test_name": "",
+        "dtype": dtype_name,
+        "oracle": "value",
+        "cases": tally.cases,
+        "passed": tally.passed,
+        "failed": dict(sorted(tally.failed.items())),
+        "device_errors": 0,
+        "invalid_accepted": 0,
+        "refused": 0,
+        "unjudged": dict(sorted(tally.unjudged.items())),
+        "failures": tally.failures,
+        "errors": [],
+    }
+    counters = dynamo.get("counters") or {}
+    breaks = sum(counters.get("graph_break", {}).values()) if counters else 0
+    graphs = int(counters.get("stats", {}).get("unique_graphs", 0)) if counters else 0
+    notes = list(tally.notes)
+    if excluded:
+        notes.append("entries not compiled: " + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items())))
+    if tally.unjudged:
+        notes.append(
+            "cases not judged: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(tally.unjudged.items()))
+            + ("; e.g. " + " | ".join(tally.unjudged_examples) if tally.unjudged_examples else "")
+        )
+    if tally.compile_errors:
+        notes.append(
+            f"{tally.compile_errors} compile error(s) on programs eager runs (the compiler's, loud: not counted as wrong "
+            "values): " + " | ".join(tally.compile_error_examples)
+        )
+    if breaks:
+        notes.append(f"{breaks} graph break(s) (Dynamo ran those parts eagerly: a note, not a failure)")
+    if tally.not_run:
+        notes.append(f"passes not run (the probe's time budget was spent): {', '.join(tally.not_run)}")
+    metrics = {
+        "entries": len(entries),
+        "graphs": graphs,
+        "graph_breaks": breaks,
+        "compile_errors": tally.compile_errors,
+        "seed": seed,
+        "seconds": round(seconds, 3),
+        "cache": cache or "",
+    }
+    for name, spent in tally.pass_seconds.items():
+        metrics[f"seconds_{name}"] = spent
+    return ProbeOutput(measurement=measurement, metrics=metrics, notes=notes)

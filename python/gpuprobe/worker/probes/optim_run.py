@@ -1,0 +1,1703 @@
+"""optim family implementation: optimizer steps on the device against float64, and GradScaler.
+
+``run_optimizer`` steps one ``torch.optim`` optimizer in one dtype on the device under test,
+in each implementation it has (``forloop``: ``foreach=False``; ``foreach``: the multi-tensor
+kernels; ``fused``: the fused kernel) and each configuration of ``CONFIGS`` (PyTorch's
+optimizer database's: weight decay, ``amsgrad``, ``maximize``, ``nesterov``, ``centered``,
+``capturable``, a tensor learning rate, ...), from the same initial parameters through the
+same gradient sequence, and compares after every step:
+
+- each implementation's parameters (and, after the last step, its state: ``exp_avg``,
+  ``momentum_buffer``, ``step``, ...) with the same optimizer's for-loop implementation run in
+  float64 on the CPU;
+- the ``foreach`` and ``fused`` parameters with the device's own for-loop ones, in the same
+  dtype (PyTorch's own tests expect them close), within the same bound.
+
+Gradients are drawn per step from a seed, independently of the parameters, and rounded to the
+parameter's dtype once; every implementation and the reference see the same values.
+
+``run_gradscaler`` runs ``torch.amp.GradScaler`` over a schedule of finite and non-finite
+gradients with each implementation: a step with an infinity or a NaN in the gradients must
+leave parameters and state bit for bit as they were and halve the scale; a finite step must
+equal the same optimizer's step on the unscaled gradients; the scale doubles after
+``growth_interval`` clean steps.
+
+**The bound.** An element of a parameter after step ``t`` may differ from the float64
+reference by ``C·u·Σ_{s≤t} |R_s| + max(C·u, E)·Σ_{s≤t} M_s + t·tiny``, where ``u`` is the unit
+roundoff of the parameter's dtype (fp32 2^-24, bf16 2^-8, fp16 2^-11), ``R_s`` the element's
+float64 value after step ``s``, ``M_s`` the largest update of step ``s`` over the tensor
+(``max |R_s − R_{s−1}|``), ``C`` = ``ROUNDING_FACTOR``, ``tiny`` the dtype's subnormal spacing
+and ``E`` the float32 precision of the update's scalar coefficients (``coefficient_precision``).
+Why: every step rounds the parameter to its dtype (``u·|R_s|`` a rounding, a few a step), and
+computes the update through a chain of operations each rounded to the dtype (the for-loop and
+foreach compute in the parameter's dtype, the fused kernels in float32), an error of a few ``u``
+of the update's scale; the scale is the tensor's largest update, not the element's own,
+because an update that cancels (a moment near zero) keeps the absolute error of its terms.
+The fused kernels and capturable steps compute ``1 − β^t`` in float32 on the device, which
+costs up to ``u_float32 / (1 − β)`` of the update (``E``; it matters in float32 only). Errors
+of earlier steps carry into later ones, hence the sums. State tensors are judged against
+``max(C·u, E)·t·max |R|`` of the tensor; step counters exactly; parameters without a gradient
+must stay unchanged bit for bit.
+
+**Half precision.** In bfloat16 and float16 the for-loop and foreach implementations keep
+their state and compute in the dtype, where some terms leave its resolution (an epsilon of
+1e-6 is a float16 subnormal held to 1%): where a case fails the bound, the same for-loop and
+foreach steps on the CPU in the same dtype are the yardstick, and an element may differ from
+float64 by ``YARDSTICK_FACTOR`` times what either of them does there (unbounded where either
+is not finite). Gradients are at least ``GRAD_FLOOR`` in magnitude, so that the second moments
+stay normal float16 numbers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import inspect
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gpuprobe.worker import simulate
+from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
+from gpuprobe.worker.faults import is_device_fault
+from gpuprobe.worker.probes import sweep_oracle
+
+#: Failures kept in the observation (the counts cover all of them).
+MAX_REPORTED = 6
+#: Optimizer steps per case (each judged).
+STEPS = 3
+#: ``C`` of the rounding bound (module docstring). On the H200 (torch 2.11) every correct
+#: implementation in every configuration used at most 0.37 of the bound (bf16 for-loop
+#: Adam; 0.36 in fp32, 0.33 in fp16), apart from half-precision cases the yardstick judges;
+#: the planted bugs of ``tests/python/test_optim.py`` (a skipped step, a stale tensor, a wrong
+#: bias correction, swapped state, an odd tail left out) cost many times the bound.
+ROUNDING_FACTOR = 16.0
+#: Half-precision parameters may also differ from float64 by this many times what the
+#: for-loop or foreach implementation in their own dtype on the CPU does at the same element.
+YARDSTICK_FACTOR = 2.0
+#: Dtypes judged with those yardsticks where the bound alone fails them.
+YARDSTICK_DTYPES = ("bfloat16", "float16")
+#: Scale of the initial parameters (standard normal × this): comparable to one step's update of
+#: most optimizers at their default learning rates, so that an update moves a parameter by many
+#: units of a half-precision dtype (a step the dtype cannot resolve would hide a skipped one).
+PARAM_SCALE = 1e-3
+#: Smallest gradient magnitude. The second-moment statistics of half-precision state,
+#: (1 − β2)·g² with β2 = 0.999, leave float16's normal range (smallest normal 6.1e-5) below
+#: |g| = 0.25; a statistic that underflows makes every implementation divide by a subnormal or
+#: by zero, each differently. Gradients of at least this size keep the state normal.
+GRAD_FLOOR = 0.25
+#: Wall-clock budget of one probe's cases; the rest are counted as not run.
+DEFAULT_BUDGET_S = 60.0
+
+#: Probe dtype names → torch dtype attribute names.
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
+#: Unit roundoff of each dtype (half the distance from 1 to the next number).
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11, "float64": 2.0**-53}
+#: The implementations, in the order they run (the for-loop first: the others are compared
+#: with it too).
+IMPLEMENTATIONS = ("forloop", "foreach", "fused")
+#: Failure class of a wrong value (``sweep_oracle``'s classes; the judge maps them).
+WRONG_VALUE = sweep_oracle.WRONG_VALUE
+NONFINITE_INVENTED = sweep_oracle.NONFINITE_INVENTED
+STRUCTURE = sweep_oracle.STRUCTURE
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter lists.
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of a list: its shape, how it is laid out, whether it gets gradients."""
+
+    shape: tuple[int, ...]
+    #: ``contiguous``; ``transposed``: ``.t()`` of a contiguous 2-D tensor (dense, not
+    #: contiguous); ``strided``: every other column of a tensor twice as wide (not dense).
+    layout: str = "contiguous"
+    has_grad: bool = True
+    #: The parameter's dtype (torch attribute name); None: the probe's.
+    dtype: str | None = None
+    #: ``param``: the layout autograd gives a gradient (the parameter's strides when it is
+    #: dense, contiguous otherwise); ``transposed``: a 2-D gradient stored transposed (strides
+    #: other than the parameter's, as a gradient assigned by hand or a bucket view may have).
+    grad_layout: str = "param"
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def stress_list(many: int = 112) -> tuple[ParamSpec, ...]:
+    """The parameter list every optimizer probe steps: sizes at the kernels' edges (1, 3, 257 and
+    65537 elements, one past a 65536-element chunk), an empty parameter, a transposed one
+    (dense, not contiguous; its gradient transposed alike, as autograd makes it), 2-D and 3-D
+    shapes (factored optimizers), a second parameter of 257 elements (state applied to the
+    wrong parameter of the same shape shows), two parameters that never get a gradient
+    (skipped by every implementation), and ``many`` small parameters of sizes 1 to 211, so
+    that the list (123 parameters) has more tensors than one multi-tensor launch takes (110
+    at most, PyTorch's ``depth_to_max_tensors``)."""
+    fixed = (
+        ParamSpec((1,)),
+        ParamSpec((3,)),
+        ParamSpec((257,)),
+        ParamSpec((65537,)),
+        ParamSpec((0,)),
+        ParamSpec((33, 17), "transposed"),
+        ParamSpec((16, 31)),
+        ParamSpec((3, 5, 7)),
+        ParamSpec((257,)),
+        ParamSpec((5,), has_grad=False),
+        ParamSpec((129,), has_grad=False),
+    )
+    return fixed + tuple(ParamSpec(((i * 53) % 211 + 1,)) for i in range(many))
+
+
+def grad_layout_list() -> tuple[ParamSpec, ...]:
+    """Parameters whose gradient has other strides than the parameter: a strided (not dense)
+    parameter with the contiguous gradient autograd gives it, and a contiguous parameter with a
+    transposed gradient; beside two ordinary ones. Implementations that need equal layouts must
+    refuse them (an argument check), never step them wrongly."""
+    return (
+        ParamSpec((3,)),
+        ParamSpec((8, 33), "strided"),
+        ParamSpec((33, 17), grad_layout="transposed"),
+        ParamSpec((257,)),
+    )
+
+
+def mixed_list() -> tuple[ParamSpec, ...]:
+    """Parameters of float32, bfloat16 and float16 in one group, interleaved (the multi-tensor
+    and fused implementations group them by dtype)."""
+    out: list[ParamSpec] = []
+    for shape, layout in (
+        ((3,), "contiguous"),
+        ((257,), "contiguous"),
+        ((4097,), "contiguous"),
+        ((9, 5), "transposed"),
+    ):
+        for dtype in ("float32", "bfloat16", "float16"):
+            out.append(ParamSpec(shape, layout, dtype=dtype))
+    out.append(ParamSpec((7,), has_grad=False, dtype="bfloat16"))
+    return tuple(out)
+
+
+@dataclass
+class ParamSet:
+    """The initial values and the gradient sequence of one parameter list, on the host, in each
+    parameter's dtype (their float64 copies feed the reference)."""
+
+    specs: tuple[ParamSpec, ...]
+    dtypes: list[str]
+    initial: list[Any]
+    #: ``grads[step][i]``: the gradient of parameter ``i`` at step ``step`` (None without one).
+    grads: list[list[Any]]
+    #: Offsets of each parameter in the flat float64 vectors the judge compares.
+    offsets: list[int]
+    _flats: dict[Any, Any] = field(default_factory=dict, repr=False)
+    _segments: Any = field(default=None, repr=False)
+
+    def segment_ids(self, torch: Any) -> Any:
+        """Each flat element's parameter index."""
+        if self._segments is None:
+            counts = torch.tensor([spec.numel for spec in self.specs], dtype=torch.int64)
+            self._segments = torch.repeat_interleave(torch.arange(len(self.specs)), counts)
+        return self._segments
+
+    def per_element(self, torch: Any, per_param: list[float] | list[bool]) -> Any:
+        """A per-parameter value spread over the parameter's flat elements."""
+        dtype = torch.bool if per_param and isinstance(per_param[0], bool) else torch.float64
+        return torch.tensor(per_param, dtype=dtype)[self.segment_ids(torch)]
+
+    def segment_max(self, torch: Any, values: Any) -> Any:
+        """Each parameter's largest value (of non-negative ``values``) over its elements."""
+        largest = torch.zeros(len(self.specs), dtype=values.dtype)
+        largest.scatter_reduce_(0, self.segment_ids(torch), values, reduce="amax", include_self=False)
+        return largest[self.segment_ids(torch)]
+
+    def uploads(self, torch: Any, which: Any, device: Any, float64: bool) -> list[Any]:
+        """The initial values (``which`` = ``"initial"``) or the gradients of step ``which``
+        on ``device``, contiguous in each parameter's shape (None where a parameter has no
+        gradient): the host values are joined per dtype once and moved in one copy each."""
+        values = self.initial if which == "initial" else self.grads[which]
+        key = (which, float64)
+        if key not in self._flats:
+            groups: dict[Any, list[int]] = {}
+            for index, value in enumerate(values):
+                if value is not None:
+                    groups.setdefault(torch.float64 if float64 else value.dtype, []).append(index)
+            joined = []
+            for dtype, indices in groups.items():
+                joined.append((torch.cat([values[i].reshape(-1).to(dtype) for i in indices]), indices))
+            self._flats[key] = joined
+        out: list[Any] = [None] * len(values)
+        for flat, indices in self._flats[key]:
+            moved = flat.to(device, copy=True)
+            offset = 0
+            for index in indices:
+                count = self.specs[index].numel
+                out[index] = moved[offset : offset + count].view(self.specs[index].shape)
+                offset += count
+        return out
+
+
+def make_param_set(torch: Any, specs: tuple[ParamSpec, ...], dtype_name: str, seed: int, steps: int) -> ParamSet:
+    """Initial parameters (standard normal × ``PARAM_SCALE``) and ``steps`` gradients
+    (``_gradient``), drawn in float64 from ``seed`` and rounded to each parameter's dtype."""
+    generator = torch.Generator().manual_seed(seed)
+    dtypes = [spec.dtype or dtype_name for spec in specs]
+    initial = [
+        (torch.randn(spec.shape, generator=generator, dtype=torch.float64) * PARAM_SCALE).to(getattr(torch, d))
+        for spec, d in zip(specs, dtypes)
+    ]
+    grads = []
+    for _step in range(steps):
+        grads.append(
+            [
+                _gradient(torch, spec.shape, generator).to(getattr(torch, d)) if spec.has_grad else None
+                for spec, d in zip(specs, dtypes)
+            ]
+        )
+    offsets = [0]
+    for spec in specs:
+        offsets.append(offsets[-1] + spec.numel)
+    return ParamSet(specs, dtypes, initial, grads, offsets)
+
+
+def _gradient(torch: Any, shape: tuple[int, ...], generator: Any) -> Any:
+    """Gradient values ``sign(z) · (GRAD_FLOOR + |z|)`` for standard normal ``z`` (float64)."""
+    z = torch.randn(shape, generator=generator, dtype=torch.float64)
+    return torch.where(z < 0, -1.0, 1.0).to(torch.float64) * (GRAD_FLOOR + z.abs())
+
+
+def without_empty(param_set: ParamSet) -> ParamSet:
+    """The same parameter set without its empty parameters."""
+    keep = [i for i, spec in enumerate(param_set.specs) if spec.numel > 0]
+    specs = tuple(param_set.specs[i] for i in keep)
+    offsets = [0]
+    for spec in specs:
+        offsets.append(offsets[-1] + spec.numel)
+    return ParamSet(
+        specs,
+        [param_set.dtypes[i] for i in keep],
+        [param_set.initial[i] for i in keep],
+        [[grads[i] for i in keep] for grads in param_set.grads],
+        offsets,
+    )
+
+
+def make_params(torch: Any, param_set: ParamSet, device: Any, float64: bool = False) -> list[Any]:
+    """New leaf parameters on ``device`` holding the initial values, each in its spec's
+    layout (``ParamSpec.layout``)."""
+    params = []
+    for spec, values in zip(param_set.specs, param_set.uploads(torch, "initial", device, float64)):
+        if spec.layout == "transposed":
+            data = values.t().contiguous().t()
+        elif spec.layout == "strided":
+            rows, cols = spec.shape
+            wide = torch.zeros((rows, 2 * cols), dtype=values.dtype, device=values.device)
+            wide[:, ::2] = values
+            data = wide[:, ::2]
+        else:
+            # A new tensor: the upload is a view of one buffer shared by the list.
+            data = values.clone()
+        params.append(data.requires_grad_(True))
+    return params
+
+
+def _flat(torch: Any, tensors: list[Any]) -> Any:
+    """The tensors' values, in order, as one flat float64 CPU vector: always a copy (one
+    transfer), never a view of a live parameter. Mixed dtypes are joined in the widest."""
+    if not tensors:
+        return torch.zeros(0, dtype=torch.float64)
+    with torch.no_grad():
+        return torch.cat([t.detach().reshape(-1) for t in tensors]).cpu().double()
+
+
+def set_grads(
+    torch: Any,
+    params: list[Any],
+    param_set: ParamSet,
+    step: int,
+    device: Any,
+    float64: bool = False,
+    scale: float = 1.0,
+) -> None:
+    """Gives each parameter the gradient of ``step`` (times ``scale``, a power of two) in its
+    spec's gradient layout (``ParamSpec.grad_layout``); a gradient tensor of the last step is
+    reused, as a training loop that zeroes gradients instead of freeing them does."""
+    sources = param_set.uploads(torch, step, device, float64)
+    holders, values = [], []
+    for param, source, spec in zip(params, sources, param_set.specs):
+        if source is None:
+            param.grad = None
+            continue
+        holder = param.grad
+        if holder is None:
+            if spec.grad_layout == "transposed":
+                holder = torch.empty(tuple(reversed(param.shape)), dtype=param.dtype, device=param.device).t()
+            else:
+                # empty_like keeps a dense tensor's strides and makes a non-dense one's
+                # contiguous: autograd's layout contract for gradients.
+                holder = torch.empty_like(param, memory_format=torch.preserve_format)
+            param.grad = holder
+        holders.append(holder)
+        values.append(source)
+    with torch.no_grad():
+        for holder, source in zip(holders, values):
+            holder.copy_(source)
+        if scale != 1.0 and holders:
+            for holder in holders:
+                holder.mul_(scale)
+
+
+# ---------------------------------------------------------------------------------------------
+# Configurations and implementations.
+
+
+@dataclass(frozen=True)
+class Config:
+    """One optimizer configuration: keyword arguments (without the implementation flags)."""
+
+    name: str
+    kwargs: dict[str, Any] = field(hash=False, compare=False)
+
+
+def config_name(kwargs: dict[str, Any]) -> str:
+    """A short, stable name from the keyword arguments: ``default``, or the arguments joined by
+    ``+`` (``weight_decay=0.1+amsgrad``; ``lr=tensor`` for a tensor learning rate)."""
+    parts = []
+    for key, value in kwargs.items():
+        if value is True:
+            parts.append(key)
+        elif value is False:
+            parts.append(f"no_{key}")
+        elif _tensorlike(value) or (isinstance(value, tuple) and any(_tensorlike(v) for v in value)):
+            parts.append(f"{key}=tensor")
+        elif isinstance(value, tuple):
+            parts.append(f"{key}=" + ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value))
+        elif isinstance(value, float):
+            parts.append(f"{key}={value:g}")
+        else:
+            parts.append(f"{key}={value}")
+    return "+".join(parts) or "default"
+
+
+def _is_tensor(value: Any) -> bool:
+    return type(value).__name__ in ("Tensor", "Parameter") and hasattr(value, "dtype")
+
+
+def _tensorlike(value: Any) -> bool:
+    return _is_tensor(value) or isinstance(value, TensorArg)
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A hyperparameter given as a tensor (``lr=torch.tensor(1e-3)``), of this value and shape."""
+
+    value: float
+    shape: tuple[int, ...] = ()
+
+    def make(self, torch: Any) -> Any:
+        return torch.full(self.shape, self.value)
+
+
+#: Every configuration each optimizer is stepped in: the ``optim_inputs_func`` of PyTorch's
+#: optimizer database (``torch.testing._internal.common_optimizers.optim_db``) for CUDA, as
+#: data (importing the database costs about 12 s of a host core; ``tests/python/test_optim.py``
+#: checks that this table still equals the installed database). Configurations with
+#: ``capturable`` run only on a GPU (the database offers them for CUDA only); the
+#: implementation flags (``foreach``, ``fused``) are added per case, ``differentiable`` stays off.
+CONFIGS: dict[str, tuple[dict[str, Any], ...]] = {
+    "Adadelta": (
+        {},
+        {"lr": 0.01},
+        {"weight_decay": 0.1},
+        {"maximize": True},
+        {"weight_decay": 0.1, "maximize": True},
+        {"rho": 0.95, "weight_decay": 0.9},
+        {"capturable": True},
+        {"weight_decay": 0.1, "capturable": True},
+        {"lr": TensorArg(1e-3), "capturable": True},
+    ),
+    "Adafactor": (
+        {},
+        {"weight_decay": 0.1, "lr": 0.01},
+        {"weight_decay": 0.1, "maximize": True},
+        {"beta2_decay": -1.0},
+        {"d": 1.5},
+    ),
+    "Adagrad": (
+        {},
+        {"weight_decay": 0.1},
+        {"weight_decay": 0.1, "maximize": True},
+        {"lr": 0.1},
+        {"initial_accumulator_value": 0.1, "weight_decay": 0.1},
+        {"lr": 0.1, "lr_decay": 0.5, "weight_decay": 0.1},
+        {"lr": TensorArg(1e-3)},
+    ),
+    "Adam": (
+        {},
+        {"lr": 0.01},
+        {"weight_decay": 0.1},
+        {"weight_decay": 0.1, "maximize": True},
+        {"weight_decay": 0.1, "amsgrad": True},
+        {"capturable": True},
+        {"weight_decay": 0.1, "amsgrad": True, "capturable": True},
+        {"lr": TensorArg(1e-3), "amsgrad": True, "capturable": True},
+        {
+            "lr": TensorArg(1e-3),
+            "betas": (TensorArg(0.9, (1, 1, 1)), TensorArg(0.99, (1, 1))),
+            "amsgrad": True,
+            "capturable": True,
+        },
+        {"lr": TensorArg(1e-3), "betas": (TensorArg(0.9), TensorArg(0.99)), "amsgrad": False, "capturable": True},
+    ),
+    "Adamax": (
+        {},
+        {"lr": 0.1},
+        {"weight_decay": 0.1},
+        {"maximize": True},
+        {"weight_decay": 0.1, "maximize": True},
+        {"capturable": True},
+        {"weight_decay": 0.9, "maximize": True, "capturable": True},
+        {"weight_decay": 0, "maximize": True, "capturable": True},
+        {"weight_decay": 0.9, "maximize": False, "capturable": True},
+        {"lr": TensorArg(1e-3), "weight_decay": 0.9, "maximize": False, "capturable": True},
+    ),
+    "AdamW": (
+        {},
+        {"lr": 0.01},
+        {"weight_decay": 0.1},
+        {"weight_decay": 0.1, "maximize": True},
+        {"weight_decay": 0.1, "amsgrad": True},
+        {"capturable": True},
+        {"weight_decay": 0.1, "amsgrad": True, "capturable": True},
+        {"lr": TensorArg(1e-3), "amsgrad": True, "capturable": True},
+        {
+            "lr": TensorArg(1e-3),
+            "betas": (TensorArg(0.9, (1, 1, 1)), TensorArg(0.99, (1, 1))),
+            "amsgrad": True,
+            "capturable": True,
+        },
+        {"lr": TensorArg(1e-3), "betas": (TensorArg(0.9), TensorArg(0.99)), "amsgrad": False, "capturable": True},
+    ),
+    "ASGD": (
+        {},
+        {"lambd": 0.1},
+        {"lr": 0.02},
+        {"t0": 100},
+        {"maximize": True},
+        {"weight_decay": 0.1},
+        {"weight_decay": 0.1, "maximize": True},
+        {"capturable": True},
+        {"maximize": True, "capturable": True},
+        {"weight_decay": 0.1, "capturable": True},
+        {"weight_decay": 0.1, "maximize": True, "capturable": True},
+        {"lr": TensorArg(1e-3), "weight_decay": 0.1, "maximize": True, "capturable": True},
+    ),
+    "NAdam": (
+        {},
+        {"lr": 0.001},
+        {"momentum_decay": 0.006},
+        {"weight_decay": 0.1},
+        {"weight_decay": 0.1, "momentum_decay": 0.006},
+        {"weight_decay": 0.1, "momentum_decay": 0.006, "decoupled_weight_decay": True},
+        {"weight_decay": 0.1, "maximize": True},
+        {"capturable": True},
+        {"weight_decay": 0.9, "momentum_decay": 0.006, "capturable": True},
+        {"weight_decay": 0.9, "momentum_decay": 0.006, "decoupled_weight_decay": True, "capturable": True},
+        {
+            "lr": TensorArg(1e-3),
+            "weight_decay": 0.9,
+            "momentum_decay": 0.006,
+            "decoupled_weight_decay": True,
+            "capturable": True,
+        },
+    ),
+    "RAdam": (
+        {},
+        {"lr": 0.002},
+        {"eps": 1e-06},
+        {"weight_decay": 0.1},
+        {"weight_decay": 0.1, "decoupled_weight_decay": True},
+        {"weight_decay": 0.1, "maximize": True},
+        {"capturable": True},
+        {"capturable": True, "weight_decay": 0.1},
+        {"capturable": True, "weight_decay": 0.1, "decoupled_weight_decay": True},
+        {"lr": TensorArg(1e-3), "capturable": True, "weight_decay": 0.1, "decoupled_weight_decay": True},
+    ),
+    "RMSprop": (
+        {},
+        {"lr": 0.001},
+        {"weight_decay": 0.1},
+        {"maximize": True},
+        {"weight_decay": 0.1, "centered": True},
+        {"maximize": True, "weight_decay": 0.1},
+        {"weight_decay": 0.1, "centered": True, "momentum": 0.1},
+        {"weight_decay": 0.1, "centered": True, "momentum": 0.1, "maximize": True},
+        {"capturable": True},
+        {"weight_decay": 0.1, "maximize": True, "capturable": True},
+        {"lr": TensorArg(1e-3), "capturable": True},
+    ),
+    "Rprop": (
+        {},
+        {"lr": 0.0002},
+        {"etas": (0.5, 1.5)},
+        {"step_sizes": (2e-06, 100)},
+        {"maximize": True},
+        {"capturable": True},
+        {"lr": TensorArg(1e-3), "capturable": True},
+    ),
+    "SGD": (
+        {},
+        {"lr": 0.01},
+        {"lr": TensorArg(1e-3)},
+        {"weight_decay": 0.5},
+        {"momentum": 0.9},
+        {"weight_decay": 0.1, "maximize": True},
+        {"momentum": 0.9, "dampening": 0.5},
+        {"momentum": 0.9, "weight_decay": 0.1},
+        {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1},
+    ),
+}
+
+
+def configurations(torch: Any, class_name: str, device_type: str) -> list[Config]:
+    """The configurations of ``class_name`` on ``device_type``, tensors made."""
+    out = []
+    for raw in CONFIGS.get(class_name, ({},)):
+        if raw.get("capturable") and device_type == "cpu":
+            continue
+        kwargs = {key: _materialize(torch, value) for key, value in raw.items()}
+        out.append(Config(config_name(raw), kwargs))
+    return _unique(out)
+
+
+def _materialize(torch: Any, value: Any) -> Any:
+    if isinstance(value, TensorArg):
+        return value.make(torch)
+    if isinstance(value, tuple):
+        return tuple(_materialize(torch, item) for item in value)
+    return value
+
+
+def implementations(cls: Any) -> tuple[str, ...]:
+    """The implementations ``cls`` offers: the for-loop, and foreach and fused where its
+    constructor takes the flag (whether the device has the fused kernel is the device's to
+    say: a refusal is reported as not applicable)."""
+    try:
+        signature = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return ("forloop",)
+    return tuple(name for name in IMPLEMENTATIONS if name == "forloop" or name in signature)
+
+
+def _unique(configs: list[Config]) -> list[Config]:
+    """Configurations with distinct names (two entries with the same arguments would run
+    twice under one name)."""
+    seen: dict[str, int] = {}
+    out = []
+    for config in configs:
+        count = seen.get(config.name, 0)
+        seen[config.name] = count + 1
+        out.append(config if count == 0 else Config(f"{config.name}#{count + 1}", config.kwargs))
+    return out
+
+
+def implementation_flags(cls: Any, implementation: str) -> dict[str, Any]:
+    """The constructor flags that select an implementation."""
+    try:
+        signature = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        signature = {}
+    flags: dict[str, Any] = {}
+    if implementation == "forloop":
+        if "foreach" in signature:
+            flags["foreach"] = False
+        if "fused" in signature:
+            flags["fused"] = False
+    elif implementation == "foreach":
+        flags["foreach"] = True
+    elif implementation == "fused":
+        flags["fused"] = True
+    return flags
+
+
+def reference_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The configuration as the float64 CPU reference runs it: tensors as Python numbers (same
+    values), not capturable (capturable changes where the state lives, not the arithmetic)."""
+
+    def plain(value: Any) -> Any:
+        if _is_tensor(value):
+            return float(value.detach().cpu().reshape(-1)[0])
+        if isinstance(value, tuple):
+            return tuple(plain(v) for v in value)
+        return value
+
+    out = {k: plain(v) for k, v in kwargs.items() if k != "capturable"}
+    return out
+
+
+def _fresh_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the configuration whose tensors are new (an optimizer may keep or move them)."""
+    return {k: copy.deepcopy(v) for k, v in kwargs.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Trajectories.
+
+
+@dataclass
+class Trajectory:
+    """What one implementation did: its parameters (flat float64) after each step and its state
+    after the last."""
+
+    params: list[Any]
+    #: ``state[key]``: (flat float64 values of that state over the parameters that have it,
+    #: the parameter indices, each one's element count); ``step`` values separately.
+    state: dict[str, tuple[Any, list[int], list[int]]]
+    steps: dict[int, float]
+    #: Parameter indices with no state although they had gradients (skipped), for the judge.
+    stateless: list[int]
+    #: The optimizer's hyperparameters as its parameter group holds them (defaults included).
+    hyper: dict[str, Any] = field(default_factory=dict)
+
+
+#: Called after each step with (step number from 1, optimizer, parameters); the tests use it to
+#: plant the faults the probe must catch (a skipped step, swapped state, ...).
+Tamper = Callable[[int, Any, list[Any]], None]
+
+
+def run_trajectory(
+    torch: Any,
+    cls: Any,
+    kwargs: dict[str, Any],
+    param_set: ParamSet,
+    device: Any,
+    steps: int,
+    *,
+    float64: bool = False,
+    after_step: Callable[[int, list[Any]], None] | None = None,
+    tamper: Tamper | None = None,
+    sync: Callable[[], None] | None = None,
+) -> Trajectory:
+    """Steps ``cls(**kwargs)`` over the parameter set; ``float64`` runs it on float64 copies
+    (the reference). Exceptions propagate (the caller classifies them)."""
+    params = make_params(torch, param_set, device, float64)
+    optimizer = cls(params, **kwargs)
+    flats = []
+    for step in range(steps):
+        set_grads(torch, params, param_set, step, device, float64)
+        optimizer.step()
+        if tamper is not None:
+            with torch.no_grad():
+                tamper(step + 1, optimizer, params)
+        if after_step is not None:
+            with torch.no_grad():
+                after_step(step + 1, params)
+        if sync is not None:
+            sync()
+        flats.append(_flat(torch, params))
+    return _trajectory(torch, optimizer, params, flats)
+
+
+def _trajectory(torch: Any, optimizer: Any, params: list[Any], flats: list[Any]) -> Trajectory:
+    state: dict[str, tuple[list[Any], list[int], list[int]]] = {}
+    step_values: dict[int, float] = {}
+    stateless = []
+    for index, param in enumerate(params):
+        entry = optimizer.state.get(param) if hasattr(optimizer.state, "get") else None
+        if not entry:
+            if param.grad is not None:
+                stateless.append(index)
+            continue
+        for key, value in entry.items():
+            if key == "step":
+                step_values[index] = float(value.detach().cpu()) if _is_tensor(value) else float(value)
+                continue
+            if not _is_tensor(value):
+                if isinstance(value, (int, float)):
+                    value = torch.tensor(float(value), dtype=torch.float64)
+                else:
+                    continue
+            tensors, indices, counts = state.setdefault(key, ([], [], []))
+            tensors.append(value)
+            indices.append(index)
+            counts.append(value.numel())
+    flat_state = {key: (_flat(torch, tensors), indices, counts) for key, (tensors, indices, counts) in state.items()}
+    hyper = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"} if optimizer.param_groups else {}
+    return Trajectory(flats, flat_state, step_values, stateless, hyper)
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge.
+
+
+@dataclass
+class Finding:
+    """How one implementation's result differs from what it should be."""
+
+    cls: str
+    output: str
+    detail: str
+    index: list[int] | None = None
+    expected: str = ""
+    found: str = ""
+    max_err: float | None = None
+    allowed: float | None = None
+    zeros: bool = False
+    all_zero: bool = False
+    bad_elements: int = 0
+    elements: int = 0
+
+
+class Bounds:
+    """The allowed error of every parameter element after each step (module docstring), from
+    the float64 reference trajectory and, for half-precision parameters, the yardsticks (the
+    for-loop and foreach implementations in the parameters' own dtype on the CPU)."""
+
+    def __init__(
+        self,
+        torch: Any,
+        param_set: ParamSet,
+        reference: Trajectory,
+        factor: float = ROUNDING_FACTOR,
+        yardsticks: list[Trajectory] | None = None,
+    ) -> None:
+        self.torch = torch
+        self.param_set = param_set
+        self.reference = reference
+        self.factor = factor
+        self.yardsticks = list(yardsticks or [])
+        unit = param_set.per_element(torch, [UNIT_ROUNDOFF[d] for d in param_set.dtypes])
+        self.tiny = param_set.per_element(torch, [_subnormal_spacing(torch, d) for d in param_set.dtypes])
+        exact = param_set.per_element(torch, [not spec.has_grad for spec in param_set.specs])
+        self.coefficients = coefficient_precision(reference.hyper)
+        self.rounding = factor * unit
+        # The update's relative error: the dtype's rounding through the update's chain of
+        # operations, or the float32 precision of its scalar coefficients, whichever is larger.
+        self.update = torch.clamp(self.rounding, min=self.coefficients)
+        previous = _flat(torch, param_set.initial)
+        magnitudes = torch.zeros_like(previous)
+        updates = torch.zeros_like(previous)
+        self.allowed: list[Any] = []
+        for step, values in enumerate(reference.params):
+            magnitudes = magnitudes + values.abs()
+            updates = updates + param_set.segment_max(torch, (values - previous).abs())
+            allowed = self.rounding * magnitudes + self.update * updates + (step + 1) * self.tiny
+            for yardstick in self.yardsticks:
+                allowed = torch.maximum(allowed, _yardstick_allowance(torch, yardstick.params[step], values))
+            self.allowed.append(torch.where(exact, torch.zeros_like(allowed), allowed))
+            previous = values
+        self._state: dict[str, Any] = {}
+
+    def state_allowed(self, key: str, steps: int) -> Any:
+        """The allowed error of the reference state ``key`` (flat, over the parameters that
+        keep it): the update's relative error times ``t`` times the state tensor's largest
+        magnitude, plus ``t`` subnormal spacings; at least ``YARDSTICK_FACTOR`` times the error
+        of the yardstick's same state."""
+        if key in self._state:
+            return self._state[key]
+        torch = self.torch
+        values, indices, counts = self.reference.state[key]
+        offsets = [0]
+        for count in counts:
+            offsets.append(offsets[-1] + count)
+        segments = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.int64))
+        largest = torch.zeros(len(counts), dtype=torch.float64).scatter_reduce_(
+            0, segments, values.abs(), reduce="amax", include_self=False
+        )[segments]
+        dtypes = [self.param_set.dtypes[i] for i in indices]
+        unit = torch.tensor([UNIT_ROUNDOFF[d] for d in dtypes], dtype=torch.float64)[segments]
+        tiny = torch.tensor([_subnormal_spacing(torch, d) for d in dtypes], dtype=torch.float64)[segments]
+        relative = torch.clamp(self.factor * unit, min=self.coefficients)
+        allowed = relative * steps * largest + steps * tiny
+        for yardstick in self.yardsticks:
+            if key in yardstick.state:
+                own_values, own_indices, own_counts = yardstick.state[key]
+                if own_indices == indices and own_counts == counts:
+                    allowed = torch.maximum(allowed, _yardstick_allowance(torch, own_values, values))
+        self._state[key] = allowed
+        return allowed
+
+
+def _yardstick_allowance(torch: Any, yardstick: Any, reference: Any) -> Any:
+    """``YARDSTICK_FACTOR`` times the yardstick's own error; unbounded where the yardstick is
+    not finite (the dtype cannot hold that step at all: not judged)."""
+    own = (yardstick - reference).abs()
+    return torch.where(torch.isfinite(own), YARDSTICK_FACTOR * own, torch.full_like(own, math.inf))
+
+
+#: Hyperparameters that are averaging coefficients (an exponential average's decay).
+AVERAGING_HYPERPARAMETERS = ("betas", "alpha", "rho")
+
+
+def coefficient_precision(hyper: dict[str, Any]) -> float:
+    """The relative precision of an update whose scalar coefficients are computed in float32
+    on the device (the fused kernels and capturable steps compute ``1 − β^t`` there): one unit
+    of float32 roundoff in an averaging coefficient β, relative to ``1 − β`` (with β2 = 0.999,
+    ``1 − β2`` keeps about 14 of float32's 24 bits)."""
+    worst = 1.0
+    for key in AVERAGING_HYPERPARAMETERS:
+        value = hyper.get(key)
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            try:
+                beta = float(item.item() if _is_tensor(item) else item)
+            except (TypeError, ValueError, RuntimeError):
+                continue
+            if 0.0 < beta < 1.0:
+                worst = max(worst, 1.0 / (1.0 - beta))
+    return UNIT_ROUNDOFF["float32"] * worst
+
+
+def _subnormal_spacing(torch: Any, dtype_name: str) -> float:
+    info = torch.finfo(getattr(torch, dtype_name))
+    return float(info.smallest_normal) * float(info.eps)
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.9g}"
+
+
+def _locate(offsets: list[int], flat_index: int) -> tuple[int, int]:
+    """(parameter index, element index within it) of a flat index."""
+    tensor = bisect.bisect_right(offsets, flat_index) - 1
+    return tensor, flat_index - offsets[tensor]
+
+
+def compare_flat(
+    torch: Any,
+    found: Any,
+    expected: Any,
+    allowed: Any,
+    offsets: list[int],
+    describe: Callable[[int], str],
+    shapes: list[tuple[int, ...]],
+    what: str,
+    worst: list[float] | None = None,
+) -> Finding | None:
+    """Judges flat float64 values against the reference within ``allowed`` (per element): None
+    when every element is within it. NaN/Inf where the reference is finite is its own class.
+    ``worst`` collects the largest error in units of the allowed one (finite bounds only)."""
+    if tuple(found.shape) != tuple(expected.shape):
+        return Finding(STRUCTURE, what, f"{found.numel()} values where the reference has {expected.numel()}")
+    if found.numel() == 0:
+        return None
+    # The references are finite (finite gradients); a NaN in ``found`` makes ``err`` NaN,
+    # which no bound admits (``<=`` is false), an infinity only the unbounded allowance.
+    err = (found - expected).abs()
+    within = err <= allowed
+    if worst is not None:
+        ratio = torch.where(allowed > 0, err / allowed, torch.zeros_like(err))
+        ratio = ratio[torch.isfinite(ratio)]
+        if ratio.numel():
+            worst.append(float(ratio.max()))
+    if bool(within.all()):
+        return None
+    finite_ref = torch.isfinite(expected)
+    invented = finite_ref & ~torch.isfinite(found) & ~within
+    err = torch.where(torch.isfinite(err), err, torch.full_like(err, math.inf))
+    bad = ~within & finite_ref
+    if not bool(bad.any()):
+        return None
+    count = int(bad.sum())
+    if bool(invented.any()):
+        first = int(torch.nonzero(invented)[0, 0])
+        cls = NONFINITE_INVENTED
+        detail = f"{int(invented.sum())} NaN/Inf where the reference is finite"
+    else:
+        ratio = torch.where(bad, err / torch.clamp(allowed, min=1e-300), torch.zeros_like(err))
+        first = int(ratio.argmax())
+        cls = WRONG_VALUE
+        worst = float(ratio[first])
+        detail = f"{count} of {found.numel()} elements beyond the bound ({worst:.3g}× the allowed at the worst)"
+    tensor, element = _locate(offsets, first)
+    zeros_where_nonzero = bad & (found == 0) & (expected != 0)
+    all_zero = bool((found == 0).all()) and bool((expected != 0).any())
+    finite_err = err[torch.isfinite(err)]
+    return Finding(
+        cls,
+        describe(tensor),
+        detail,
+        index=_unravel(element, shapes[tensor]) if shapes[tensor] else [element],
+        expected=_fmt(float(expected[first])),
+        found=_fmt(float(found[first])),
+        max_err=float(finite_err.max()) if finite_err.numel() else None,
+        allowed=float(allowed[first]),
+        zeros=bool(int(zeros_where_nonzero.sum()) == count),
+        all_zero=all_zero,
+        bad_elements=count,
+        elements=found.numel(),
+    )
+
+
+def _unravel(flat_index: int, shape: tuple[int, ...]) -> list[int]:
+    out: list[int] = []
+    for size in reversed(shape):
+        size = max(int(size), 1)
+        out.append(flat_index % size)
+        flat_index //= size
+    return list(reversed(out))
+
+
+def judge_state(
+    torch: Any,
+    found: Trajectory,
+    reference: Trajectory,
+    bounds: Bounds,
+    param_set: ParamSet,
+    steps: int,
+) -> Finding | None:
+    """The state after the last step: every state the reference keeps, for the same
+    parameters, within the state bound; step counters exactly; no state for a parameter
+    without gradients."""
+    for index, value in sorted(reference.steps.items()):
+        got = found.steps.get(index)
+        if got is None:
+            return Finding(
+                STRUCTURE, f"state[{index}].step", "the parameter has no step counter where the reference has one"
+            )
+        if got != value:
+            return Finding(
+                WRONG_VALUE,
+                f"state[{index}].step",
+                f"step counter {got:g} where the reference counted {value:g}",
+                expected=_fmt(value),
+                found=_fmt(got),
+            )
+    for key, (ref_values, ref_indices, ref_counts) in sorted(reference.state.items()):
+        if key not in found.state:
+            return Finding(STRUCTURE, key, f"no state {key!r} where the reference keeps one")
+        values, indices, counts = found.state[key]
+        if indices != ref_indices or counts != ref_counts:
+            return Finding(
+                STRUCTURE,
+                key,
+                f"state {key!r} is kept for parameters {indices[:8]} (sizes {counts[:8]}) where the reference keeps it "
+                f"for {ref_indices[:8]} (sizes {ref_counts[:8]})",
+            )
+        allowed = bounds.state_allowed(key, steps)
+        offsets = [0]
+        for count in ref_counts:
+            offsets.append(offsets[-1] + count)
+        finding = compare_flat(
+            torch,
+            values,
+            ref_values,
+            allowed,
+            offsets,
+            lambda k, key=key: f"state[{ref_indices[k]}].{key}",
+            [(c,) for c in ref_counts],
+            key,
+        )
+        if finding is not None:
+            return finding
+    # State the reference does not keep (an implementation's cached value) is not judged.
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The tally (the sweep's observation format).
+
+
+class Tally:
+    """Counts cases and keeps the first failures, errors and reasons, as ``SweepStats``."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+        self.passed = 0
+        self.failed: dict[str, int] = {}
+        self.failures: list[dict[str, Any]] = []
+        self.device_errors: list[dict[str, Any]] = []
+        self.device_error_count = 0
+        self.refused = 0
+        self.refused_examples: list[str] = []
+        self.unjudged: dict[str, int] = {}
+        self.unjudged_examples: list[str] = []
+        self.not_run = 0
+        self.context_lost: str | None = None
+        self.notes: list[str] = []
+        #: Largest error of each comparison against float64, in units of the allowed error.
+        self.worst: list[float] = []
+
+    def unjudge(self, reason: str, text: str) -> None:
+        self.unjudged[reason] = self.unjudged.get(reason, 0) + 1
+        if len(self.unjudged_examples) < 3:
+            self.unjudged_examples.append(text[:200])
+
+    def refuse(self, text: str) -> None:
+        self.refused += 1
+        if len(self.refused_examples) < 3:
+            self.refused_examples.append(text[:200])
+
+    def error(self, variant: str, direction: str, sample: int, message: str) -> None:
+        self.cases += 1
+        self.device_error_count += 1
+        if len(self.device_errors) < MAX_REPORTED:
+            self.device_errors.append(
+                {"variant": variant, "direction": direction, "sample": sample, "message": message[:300]}
+            )
+
+    def record(self, variant: str, direction: str, sample: int, finding: Finding | None) -> None:
+        """Counts one judged case: passed when ``finding`` is None."""
+        self.cases += 1
+        if finding is None:
+            self.passed += 1
+            return
+        self.failed[finding.cls] = self.failed.get(finding.cls, 0) + 1
+        if len(self.failures) < MAX_REPORTED:
+            self.failures.append(
+                sweep_oracle.failure_record(finding, variant=variant, direction=direction, sample=sample, output=finding.output)
+            )
+
+    def output(
+        self, op: str, variant_test_name: str, dtype_name: str, oracle: str, metrics: dict[str, Any]
+    ) -> ProbeOutput:
+        measurement = {
+            "kind": "sweep",
+            "op": op,
+            "variant_test_name": variant_test_name,
+            "dtype": dtype_name,
+            "oracle": oracle,
+            "cases": self.cases,
+            "passed": self.passed,
+            "failed": dict(sorted(self.failed.items())),
+            "device_errors": self.device_error_count,
+            "invalid_accepted": 0,
+            "refused": self.refused,
+            "unjudged": dict(sorted(self.unjudged.items())),
+            "failures": self.failures,
+            "errors": self.device_errors,
+        }
+        notes = list(self.notes)
+        if self.refused:
+            notes.append(
+                f"{self.refused} case(s) refused by an argument check of the implementation (not wrong math): "
+                + "; ".join(self.refused_examples)
+            )
+        if self.unjudged:
+            notes.append(
+                "cases not judged: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.unjudged.items()))
+                + ("; e.g. " + " | ".join(self.unjudged_examples) if self.unjudged_examples else "")
+            )
+        if self.context_lost:
+            notes.append(self.context_lost)
+        if self.not_run:
+            reason = "the device context was lost" if self.context_lost else "the probe's time budget was spent"
+            notes.append(f"{self.not_run} case(s) not run: {reason}")
+        worst = round(max(self.worst), 4) if self.worst else None
+        return ProbeOutput(
+            measurement=measurement, metrics=dict(metrics, not_run=self.not_run, worst_ratio=worst), notes=notes
+        )
+
+
+def _error_text(exc: BaseException, limit: int = 300) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first[:limit]
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulation.
+
+
+#: Effects that corrupt values (others raise, crash or hang where they are applied).
+_CORRUPTING = ("zeros", "partial_zeros", "nan", "bitflip", "stale", "wrap")
+
+
+def _simulation_hook(
+    torch: Any, optimizer_name: str, dtype_name: str, implementation: str
+) -> Callable[[int, list[Any]], None] | None:
+    """A function that, under fault simulation, corrupts the parameters after a step the fault
+    selects (by optimizer ``methods``, implementation ``variants`` or ``step<N>``); None when
+    simulation is off or no fault is about this family."""
+    engine = simulate.engine()
+    if engine is None or not engine.wants("optim"):
+        return None
+
+    def hook(step: int, params: list[Any]) -> None:
+        call = simulate.CallInfo(
+            op="optim",
+            method=optimizer_name,
+            dtype=dtype_name,
+            on_device=True,
+            variant=implementation,
+            direction=f"step{step}",
+        )
+        fault = engine.decide(call)
+        if fault is None:
+            return
+        if fault.effect not in _CORRUPTING:
+            engine.apply(fault, call, None)  # raises, crashes or hangs as the effect says
+            return
+        for param in params:
+            if param.numel() > 0:
+                engine.apply(fault, call, param.data)
+
+    return hook
+
+
+# ---------------------------------------------------------------------------------------------
+# The optimizer probe.
+
+
+def _optimizer_class(torch: Any, class_name: str) -> Any:
+    cls = getattr(torch.optim, class_name, None)
+    if cls is None:
+        raise SkipProbe(f"torch {torch.__version__} has no torch.optim.{class_name}")
+    return cls
+
+
+def _device_type(ctx: ProbeContext) -> str:
+    return ctx.device.type
+
+
+def below_full_tier(ctx: ProbeContext) -> bool:
+    """Whether the run's tier is below ``full`` (a run that names no tier runs everything)."""
+    return ctx.options.get("tier") not in (None, "full")
+
+
+def run_optimizer(
+    ctx: ProbeContext,
+    optimizer: str,
+    class_name: str,
+    dtype: str,
+    mixed: bool = False,
+    layouts: bool = False,
+    many: int = 112,
+    configs: list[str] | None = None,
+) -> ProbeOutput:
+    """Steps ``torch.optim.<class_name>`` in ``dtype`` in every implementation and
+    configuration (``CONFIGS``); ``mixed`` also steps a list of float32, bfloat16 and float16
+    parameters in one group, ``layouts`` one whose gradients have other strides than their
+    parameters (``grad_layout_list``). Below the full tier a probe that names ``configs`` runs
+    only those, on the main list."""
+    torch = ctx.torch
+    dtype_name = DTYPES[dtype]
+    cls = _optimizer_class(torch, class_name)
+    device_type = _device_type(ctx)
+    subset = configs if configs is not None and below_full_tier(ctx) else None
+    chosen = [c for c in configurations(torch, class_name, device_type) if subset is None or c.name in subset]
+    if not chosen:
+        raise SkipProbe(f"no configuration of {class_name} applies on {device_type}")
+    impls = implementations(cls)
+    lists: list[tuple[str, tuple[ParamSpec, ...]]] = [("", stress_list(many))]
+    if mixed and subset is None:
+        lists.append(("+mixed_dtypes", mixed_list()))
+    if layouts and subset is None:
+        lists.append(("+grad_layouts", grad_layout_list()))
+    tally = Tally()
+    if "foreach" in impls and device_type == "cpu":
+        tally.notes.append(
+            "on the CPU, foreach=True runs the multi-tensor code path with the per-tensor fallback kernels"
+        )
+    budget = float(ctx.options.get("optim_budget_s", DEFAULT_BUDGET_S))
+    started = time.monotonic()
+    seed = ctx.derive_seed("trajectory") % (2**31)
+    for list_suffix, specs in lists:
+        param_set = make_param_set(torch, specs, dtype_name, seed, STEPS)
+        for config_index, config in enumerate(chosen):
+            if tally.context_lost or time.monotonic() - started > budget:
+                tally.not_run += len(impls)
+                continue
+            print(f"gpuprobe optim: {optimizer} {dtype} {config.name}{list_suffix}", file=sys.stderr, flush=True)
+            _run_config(ctx, tally, optimizer, cls, impls, config, config_index, list_suffix, param_set, dtype_name)
+    if tally.context_lost:
+        ctx.restart_worker = tally.context_lost
+    _skip_when_nothing_judged(tally, class_name)
+    metrics = {
+        "optimizer": class_name,
+        "dtype": dtype_name,
+        "configurations": len(chosen),
+        "implementations": ",".join(impls),
+        "parameters": len(stress_list(many)),
+        "lists": ",".join(suffix.lstrip("+") or "main" for suffix, _ in lists),
+        "steps": STEPS,
+        "rounding_factor": ROUNDING_FACTOR,
+        "seed": seed,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    return tally.output(class_name, "", dtype_name, "float64", metrics)
+
+
+def _reference(
+    torch: Any, cls: Any, config: Config, param_set: ParamSet, tally: Tally
+) -> tuple[Trajectory | None, ParamSet, str]:
+    """The float64 for-loop trajectory on the CPU (and the parameter set it could step), or
+    None and why."""
+    reference_config = dict(reference_kwargs(config.kwargs), foreach=False)
+    cpu = torch.device("cpu")
+    try:
+        return run_trajectory(torch, cls, reference_config, param_set, cpu, STEPS, float64=True), param_set, ""
+    except Exception as exc:  # noqa: BLE001 - no reference: not judged, never blamed on the device
+        reason = _error_text(exc)
+    if any(spec.numel == 0 for spec in param_set.specs):
+        # The for-loop itself cannot step an empty parameter (a framework defect on every
+        # device, reported in the notes); the rest of the list is still judged.
+        param_set = without_empty(param_set)
+        try:
+            reference = run_trajectory(torch, cls, reference_config, param_set, cpu, STEPS, float64=True)
+        except Exception as retry:  # noqa: BLE001
+            return None, param_set, _error_text(retry)
+        note = f"the for-loop implementation raises on an empty parameter ({reason}); empty parameters are left out"
+        if note not in tally.notes:
+            tally.notes.append(note)
+        return reference, param_set, ""
+    return None, param_set, reason
+
+
+def _run_config(
+    ctx: ProbeContext,
+    tally: Tally,
+    optimizer: str,
+    cls: Any,
+    impls: tuple[str, ...],
+    config: Config,
+    config_index: int,
+    list_suffix: str,
+    param_set: ParamSet,
+    dtype_name: str,
+) -> None:
+    torch = ctx.torch
+    reference, param_set, reason = _reference(torch, cls, config, param_set, tally)
+    if reference is None:
+        for implementation in impls:
+            tally.unjudge("no_float64_reference", f"{implementation}+{config.name}{list_suffix}: {reason}")
+        return
+    bounds = Bounds(torch, param_set, reference)
+    # The yardstick only widens the bound, so it is computed only when a half-precision
+    # case fails without it (most pass by the rounding bound alone).
+    needs_yardstick = any(d in YARDSTICK_DTYPES for d in param_set.dtypes)
+    shapes = [spec.shape for spec in param_set.specs]
+    forloop: Trajectory | None = None
+    for implementation in impls:
+        variant = f"{implementation}+{config.name}{list_suffix}"
+        kwargs = dict(_fresh_kwargs(config.kwargs), **implementation_flags(cls, implementation))
+        hook = _simulation_hook(torch, optimizer, dtype_name, implementation)
+        try:
+            found = _device_trajectory(ctx, cls, kwargs, param_set, hook)
+        except _NotApplicable as exc:
+            tally.unjudge("not_applicable", f"{variant}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - classified: refused, device error or lost context
+            _classify_step_error(ctx, tally, variant, config_index, exc)
+            continue
+        forloop_params = forloop.params if forloop is not None else None
+        worst: list[float] = []
+        finding, step = judge_trajectory(torch, found, reference, bounds, param_set, forloop_params, shapes, worst)
+        if finding is not None and needs_yardstick and not bounds.yardsticks:
+            yardsticks = _yardsticks(torch, cls, impls, config, param_set, tally, list_suffix)
+            if yardsticks:
+                bounds = Bounds(torch, param_set, reference, yardsticks=yardsticks)
+                worst = []
+                finding, step = judge_trajectory(
+                    torch, found, reference, bounds, param_set, forloop_params, shapes, worst
+                )
+        tally.worst.extend(worst)
+        tally.record(variant, f"step{step}", config_index, finding)
+        if implementation == "forloop" and finding is None:
+            forloop = found
+
+
+def _yardsticks(
+    torch: Any, cls: Any, impls: tuple[str, ...], config: Config, param_set: ParamSet, tally: Tally, list_suffix: str
+) -> list[Trajectory]:
+    """The for-loop and foreach implementations in the parameters' own dtypes on the CPU
+    (module docstring): each computes in the dtype, in its own order of operations."""
+    out = []
+    for foreach in (False, True) if "foreach" in impls else (False,):
+        try:
+            out.append(
+                run_trajectory(
+                    torch,
+                    cls,
+                    dict(reference_kwargs(config.kwargs), foreach=foreach),
+                    param_set,
+                    torch.device("cpu"),
+                    STEPS,
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - judged without that yardstick then
+            tally.notes.append(
+                f"{config.name}{list_suffix}: no same-dtype yardstick (foreach={foreach}: {_error_text(exc)})"
+            )
+    return out
+
+
+class _NotApplicable(Exception):
+    """The optimizer rejects the configuration for this implementation when it is built (a
+    combination PyTorch does not offer): not judged."""
+
+
+def _device_trajectory(
+    ctx: ProbeContext, cls: Any, kwargs: dict[str, Any], param_set: ParamSet, hook: Any, tamper: Tamper | None = None
+) -> Trajectory:
+    torch = ctx.torch
+    _check_construction(torch, cls, kwargs, ctx.device, param_set.dtypes[0])
+    return run_trajectory(
+        torch, cls, kwargs, param_set, ctx.device, STEPS, after_step=hook, tamper=tamper, sync=ctx.sync
+    )
+
+
+def _check_construction(torch: Any, cls: Any, kwargs: dict[str, Any], device: Any, dtype_name: str) -> None:
+    """Raises ``_NotApplicable`` when the optimizer refuses the configuration itself (an
+    argument combination or a device it does not offer), before any parameter is stepped."""
+    try:
+        cls(
+            [torch.zeros(1, device=device, dtype=getattr(torch, dtype_name), requires_grad=True)],
+            **_fresh_kwargs(kwargs),
+        )
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise _NotApplicable(_error_text(exc)) from None
+
+
+def judge_trajectory(
+    torch: Any,
+    found: Trajectory,
+    reference: Trajectory,
+    bounds: Bounds,
+    param_set: ParamSet,
+    forloop_params: list[Any] | None,
+    shapes: list[tuple[int, ...]],
+    worst: list[float] | None = None,
+) -> tuple[Finding | None, int]:
+    """The first step whose parameters are wrong (against float64, then against the device's
+    for-loop implementation), else the state after the last step: (finding, step)."""
+    dtypes = param_set.dtypes
+
+    def describe(index: int) -> str:
+        spec = param_set.specs[index]
+        layout = "" if spec.layout == "contiguous" else f" {spec.layout}"
+        return f"param[{index}] {tuple(spec.shape)}{layout} {dtypes[index]}"
+
+    for step, (values, expected) in enumerate(zip(found.params, reference.params)):
+        finding = compare_flat(
+            torch, values, expected, bounds.allowed[step], param_set.offsets, describe, shapes, "params", worst
+        )
+        if finding is not None:
+            return finding, step + 1
+        if forloop_params is not None:
+            # Where the for-loop in this dtype cannot stay finite (the yardstick allows
+            # anything there), the two implementations are not compared.
+            allowed = torch.where(
+                torch.isfinite(forloop_params[step]), bounds.allowed[step], torch.full_like(values, math.inf)
+            )
+            finding = compare_flat(
+                torch, values, forloop_params[step], allowed, param_set.offsets, describe, shapes, "params"
+            )
+            if finding is not None:
+                finding.detail = "differs from the for-loop implementation on the device: " + finding.detail
+                return finding, step + 1
+    if found.stateless and not reference.stateless:
+        index = found.stateless[0]
+        return Finding(
+            STRUCTURE, describe(index), "the parameter had gradients but the optimizer kept no state for it"
+        ), len(found.params)
+    return judge_state(torch, found, reference, bounds, param_set, len(found.params)), len(found.params)
+
+
+def _skip_when_nothing_judged(tally: Tally, what: str) -> None:
+    """A probe none of whose cases could be judged (every implementation refused, or the
+    backend has no kernel for the dtype) skips with the reason instead of passing empty."""
+    if tally.cases or tally.context_lost or tally.not_run:
+        return
+    reasons = tally.unjudged_examples + tally.refused_examples
+    raise SkipProbe(f"{what}: no case applies here" + (f" ({reasons[0]})" if reasons else ""))
+
+
+def _classify_step_error(ctx: ProbeContext, tally: Tally, variant: str, sample: int, exc: BaseException) -> None:
+    message = _error_text(exc)
+    if isinstance(exc, NotImplementedError):
+        # The backend has no kernel for this dtype (GradScaler's CUDA unscale of bfloat16
+        # gradients): a documented gap, neither wrong math nor a fault.
+        tally.unjudge("unsupported_on_device", f"{variant}: {message}")
+        return
+    if not is_device_fault(message):
+        # An argument check refused the parameters (a dtype, layout or device the
+        # implementation does not take): stricter, not wrong math.
+        tally.refuse(f"{variant}: {message}")
+        return
+    tally.error(variant, "step", sample, message)
+    if ctx.is_gpu:
+        problem = device_context_problem(ctx.torch, ctx.device)
+        if problem is not None:
+            tally.context_lost = (
+                f"{variant}: the device raised {message} and its context is unusable afterwards ({problem})"
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# GradScaler.
+
+#: GradScaler's schedule: which steps get finite gradients and which an infinity or a NaN.
+SCALER_SCHEDULE = ("finite", "inf", "finite", "finite", "nan", "finite")
+#: Clean steps before the scale grows (small, so that the schedule sees a growth).
+SCALER_GROWTH_INTERVAL = 2
+#: The optimizers GradScaler is checked with: those with a fused kernel (which take the scale
+#: and the found-inf flag themselves), with momentum for SGD so that state is kept.
+SCALER_OPTIMIZERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("adam", "Adam", {}),
+    ("adamw", "AdamW", {"weight_decay": 0.1}),
+    ("sgd", "SGD", {"lr": 0.01, "momentum": 0.9}),
+    ("adagrad", "Adagrad", {}),
+)
+#: Initial scale: GradScaler's default 2^16, and 2^8 for float16 gradients (a standard normal
+#: gradient times 2^16 overflows float16 by itself).
+SCALER_INIT = {"float16": 2.0**8}
+DEFAULT_SCALER_INIT = 2.0**16
+#: GradScaler's refusal to unscale float16 gradients outside a fused optimizer.
+FP16_UNSCALE_REFUSAL = "Attempting to unscale FP16 gradients"
+#: A finite scaled step may differ from the unscaled one by this many units of the rounding
+#: bound (unscaling by a power of two is exact, so both see the same gradients).
+SCALER_FACTOR = 1.0
+
+
+def expected_scales(init: float, schedule: tuple[str, ...], growth_interval: int) -> list[float]:
+    """GradScaler's documented scale after each step's ``update()``: halved after a step with
+    non-finite gradients, doubled after ``growth_interval`` clean steps in a row."""
+    scale, clean, out = init, 0, []
+    for kind in schedule:
+        if kind == "finite":
+            clean += 1
+            if clean == growth_interval:
+                scale, clean = scale * 2.0, 0
+        else:
+            scale, clean = scale * 0.5, 0
+        out.append(scale)
+    return out
+
+
+def scaler_param_specs() -> tuple[ParamSpec, ...]:
+    """A short list with the kernels' edges: 1, 3, 257 and 65537 elements, a transposed
+    parameter and one without gradients."""
+    return (
+        ParamSpec((1,)),
+        ParamSpec((3,)),
+        ParamSpec((257,)),
+        ParamSpec((65537,)),
+        ParamSpec((33, 17), "transposed"),
+        ParamSpec((0,)),
+        ParamSpec((5,), has_grad=False),
+    )
+
+
+def run_gradscaler(ctx: ProbeContext, dtype: str, optimizers: list[str] | None = None) -> ProbeOutput:
+    """GradScaler with each optimizer of ``SCALER_OPTIMIZERS`` and each of its
+    implementations, parameters and gradients in ``dtype``; below the full tier only the
+    named ``optimizers``."""
+    torch = ctx.torch
+    dtype_name = DTYPES[dtype]
+    amp = getattr(torch, "amp", None)
+    scaler_cls = getattr(amp, "GradScaler", None) if amp is not None else None
+    if scaler_cls is None:
+        raise SkipProbe(f"torch {torch.__version__} has no torch.amp.GradScaler")
+    device_type = _device_type(ctx)
+    init = SCALER_INIT.get(dtype_name, DEFAULT_SCALER_INIT)
+    try:
+        probe_scaler = scaler_cls(device_type, init_scale=init)
+    except Exception as exc:  # noqa: BLE001 - no scaler for this device type
+        raise SkipProbe(f"torch.amp.GradScaler({device_type!r}) is not available: {_error_text(exc)}") from None
+    if not probe_scaler.is_enabled():
+        raise SkipProbe(f"torch.amp.GradScaler({device_type!r}) disables itself on this machine")
+    tally = Tally()
+    seed = ctx.derive_seed("scaler") % (2**31)
+    specs = scaler_param_specs()
+    finite_steps = sum(1 for kind in SCALER_SCHEDULE if kind == "finite")
+    param_set = make_param_set(torch, specs, dtype_name, seed, finite_steps)
+    scales = expected_scales(init, SCALER_SCHEDULE, SCALER_GROWTH_INTERVAL)
+    started = time.monotonic()
+    subset = optimizers if optimizers is not None and below_full_tier(ctx) else None
+    for sample, (name, class_name, kwargs) in enumerate(SCALER_OPTIMIZERS):
+        if subset is not None and name not in subset:
+            continue
+        cls = getattr(torch.optim, class_name, None)
+        if cls is None:
+            tally.unjudge("not_applicable", f"torch.optim.{class_name} is missing")
+            continue
+        for implementation in implementations(cls):
+            if tally.context_lost:
+                tally.not_run += 1
+                continue
+            variant = f"{implementation}+{name}"
+            print(f"gpuprobe optim: gradscaler {dtype} {variant}", file=sys.stderr, flush=True)
+            flags = implementation_flags(cls, implementation)
+            try:
+                _scaler_case(
+                    ctx,
+                    tally,
+                    scaler_cls,
+                    cls,
+                    dict(kwargs, **flags),
+                    name,
+                    implementation,
+                    variant,
+                    sample,
+                    param_set,
+                    init,
+                    scales,
+                )
+            except _NotApplicable as exc:
+                tally.unjudge("not_applicable", f"{variant}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - classified: refused, device error or lost context
+                if FP16_UNSCALE_REFUSAL in str(exc):
+                    # GradScaler unscales float16 gradients only inside the fused kernels
+                    # (documented): on every device, not this one's limitation.
+                    tally.unjudge("not_applicable", f"{variant}: {_error_text(exc)}")
+                else:
+                    _classify_step_error(ctx, tally, variant, sample, exc)
+    if tally.context_lost:
+        ctx.restart_worker = tally.context_lost
+    _skip_when_nothing_judged(tally, f"GradScaler with {dtype_name} gradients")
+    metrics = {
+        "dtype": dtype_name,
+        "schedule": ",".join(SCALER_SCHEDULE),
+        "init_scale": init,
+        "growth_interval": SCALER_GROWTH_INTERVAL,
+        "seed": seed,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    return tally.output("GradScaler", "", dtype_name, "unscaled step", metrics)
+
+
+def _scaler_case(
+    ctx: ProbeContext,
+    tally: Tally,
+    scaler_cls: Any,
+    cls: Any,
+    kwargs: dict[str, Any],
+    name: str,
+    implementation: str,
+    variant: str,
+    sample: int,
+    param_set: ParamSet,
+    init: float,
+    scales: list[float],
+) -> None:
+    """One optimizer and implementation through the schedule, against the same optimizer
+    stepping the unscaled gradients of the finite steps without a scaler."""
+    torch = ctx.torch
+    device = ctx.device
+    dtype_name = param_set.dtypes[0]
+    _check_construction(torch, cls, kwargs, device, dtype_name)
+    unscaled = run_trajectory(torch, cls, _fresh_kwargs(kwargs), param_set, device, len(param_set.grads), sync=ctx.sync)
+    params = make_params(torch, param_set, device)
+    optimizer = cls(params, **_fresh_kwargs(kwargs))
+    scaler = scaler_cls(
+        ctx.device.type, init_scale=init, growth_factor=2.0, backoff_factor=0.5, growth_interval=SCALER_GROWTH_INTERVAL
+    )
+    hook = _simulation_hook(torch, name, dtype_name, implementation)
+    reference = Trajectory(unscaled.params, {}, {}, [])
+    bounds = Bounds(torch, param_set, reference, factor=SCALER_FACTOR)
+    shapes = [spec.shape for spec in param_set.specs]
+    describe = lambda i: f"param[{i}] {tuple(param_set.specs[i].shape)}"  # noqa: E731
+    finite_index = 0
+    previous = _flat(torch, params)
+    previous_state = _state_snapshot(torch, optimizer, params)
+    scale = init
+    for position, kind in enumerate(SCALER_SCHEDULE):
+        direction = f"step{position + 1}"
+        if kind == "finite":
+            set_grads(torch, params, param_set, finite_index, device, scale=scale)
+        else:
+            # The last step's gradients again, with one element made non-finite (scaled, as a
+            # backward pass that overflowed would leave them).
+            set_grads(torch, params, param_set, max(finite_index - 1, 0), device, scale=scale)
+            target = next(p for p, spec in zip(params, param_set.specs) if spec.has_grad and spec.numel > 2)
+            with torch.no_grad():
+                target.grad.view(-1)[1] = math.inf if kind == "inf" else math.nan
+        # What a training step does first: scale the loss (which also creates the scale
+        # tensor on the device); the gradients stand for that loss's backward pass.
+        scaler.scale(torch.ones((), device=device))
+        scaler.step(optimizer)
+        scaler.update()
+        if hook is not None:
+            with torch.no_grad():
+                hook(position + 1, params)
+        ctx.sync()
+        values = _flat(torch, params)
+        got_scale = float(scaler.get_scale())
+        if kind == "finite":
+            finding = compare_flat(
+                torch,
+                values,
+                unscaled.params[finite_index],
+                bounds.allowed[finite_index],
+                param_set.offsets,
+                describe,
+                shapes,
+                "params",
+                tally.worst,
+            )
+            if finding is not None:
+                finding.detail = "the scaled step differs from the unscaled one: " + finding.detail
+            finite_index += 1
+        else:
+            finding = _unchanged(torch, values, previous, param_set, describe, shapes, f"a step with {kind} gradients")
+            if finding is None:
+                state = _state_snapshot(torch, optimizer, params)
+                for key in sorted(previous_state):
+                    before, after = previous_state[key], state.get(key)
+                    if after is None or not torch.equal(before, after):
+                        finding = Finding(
+                            WRONG_VALUE,
+                            f"state.{key}",
+                            f"a step with {kind} gradients changed the optimizer state {key!r}",
+                        )
+                        break
+        if finding is None and got_scale != scales[position]:
+            finding = Finding(
+                WRONG_VALUE,
+                "scale",
+                f"the scale after {kind} gradients is {got_scale:g}; GradScaler's rule gives {scales[position]:g}",
+                expected=_fmt(scales[position]),
+                found=_fmt(got_scale),
+            )
+        if finding is not None:
+            tally.record(variant, direction, sample, finding)
+            return
+        previous = values
+        previous_state = _state_snapshot(torch, optimizer, params)
+        scale = got_scale
+    tally.record(variant, f"step{len(SCALER_SCHEDULE)}", sample, None)
+
+
+def _unchanged(
+    torch: Any, values: Any, previous: Any, param_set: ParamSet, describe: Any, shapes: Any, what: str
+) -> Finding | None:
+    """Bit-for-bit equality with the values before the step (NaN compares equal to NaN)."""
+    same = (values == previous) | (torch.isnan(values) & torch.isnan(previous))
+    if bool(same.all()):
+        return None
+    changed = ~same
+    first = int(torch.nonzero(changed)[0, 0])
+    tensor, element = _locate(param_set.offsets, first)
+    return Finding(
+        WRONG_VALUE if bool(torch.isfinite(values).all()) else NONFINITE_INVENTED,
+        describe(tensor),
+        f"{what} changed {int(changed.sum())} parameter elements (the step must be skipped)",
+        index=_unravel(element, shapes[tensor]) if shapes[tensor] else [element],
+        expected=_fmt(float(previous[first])),
+        found=_fmt(float(values[first])),
+        zeros=bool(((values == 0) & changed).sum() == changed.sum()),
+        bad_elements=int(changed.sum()),
+        elements=values.numel(),
+    )
+
+
+def _state_snapshot(torch: Any, optimizer: Any, params: list[Any]) -> dict[str, Any]:
+    """Every state tensor of the optimizer, flat float64 on the host, by ``key[index]``."""
+    out: dict[str, Any] = {}
+    for index, param in enumerate(params):
+        for key, value in (optimizer.state.get(param) or {}).items():
+            if _is_tensor(value):
+                out[f"{key}[{index}]"] = value.detach().reshape(-1).double().cpu()
+            elif isinstance(value, (int, float)):
+                out[f"{key}[{index}]"] = torch.tensor([float(value)], dtype=torch.float64)
+    return out

@@ -1,0 +1,105 @@
+"""train family catalogue: whole training steps of two tiny models, against float64.
+
+Id grammar: ``train.<model>.<mode>``:
+
+- ``<model>``: ``transformer`` (token and position embeddings, one pre-norm block with
+  LayerNorm before causal ``scaled_dot_product_attention`` and RMSNorm before a GELU MLP,
+  residuals, a final LayerNorm and a linear head to vocabulary logits; cross-entropy with
+  label smoothing and ignored positions; AdamW with weight decay on the matrices) or
+  ``convnet`` (conv2d, batch_norm in training mode with running statistics, ReLU and SiLU,
+  max and average pooling, a residual add, adaptive pooling, a linear head, cross-entropy;
+  SGD with Nesterov momentum and weight decay);
+- ``<mode>``: ``fp32`` (float32, TF32 off), ``bf16`` (``torch.autocast`` in bfloat16),
+  ``fp16`` (autocast in float16 with ``torch.amp.GradScaler``), and each of those with
+  ``.compile`` (the model and its loss under ``torch.compile``, Inductor's default backend).
+
+Every probe runs ``STEPS`` steps (forward, backward, ``clip_grad_norm_``, optimizer step)
+on fixed seeded batches and compares each step with the same steps in float64 on the CPU
+from the same initial weights (``train_run``). The compiled modes also compare with the
+eager run of their mode on the same device. Rule ``sweep``: the observation counts the
+compared quantities as cases.
+
+Tiers: ``train.transformer.bf16`` is in ``standard`` (the everyday mixed-precision step;
+well under a second warm). Everything else is ``full``: the compiled modes spend seconds in
+Inductor's code generation on a first run. Full-tier probes run in side lane ``train``,
+each in a worker of its own (a compiled model leaves Dynamo's caches and Inductor's compile
+workers behind).
+"""
+
+from __future__ import annotations
+
+from gpuprobe.worker.catalog import ProbeDef
+from gpuprobe.worker.probes.sweep_specs import SWEEP_RULE
+
+_RUN = "gpuprobe.worker.probes.train_run"
+
+MODELS = ("transformer", "convnet")
+#: Precision modes: (mode name, autocast dtype or None for plain float32).
+PRECISIONS: tuple[tuple[str, str | None], ...] = (("fp32", None), ("bf16", "bfloat16"), ("fp16", "float16"))
+COMPILE_SUFFIX = ".compile"
+#: The standard tier's probe: the step most users run (bf16 autocast, eager).
+STANDARD = ("transformer", "bf16")
+LANE = "train"
+#: Eager probes: a float64 CPU reference and three tiny steps (well under a second warm on a
+#: GPU; the limit covers a cold CPU host).
+EAGER_TIMEOUT_S = 120.0
+#: Compiled probes: Inductor compiles the forward and backward graphs (about 10 s each cold
+#: on a 2-core CPU host, seconds on a GPU host with its kernel cache filled).
+COMPILE_TIMEOUT_S = 300.0
+
+_WHAT = {
+    "transformer": (
+        "a one-block pre-norm transformer (LayerNorm, causal SDPA, RMSNorm, GELU MLP, residuals, vocabulary head; "
+        "cross-entropy with label smoothing and ignored positions) trained with AdamW and clip_grad_norm_"
+    ),
+    "convnet": (
+        "a small conv net (conv2d, training-mode batch_norm, ReLU/SiLU, max/avg pooling, a residual add, adaptive "
+        "pooling, linear head, cross-entropy) trained with SGD (Nesterov momentum) and clip_grad_norm_"
+    ),
+}
+_MODE_WHAT = {
+    "fp32": "in float32 (TF32 off)",
+    "bf16": "under torch.autocast(bfloat16)",
+    "fp16": "under torch.autocast(float16) with torch.amp.GradScaler",
+}
+
+
+def probe_id(model: str, mode: str) -> str:
+    return f"train.{model}.{mode}"
+
+
+def _probe(model: str, precision: str, compiled: bool) -> ProbeDef:
+    mode = precision + (COMPILE_SUFFIX if compiled else "")
+    tier = "standard" if (model, mode) == STANDARD else "full"
+    description = f"3 training steps of {_WHAT[model]} {_MODE_WHAT[precision]}"
+    if compiled:
+        description += ", the model and loss under torch.compile (Inductor)"
+    description += "; losses, gradient norms, step-1 gradients, every step's update, running statistics"
+    description += " against the same steps in float64 on the CPU"
+    if compiled:
+        description += " and against eager on the device"
+    full = tier == "full"
+    return ProbeDef(
+        probe_id(model, mode),
+        tier,
+        SWEEP_RULE,
+        description,
+        f"{_RUN}:run",
+        {"model": model, "mode": mode},
+        timeout_s=COMPILE_TIMEOUT_S if compiled else EAGER_TIMEOUT_S,
+        # The standard probe is cheap and shares the main lane; the full tier's go to a side
+        # lane of their own, each in a fresh worker.
+        placement="side" if full else "shared",
+        lane=LANE if full else None,
+        isolated=full,
+    )
+
+
+def specs() -> list[ProbeDef]:
+    """Every model × mode; eager before compiled, so a lane meets the cheap probes first."""
+    out: list[ProbeDef] = []
+    for compiled in (False, True):
+        for model in MODELS:
+            for precision, _dtype in PRECISIONS:
+                out.append(_probe(model, precision, compiled))
+    return out

@@ -1,0 +1,272 @@
+"""The compile family on the CPU (Inductor's C++ backend with the system compiler): a healthy
+program passes, a planted wrong compiled result is caught and names its entry, a compile
+error is bisected to the entry that causes it, the oracle's rules (compiled right where eager
+is off; both off is not judged; one backward for all entries), the catalogue and the docs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from typing import Any
+
+import pytest
+from conftest import REPO, run_plan
+
+torch = pytest.importorskip("torch")
+
+from gpuprobe.worker import simulate  # noqa: E402
+from gpuprobe.worker.context import ProbeContext, SkipProbe  # noqa: E402
+from gpuprobe.worker.probes import compile_run, compile_specs, sweep_db, sweep_oracle  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    compile_run.compiler_problem(torch, False) is not None, reason="no C++ compiler for Inductor's CPU backend"
+)
+
+#: Pointwise, reduction, scan, matrix product, softmax (a persistent reduction), index and
+#: scatter kernels: one of each kind, small enough for a 2-core machine.
+HEALTHY_KEYS = ["add", "sum", "cumsum", "mm", "softmax", "gather", "index_add"]
+
+
+def _ctx(probe: str = "compile.test.fp32", options: dict[str, Any] | None = None) -> ProbeContext:
+    return ProbeContext(torch, "cpu", 4242, probe, options or {})
+
+
+@pytest.fixture(scope="module")
+def healthy() -> Any:
+    return compile_run.run_program(_ctx(), "fp32", keys=HEALTHY_KEYS, passes=["compiled", "dynamic", "noncontig", "inplace", "out"])
+
+
+def test_a_healthy_program_passes_on_the_cpu(healthy: Any) -> None:
+    m = healthy.measurement
+    assert m["kind"] == "sweep" and m["dtype"] == "float32"
+    assert m["failed"] == {} and m["device_errors"] == 0, (m["failures"], m["errors"])
+    # Every entry forward and backward, the dynamic round on other sizes, the variants.
+    assert m["cases"] >= 2 * len(HEALTHY_KEYS), m
+    assert m["passed"] == m["cases"]
+    assert healthy.metrics["entries"] == len(HEALTHY_KEYS)
+    # One program is one graph per pass (no graph per entry): the point of amortising.
+    assert healthy.metrics["graphs"] <= 12, healthy.metrics
+    assert {"seconds_compiled", "seconds_dynamic"} <= set(healthy.metrics)
+
+
+def _with_fault(fault: dict[str, Any], run: Any) -> Any:
+    simulate.activate({"source": "test", "fault": [fault]}, torch, "cpu")
+    try:
+        return run()
+    finally:
+        simulate.deactivate()
+
+
+def test_a_planted_wrong_compiled_result_is_caught_and_names_its_entry() -> None:
+    fault = {"name": "compiled-cumsum", "op": "compile", "when": {"methods": ["cumsum"]}, "effect": {"kind": "zeros"}}
+    out = _with_fault(fault, lambda: compile_run.run_program(_ctx(), "fp32", keys=["add", "cumsum"], passes=["compiled"]))
+    m = out.measurement
+    assert m["failed"].get("wrong_value", 0) >= 1, m
+    assert all(f["output"].startswith("cumsum ") for f in m["failures"]), m["failures"]
+    assert any(f["all_zero"] for f in m["failures"])
+    assert m["passed"] >= 1  # add is right
+
+
+def test_a_planted_fault_on_one_pass_leaves_the_others_alone() -> None:
+    fault = {"name": "dynamic-nan", "op": "compile", "when": {"variants": ["dynamic"]}, "effect": {"kind": "nan"}}
+    out = _with_fault(fault, lambda: compile_run.run_program(_ctx(), "fp32", keys=["add", "sum"], passes=["compiled", "dynamic"]))
+    failures = out.measurement["failures"]
+    assert failures and {f["variant"] for f in failures} == {"dynamic"}, failures
+    assert out.measurement["failed"].get("nonfinite_invented", 0) >= 1
+
+
+def test_a_compile_error_is_bisected_to_its_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry whose compiled code raises (eager runs it) is a ``compile_error`` of that
+    entry alone; the program's other entries are compiled again without it and judged."""
+    original = compile_run._compiled
+
+    def compiled(ctx: Any, program: Any, calls: list[Any], seed: int, dtype_name: str) -> Any:
+        # What Inductor does with a lowering it cannot generate: the whole program raises.
+        if any(c.info.name == "cumsum" for c in calls):
+            raise compile_run._CompileError("LoweringException: planted: this entry does not compile")
+        return original(ctx, program, calls, seed, dtype_name)
+
+    monkeypatch.setattr(compile_run, "_compiled", compiled)
+    out = compile_run.run_program(_ctx(), "fp32", keys=["add", "cumsum", "sum"], passes=["compiled"])
+    m = out.measurement
+    # Its own class, loud rather than wrong: counted and listed, the probe not failed.
+    assert m["unjudged"] == {"compile_error": 1} and m["device_errors"] == 0, m
+    assert out.metrics["compile_errors"] == 1
+    listed = [n for n in out.notes if "compile error" in n]
+    assert listed and "cumsum (compiled, backward" in listed[0] and "planted" in listed[0], out.notes
+    assert m["failed"] == {} and m["passed"] == 2, m
+
+
+def test_an_entry_eager_rejects_is_not_a_program() -> None:
+    """A call eager raises on is dropped (not judged), never blamed on the compiler."""
+    ctx = _ctx()
+    database = sweep_db.load(torch)
+    info = database.ops["add"]
+    prepared = compile_run._prepare_entries(torch, [("add", info)], "float32", "cpu", 7, compile_run._Tally())
+    call = compile_run._make_call(torch, prepared[0], 0, "base", False, "float32")
+    assert call is not None
+    call.sample = type(call.sample)(torch.ones(2, 3), args=(torch.ones(4, 5),))
+    tally = compile_run._Tally()
+    compile_run._run_pass(ctx, "compiled", [[call]], "float32", 7, tally)
+    assert tally.unjudged == {"eager_rejects": 1} and tally.cases == 0
+
+
+def _judged(found: Any, eager: Any, reference: Any, monkeypatch: pytest.MonkeyPatch) -> compile_run._Tally:
+    database = sweep_db.load(torch)
+    prepared = compile_run._prepare_entries(torch, [("exp", database.ops["exp"])], "float32", "cpu", 7, compile_run._Tally())
+    call = compile_run._make_call(torch, prepared[0], 0, "base", False, "float32")
+    monkeypatch.setattr(compile_run, "_reference", lambda *a, **k: [reference])
+    tally = compile_run._Tally()
+    compile_run._judge_call(_ctx(), "compiled", call, [eager], [found], 7, "float32", tally)
+    return tally
+
+
+def test_compiled_right_where_eager_is_off_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    truth = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tally = _judged(truth.float(), torch.tensor([1.0, 2.5, 3.0]), truth, monkeypatch)
+    assert tally.passed == 1 and not tally.failed
+
+
+def test_compiled_wrong_where_eager_is_right_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    truth = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tally = _judged(torch.tensor([1.0, 2.5, 3.0]), truth.float(), truth, monkeypatch)
+    assert tally.failed == {sweep_oracle.WRONG_VALUE: 1}
+    assert tally.failures[0]["output"] == "exp out[0]"
+
+
+def test_both_off_the_reference_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eager and compiled both beyond the bound of float64: the bound or the reference is
+    not to be trusted there (and eager's own error is the sweep's to report)."""
+    truth = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tally = _judged(torch.tensor([1.0, 3.0, 3.0]), torch.tensor([1.0, 2.25, 3.0]), truth, monkeypatch)
+    assert tally.unjudged == {"eager_off_too": 1} and not tally.failed and tally.passed == 0
+
+
+def test_within_twice_eagers_own_error_is_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eager's error against float64 is the yardstick of what the dtype forces on a correct
+    implementation (the sweep's rule): compiled within twice that passes."""
+    truth = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tally = _judged(torch.tensor([1.0, 2.5, 3.0]), torch.tensor([1.0, 2.25, 3.0]), truth, monkeypatch)
+    assert tally.passed == 1 and not tally.failed and not tally.unjudged
+
+
+def test_a_rounding_difference_from_eager_is_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1-ulp difference between compiled and eager (another order of operations) passes
+    without asking for the reference."""
+    eager = torch.tensor([1.0, 2.0, 3.0])
+    found = eager.clone()
+    found[1] = torch.nextafter(found[1], torch.tensor(10.0))
+    monkeypatch.setattr(compile_run, "_reference", lambda *a, **k: pytest.fail("no reference needed"))
+    database = sweep_db.load(torch)
+    prepared = compile_run._prepare_entries(torch, [("exp", database.ops["exp"])], "float32", "cpu", 7, compile_run._Tally())
+    call = compile_run._make_call(torch, prepared[0], 0, "base", False, "float32")
+    tally = compile_run._Tally()
+    compile_run._judge_call(_ctx(), "compiled", call, [eager], [found], 7, "float32", tally)
+    assert tally.passed == 1
+
+
+def test_one_backward_serves_every_entry() -> None:
+    """The gradients of a program's entries come from one backward over the sum of their
+    losses and equal each entry's own backward (entries share no inputs)."""
+    a = torch.randn(3, requires_grad=True)
+    b = torch.randn(4, requires_grad=True)
+    database = sweep_db.load(torch)
+    prepared = compile_run._prepare_entries(
+        torch, [("exp", database.ops["exp"]), ("sin", database.ops["sin"])], "float32", "cpu", 7, compile_run._Tally()
+    )
+    calls = [compile_run._make_call(torch, p, 0, "base", True, "float32") for p in prepared]
+    together = compile_run._results(torch, calls, [a.exp(), b.sin()], [[a], [b]], 7)
+    alone = [compile_run._results(torch, [calls[0]], [a.exp()], [[a]], 7)[0], compile_run._results(torch, [calls[1]], [b.sin()], [[b]], 7)[0]]
+    for joint, single in zip(together, alone):
+        assert len(joint) == len(single) == 2
+        for x, y in zip(joint, single):
+            torch.testing.assert_close(x, y)
+
+
+def test_no_compiler_is_a_skip_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert "C++ compiler" in (compile_run.compiler_problem(torch, False) or "")
+    with pytest.raises(SkipProbe, match="C\\+\\+ compiler"):
+        compile_run.run_program(_ctx(), "fp32", keys=["add"])
+
+
+def test_the_inductor_cache_lives_under_gpuprobes_cache_per_torch_version(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    ctx = _ctx(options={"bytecode_cache": str(tmp_path / "gpuprobe" / "bytecode")})
+    directory = compile_run.use_cache(ctx)
+    assert directory == str(tmp_path / "gpuprobe" / "inductor" / torch.__version__)
+    import os
+
+    assert os.path.isdir(directory)
+    # A cache the user chose is kept.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert compile_run.use_cache(ctx) == str(tmp_path / "mine")
+
+
+def test_the_chunks_hold_every_entry_once_and_stay_put() -> None:
+    database = sweep_db.load(torch)
+    chunks = [compile_specs.chunk_of(key) for key in database.ops]
+    assert set(chunks) == set(range(compile_specs.CHUNKS))
+    # By a hash of the key: an entry's program does not depend on what else the database holds.
+    assert compile_specs.chunk_of("add") == compile_specs.chunk_of("add")
+    assert all(key in database.ops for key in compile_specs.STANDARD_KEYS), [
+        k for k in compile_specs.STANDARD_KEYS if k not in database.ops
+    ]
+
+
+def test_random_and_complex_entries_are_excluded_with_a_reason() -> None:
+    database = sweep_db.load(torch)
+    assert "streams" in (compile_specs.exclusion(database.ops["bernoulli"], "float32") or "")
+    assert "complex" in (compile_specs.exclusion(database.ops["add"], "complex64") or "")
+    assert compile_specs.exclusion(database.ops["add"], "float32") is None
+
+
+def test_the_catalogue_has_the_standard_program_and_every_chunk_of_every_dtype() -> None:
+    ids = {p.id: p for p in compile_specs.specs()}
+    assert ids["compile.standard.fp32"].tier == "standard"
+    for dtype in compile_specs.FULL_DTYPES:
+        for chunk in range(compile_specs.CHUNKS):
+            probe = ids[f"compile.p{chunk:02d}.{dtype}"]
+            assert probe.tier == "full" and probe.placement == "side" and probe.lane.startswith("compile-")
+
+
+def test_docs_name_every_pass_dtype_and_exclusion() -> None:
+    text = (REPO / "docs" / "probes.md").read_text(encoding="utf-8")
+    section = text[text.index("### compile:") :]
+    section = section[: section.index("\n### ", 5)] if "\n### " in section[5:] else section
+    for name in compile_run.PASS_NAMES:
+        assert f"`{name}`" in section, name
+    for dtype in compile_specs.FULL_DTYPES:
+        assert f"`{dtype}`" in section, dtype
+    assert re.search(rf"\b{compile_specs.CHUNKS}\b programs", section)
+    for words in ("random", "complex", "sparse", "graph break", "compile_error", "eager_off_too", "eager_rejects"):
+        assert words in section, words
+
+
+def test_the_worker_runs_the_standard_program_under_simulation_and_labels_it() -> None:
+    """The real path: the worker runs the catalogued probe; a planted fault on one entry
+    fails it, and the output says SIMULATED."""
+    fault = {"name": "compiled-add", "op": "compile", "when": {"methods": ["add"], "variants": ["compiled"]}, "effect": {"kind": "zeros"}}
+    run = run_plan(["compile.standard.fp32"], seed=4242, simulate={"source": "test", "fault": [fault]}, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = run.results()["compile.standard.fp32"]
+    assert result["outcome"] == "observed", result
+    m = result["observation"]["measurement"]
+    assert m["failed"], m
+    assert all(f["output"].startswith("add ") and f["variant"] == "compiled" for f in m["failures"]), m["failures"]
+    assert any("SIMULATED" in n for n in result["observation"]["notes"])
+
+
+def test_an_integer_program_is_judged_exactly_and_its_promoted_floats_by_their_dtype() -> None:
+    """i64 programs: integer outputs exact; a floating result (``sqrt`` of int64 is float32)
+    is judged with float32's bound, never by an integer dtype's (no finfo of an integer)."""
+    out = compile_run.run_program(_ctx("compile.test.i64"), "i64", keys=["add", "sqrt", "cumsum"], passes=["compiled"])
+    m = out.measurement
+    assert m["dtype"] == "int64" and m["failed"] == {} and "harness" not in m["unjudged"], (m, out.notes)
+    assert m["passed"] == m["cases"] == 3
+    fault = {"name": "i64-cumsum", "op": "compile", "when": {"methods": ["cumsum"]}, "effect": {"kind": "zeros"}}
+    planted = _with_fault(fault, lambda: compile_run.run_program(_ctx("compile.test.i64"), "i64", keys=["add", "cumsum"], passes=["compiled"]))
+    assert planted.measurement["failed"] == {"wrong_value": 1}, planted.measurement
+    assert "integer" in planted.measurement["failures"][0]["detail"]

@@ -1,0 +1,220 @@
+"""The train family on the CPU: the catalogue, healthy runs that pass over several seeds
+(eager, and one compiled mode through Inductor's C++ backend), planted faults of each class
+(fault simulation, the ``train-bf16-step-nan`` preset), and each rule that keeps a benign
+difference from failing, shown failing without it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from conftest import load_preset, run_plan
+from judge_mirror import classify
+
+torch = pytest.importorskip("torch")
+
+from gpuprobe.worker.catalog import all_probes  # noqa: E402
+from gpuprobe.worker.context import ProbeContext  # noqa: E402
+from gpuprobe.worker.probes import train_run, train_specs  # noqa: E402
+
+EAGER = [f"train.{model}.{precision}" for model in train_specs.MODELS for precision, _ in train_specs.PRECISIONS]
+#: The one compiled mode CI runs: Inductor compiles its forward and backward in C++ (about
+#: 10 s cold on a 2-core host); the GPU host runs them all.
+COMPILED_IN_CI = "train.convnet.fp32.compile"
+
+
+def run_direct(model: str, mode: str, seed: int) -> Any:
+    """One probe in this process (no worker), as its implementation runs."""
+    ctx = ProbeContext(torch, "cpu", seed, train_specs.probe_id(model, mode))
+    return train_run.run(ctx, model=model, mode=mode)
+
+
+def failures(output: Any) -> int:
+    measurement = output.measurement
+    return sum(measurement["failed"].values()) + measurement["device_errors"]
+
+
+# -- the catalogue ---------------------------------------------------------------------------------
+
+
+def test_catalogue_ids_tiers_and_lanes() -> None:
+    probes = {p.id: p for p in all_probes().values() if p.id.startswith("train.")}
+    modes = [p for p, _ in train_specs.PRECISIONS] + [p + ".compile" for p, _ in train_specs.PRECISIONS]
+    assert set(probes) == {f"train.{m}.{mode}" for m in ("transformer", "convnet") for mode in modes}
+    assert [p.id for p in probes.values() if p.tier == "standard"] == ["train.transformer.bf16"]
+    for probe in probes.values():
+        assert probe.rule == {"kind": "sweep"}
+        assert probe.impl == "gpuprobe.worker.probes.train_run:run"
+        if probe.tier == "full":
+            assert probe.placement == "side" and probe.lane == "train" and probe.isolated
+        compiled = probe.id.endswith(".compile")
+        assert probe.timeout_s == (train_specs.COMPILE_TIMEOUT_S if compiled else train_specs.EAGER_TIMEOUT_S)
+
+
+def test_bounds_follow_the_dtypes() -> None:
+    assert train_run.tolerance("float32", "update") == pytest.approx(2**-14)
+    assert train_run.tolerance("bfloat16", "grad") == pytest.approx(0.25)
+    assert train_run.tolerance("float16", "grad") == pytest.approx(2**-5)
+    # Every bound stays below a skipped step's relative error (1).
+    for dtype in ("float32", "bfloat16", "float16"):
+        for quantity in train_run.FACTORS["half"]:
+            assert train_run.tolerance(dtype, quantity) <= train_run.BOUND_CAP < 1.0
+
+
+def test_grad_scaler_scale_leaves_headroom_below_float16s_largest() -> None:
+    assert train_run.grad_scaler_scale(1e-3) == 2.0**16  # the default, where it fits
+    for peak in (0.5, 4.2, 12.0, 300.0):
+        scale = train_run.grad_scaler_scale(peak)
+        assert math.log2(scale) == int(math.log2(scale))
+        assert scale * peak * train_run.SCALER_HEADROOM <= train_run.FLOAT16_MAX
+        assert 2 * scale * peak * train_run.SCALER_HEADROOM > train_run.FLOAT16_MAX
+    assert train_run.grad_scaler_scale(1e9) == 1.0
+    assert train_run.grad_scaler_scale(None) == train_run.FALLBACK_SCALE  # the backward not watched
+
+
+# -- healthy runs ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def healthy() -> Any:
+    """The eager probes and one compiled probe in a real worker on the CPU."""
+    run = run_plan(EAGER + [COMPILED_IN_CI], seed=4242, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_a_healthy_cpu_run_passes(healthy: Any) -> None:
+    results = healthy.results()
+    for probe in EAGER + [COMPILED_IN_CI]:
+        result = results[probe]
+        assert result["outcome"] == "observed", (probe, result)
+        measurement = result["observation"]["measurement"]
+        assert measurement["kind"] == "sweep" and measurement["op"].startswith("train.")
+        assert classify(measurement) == "pass", (probe, measurement["failures"], measurement["errors"])
+        assert measurement["cases"] >= 60, (probe, measurement["cases"])
+        metrics = result["observation"]["metrics"]
+        assert metrics["clipped_steps"] == train_run.STEPS  # clipping scales every step
+        if probe.endswith(".fp16"):
+            assert metrics["init_scale"] >= 2.0**8
+
+
+def test_the_compiled_mode_compiled_and_was_compared_with_eager(healthy: Any) -> None:
+    result = healthy.results()[COMPILED_IN_CI]
+    metrics = result["observation"]["metrics"]
+    assert metrics["graphs"] >= 1 and metrics["graph_breaks"] == 0
+    eager_cases = healthy.measurement(COMPILED_IN_CI.removesuffix(".compile"))["cases"]
+    # Against float64 (as eager is) and against eager on the device.
+    assert healthy.measurement(COMPILED_IN_CI)["cases"] > eager_cases
+    assert any("C++" in note for note in result["observation"]["notes"])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_no_false_alarm_over_seeds(seed: int) -> None:
+    for model in train_specs.MODELS:
+        for precision, _ in train_specs.PRECISIONS:
+            output = run_direct(model, precision, seed)
+            assert failures(output) == 0, (model, precision, output.measurement["failures"])
+            # Judged almost everywhere: only cases whose rounding noise would need a bound
+            # past BOUND_CAP are left out.
+            assert output.measurement["unjudged"].get("ill_conditioned", 0) <= 12
+
+
+# -- planted faults --------------------------------------------------------------------------------
+
+
+def test_the_preset_breaks_the_bf16_transformer_only() -> None:
+    probes = ["train.transformer.bf16", "train.transformer.fp32", "train.convnet.bf16"]
+    run = run_plan(probes, simulate=load_preset("train-bf16-step-nan"), seed=4242, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.hello["simulated"] is True
+    got = {probe: classify(result["observation"]["measurement"]) for probe, result in run.results().items()}
+    assert got == {"train.transformer.bf16": "nan_inf", "train.transformer.fp32": "pass", "train.convnet.bf16": "pass"}
+    broken = run.measurement("train.transformer.bf16")
+    first = broken["failures"][0]
+    # The first step's loss and gradients are right; its update is where NaN appears.
+    assert (first["class"], first["variant"], first["direction"], first["sample"]) == ("nonfinite_invented", "float64", "update", 1)
+    assert broken["failed"]["nonfinite_invented"] > 10
+    for result in run.results().values():
+        assert any(note.startswith("SIMULATED") for note in result["observation"]["notes"])
+
+
+def _fault(name: str, method: str, effect: str, variants: list[str], message: str | None = None) -> dict[str, Any]:
+    kind: dict[str, Any] = {"kind": effect}
+    if message:
+        kind["message"] = message
+    return {"name": name, "op": "train", "when": {"methods": [method], "variants": variants}, "effect": kind}
+
+
+def test_planted_faults_get_their_classes() -> None:
+    faults = [
+        # Parameters zeroed after every SGD step of the fp32 conv net.
+        _fault("zeroed-weights", "convnet", "zeros", ["update"]),
+        # The float16 backward writes NaN: the GradScaler finds it and skips the step.
+        _fault("fp16-backward-nan", "transformer", "nan", ["fp16"]),
+        # A kernel error in the middle of the bf16 conv net's steps.
+        _fault("bf16-step-error", "convnet", "exception", ["bf16"], "CUDA error: an illegal memory access was encountered"),
+    ]
+    probes = ["train.convnet.fp32", "train.transformer.fp16", "train.convnet.bf16", "train.transformer.fp32"]
+    run = run_plan(probes, simulate={"source": "test", "fault": faults}, seed=4242, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = {probe: classify(result["observation"]["measurement"]) for probe, result in run.results().items()}
+    assert got["train.convnet.fp32"] == "all_zeros"
+    assert got["train.transformer.fp16"] == "nan_inf"
+    assert got["train.convnet.bf16"] == "error"
+    assert got["train.transformer.fp32"] == "pass"
+    scaler = run.measurement("train.transformer.fp16")
+    assert scaler["failures"][0]["direction"] == "scaler" and scaler["failures"][0]["found"] == "step skipped"
+    error = run.measurement("train.convnet.bf16")
+    assert error["errors"][0]["message"].startswith("RuntimeError: CUDA error")
+    assert error["unjudged"]["not_run_after_error"] == train_run.STEPS
+
+
+# -- the rules that keep benign differences from failing -------------------------------------------
+
+
+def test_adam_eps_keeps_near_zero_gradients_from_flipping_the_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert failures(run_direct("transformer", "fp32", 1)) == 0
+    # With the usual eps (1e-8) step 1 is lr·sign(g): gradients within rounding of zero flip.
+    monkeypatch.setattr(train_run, "adam_eps", lambda count: 1e-8)
+    output = run_direct("transformer", "fp32", 1)
+    assert failures(output) > 0
+    assert {f["direction"] for f in output.measurement["failures"]} <= {"update", "params"}
+
+
+def test_the_rounding_emulation_bounds_ill_conditioned_gradients(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The stem convolution's gradient is a cancelling sum behind three batch norms: float16
+    # rounding moves it by more than the dtype's floor on this seed, as it moves the
+    # emulated float64 run.
+    assert failures(run_direct("convnet", "fp16", 3)) == 0
+    monkeypatch.setattr(train_run, "NOISE_FACTOR", 0.0)
+    output = run_direct("convnet", "fp16", 3)
+    assert failures(output) > 0
+    assert output.measurement["failures"][0]["output"] == "stem.weight"
+
+
+def test_parameter_rounding_is_allowed_in_the_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert failures(run_direct("convnet", "fp32", 1)) == 0
+    monkeypatch.setattr(train_run, "ROUNDINGS_PER_STEP", 0)
+    output = run_direct("convnet", "fp32", 1)
+    assert failures(output) > 0
+    assert {f["direction"] for f in output.measurement["failures"]} <= {"update", "params", "running_stats"}
+
+
+def test_a_case_past_the_cap_is_not_judged() -> None:
+    reference = train_run.Trajectory(names=["w"], initial=[torch.ones(4, dtype=torch.float64)])
+    for step in range(train_run.STEPS):
+        reference.losses.append(torch.tensor(2.0, dtype=torch.float64))
+        reference.grad_norms.append(torch.tensor(1.0, dtype=torch.float64))
+        reference.after.append([torch.full((4,), 1.0 - 0.1 * (step + 1), dtype=torch.float64)])
+    reference.first_grads = [torch.ones(4, dtype=torch.float64)]
+    noise = train_run.Trajectory(names=["w"], initial=reference.initial)
+    noise.losses, noise.grad_norms, noise.after = reference.losses, reference.grad_norms, reference.after
+    noise.first_grads = [torch.tensor([1.0, 1.0, 1.0, 0.5], dtype=torch.float64)]  # 25% off: bound 2, past the cap
+    tally = train_run._Tally()
+    subject = train_run.Trajectory(names=["w"], initial=reference.initial)
+    subject.losses, subject.grad_norms, subject.after = reference.losses, reference.grad_norms, reference.after
+    subject.first_grads = [torch.zeros(4, dtype=torch.float64)]
+    train_run.judge_run(tally, "float64", subject, reference, reference, noise, "bfloat16", None)
+    assert tally.unjudged == {"ill_conditioned": 1}
+    assert tally.failed == {} and tally.passed == tally.cases
