@@ -410,3 +410,23 @@ def test_docs_hold_the_generated_coverage_table() -> None:
     assert documented == sweep_coverage.markdown(torch), (
         "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.sweep_coverage"
     )
+
+
+def test_healthy_probes_try_the_databases_error_inputs(healthy: Any) -> None:
+    """The first dtype's probe of an entry with error inputs tries them; the CPU rejects each."""
+    result = healthy.results()["sweep.nn.functional.conv2d.fp32"]["observation"]
+    tried = result["metrics"]["error_inputs"]
+    assert tried >= 1, result["metrics"]
+    assert any(f"{tried} of the database's error inputs tried" in n and f"{tried} rejected" in n for n in result["notes"])
+    assert healthy.results()["sweep.add.bf16"]["observation"]["metrics"]["error_inputs"] == 0
+
+
+def test_a_device_that_accepts_error_inputs_is_invalid_accepted_not_wrong_math() -> None:
+    fault = {"name": "accepts", "op": "sweep", "when": {"methods": ["gather"], "variants": ["error_input"]}, "effect": {"kind": "accept_invalid"}}
+    run = run_plan(["sweep.gather.fp32"], seed=SEED, simulate={"source": "test", "fault": [fault]}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = run.results()["sweep.gather.fp32"]["observation"]
+    m = result["measurement"]
+    assert m["invalid_accepted"] == result["metrics"]["error_inputs"] >= 1, (m, result["metrics"])
+    assert m["failed"] == {} and m["device_errors"] == 0
+    assert any("error_input 0: the database expects" in n for n in result["notes"]), result["notes"]

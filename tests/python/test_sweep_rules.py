@@ -349,3 +349,90 @@ def test_order_and_count_ties_in_integer_dtypes() -> None:
     assert "mode" in sweep_db.COUNT_TIE_OPS and sweep_db.is_exact_dtype("int8")
     lu = sweep_db.load(torch).entry("linalg.lu")
     assert sweep_db.oracle_for(lu, "complex128") == "structure" and sweep_db.oracle_for(lu, "float64") == "value"
+
+
+# -- error inputs: the device must raise where the database says every device raises ----------
+
+
+class _ErrorInput:
+    def __init__(self, value: Any, regex: str = "planted") -> None:
+        self.sample_input = types.SimpleNamespace(input=value, args=(), kwargs={})
+        self.error_type = RuntimeError
+        self.error_regex = regex
+
+
+class _Entry:
+    """A stand-in database entry: ``op`` on each error input's tensor."""
+
+    name = "planted"
+    error_inputs_func = True
+
+    def __init__(self, op: Any, values: list[Any]) -> None:
+        self.op, self.values = op, values
+
+    def error_inputs(self, device: str) -> Any:
+        return iter([_ErrorInput(v) for v in self.values])
+
+    def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.op(x)
+
+
+def _cpu_context() -> Any:
+    return types.SimpleNamespace(torch=torch, device_name="cpu", device=torch.device("cpu"), is_gpu=False, sync=lambda: None)
+
+
+def _rejects(x: Any) -> Any:
+    raise RuntimeError("planted: rejected")
+
+
+def test_an_error_input_the_device_rejects_is_right() -> None:
+    tally = sweep_run._Tally()
+    sweep_run._run_error_inputs(_cpu_context(), _Entry(_rejects, [torch.ones(2)] * 3), "float32", tally, 0.0, 1e9)
+    assert (tally.error_inputs, tally.error_inputs_rejected, tally.passed, tally.invalid_accepted) == (3, 3, 3, 0)
+
+
+def test_an_error_input_the_cpu_computes_too_is_not_judged() -> None:
+    """The database's expectation does not hold on this torch: neither side is blamed."""
+    tally = sweep_run._Tally()
+    sweep_run._run_error_inputs(_cpu_context(), _Entry(torch.abs, [torch.ones(2)]), "float32", tally, 0.0, 1e9)
+    assert tally.unjudged == {"error_input_accepted_by_cpu": 1} and tally.cases == 0 and tally.invalid_accepted == 0
+
+
+def test_an_error_input_only_the_device_accepts_is_invalid_accepted() -> None:
+    """The device (here: the stand-in's own op) returns values; the CPU's twin rejects."""
+
+    class DeviceAccepts(_Entry):
+        def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+            if x.device.type == "meta":
+                return x
+            raise RuntimeError("planted: the CPU rejects")
+
+        def error_inputs(self, device: str) -> Any:
+            value = torch.empty(2, device="meta") if device == "meta" else torch.ones(2)
+            return iter([_ErrorInput(value)])
+
+    ctx = types.SimpleNamespace(torch=torch, device_name="meta", device=torch.device("meta"), is_gpu=False, sync=lambda: None)
+    tally = sweep_run._Tally()
+    sweep_run._run_error_inputs(ctx, DeviceAccepts(None, []), "float32", tally, 0.0, 1e9)
+    assert tally.invalid_accepted == 1 and tally.passed == 1, vars(tally)
+    assert "the database expects RuntimeError" in tally.invalid_examples[0]
+
+
+def test_a_device_side_assert_on_an_error_input_rejects_it_and_replaces_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep_run, "device_context_problem", lambda torch_, device: "an illegal memory access")
+    ctx = types.SimpleNamespace(torch=torch, device_name="cuda:0", device="cuda:0", is_gpu=True, sync=lambda: None)
+    tally = sweep_run._Tally()
+    sweep_run._run_error_inputs(ctx, _Entry(_rejects, [torch.ones(2)] * 3), "float32", tally, 0.0, 1e9)
+    assert tally.passed == 1 and tally.error_inputs == 1, vars(tally)  # the rest are not tried
+    assert tally.context_lost and "context is unusable" in tally.context_lost
+
+
+def test_error_inputs_run_once_per_entry_in_its_first_dtype_and_only_in_the_full_tier() -> None:
+    database = sweep_db.load(torch)
+    gather = database.ops["gather"]
+    assert sweep_run._error_inputs_due(torch, gather, "fp32", "cpu", None)
+    assert not sweep_run._error_inputs_due(torch, gather, "i64", "cpu", None)
+    assert not sweep_run._error_inputs_due(torch, gather, "fp32", "cpu", ("out",))  # a standard subset below full
+    # An entry without error inputs has none to try.
+    without = next(info for info in database.ops.values() if getattr(info, "error_inputs_func", None) is None)
+    assert not any(sweep_run._error_inputs_due(torch, without, d, "cpu", None) for d in sweep_db.DTYPES)

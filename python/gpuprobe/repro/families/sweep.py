@@ -276,6 +276,11 @@ def _run_op(case: Case) -> Recipe:
     key, short = case.params["key"], case.params["dtype"]
     dtype_name = sweep_db.DTYPES[short]
     sample_index, transform, backward, output = _failing_case(case, key, dtype_name)
+    if transform == "error_input":
+        raise NoRepro(
+            "the probe stopped on one of the database's error inputs (inputs every device must reject), which the "
+            "script does not write out: the worker's log in the report names the entry"
+        )
     if transform not in sweep_cases.TRANSFORMS:
         raise NoRepro(f"the failing sweep case names transform {transform!r}, which this gpuprobe does not know")
     if transform in sweep_cases.CALL_VARIANTS:

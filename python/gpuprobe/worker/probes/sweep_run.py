@@ -37,6 +37,10 @@ MAX_REPORTED = 6
 DEFAULT_BUDGET_S = 20.0
 #: Limit for one reference computation.
 REFERENCE_TIMEOUT_S = 60.0
+#: The database's error inputs a probe tries at most, in the database's order.
+MAX_ERROR_INPUTS = 16
+#: The case variant of an error input (not an input transform: the database builds it).
+ERROR_INPUT = "error_input"
 
 
 def _output_name(index: int, backward: bool) -> str:
@@ -141,6 +145,12 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
                 raise
             except Exception as exc:  # noqa: BLE001 - the harness, not the device: not judged
                 tally.unjudge("harness", f"{case.transform} {case.direction} sample {case.sample}: {error_text(exc)}")
+        if _error_inputs_due(torch, info, dtype, dev_type, only_new) and not tally.context_lost:
+            print(f"gpuprobe sweep: {key} {dtype} {ERROR_INPUT} forward sample 0", file=sys.stderr, flush=True)
+            try:
+                _run_error_inputs(ctx, info, dtype_name, tally, started, budget)
+            except Exception as exc:  # noqa: BLE001 - the harness, not the device: not judged
+                tally.unjudge("harness", f"{ERROR_INPUT}: {error_text(exc)}")
     if tally.context_lost:
         ctx.restart_worker = tally.context_lost
     if forward_only_note:
@@ -167,6 +177,8 @@ class _Tally:
         self.notes: list[str] = []
         self.refused = 0
         self.refused_examples: list[str] = []
+        self.error_inputs = 0
+        self.error_inputs_rejected = 0
 
     def unjudge(self, kind: str, text: str) -> None:
         self.unjudged[kind] = self.unjudged.get(kind, 0) + 1
@@ -203,6 +215,11 @@ class _Tally:
             "errors": self.device_errors,
         }
         notes = list(self.notes)
+        if self.error_inputs:
+            notes.append(
+                f"{self.error_inputs} of the database's error inputs tried (the device must raise where they say it raises): "
+                f"{self.error_inputs_rejected} rejected"
+            )
         if self.invalid_accepted:
             notes.append(
                 f"the device accepted {self.invalid_accepted} input(s) the CPU rejects (not counted as wrong math): "
@@ -236,6 +253,7 @@ class _Tally:
             "reference_restarts": reference.restarts,
             "seconds": round(seconds, 3),
             "not_run": self.not_run,
+            "error_inputs": self.error_inputs,
         }
         return ProbeOutput(measurement=measurement, metrics=metrics, notes=notes)
 
@@ -543,6 +561,88 @@ def _record(tally: _Tally, case: sweep_cases.Case, cls: str, failure: sweep_orac
         entry = sweep_oracle.failure_record(failure, variant=case.transform, direction=case.direction, sample=case.sample, output=output)
         entry["class"] = cls
         tally.failures.append(entry)
+
+
+def _error_inputs_due(torch: Any, info: Any, dtype: str, dev_type: str, only_new: tuple[str, ...] | None) -> bool:
+    """Whether this probe tries the entry's error inputs: they do not depend on the dtype,
+    so only the probe of the first dtype the entry declares for the device runs them, and
+    only in a full-tier run (a standard-subset probe runs its subset below it)."""
+    if only_new is not None or getattr(info, "error_inputs_func", None) is None:
+        return False
+    first = next((short for short, name in sweep_db.DTYPES.items() if sweep_db.supports(info, torch, name, dev_type)), None)
+    return first == dtype
+
+
+def _run_error_inputs(ctx: ProbeContext, info: Any, dtype_name: str, tally: _Tally, started: float, budget: float) -> None:
+    """The database's error inputs (``OpInfo.error_inputs``): inputs every device must
+    reject. Raising, whatever the message, is right (messages differ by device). Returning
+    values where the CPU rejects the same input is ``invalid_accepted``: reported, not
+    counted as wrong math. Where the CPU computes it too, the database's expectation does
+    not hold on this torch: not judged. A device-side assert rejects the input as well, but
+    ends the device context: the probe's results stand and the worker is replaced."""
+    import itertools
+
+    torch = ctx.torch
+    try:
+        errors = list(itertools.islice(info.error_inputs(ctx.device_name), MAX_ERROR_INPUTS))
+    except Exception as exc:  # noqa: BLE001 - the database's own generator failed
+        tally.unjudge("error_inputs_unavailable", f"the database's error_inputs failed: {error_text(exc)}")
+        return
+    cpu_errors: list[Any] | None = None
+    for index, error_input in enumerate(errors):
+        if time.monotonic() - started > budget:
+            tally.not_run += 1
+            continue
+        where = f"{ERROR_INPUT} {index}"
+        sample = error_input.sample_input
+        engine, fault, call = _fault(info.name, dtype_name, sweep_cases.Case(index, ERROR_INPUT, False))
+        accepted = False
+        try:
+            info(sample.input, *sample.args, **sample.kwargs)
+            ctx.sync()
+            accepted = True
+        except Exception as exc:  # noqa: BLE001 - rejecting is what the database asks for
+            if fault is not None and fault.effect == "accept_invalid":
+                accepted = True  # simulated: the device returns a result instead
+            elif ctx.is_gpu:
+                lost = device_context_problem(torch, ctx.device)
+                if lost is not None:
+                    tally.error_inputs += 1
+                    tally.error_inputs_rejected += 1
+                    tally.cases += 1
+                    tally.passed += 1
+                    tally.context_lost = (
+                        f"{where}: the device rejected an input every device must reject ({error_text(exc, 200)}), and "
+                        "its context is unusable afterwards"
+                    )
+                    return
+        tally.error_inputs += 1
+        if not accepted:
+            tally.error_inputs_rejected += 1
+            tally.cases += 1
+            tally.passed += 1
+            continue
+        if cpu_errors is None:
+            try:
+                cpu_errors = list(itertools.islice(info.error_inputs("cpu"), MAX_ERROR_INPUTS))
+            except Exception:  # noqa: BLE001
+                cpu_errors = []
+        expected = f"{getattr(error_input.error_type, '__name__', 'an error')} matching {error_input.error_regex!r}"
+        same = index < len(cpu_errors) and cpu_errors[index].error_regex == error_input.error_regex
+        if not same:
+            tally.unjudge("error_input_without_cpu_twin", f"{where}: the device accepted it (the database expects {expected})")
+            continue
+        twin = cpu_errors[index].sample_input
+        try:
+            info(twin.input, *twin.args, **twin.kwargs)
+        except Exception as exc:  # noqa: BLE001 - the CPU rejects it, as the database says
+            tally.cases += 1
+            tally.passed += 1
+            tally.invalid_accepted += 1
+            if len(tally.invalid_examples) < 3:
+                tally.invalid_examples.append(f"{where}: the database expects {expected} (CPU: {error_text(exc, 120)})"[:200])
+            continue
+        tally.unjudge("error_input_accepted_by_cpu", f"{where}: the CPU computes it too (the database expects {expected})")
 
 
 class _DeviceContextLost(RuntimeError):
