@@ -270,3 +270,15 @@ def test_an_integer_program_is_judged_exactly_and_its_promoted_floats_by_their_d
     planted = _with_fault(fault, lambda: compile_run.run_program(_ctx("compile.test.i64"), "i64", keys=["add", "cumsum"], passes=["compiled"]))
     assert planted.measurement["failed"] == {"wrong_value": 1}, planted.measurement
     assert "integer" in planted.measurement["failures"][0]["detail"]
+
+
+def test_docs_hold_the_generated_coverage_table() -> None:
+    from gpuprobe.worker.probes import compile_coverage
+
+    text = (REPO / "docs" / "probes.md").read_text(encoding="utf-8")
+    begin, end = "<!-- compile-coverage:begin -->\n", "<!-- compile-coverage:end -->"
+    assert begin in text and end in text
+    documented = text.split(begin, 1)[1].split(end, 1)[0]
+    assert documented == compile_coverage.markdown(torch), (
+        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.compile_coverage"
+    )
