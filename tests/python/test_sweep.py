@@ -430,3 +430,11 @@ def test_a_device_that_accepts_error_inputs_is_invalid_accepted_not_wrong_math()
     assert m["invalid_accepted"] == result["metrics"]["error_inputs"] >= 1, (m, result["metrics"])
     assert m["failed"] == {} and m["device_errors"] == 0
     assert any("error_input 0: the database expects" in n for n in result["notes"]), result["notes"]
+
+
+def test_full_tier_probes_run_the_reference_inputs_own_samples(healthy: Any) -> None:
+    """Run without a tier (the full tier's semantics), a probe of an entry with reference
+    inputs runs some of their own samples as base cases; the healthy CPU passes them."""
+    observation = healthy.results()["sweep.add.fp32"]["observation"]
+    assert observation["metrics"]["reference_samples"] > 0, observation["metrics"]
+    assert observation["measurement"]["failed"] == {}

@@ -436,3 +436,68 @@ def test_error_inputs_run_once_per_entry_in_its_first_dtype_and_only_in_the_full
     # An entry without error inputs has none to try.
     without = next(info for info in database.ops.values() if getattr(info, "error_inputs_func", None) is None)
     assert not any(sweep_run._error_inputs_due(torch, without, d, "cpu", None) for d in sweep_db.DTYPES)
+
+
+# -- reference inputs: the database's larger set, run as given in the full tier ----------------
+
+
+def test_reference_inputs_begin_with_the_sample_inputs_and_add_their_own() -> None:
+    info = sweep_db.load(torch).ops["add"]
+    assert sweep_cases.has_reference_inputs(info)
+    plain = sweep_cases.probe_samples(torch, info, "float32", 7, True, reference=False)
+    wider = sweep_cases.probe_samples(torch, info, "float32", 7, True, reference=True)
+    assert plain.reference == 0 and wider.plain == len(plain.samples) and wider.reference > 0
+    assert [sweep_cases.digest(torch, s) for s in wider.samples[: wider.plain]] == [
+        sweep_cases.digest(torch, s) for s in plain.samples
+    ]
+
+
+def test_reference_samples_run_as_given_and_transforms_keep_to_the_sample_inputs() -> None:
+    info = sweep_db.load(torch).ops["add"]
+    chosen = sweep_cases.probe_samples(torch, info, "float32", 7, True, reference=True)
+    cases = sweep_cases.choose_cases(torch, info, chosen.samples, 7, True, "float32", plain=chosen.plain)
+    tail = {c.sample for c in cases if c.sample >= chosen.plain}
+    assert 1 <= len(tail) <= sweep_cases.REFERENCE_SAMPLES
+    assert all(c.transform == "base" for c in cases if c.sample >= chosen.plain)
+    # Without the reference inputs' own samples the cases are what they were.
+    before = sweep_cases.choose_cases(torch, info, chosen.samples[: chosen.plain], 7, True, "float32")
+    assert [c for c in cases if c.sample < chosen.plain] == before
+
+
+def test_reference_samples_holding_nonfinite_values_skip_entries_undefined_on_them() -> None:
+    """A decomposition's result on NaN/Inf is undefined (the rule that keeps its transforms
+    to the value-keeping ones): its reference samples holding them are not run."""
+    nan_sample = types.SimpleNamespace(input=torch.tensor([[1.0, math.nan], [0.0, 1.0]]), args=(), kwargs={})
+    fine = types.SimpleNamespace(input=torch.eye(2), args=(), kwargs={})
+    inverse = types.SimpleNamespace(name="linalg.inv", variant_test_name="")
+    add = types.SimpleNamespace(name="add", variant_test_name="")
+    assert sweep_cases.reference_indices(torch, inverse, [fine, nan_sample, fine], 1) == [2]
+    assert sweep_cases.reference_indices(torch, add, [fine, nan_sample, fine], 1) == [1, 2]
+    mode = types.SimpleNamespace(name="mode", variant_test_name="")
+    assert sweep_cases.reference_indices(torch, mode, [fine, nan_sample], 1) == []
+
+
+def test_a_sample_holding_nan_or_inf_is_judged_as_if_injected() -> None:
+    sample = types.SimpleNamespace(input=torch.tensor([1.0, math.inf]), args=(torch.tensor([math.nan, 2.0]),), kwargs={})
+    held = sweep_cases.held_nonfinite(torch, sample)
+    assert held == (True, True)
+    plain = sweep_cases.judging("add", "float32", "base")
+    rules = sweep_cases.judging("add", "float32", "base", held)
+    assert not plain.nonfinite_input and rules.nonfinite_input and rules.inf_input and not rules.compare_integers
+    # An infinity where the reference has NaN (inf - inf by another order) is accepted then.
+    assert _leaf([INF], [NAN], inf_input=rules.inf_input, nonfinite_input=rules.nonfinite_input) is None
+    assert _leaf([INF], [NAN]) is not None
+
+
+def test_the_reference_process_builds_the_same_reference_sample() -> None:
+    info = sweep_db.load(torch).ops["add"]
+    chosen = sweep_cases.probe_samples(torch, info, "float32", 7, False, reference=True)
+    index = chosen.plain  # the first of the reference inputs' own
+    request = {
+        "key": "add", "dtype": "float32", "seed": 7, "requires_grad": False, "sample": index, "transform": "base",
+        "backward": False, "digest": sweep_cases.digest(torch, chosen.samples[index]), "reference_inputs": True,
+    }
+    reply = sweep_ref.handle(torch, request, {})
+    assert reply["ok"], reply
+    # Without the flag the reference would build the sample inputs only: no such sample.
+    assert sweep_ref.handle(torch, {**request, "reference_inputs": False}, {})["kind"] == "mismatch"

@@ -304,18 +304,15 @@ def _run_op(case: Case) -> Recipe:
     seed = case.metrics.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int):
         seed = case.derive("samples") % (2**31)
-    # The probe's own decisions, in its order (sweep_run.run_op): which samples, with grad.
-    with_grad = sweep_db.supports_backward(info, torch, dtype_name, dev_type)
+    # The probe's own decisions (sweep_run.run_op, sweep_cases.probe_samples): which samples,
+    # with grad, and whether the entry's reference inputs were among them.
+    backward_declared = sweep_db.supports_backward(info, torch, dtype_name, dev_type)
+    wider = isinstance(case.metrics.get("reference_samples"), int) and case.metrics["reference_samples"] > 0
     try:
-        samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=with_grad)
+        chosen = sweep_cases.probe_samples(torch, info, dtype_name, seed, backward_declared, reference=wider)
     except sweep_cases.CaseError:
-        if not with_grad:
-            raise NoRepro("the database's sample generator fails here") from None
-        with_grad = False
-        samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=False)
-    if with_grad and samples and all(sweep_db.sample_is_random(info.name, s) for s in samples):
-        with_grad = False
-        samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=False)
+        raise NoRepro("the database's sample generator fails here") from None
+    samples = chosen.samples
     if sample_index >= len(samples):
         raise NoRepro(f"the database generated {len(samples)} samples here, not the probe's sample {sample_index}")
     sample = samples[sample_index]
@@ -333,7 +330,8 @@ def _run_op(case: Case) -> Recipe:
     if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
         low_atol, low_rtol = sweep_db.tolerance(info, torch, weakest)
         atol, rtol = max(atol, low_atol), max(rtol, low_rtol)
-    rules = sweep_cases.judging(info.name, dtype_name, transform)
+    held = sweep_cases.held_nonfinite(torch, sample, dtype_name) if sample_index >= chosen.plain else (False, False)
+    rules = sweep_cases.judging(info.name, dtype_name, transform, held)
     # The call, its tensors as data.
     first = sweep_cases.primary(torch, sample)
     sample_dtype = first.dtype if first is not None else None

@@ -146,7 +146,7 @@ class Judging:
     mixing: bool
 
 
-def judging(name: str, dtype_name: str, transform: str) -> Judging:
+def judging(name: str, dtype_name: str, transform: str, held: tuple[bool, bool] = (False, False)) -> Judging:
     """The comparison flags of a case of operator ``name`` in ``dtype_name``.
 
     Integers converted from NaN/Inf, or from floats beyond the integer's range, are
@@ -159,8 +159,12 @@ def judging(name: str, dtype_name: str, transform: str) -> Judging:
     infinite part, |z|² is ∞ by ``abs`` and ∞ + NaN·j by ``z·conj(z)``, so a NaN reaches
     other outputs or not by the formula (and a NaN or infinite complex number is judged as
     a whole everywhere: ``sweep_oracle._complex_nonfinite_as_one``).
+
+    ``held`` (``held_nonfinite``: a NaN, an infinity) is what the sample itself holds:
+    reference inputs carry extremal values of their own, judged as if injected.
     """
-    nonfinite_input = transform in NONFINITE_TRANSFORMS
+    has_nan, has_inf = held
+    nonfinite_input = transform in NONFINITE_TRANSFORMS or has_nan or has_inf
     magnitude_input = transform in MAGNITUDE_CLASSES
     ties = sweep_db.is_order_op(name) and (
         dtype_name in ("float16", "bfloat16") or sweep_db.is_exact_dtype(dtype_name) or transform in MAKES_TIES
@@ -170,7 +174,7 @@ def judging(name: str, dtype_name: str, transform: str) -> Judging:
     )
     return Judging(
         nonfinite_input=nonfinite_input,
-        inf_input=transform in ("posinf", "neginf"),
+        inf_input=transform in ("posinf", "neginf") or has_inf,
         compare_integers=not nonfinite_input and not magnitude_input and not ties,
         mixing=mixing,
     )
@@ -201,15 +205,97 @@ def seed_everything(torch: Any, seed: int) -> None:
         pass
 
 
-def generate_samples(torch: Any, info: Any, dtype_name: str, seed: int, requires_grad: bool) -> list[Any]:
-    """The op's samples on the CPU in ``dtype_name`` (deterministic for ``seed``)."""
+def generate_samples(
+    torch: Any, info: Any, dtype_name: str, seed: int, requires_grad: bool, reference: bool = False
+) -> list[Any]:
+    """The op's samples on the CPU in ``dtype_name`` (deterministic for ``seed``): its
+    ``sample_inputs``, or with ``reference`` its ``reference_inputs`` (the database's larger
+    set: the samples, then inputs of its own, extremal values among them) where it has any."""
     seed_everything(torch, seed)
     dtype = getattr(torch, dtype_name)
+    reference = reference and has_reference_inputs(info)
     try:
-        generator = info.sample_inputs("cpu", dtype, requires_grad=requires_grad)
-        return list(itertools.islice(generator, MAX_SAMPLES_SCAN))
+        generate = info.reference_inputs if reference else info.sample_inputs
+        return list(itertools.islice(generate("cpu", dtype, requires_grad=requires_grad), MAX_SAMPLES_SCAN))
     except Exception as exc:  # noqa: BLE001 - the database's own generator failed
         raise CaseError(f"the database's sample generator failed: {type(exc).__name__}: {exc}") from exc
+
+
+def has_reference_inputs(info: Any) -> bool:
+    """Whether the entry has reference inputs of its own (``reference_inputs_func``)."""
+    return getattr(info, "reference_inputs_func", None) is not None
+
+
+#: Samples of an entry's reference inputs beyond its sample inputs that a full-tier probe
+#: runs as base cases (spread over them, none holding values the entry cannot take).
+REFERENCE_SAMPLES = 2
+
+
+@dataclass
+class ProbeSamples:
+    """The samples a sweep probe runs, as ``probe_samples`` decided."""
+
+    samples: list[Any]
+    #: Whether the samples were generated with ``requires_grad`` (backward cases possible).
+    with_grad: bool
+    #: How many of ``samples`` are the entry's ``sample_inputs``; the rest are its
+    #: reference inputs' own.
+    plain: int
+    #: Why backward cases are not run although the database declares them, or None.
+    forward_only: str | None = None
+
+    @property
+    def reference(self) -> int:
+        return len(self.samples) - self.plain
+
+
+def probe_samples(torch: Any, info: Any, dtype_name: str, seed: int, backward: bool, reference: bool) -> ProbeSamples:
+    """The samples of one sweep probe (``sweep_run.run_op``; the repro script rebuilds them
+    by the same decisions): with gradients where the dtype is differentiable and the
+    generator allows it, without where every sample asks for dropout; with ``reference``
+    (the full tier), the entry's reference inputs when they begin with its sample inputs.
+    Raises ``CaseError`` when the database gives no sample."""
+    with_grad = backward
+    try:
+        plain = generate_samples(torch, info, dtype_name, seed, requires_grad=with_grad)
+    except CaseError:
+        if not with_grad:
+            raise
+        with_grad = False
+        plain = generate_samples(torch, info, dtype_name, seed, requires_grad=False)
+    forward_only = None
+    if with_grad and plain and all(sweep_db.sample_is_random(info.name, s) for s in plain):
+        # Every differentiable sample asks for dropout (random values): judge the forward
+        # samples by value instead of every case by structure alone.
+        with_grad = False
+        plain = generate_samples(torch, info, dtype_name, seed, requires_grad=False)
+        forward_only = "backward not run: every differentiable sample of the database asks for dropout"
+    if not plain:
+        raise CaseError("the database generated no samples for this dtype")
+    if reference and has_reference_inputs(info) and len(plain) < MAX_SAMPLES_SCAN:
+        try:
+            richer = generate_samples(torch, info, dtype_name, seed, requires_grad=with_grad, reference=True)
+        except CaseError:
+            richer = []
+        same_start = len(richer) > len(plain) and all(
+            digest(torch, a) == digest(torch, b) for a, b in zip(plain, richer[: len(plain)])
+        )
+        if same_start:
+            return ProbeSamples(richer, with_grad, len(plain), forward_only)
+    return ProbeSamples(plain, with_grad, len(plain), forward_only)
+
+
+def held_nonfinite(torch: Any, sample: Any, dtype_name: str = "float32") -> tuple[bool, bool]:
+    """Whether the sample's own subject tensors hold a NaN, and an infinity (reference
+    inputs carry extremal values of their own)."""
+    has_nan = has_inf = False
+    for t in subjects(torch, sample, dtype_name):
+        if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+            continue
+        values = t.detach()
+        has_nan = has_nan or bool(torch.isnan(values).any())
+        has_inf = has_inf or bool(torch.isinf(values).any())
+    return has_nan, has_inf
 
 
 def base_indices(count: int) -> list[int]:
@@ -413,6 +499,7 @@ def choose_cases(
     backward: bool,
     dtype_name: str = "float32",
     only_new: tuple[str, ...] | None = None,
+    plain: int | None = None,
 ) -> list[Case]:
     """The cases of one probe: base samples, then each transform on the samples it fits.
 
@@ -422,22 +509,30 @@ def choose_cases(
     order, at the dtype's precision). Call variants run forward only (their gradients are
     the functional call's), and value classes run no backward in half precision (what its
     gradient does with the dtype's extremes is the forward's overflow again). ``only_new`` limits the value classes and call variants to those
-    named (the standard tier's subset); None runs them all.
+    named (the standard tier's subset); None runs them all. ``plain`` is how many samples
+    are the entry's sample inputs: base cases spread over those, plus ``REFERENCE_SAMPLES``
+    of the reference inputs' own after them (``reference_indices``), run as given;
+    transforms pick among the sample inputs.
     """
     low_precision = dtype_name in ("float16", "bfloat16")
     if low_precision and sweep_db.is_order_op(info.name):
         backward = False
     cases: list[Case] = []
     count = len(samples)
-    order = list(range(count))
+    plain = count if plain is None else plain
+    # The same draw as without the reference inputs' own samples: a transform picks the
+    # same sample either way.
+    order = list(range(plain))
     random.Random(seed).shuffle(order)
-    for index in base_indices(count):
+    for index in base_indices(plain) + reference_indices(torch, info, samples, plain, dtype_name):
         cases.append(Case(index, "base", False))
         if backward:
             cases.append(Case(index, "base", True))
     for transform in TRANSFORMS[1:]:
         if only_new is not None and transform in NEW_AXES and transform not in only_new:
             continue
+        # Transforms take the entry's sample inputs only: the reference inputs' own samples
+        # (extremal values among them) run as given.
         chosen = [i for i in order if applicable(torch, info, samples[i], transform, dtype_name)][:TRANSFORM_SAMPLES]
         for index in chosen:
             cases.append(Case(index, transform, False))
@@ -450,6 +545,30 @@ def choose_cases(
             ):
                 cases.append(Case(index, transform, True))
     return cases
+
+
+def reference_indices(torch: Any, info: Any, samples: list[Any], plain: int, dtype_name: str = "float32") -> list[int]:
+    """Up to ``REFERENCE_SAMPLES`` indices spread over the reference inputs' own samples
+    (``samples[plain:]``), leaving out those whose values the entry cannot be judged on:
+    non-finite values for a decomposition or solver (undefined, the rule that keeps their
+    transforms to the value-keeping ones) or for an entry whose device kernel asserts on
+    them (``sweep_db.DEVICE_ASSERT_DOMAINS``), a NaN for an entry whose result on NaN is
+    undefined (``sweep_db.NAN_UNDEFINED_OPS``)."""
+    name = info.name
+    variant = str(getattr(info, "variant_test_name", "") or "")
+    asserts = sweep_db.DEVICE_ASSERT_DOMAINS.get(name, ())
+    usable = []
+    for index in range(plain, len(samples)):
+        has_nan, has_inf = held_nonfinite(torch, samples[index], dtype_name)
+        if (has_nan or has_inf) and (sweep_db.is_matrix_function(name, variant) or "nan" in asserts or "posinf" in asserts):
+            continue
+        if has_nan and name in sweep_db.NAN_UNDEFINED_OPS:
+            continue
+        usable.append(index)
+    if len(usable) <= REFERENCE_SAMPLES:
+        return usable
+    step = (len(usable) - 1) / (REFERENCE_SAMPLES - 1) if REFERENCE_SAMPLES > 1 else 0
+    return sorted({usable[round(i * step)] for i in range(REFERENCE_SAMPLES)})
 
 
 def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None) -> Callable[[Any], Any]:

@@ -168,6 +168,10 @@ def markdown(torch: Any) -> str:
         "a dtype's extreme allocates without bound or is undefined |",
         f"| no `tail*` transform | {', '.join(f'`{d}`' for d in sweep_cases.BAREBONES_UNSIGNED)} | the transform "
         "repeats values by advanced indexing, which CUDA lacks for these dtypes |",
+        f"| reference inputs (full tier): up to {sweep_cases.REFERENCE_SAMPLES} of their own samples a probe, as given | "
+        f"{sum(1 for i in database.ops.values() if sweep_cases.has_reference_inputs(i))} entries with `reference_inputs` "
+        "| a sample holding NaN or Inf itself is judged as if they were injected; decompositions and solvers, entries "
+        "whose kernels assert on them and entries undefined on NaN skip such samples |",
     ]
     for key, reason in sorted(sweep_db.EXCLUDED.items()):
         lines.append(f"| excluded | `{key}` | {reason} |")

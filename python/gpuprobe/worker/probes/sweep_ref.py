@@ -90,12 +90,15 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
     info = database.entry(request["key"])
     if info is None:
         return {"ok": False, "kind": "unavailable", "error": f"no entry {request['key']!r}"}
-    cache_key = (request["key"], request["dtype"], request["seed"], request["requires_grad"])
+    # A full-tier probe's samples are the entry's reference inputs (they begin with its
+    # sample inputs); the digest below proves both sides built the same.
+    wider = bool(request.get("reference_inputs", False))
+    cache_key = (request["key"], request["dtype"], request["seed"], request["requires_grad"], wider)
     if cache_key not in cache:
         cache.clear()
         try:
             cache[cache_key] = sweep_cases.generate_samples(
-                torch, info, request["dtype"], request["seed"], request["requires_grad"]
+                torch, info, request["dtype"], request["seed"], request["requires_grad"], reference=wider
             )
         except sweep_cases.CaseError as exc:
             cache[cache_key] = exc

@@ -101,32 +101,17 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
     oracle = sweep_db.oracle_for(info, dtype_name)
     atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
     seed = ctx.derive_seed("samples") % (2**31)
-    generated_with_grad = backward
-    try:
-        samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=backward)
-    except sweep_cases.CaseError as exc:
-        if backward:
-            backward = generated_with_grad = False
-            try:
-                samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=False)
-            except sweep_cases.CaseError:
-                raise SkipProbe(str(exc)) from None
-        else:
-            raise SkipProbe(str(exc)) from None
-    if not samples:
-        raise SkipProbe("the database generated no samples for this dtype")
-    forward_only_note = None
-    if backward and all(sweep_db.sample_is_random(info.name, s) for s in samples):
-        # Every differentiable sample asks for dropout (random values): judge the forward
-        # samples by value instead of every case by structure alone.
-        try:
-            samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=False)
-        except sweep_cases.CaseError as exc:
-            raise SkipProbe(str(exc)) from None
-        backward = generated_with_grad = False
-        forward_only_note = "backward not run: every differentiable sample of the database asks for dropout"
     only_new = tuple(subset) if subset is not None and ctx.options.get("tier") not in (None, "full") else None
-    cases = sweep_cases.choose_cases(torch, info, samples, seed, backward, dtype_name, only_new=only_new)
+    try:
+        # The full tier runs the entry's reference inputs too (a standard-subset probe below
+        # it, its sample inputs only).
+        chosen = sweep_cases.probe_samples(torch, info, dtype_name, seed, backward, reference=only_new is None)
+    except sweep_cases.CaseError as exc:
+        raise SkipProbe(str(exc)) from None
+    samples, generated_with_grad = chosen.samples, chosen.with_grad
+    backward = backward and chosen.with_grad
+    forward_only_note = chosen.forward_only
+    cases = sweep_cases.choose_cases(torch, info, samples, seed, backward, dtype_name, only_new=only_new, plain=chosen.plain)
     budget = float(ctx.options.get("sweep_budget_s", DEFAULT_BUDGET_S))
     reference = sweep_ref.shared()
     tally = _Tally()
@@ -140,7 +125,11 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
             # The worker log names the case a crash interrupts (the supervisor keeps its tail).
             print(f"gpuprobe sweep: {key} {dtype} {case.transform} {case.direction} sample {case.sample}", file=sys.stderr, flush=True)
             try:
-                _run_one(ctx, info, key, dtype_name, samples, generated_with_grad, case, seed, oracle, atol, rtol, reference, tally)
+                _run_one(
+                    ctx, info, key, dtype_name, samples, generated_with_grad, case, seed, oracle, atol, rtol, reference, tally,
+                    reference_inputs=chosen.reference > 0,
+                    plain=chosen.plain,
+                )
             except _DeviceContextLost:
                 raise
             except Exception as exc:  # noqa: BLE001 - the harness, not the device: not judged
@@ -155,7 +144,9 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
         ctx.restart_worker = tally.context_lost
     if forward_only_note:
         tally.notes.append(forward_only_note)
-    return tally.output(info, key, dtype_name, seed, oracle, atol, rtol, len(samples), reference, time.monotonic() - started)
+    output = tally.output(info, key, dtype_name, seed, oracle, atol, rtol, len(samples), reference, time.monotonic() - started)
+    output.metrics["reference_samples"] = chosen.reference
+    return output
 
 
 class _Tally:
@@ -272,9 +263,13 @@ def _run_one(
     rtol: float,
     reference: sweep_ref.ReferenceProcess,
     tally: _Tally,
+    reference_inputs: bool = False,
+    plain: int | None = None,
 ) -> None:
     torch = ctx.torch
     sample = samples[case.sample]
+    # A sample of the reference inputs' own may hold NaN or Inf itself: judged as if injected.
+    held = sweep_cases.held_nonfinite(torch, sample, dtype_name) if plain is not None and case.sample >= plain else (False, False)
     where = f"{case.transform} {case.direction} sample {case.sample}"
     if oracle == "value" and sweep_db.sample_is_random(info.name, sample):
         oracle = "structure"
@@ -324,6 +319,7 @@ def _run_one(
         "transform": case.transform,
         "backward": case.backward,
         "digest": sweep_cases.digest(torch, sample),
+        "reference_inputs": reference_inputs,
     }
     ref = reference.compute(request, REFERENCE_TIMEOUT_S)
     if context_lost is not None:
@@ -398,7 +394,7 @@ def _run_one(
             return None
         return reply["outputs"][index]
 
-    verdict = _judge_outputs(torch, info, dtype_name, case, device_values, expected, oracle, atol, rtol, same_dtype_output)
+    verdict = _judge_outputs(torch, info, dtype_name, case, device_values, expected, oracle, atol, rtol, same_dtype_output, held)
     if verdict is None:
         tally.passed += 1
         return
@@ -415,7 +411,7 @@ def _run_one(
         if (
             contiguous.get("ok")
             and len(contiguous["outputs"]) == len(device_values)
-            and _judge_outputs(torch, info, dtype_name, case, device_values, contiguous["outputs"], oracle, atol, rtol, None) is None
+            and _judge_outputs(torch, info, dtype_name, case, device_values, contiguous["outputs"], oracle, atol, rtol, None, held) is None
         ):
             tally.unjudge(
                 "reference_layout",
@@ -430,7 +426,7 @@ def _run_one(
         if (
             own.get("ok")
             and len(own["outputs"]) == len(device_values)
-            and _judge_outputs(torch, info, dtype_name, case, device_values, own["outputs"], oracle, atol, rtol, None) is None
+            and _judge_outputs(torch, info, dtype_name, case, device_values, own["outputs"], oracle, atol, rtol, None, held) is None
         ):
             tally.unjudge("variant_as_cpu", f"{where}: {failure.detail}"[:200])
             return
@@ -455,14 +451,15 @@ def _judge_outputs(
     atol: float,
     rtol: float,
     same_dtype_output: Any,
+    held: tuple[bool, bool] = (False, False),
 ) -> tuple[int, sweep_oracle.LeafFailure] | str | None:
     """The first wrong output (its index and failure), an unjudged reason, or None when
-    every output is right."""
+    every output is right. ``held``: the sample's own NaN and Inf (``held_nonfinite``)."""
     if len(expected) != len(device_values):
         return 0, sweep_oracle.LeafFailure(
             sweep_oracle.STRUCTURE, f"{len(device_values)} outputs where the reference has {len(expected)}"
         )
-    rules = sweep_cases.judging(info.name, dtype_name, case.transform)
+    rules = sweep_cases.judging(info.name, dtype_name, case.transform, held)
     for index, (found, wanted) in enumerate(zip(device_values, expected)):
         if found is None and wanted is None:
             continue
