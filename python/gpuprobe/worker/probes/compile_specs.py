@@ -34,8 +34,10 @@ FULL_DTYPES = ("fp32", "bf16", "fp16", "i64")
 #: new code for it: the on-disk cache makes the others cost little, but an empty cache
 #: pays about 40 s a program (bench/RESULTS.md).
 FULL_PASSES: dict[str, tuple[str, ...]] = {"fp16": ("compiled", "dynamic")}
-#: Lanes the full family spreads over (compiling is CPU work: parallel to the sweep's lanes).
-LANES = 4
+#: The full family spreads over as many lanes as the sweep (one per two host cores, at most
+#: 8: ``sweep_specs.lane_count``): compiling is host work, and on the H200 eight processes
+#: compiled 72 programs in 420 s on an empty cache (bench/RESULTS.md); four would take
+#: twice that.
 #: The standard tier's program: one entry of each kind of kernel Inductor generates:
 #: pointwise, a reduction and a Welford variance, a scan, softmax and layer norm (persistent
 #: reductions), gather and index_add (indexing and atomics), pooling, a matrix product
@@ -109,10 +111,13 @@ def probe(program: str, dtype: str, tier: str, lane: str) -> ProbeDef:
 
 
 def specs() -> list[ProbeDef]:
+    from gpuprobe.worker.probes.sweep_specs import lane_count
+
+    lanes = lane_count()
     out = [probe("standard", dtype, "standard", "compile-1") for dtype in STANDARD_DTYPES]
     index = 0
     for dtype in FULL_DTYPES:
         for chunk in range(CHUNKS):
-            out.append(probe(f"p{chunk:02d}", dtype, "full", f"compile-{index % LANES + 1}"))
+            out.append(probe(f"p{chunk:02d}", dtype, "full", f"compile-{index % lanes + 1}"))
             index += 1
     return out
