@@ -14,29 +14,16 @@ is checked to be valid JSON (no NaN/Inf), as the worker's event stream requires.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from probe_runner import print_details, run_probe, verdict  # noqa: E402
 
-from gpuprobe.worker.context import ProbeContext, SkipProbe  # noqa: E402
 from gpuprobe.worker.probes import graph_specs  # noqa: E402
-
-
-def verdict(measurement: dict) -> str:
-    if sum(measurement["failed"].values()):
-        first = measurement["failures"][0]
-        return (
-            f"FAIL {first['class']}: {first['variant']} {first['direction']} {first['output']}"
-            f"{first.get('index', '')} found {first['found']} reference {first['expected']}: {first['detail']}"
-        )
-    if measurement["device_errors"]:
-        return f"ERROR {measurement['errors'][0]}"
-    return "PASS"
 
 
 def main() -> int:
@@ -54,20 +41,12 @@ def main() -> int:
         for spec in graph_specs.specs():
             if args.only and not any(o in spec.id for o in args.only):
                 continue
-            ctx = ProbeContext(torch, args.device, args.seed, spec.id, {"tier": "full"})
-            started = time.perf_counter()
-            try:
-                output = spec.resolve()(ctx, **spec.params)
-            except SkipProbe as skip:
-                print(f"[{round_index}] {spec.id:32s} {spec.tier:8s} SKIP {skip}", flush=True)
+            kind, output, seconds = run_probe(spec, args.device, args.seed, "full")
+            if kind != "ran":
+                print(f"[{round_index}] {spec.id:32s} {spec.tier:8s} {kind.upper()} {output}", flush=True)
+                status = status or (1 if kind == "error" else 0)
                 continue
-            except Exception as exc:  # noqa: BLE001
-                print(f"[{round_index}] {spec.id:32s} {spec.tier:8s} ERROR {type(exc).__name__}: {exc}", flush=True)
-                status = 1
-                continue
-            seconds = time.perf_counter() - started
             total += seconds
-            json.dumps({"m": output.measurement, "x": output.metrics, "n": output.notes}, allow_nan=False)
             m = output.measurement
             outcome = verdict(m)
             status = status or (0 if outcome == "PASS" else 1)
@@ -76,11 +55,7 @@ def main() -> int:
                 f"unjudged {m['unjudged'] or '-'} {outcome}",
                 flush=True,
             )
-            if args.verbose or outcome != "PASS":
-                print(f"      metrics {output.metrics}", flush=True)
-                print(f"      notes {output.notes}", flush=True)
-                for failure in m["failures"][1:]:
-                    print(f"      also {failure['class']} {failure['variant']} {failure['direction']} {failure['output']}: {failure['detail']}")
+            print_details(output, outcome, args.verbose)
         print(f"[{round_index}] total {total:.2f}s", flush=True)
     return status
 

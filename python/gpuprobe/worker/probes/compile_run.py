@@ -250,17 +250,8 @@ def _forward_and_loss(torch: Any, call: _Call, result: Any, leaves: list[Any], s
     outs = sweep_cases.differentiable_outputs(torch, processed)
     if not outs or not leaves:
         return forward, None
-    weights = sweep_cases.projection_weights(torch, outs, seed)
     first = sweep_cases.primary(torch, call.sample, "float32")
-    sample_dtype = first.dtype if first is not None else None
-    loss = None
-    for out, weight in zip(outs, weights):
-        real = torch.view_as_real(out) if out.is_complex() else out
-        if sample_dtype is not None and sample_dtype.is_floating_point:
-            weight = weight.to(sample_dtype)
-        term = (real * weight.to(device=real.device, dtype=real.dtype)).sum()
-        loss = term if loss is None else loss + term
-    return forward, loss
+    return forward, sweep_cases.projection_loss(torch, outs, seed, first.dtype if first is not None else None)
 
 
 def _results(torch: Any, calls: list[_Call], outputs: list[Any], leaves: list[list[Any]], seed: int) -> list[list[Any]]:

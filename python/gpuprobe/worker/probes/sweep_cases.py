@@ -857,9 +857,15 @@ def run_case(
     outs = differentiable_outputs(torch, result)
     if not outs or not leaves:
         raise CaseError("no differentiable output or input for this sample")
-    weights = projection_weights(torch, outs, seed)
+    loss = projection_loss(torch, outs, seed, sample_dtype)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return list(grads)
+
+
+def projection_loss(torch: Any, outs: list[Any], seed: int, sample_dtype: Any) -> Any:
+    """``Σ⟨w, out⟩`` over the differentiable outputs, with ``projection_weights``."""
     loss = None
-    for out, weight in zip(outs, weights):
+    for out, weight in zip(outs, projection_weights(torch, outs, seed)):
         real = torch.view_as_real(out) if out.is_complex() else out
         if sample_dtype is not None and sample_dtype.is_floating_point:
             # Both sides use the weights rounded to the sample's dtype: the reference then
@@ -867,5 +873,4 @@ def run_case(
             weight = weight.to(sample_dtype)
         term = (real * weight.to(device=real.device, dtype=real.dtype)).sum()
         loss = term if loss is None else loss + term
-    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-    return list(grads)
+    return loss

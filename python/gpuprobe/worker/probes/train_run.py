@@ -60,7 +60,6 @@ import contextlib
 import copy
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -75,7 +74,7 @@ from gpuprobe.worker import ops, simulate
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
 from gpuprobe.worker.faults import is_device_fault
 from gpuprobe.worker.patterns import derive_seed
-from gpuprobe.worker.probes import sweep_oracle, train_specs
+from gpuprobe.worker.probes import compile_run, sweep_oracle, train_specs
 from gpuprobe.worker.probes.ops_run import tf32_mode
 
 #: Training steps per run.
@@ -911,33 +910,11 @@ def _require_autocast(ctx: ProbeContext, dtype: torch.dtype) -> None:
             raise SkipProbe(f"torch.amp.GradScaler({device_type!r}) is not available: {_error_text(exc)}") from None
 
 
-def compiler_problem(on_gpu: bool) -> str | None:
-    """Why ``torch.compile``'s default backend cannot generate code here, or None."""
-    if not hasattr(torch, "compile"):
-        return f"torch {torch.__version__} has no torch.compile"
-    if on_gpu:
-        try:
-            from torch.utils._triton import has_triton
-
-            if not has_triton():
-                return "Triton is not installed or does not support this GPU (Inductor generates Triton kernels for GPUs)"
-        except Exception as exc:  # noqa: BLE001
-            return f"Triton's availability cannot be told: {_error_text(exc)}"
-    elif not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")):
-        return "no C++ compiler (g++, clang++ or $CXX) for Inductor's CPU backend"
-    return None
-
-
 def _share_compile_cache(ctx: ProbeContext) -> None:
     """Inductor's caches in gpuprobe's cache directory, as the compile family keeps them
-    (a second run loads what the first compiled); left as they are where that family's
-    helper is missing."""
+    (a second run loads what the first compiled)."""
     try:
-        from gpuprobe.worker.probes.compile_run import use_cache
-    except ImportError:
-        return
-    try:
-        use_cache(ctx)
+        compile_run.use_cache(ctx)
     except Exception:  # noqa: BLE001 - a cache is an optimisation: compile without it
         pass
 
@@ -946,7 +923,7 @@ def _require_compiler(ctx: ProbeContext) -> None:
     """Skips when torch.compile cannot work here: no code generator, or one that cannot
     build a one-line function (an incomplete toolchain: headers, a linker), which says
     nothing about the model."""
-    problem = compiler_problem(ctx.is_gpu)
+    problem = compile_run.compiler_problem(torch, ctx.is_gpu)
     if problem:
         raise SkipProbe(problem)
     _share_compile_cache(ctx)
