@@ -327,7 +327,7 @@ def run_program(
     tally = _Tally()
     budget = float(ctx.options.get("compile_budget_s", DEFAULT_BUDGET_S))
     started = time.monotonic()
-    dynamo = _configure_dynamo(torch)
+    counters = _configure_dynamo(torch)
     wanted = [p for p in PASSES if passes is None or p[0] in passes]
     prepared = _prepare_entries(torch, entries, dtype_name, dev_type, seed, tally)
     with tf32_mode(torch, False):
@@ -346,7 +346,7 @@ def run_program(
                 tally.unjudge("harness", f"{name}: {error_text(exc)}")
             tally.pass_seconds[name] = round(time.monotonic() - pass_started, 3)
     _reset_dynamo(torch)
-    return _output(tally, dtype_name, chunk, entries, excluded, seed, cache, dynamo, time.monotonic() - started)
+    return _output(tally, dtype_name, chunk, entries, excluded, seed, cache, counters, time.monotonic() - started)
 
 
 @dataclass
@@ -451,7 +451,7 @@ def _make_call(torch: Any, entry: _Prepared, index: int, transform: str, with_gr
     )
 
 
-def _configure_dynamo(torch: Any) -> dict[str, Any]:
+def _configure_dynamo(torch: Any) -> Any:
     """Raises Dynamo's recompile limit for this probe and resets its caches; returns the
     counters to read at the end."""
     import torch._dynamo  # type: ignore
@@ -464,7 +464,7 @@ def _configure_dynamo(torch: Any) -> dict[str, Any]:
     from torch._dynamo.utils import counters  # type: ignore
 
     counters.clear()
-    return {"counters": counters}
+    return counters
 
 
 def _reset_dynamo(torch: Any) -> None:
@@ -687,7 +687,7 @@ def _output(
     excluded: dict[str, int],
     seed: int,
     cache: str | None,
-    dynamo: dict[str, Any],
+    counters: Any,
     seconds: float,
 ) -> ProbeOutput:
     label = f"inductor program {chunk:02d}" if chunk is not None else "inductor program"
@@ -707,7 +707,6 @@ def _output(
         "failures": tally.failures,
         "errors": [],
     }
-    counters = dynamo.get("counters") or {}
     breaks = sum(counters.get("graph_break", {}).values()) if counters else 0
     graphs = int(counters.get("stats", {}).get("unique_graphs", 0)) if counters else 0
     notes = list(tally.notes)

@@ -59,7 +59,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
