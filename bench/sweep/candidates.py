@@ -291,11 +291,38 @@ def batch_norm_noncontiguous_out() -> None:
             show(f"{device} raised", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
 
 
+def avg_pool2d_noncontiguous_out() -> None:
+    """avg_pool2d (the aten op, which takes out=) writing into a non-contiguous out (every
+    other element of a wider tensor, filled with NaN first): elements left NaN were never
+    written. The same call without out= on the same device is the yardstick."""
+    torch.manual_seed(0)
+    cases = (
+        ((1, 3, 9, 9), (3, 3), (2, 2), (1, 1), True, True),
+        ((1, 3, 9, 9), (3, 3), (2, 2), (1, 1), False, False),
+        ((2, 4, 8, 8), (2, 2), (2, 2), (0, 0), False, True),
+        ((1, 1, 6, 6), (3, 3), (1, 1), (0, 0), False, True),
+        ((3, 7, 7), (3, 3), (2, 2), (1, 1), True, True),
+    )
+    for shape, kernel, stride, padding, ceil_mode, count_include_pad in cases:
+        x = torch.randn(shape, device=DEV)
+        want = torch._C._nn.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad)
+        wide = torch.full(want.shape[:-1] + (2 * want.shape[-1],), float("nan"), device=DEV)
+        out = wide[..., ::2]
+        torch._C._nn.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, out=out)
+        unwritten = int(out.isnan().sum())
+        differ = int(((out - want).abs() > 1e-5).sum())
+        show(
+            f"{tuple(shape)} k{kernel} s{stride} p{padding} ceil={ceil_mode}",
+            f"{unwritten} of {out.numel()} left NaN, {differ} differ from the functional call",
+        )
+
+
 CASES = {f.__name__: f for f in (
     median_stride0, embedding_bag_max_norm, embedding_renorm_noncontiguous, unique_nan, unique_nan_dims, meshgrid_zero_dim, rms_norm_inf,
     avg_pool1d_transposed_backward, upsample_aa_empty, channel_shuffle_transposed,
     pixel_unshuffle_empty, batch_norm_empty, cov_mixed_weights, mode_nan,
     clamp_inplace_uint8_int32_bound, ihfftn_half_out, batch_norm_noncontiguous_out,
+    avg_pool2d_noncontiguous_out,
 )}
 
 

@@ -4,8 +4,16 @@
     gpuprobe.apply_profile("profile.toml")   # before torch is imported
     import torch
 
-The GPU runtime and PyTorch read these settings once, when they start, so the profile must
-be applied before ``import torch``; ``apply_profile`` refuses to run afterwards.
+A profile holds two kinds of settings:
+
+- environment variables (``[env]``, ``unset``): the GPU runtime and PyTorch read them once,
+  when they start, so a profile that has any must be applied before ``import torch``;
+  ``apply_profile`` refuses to run afterwards;
+- framework switches (``gpuprobe.switches``: an attention backend off, TF32 off, ...): state
+  set on the imported torch. They are applied in this process, at once when torch is already
+  imported, else right after the program's own ``import torch`` (a post-import hook; torch
+  is not imported early). A profile with switches only may therefore be applied after
+  ``import torch`` too.
 
 The profile is read and validated by the gpuprobe binary (``gpuprobe profile export FILE
 --format json``), so the allow-list of settings has one source of truth: a profile holding
@@ -21,6 +29,8 @@ import subprocess
 import sys
 import warnings
 from typing import MutableMapping, Optional, Union
+
+from . import switches as _switches
 
 __all__ = ["ProfileError", "apply_profile"]
 
@@ -38,20 +48,21 @@ def apply_profile(
     gpuprobe_bin: Optional[str] = None,
     environ: Optional[MutableMapping[str, str]] = None,
 ) -> dict:
-    """Sets the profile's variables in ``os.environ`` (or ``environ``) and removes the ones
-    it unsets. Returns the variables it set.
+    """Sets the profile's variables in ``os.environ`` (or ``environ``), removes the ones it
+    unsets, and applies its framework switches in this process: at once when torch is
+    imported, else as soon as the program imports it (a switch that cannot be applied then
+    is reported with a ``RuntimeWarning``, never raised into the import).
 
-    Raises ``ProfileError`` when torch is already imported, when the binary refuses the
-    profile (a setting outside the catalogue, a newer format), or when the profile was
-    proven on a different stack (GPUs, kernel, driver, runtime, torch) and ``force`` is not
-    set. ``gpuprobe_bin`` defaults to ``find_gpuprobe_bin()``.
+    Returns the variables it set and the switches it applied or scheduled, in one dict
+    (``{"HSA_ENABLE_SDMA": "0", "torch.backends.cuda.enable_cudnn_sdp": "False"}``; switch
+    names are dotted, variable names never are).
+
+    Raises ``ProfileError`` when torch is already imported and the profile has environment
+    settings, when the binary refuses the profile (a setting outside the catalogue, a newer
+    format), when it was proven on a different stack (GPUs, kernel, driver, runtime, torch)
+    and ``force`` is not set, or when a switch cannot be applied to the imported torch.
+    ``gpuprobe_bin`` defaults to ``find_gpuprobe_bin()``.
     """
-    if "torch" in sys.modules:
-        raise ProfileError(
-            "apply_profile() must run before torch is imported: the GPU runtime and PyTorch "
-            "read these settings once, at start-up (call it first, or use `gpuprobe run "
-            "--profile FILE -- python ...`)"
-        )
     if gpuprobe_bin is None:
         from . import find_gpuprobe_bin
 
@@ -70,12 +81,34 @@ def apply_profile(
         data = json.loads(completed.stdout)
         settings = {str(k): str(v) for k, v in data["set"].items()}
         removals = [str(name) for name in data.get("unset", [])]
+        # Absent from the answers of binaries that predate switches: none.
+        switch_pairs = [(str(k), str(v)) for k, v in (data.get("switches") or {}).items()]
     except (ValueError, KeyError, AttributeError) as err:
         raise ProfileError(f"unexpected answer from {gpuprobe_bin}: {err}") from err
+    try:
+        switch_pairs = _switches.parse(_switches.format_pairs(switch_pairs))
+    except _switches.SwitchError as err:
+        raise ProfileError(f"profile {os.fspath(path)}: framework switch refused: {err}") from err
+    # Probe-side switches change gpuprobe's own probes, never a program.
+    switch_pairs = [(n, v) for n, v in switch_pairs if not _switches.SWITCHES[n].probe_side]
+    torch = sys.modules.get("torch")
+    if torch is not None and (settings or removals):
+        raise ProfileError(
+            "apply_profile() must run before torch is imported: the GPU runtime and PyTorch "
+            "read these settings once, at start-up (call it first, or use `gpuprobe run "
+            "--profile FILE -- python ...`)"
+        )
+    if torch is not None and switch_pairs:
+        try:
+            _switches.apply(torch, switch_pairs, in_job=True)
+        except _switches.SwitchError as err:
+            raise ProfileError(f"profile {os.fspath(path)}: framework switch refused: {err}") from err
     target = os.environ if environ is None else environ
     for name in removals:
         target.pop(name, None)
     target.update(settings)
+    if torch is None and switch_pairs:
+        _switches.apply_when_imported(switch_pairs, _warn_not_applied)
     if data.get("simulated"):
         warnings.warn(
             f"profile {os.fspath(path)} was made under fault SIMULATION: its settings are not "
@@ -88,4 +121,8 @@ def apply_profile(
             + ", ".join(data["still_failing"]),
             stacklevel=2,
         )
-    return settings
+    return {**settings, **dict(switch_pairs)}
+
+
+def _warn_not_applied(pair: str, why: str) -> None:
+    warnings.warn(f"gpuprobe: profile: cannot apply {pair}: {why}", RuntimeWarning, stacklevel=2)

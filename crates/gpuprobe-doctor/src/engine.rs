@@ -13,6 +13,7 @@ use std::thread;
 use std::time::Instant;
 
 use gpuprobe_model::probe::{Backend, DeviceRef, Placement, ProbeId, ProbeSpec, Tier};
+use gpuprobe_model::profile;
 use gpuprobe_model::protocol::{
     PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
 };
@@ -51,6 +52,33 @@ impl Settings {
     /// Whether nothing is changed.
     pub fn is_empty(&self) -> bool {
         self.set.is_empty() && self.unset.is_empty()
+    }
+
+    /// The environment a worker gets: the variables as they are, and the framework switches
+    /// (dotted names, see [`gpuprobe_model::profile::is_switch_name`]) folded into the one
+    /// variable the worker reads them from, `GPUPROBE_SWITCHES` (`NAME=VALUE;...`); a
+    /// switch is never removed, only set.
+    pub fn worker_env(&self) -> (BTreeMap<String, String>, Vec<String>) {
+        let (switches, variables): (Vec<_>, Vec<_>) = self
+            .set
+            .iter()
+            .partition(|(name, _)| profile::is_switch_name(name));
+        let mut env: BTreeMap<String, String> = variables
+            .into_iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(value) =
+            profile::switches_value(switches.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        {
+            env.insert(profile::SWITCHES_VARIABLE.to_string(), value);
+        }
+        let unset = self
+            .unset
+            .iter()
+            .filter(|name| !profile::is_switch_name(name))
+            .cloned()
+            .collect();
+        (env, unset)
     }
 }
 
@@ -443,8 +471,9 @@ pub fn worker_command(
             }
         }
     };
-    command.env.extend(config.settings.set.clone());
-    command.remove_env.extend(config.settings.unset.clone());
+    let (env, unset) = config.settings.worker_env();
+    command.env.extend(env);
+    command.remove_env.extend(unset);
     Ok(command)
 }
 

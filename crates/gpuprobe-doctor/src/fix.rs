@@ -73,6 +73,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn switches_reach_the_worker_in_one_variable() {
+        let settings = settings_of(&[
+            SettingChange::set("HSA_ENABLE_SDMA", "0"),
+            SettingChange::set("torch.backends.cuda.enable_cudnn_sdp", "False"),
+            SettingChange::set("gpuprobe.inputs.contiguous", "True"),
+            SettingChange::unset("HSA_OVERRIDE_GFX_VERSION"),
+        ]);
+        let (env, unset) = settings.worker_env();
+        assert_eq!(env["HSA_ENABLE_SDMA"], "0");
+        assert_eq!(
+            env["GPUPROBE_SWITCHES"],
+            "gpuprobe.inputs.contiguous=True;torch.backends.cuda.enable_cudnn_sdp=False"
+        );
+        assert!(!env.keys().any(|k| k.contains('.')), "{env:?}");
+        assert_eq!(unset, vec!["HSA_OVERRIDE_GFX_VERSION".to_string()]);
+        // No switch: the variable is not touched.
+        let (env, _) = settings_of(&[SettingChange::set("HSA_ENABLE_SDMA", "0")]).worker_env();
+        assert!(!env.contains_key("GPUPROBE_SWITCHES"));
+    }
+
+    #[test]
     fn settings_from_changes() {
         let settings = settings_of(&[
             SettingChange::set("HSA_ENABLE_SDMA", "0"),

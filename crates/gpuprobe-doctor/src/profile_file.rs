@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use gpuprobe_kb::catalogue::Catalogue;
-use gpuprobe_model::profile::{PROFILE_VERSION, Profile};
+use gpuprobe_model::profile::{PROFILE_VERSION, Profile, is_probe_side_switch, is_switch_name};
 use gpuprobe_model::{ClassifiedError, ExitStatus};
 
 /// Variables that change which code a process loads or where it finds it.
@@ -41,11 +41,13 @@ const TOP_KEYS: &[&str] = &[
     "simulated",
     "env",
     "unset",
+    "switches",
     "cures",
     "still_failing",
     "flaky",
     "system_changes",
     "other_changes",
+    "code_changes",
     "measured_cost",
     "evidence",
     "proven_on",
@@ -215,6 +217,24 @@ pub fn setting_problems(profile: &Profile, catalogue: &Catalogue) -> Vec<String>
             problems.push(refused.to_string());
         }
     }
+    for (name, value) in &profile.switches {
+        if !is_switch_name(name) || is_probe_side_switch(name) {
+            problems.push(format!(
+                "switches: {name:?} is not a framework switch a profile can apply"
+            ));
+            continue;
+        }
+        if let Err(refused) = catalogue.check_setting(name, value) {
+            problems.push(refused.to_string());
+        }
+    }
+    for name in profile.env.keys() {
+        if is_switch_name(name) {
+            problems.push(format!(
+                "{name}: a framework switch belongs in [switches], not [env]"
+            ));
+        }
+    }
     for name in &profile.unset {
         if profile.env.contains_key(name) {
             problems.push(format!("{name} is both set and unset"));
@@ -262,8 +282,31 @@ pub enum ExportFormat {
     Env,
     /// `export NAME='VALUE'` and `unset NAME` lines.
     Shell,
-    /// `{"set": {...}, "unset": [...], ...}`.
+    /// `{"set": {...}, "unset": [...], "switches": {...}, ...}`.
     Json,
+    /// The Python lines that apply the profile's framework switches (after `import torch`).
+    Python,
+}
+
+/// Comment lines for the `env` and `shell` exports: framework switches are not environment
+/// settings; they are applied in Python (`gpuprobe run --profile` does it for the job).
+fn switch_comments(profile: &Profile) -> String {
+    let mut out = String::new();
+    for (name, value) in &profile.switches {
+        out.push_str(&format!(
+            "# framework switch, applied after `import torch` (`--format python`, or `gpuprobe run --profile`): {}\n",
+            switch_line(name, value)
+        ));
+    }
+    out
+}
+
+/// The Python line of one switch (the catalogue's), or a generic assignment.
+pub fn switch_line(name: &str, value: &str) -> String {
+    gpuprobe_kb::catalogue::embedded()
+        .entry_for_variable(name)
+        .and_then(|entry| entry.python.get(value).cloned())
+        .unwrap_or_else(|| format!("{name} = {value}"))
 }
 
 fn shell_quote(value: &str) -> String {
@@ -298,6 +341,7 @@ pub fn export(profile: &Profile, format: ExportFormat) -> String {
                     "# unset {name}  (a .env file cannot remove a variable: remove it from your environment)\n"
                 ));
             }
+            out.push_str(&switch_comments(profile));
         }
         ExportFormat::Shell => {
             out.push_str(&export_header(profile));
@@ -307,11 +351,30 @@ pub fn export(profile: &Profile, format: ExportFormat) -> String {
             for name in &profile.unset {
                 out.push_str(&format!("unset {name}\n"));
             }
+            out.push_str(&switch_comments(profile));
+        }
+        ExportFormat::Python => {
+            out.push_str(&export_header(profile));
+            if !profile.env.is_empty() || !profile.unset.is_empty() {
+                out.push_str(
+                    "# environment settings are read at start-up: export them before Python starts\n\
+                     # (`gpuprobe profile export FILE --format shell`)\n",
+                );
+            }
+            out.push_str("import torch\n");
+            for (name, value) in &profile.switches {
+                out.push_str(&switch_line(name, value));
+                out.push('\n');
+            }
+            for change in &profile.code_changes {
+                out.push_str(&format!("# code change, proven: {change}\n"));
+            }
         }
         ExportFormat::Json => {
             let value = serde_json::json!({
                 "set": profile.env,
                 "unset": profile.unset,
+                "switches": profile.switches,
                 "simulated": profile.simulated,
                 "proven_on": profile.proven_on,
                 "cures": profile.cures,
@@ -391,6 +454,58 @@ mod tests {
             let err = err.to_string();
             assert!(err.contains(name), "{err}");
             assert!(err.contains(words), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn switches_are_checked_kept_apart_and_exported_as_python() {
+        let mut profile = sample();
+        profile.switches.insert(
+            "torch.backends.cuda.enable_cudnn_sdp".into(),
+            "False".into(),
+        );
+        profile
+            .code_changes
+            .push("x = x.contiguous() — proven".into());
+        let text = to_text(&profile);
+        let back = parse(&text, "p.toml").unwrap();
+        assert_eq!(back.switches, profile.switches);
+        let python = export(&back, ExportFormat::Python);
+        assert!(python.contains("import torch\n"), "{python}");
+        assert!(
+            python.contains("\ntorch.backends.cuda.enable_cudnn_sdp(False)\n"),
+            "{python}"
+        );
+        assert!(
+            python.contains("# code change, proven: x = x.contiguous()"),
+            "{python}"
+        );
+        let json = export(&back, ExportFormat::Json);
+        assert!(
+            json.contains("\"torch.backends.cuda.enable_cudnn_sdp\": \"False\""),
+            "{json}"
+        );
+        let env = export(&back, ExportFormat::Env);
+        assert!(env.contains("# framework switch"), "{env}");
+        assert!(!env.contains("\ntorch."), "a switch is no .env line: {env}");
+        // Refused: a value outside the catalogue, a probe-side switch, a switch under [env],
+        // a switch nobody catalogued.
+        for (name, value, in_env) in [
+            ("torch.backends.cuda.enable_cudnn_sdp", "0", false),
+            ("gpuprobe.inputs.contiguous", "True", false),
+            ("torch.backends.cudnn.enabled", "False", true),
+            ("torch.cuda.set_per_process_memory_fraction", "0.5", false),
+        ] {
+            let mut bad = sample();
+            if in_env {
+                bad.env.insert(name.into(), value.into());
+            } else {
+                bad.switches.insert(name.into(), value.into());
+            }
+            assert!(
+                parse(&to_text(&bad), "bad.toml").is_err(),
+                "{name}={value} (env: {in_env})"
+            );
         }
     }
 

@@ -8,10 +8,12 @@
 //! Process settings are testable in a fresh worker; kernel parameters and firmware changes
 //! are reported, never applied.
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use gpuprobe_model::FindingLayer;
 use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::profile::is_switch_name;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -43,6 +45,12 @@ pub enum CatalogueKind {
     Firmware,
     /// A change to the user's code (reported only).
     CodeChange,
+    /// A framework switch: set inside the Python process after `import torch` (an SDPA
+    /// backend, cuDNN, TF32, a BLAS library, compile off). Testable in a fresh worker, and
+    /// applied to a job by `gpuprobe run`'s start-up hook or `gpuprobe.apply_profile()`.
+    /// A switch under `gpuprobe.` changes gpuprobe's own probes (contiguous inputs): a cure
+    /// by it proves the code change it stands for, and it is never applied to a job.
+    Switch,
 }
 
 /// How the values of a process setting are checked.
@@ -100,6 +108,13 @@ pub struct CatalogueEntry {
     /// Caveats (read once per process, debugging aid, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+    /// For switches: the Python line a user writes for each allowed value (what
+    /// `profile export --format python` prints; for a `gpuprobe.` switch, the code change).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub python: BTreeMap<String, String>,
+    /// For switches: the first torch release that has it (`2.3`); older ones are not tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_min: Option<String>,
     /// Where the setting is defined (source file or document).
     pub source: String,
     /// Public sources that show it in use.
@@ -208,7 +223,7 @@ impl Catalogue {
         name: &str,
         value: &str,
     ) -> Result<&CatalogueEntry, SettingRefused> {
-        if !valid_env_name(name) {
+        if !valid_env_name(name) && !is_switch_name(name) {
             return Err(SettingRefused::NotAName(name.to_string()));
         }
         let entry = self
@@ -283,6 +298,7 @@ impl Catalogue {
     pub fn allows(&self, setting: &str) -> bool {
         match setting.split_once('=') {
             Some((name, value)) => self.check_setting(name.trim(), value.trim()).is_ok(),
+            // A switch is always set to a value, never removed.
             None => {
                 valid_env_name(setting.trim()) && self.entry_for_variable(setting.trim()).is_some()
             }
@@ -317,13 +333,57 @@ impl Catalogue {
                 problems.push(format!("{id}: vendors must not be empty"));
             }
             for variable in &entry.variables {
-                if !valid_env_name(variable) || NEVER.contains(&variable.as_str()) {
+                let name_ok = if entry.kind == CatalogueKind::Switch {
+                    is_switch_name(variable)
+                } else {
+                    valid_env_name(variable) && !NEVER.contains(&variable.as_str())
+                };
+                if !name_ok {
                     problems.push(format!(
                         "{id}: {variable:?} may not be a catalogue variable"
                     ));
                 }
             }
+            if entry.kind != CatalogueKind::Switch
+                && (!entry.python.is_empty() || entry.torch_min.is_some())
+            {
+                problems.push(format!(
+                    "{id}: only switches have python lines and torch_min"
+                ));
+            }
             match entry.kind {
+                CatalogueKind::Switch => {
+                    if entry.variables.len() != 1 {
+                        problems.push(format!("{id}: a switch entry governs one switch"));
+                    }
+                    if entry.values != ValueRule::Enum || entry.allowed.is_empty() {
+                        problems.push(format!(
+                            "{id}: a switch has values = \"enum\" and allowed values"
+                        ));
+                    }
+                    if !entry.testable {
+                        problems.push(format!("{id}: a switch is testable"));
+                    }
+                    for value in &entry.allowed {
+                        if !entry.python.contains_key(value) {
+                            problems.push(format!("{id}: no python line for value {value:?}"));
+                        }
+                    }
+                    for candidate in &entry.candidates {
+                        let ok = candidate.split_once('=').is_some_and(|(name, value)| {
+                            entry.variables.iter().any(|v| v == name)
+                                && self.check_setting(name, value).is_ok()
+                        });
+                        if !ok {
+                            problems.push(format!("{id}: candidate {candidate:?} is not an allowed setting of this entry"));
+                        }
+                    }
+                    if let Some(min) = &entry.torch_min
+                        && crate::version::Pep440Version::parse(min).is_err()
+                    {
+                        problems.push(format!("{id}: torch_min {min:?} is not a version"));
+                    }
+                }
                 CatalogueKind::Process => {
                     if entry.variables.is_empty() {
                         problems.push(format!("{id}: a process entry needs variables"));
@@ -416,6 +476,10 @@ pub fn catalogue_markdown(catalogue: &Catalogue) -> String {
             CatalogueKind::KernelParam => "kernel parameter (reported)",
             CatalogueKind::Firmware => "firmware (reported)",
             CatalogueKind::CodeChange => "code change (reported)",
+            CatalogueKind::Switch if entry.variables.iter().any(|v| v.starts_with("gpuprobe.")) => {
+                "probe switch (proves a code change)"
+            }
+            CatalogueKind::Switch => "framework switch (testable)",
         };
         let vendors: Vec<String> = entry
             .vendors

@@ -784,6 +784,9 @@ pub enum RemedyKind {
     Downgrade,
     /// Change the user's code.
     CodeChange,
+    /// A framework switch set inside the Python process (`NAME=VALUE` with a dotted
+    /// `torch.` name, e.g. `torch.backends.cuda.enable_cudnn_sdp=False`).
+    Switch,
     /// Anything else.
     Other,
 }
@@ -799,6 +802,7 @@ impl RemedyKind {
             RemedyKind::Upgrade => "upgrade",
             RemedyKind::Downgrade => "downgrade",
             RemedyKind::CodeChange => "code_change",
+            RemedyKind::Switch => "switch",
             RemedyKind::Other => "other",
         }
     }
@@ -889,8 +893,8 @@ pub struct Workaround {
     pub description: String,
     /// What kind of change it is.
     pub kind: RemedyKind,
-    /// The setting: `NAME=VALUE` for `env`, `NAME` for `unset`, `module.param=value` or a
-    /// command-line token for `kernel_param`.
+    /// The setting: `NAME=VALUE` for `env` and `switch`, `NAME` for `unset`,
+    /// `module.param=value` or a command-line token for `kernel_param`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setting: Option<String>,
     /// What it costs.

@@ -9,6 +9,7 @@ use std::fmt;
 use std::ops::Range;
 
 use gpuprobe_model::Severity;
+use gpuprobe_model::profile::is_switch_name;
 use toml::de::{DeTable, DeValue};
 
 use crate::catalogue;
@@ -725,6 +726,13 @@ fn check_workaround(checker: &mut Checker, workaround: &Workaround, literal_arch
                 format!("env setting {setting:?} must be NAME=VALUE"),
             ),
         },
+        (RemedyKind::Switch, Some(setting)) => match setting.split_once('=') {
+            Some((name, value)) if is_switch_name(name) && !value.is_empty() => {}
+            _ => checker.report(
+                &[Step::Key("setting")],
+                format!("switch setting {setting:?} must be torch.NAME=VALUE"),
+            ),
+        },
         (RemedyKind::Unset, Some(setting)) if !valid_env_name(setting) => checker.report(
             &[Step::Key("setting")],
             format!("unset setting {setting:?} must be a variable name"),
@@ -737,7 +745,10 @@ fn check_workaround(checker: &mut Checker, workaround: &Workaround, literal_arch
                 format!("kernel parameter {setting:?} must be one token (module.param=value)"),
             )
         }
-        (RemedyKind::Env | RemedyKind::Unset | RemedyKind::KernelParam, None) => checker.report(
+        (
+            RemedyKind::Env | RemedyKind::Unset | RemedyKind::KernelParam | RemedyKind::Switch,
+            None,
+        ) => checker.report(
             &[Step::Key("kind")],
             format!("a {} workaround needs a setting", workaround.kind.name()),
         ),
@@ -767,7 +778,7 @@ fn check_workaround(checker: &mut Checker, workaround: &Workaround, literal_arch
     }
     if workaround.testable {
         match (workaround.kind, setting) {
-            (RemedyKind::Env | RemedyKind::Unset, Some(setting)) => {
+            (RemedyKind::Env | RemedyKind::Unset | RemedyKind::Switch, Some(setting)) => {
                 if setting.contains('<') {
                     checker.report(
                         &[Step::Key("testable")],
@@ -784,7 +795,7 @@ fn check_workaround(checker: &mut Checker, workaround: &Workaround, literal_arch
             }
             _ => checker.report(
                 &[Step::Key("testable")],
-                "only env and unset workarounds can be tested in a fresh worker",
+                "only env, unset and switch workarounds can be tested in a fresh worker",
             ),
         }
     }

@@ -32,6 +32,10 @@ pub struct Profile {
     /// as an arch override). Empty for most profiles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unset: Vec<String>,
+    /// Framework switches to apply inside the job's Python after `import torch`, switch →
+    /// value (`torch.backends.cuda.enable_cudnn_sdp` → `False`): see [`is_switch_name`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub switches: BTreeMap<String, String>,
     /// Probes it was shown to cure.
     #[serde(default)]
     pub cures: Vec<String>,
@@ -49,6 +53,11 @@ pub struct Profile {
     /// machine-specific settings. Never applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_changes: Vec<String>,
+    /// Code changes proven by `fix` (a probe-side switch made the failing probes pass, such
+    /// as contiguous inputs), each with the probes it cures: the user makes them, nothing
+    /// applies them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub code_changes: Vec<String>,
     /// What the settings cost, as measured by `fix` (one line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_cost: Option<String>,
@@ -168,7 +177,46 @@ impl StackKey {
     }
 }
 
+/// The variable that carries framework switches to a Python process: `NAME=VALUE` pairs
+/// joined by `;` (gpuprobe's workers and the job start-up hook of `gpuprobe run` read it).
+pub const SWITCHES_VARIABLE: &str = "GPUPROBE_SWITCHES";
+
+/// Whether `name` names a framework switch rather than an environment variable: a dotted
+/// Python path under `torch` (a setting of the framework, applied after `import torch`) or
+/// under `gpuprobe` (a switch of gpuprobe's own probes, which stands for a code change).
+/// Environment variable names never hold a dot, so the two never collide.
+pub fn is_switch_name(name: &str) -> bool {
+    let mut parts = name.split('.');
+    let root_ok = matches!(parts.next(), Some("torch" | "gpuprobe"));
+    let rest: Vec<&str> = parts.collect();
+    root_ok
+        && !rest.is_empty()
+        && rest.iter().all(|part| {
+            !part.is_empty()
+                && part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+/// Whether `name` is a switch of gpuprobe's own probes (`gpuprobe.*`): a cure by it proves
+/// a code change and is never applied to a job.
+pub fn is_probe_side_switch(name: &str) -> bool {
+    is_switch_name(name) && name.starts_with("gpuprobe.")
+}
+
+/// The value of [`SWITCHES_VARIABLE`] for these switches (`None` when there are none).
+pub fn switches_value<'a>(
+    switches: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<String> {
+    let pairs: Vec<String> = switches
+        .into_iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    (!pairs.is_empty()).then(|| pairs.join(";"))
+}
+
 /// A process setting change: set `variable` to `value`, or remove it (`value` absent).
+/// `variable` is an environment variable, or a framework switch ([`is_switch_name`]).
 #[derive(
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema,
 )]
@@ -211,6 +259,16 @@ impl SettingChange {
                 SettingChange::unset(name.trim())
             }
         }
+    }
+
+    /// Whether this is a framework switch ([`is_switch_name`]), not an environment variable.
+    pub fn is_switch(&self) -> bool {
+        is_switch_name(&self.variable)
+    }
+
+    /// Whether this is a switch of gpuprobe's own probes ([`is_probe_side_switch`]).
+    pub fn is_probe_side(&self) -> bool {
+        is_probe_side_switch(&self.variable)
     }
 
     /// `NAME=VALUE` or `unset NAME`.
@@ -326,9 +384,25 @@ pub struct CandidateTrial {
     /// Failures it made worse (a wrong result became a crash or hang).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worsened: Vec<ProbeOutcomeRef>,
+    /// Failures it cured in part: an operator-sweep probe whose failing cases it removed
+    /// while others (another bug of the same operator) still fail.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partly_cured: Vec<PartialCure>,
     /// Wall time of its trial, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_s: Option<f64>,
+}
+
+/// Cases of one failing probe that a setting cured while the probe still fails on others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PartialCure {
+    /// The probe and device.
+    #[serde(flatten)]
+    pub at: ProbeRef,
+    /// The cases that passed with the setting (`channels_last backward sample 1 grad[0]`).
+    pub cured_cases: Vec<String>,
+    /// The cases that still failed with it.
+    pub still_failing: Vec<String>,
 }
 
 /// One combination found (or attempted) by the group search.
@@ -565,6 +639,39 @@ pub struct FixAccount {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switch_names_are_dotted_python_paths_under_torch_or_gpuprobe() {
+        for name in [
+            "torch.backends.cuda.enable_cudnn_sdp",
+            "torch._inductor.config.triton.cudagraphs",
+            "gpuprobe.inputs.contiguous",
+        ] {
+            assert!(is_switch_name(name), "{name}");
+        }
+        for name in [
+            "HSA_ENABLE_SDMA",
+            "torch",
+            "torch.",
+            "torch..x",
+            "numpy.x",
+            "torch.1x",
+            "torch.x;y",
+            "torch.x=y",
+            "torch.backends.cudnn.enabled ",
+        ] {
+            assert!(!is_switch_name(name), "{name}");
+        }
+        assert!(is_probe_side_switch("gpuprobe.inputs.contiguous"));
+        assert!(!is_probe_side_switch("torch.backends.cudnn.enabled"));
+        assert!(SettingChange::set("torch.backends.cudnn.enabled", "False").is_switch());
+        assert!(!SettingChange::set("HSA_ENABLE_SDMA", "0").is_switch());
+        assert_eq!(
+            switches_value([("torch.a.b", "False"), ("torch.c", "True")]).as_deref(),
+            Some("torch.a.b=False;torch.c=True")
+        );
+        assert_eq!(switches_value([]), None);
+    }
 
     #[test]
     fn stack_differences_name_each_fact() {

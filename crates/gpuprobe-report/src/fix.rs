@@ -63,6 +63,13 @@ fn trial_result(trial: &CandidateTrial, failures: usize, style: Style) -> String
             trial.worsened[0].at, trial.worsened[0].verdict
         )));
     }
+    for partial in &trial.partly_cured {
+        parts.push(format!(
+            "cures {} of {}'s failing cases",
+            partial.cured_cases.len(),
+            partial.at.probe
+        ));
+    }
     parts.join(" · ")
 }
 
@@ -182,6 +189,22 @@ pub fn render(account: &FixAccount, style: Style) -> String {
         };
         if !target.rejected.is_empty() {
             cured_by.push_str(&style.warn(&format!(" (rejected: {})", target.rejected.join("; "))));
+        }
+        if target.status == TargetStatus::NotCured {
+            for trial in &account.candidates {
+                for partial in trial
+                    .partly_cured
+                    .iter()
+                    .filter(|p| p.at == target.failure.at)
+                {
+                    cured_by = format!(
+                        "in part: {} cures {}; still failing: {}",
+                        trial.setting,
+                        partial.cured_cases.join(", "),
+                        partial.still_failing.join(", ")
+                    );
+                }
+            }
         }
         t.add_row(vec![
             format!(" {}", target.failure.at.probe),
@@ -356,6 +379,7 @@ mod tests {
                         detail: "partial zeros".into(),
                     }],
                     worsened: vec![],
+                    partly_cured: vec![],
                     elapsed_s: Some(3.0),
                 },
                 CandidateTrial {
@@ -368,6 +392,7 @@ mod tests {
                     cured: vec![at("copy.h2d.pageable.tiny.nonblocking")],
                     broke: vec![],
                     worsened: vec![],
+                    partly_cured: vec![],
                     elapsed_s: Some(3.0),
                 },
             ],

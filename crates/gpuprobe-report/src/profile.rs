@@ -18,7 +18,7 @@ pub fn render_profile(profile: &Profile) -> String {
         profile.created_at,
         profile.proven_on.describe()
     ));
-    if profile.env.is_empty() && profile.unset.is_empty() {
+    if profile.env.is_empty() && profile.unset.is_empty() && profile.switches.is_empty() {
         out.push_str("settings: none (nothing tried cured the failures)\n");
     } else {
         out.push_str("settings:\n");
@@ -27,6 +27,11 @@ pub fn render_profile(profile: &Profile) -> String {
         }
         for name in &profile.unset {
             out.push_str(&format!("  unset {name}\n"));
+        }
+        for (name, value) in &profile.switches {
+            out.push_str(&format!(
+                "  {name}={value}  (framework switch, applied after `import torch`)\n"
+            ));
         }
     }
     for setting in &profile.settings {
@@ -55,8 +60,12 @@ pub fn render_profile(profile: &Profile) -> String {
         ("still failing", &profile.still_failing),
         ("did not reproduce", &profile.flaky),
         (
-            "needs root or a reboot (reported, never applied)",
+            "needs root, a reboot or an upgrade (reported, never applied)",
             &profile.system_changes,
+        ),
+        (
+            "code changes proven by gpuprobe (make them in your code; nothing applies them)",
+            &profile.code_changes,
         ),
         (
             "other changes (reported, not tested)",

@@ -181,8 +181,10 @@ fn validate(fault: &FaultSpec) -> Result<(), String> {
         .chain(&fault.cured_by_all)
         .chain(&fault.only_when_set)
     {
+        // An environment variable, or a framework switch the worker judges live.
         let valid = setting.split_once('=').is_some_and(|(k, _)| {
-            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            (!k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                || gpuprobe_model::profile::is_switch_name(k)
         });
         if !valid {
             return Err(format!(

@@ -354,6 +354,11 @@ pub struct RunArgs {
     /// Apply a profile proven on a different stack.
     #[arg(long)]
     pub force: bool,
+    /// Let the processes the job starts inherit the profile's framework switches (by
+    /// default the start-up hook applies them in the job's Python and leaves its children's
+    /// environment as it was).
+    #[arg(long)]
+    pub switches_to_children: bool,
     /// The interpreter whose torch the profile's stack is compared with (default: as
     /// `check` picks it).
     #[arg(long, value_name = "PATH")]
@@ -387,8 +392,10 @@ pub enum ExportFormatArg {
     Env,
     /// `export NAME='VALUE'` lines for a shell.
     Shell,
-    /// JSON: `{"set": {...}, "unset": [...], ...}`.
+    /// JSON: `{"set": {...}, "unset": [...], "switches": {...}, ...}`.
     Json,
+    /// The Python lines that apply the profile's framework switches after `import torch`.
+    Python,
 }
 
 /// `profile` actions.

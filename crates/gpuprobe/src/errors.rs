@@ -31,6 +31,13 @@ pub(crate) enum CliError {
         #[source]
         source: gpuprobe_doctor::profile_file::ProfileError,
     },
+    /// The start-up hook that applies a profile's framework switches could not be placed.
+    #[error("cannot place the start-up hook for the profile's framework switches: {}", visible_line(&.source.to_string()))]
+    StartupHook {
+        /// The runner's error.
+        #[source]
+        source: gpuprobe_runner::RunnerError,
+    },
     /// `run --profile` proven on another stack, without `--force`.
     #[error(
         "profile {} was proven on a different stack ({}); its settings are not proven here: \

@@ -9,7 +9,9 @@ The supervisor starts it in the user's interpreter, without installing anything:
 (``python -m gpuprobe.worker --plan X --event-fd N`` does the same, and returns normally.)
 
 Modes: ``catalog`` (hello without importing torch, the catalogue, done), ``env`` (hello with
-torch facts, done) and ``run`` (hello, then begin/result per probe, then done).
+torch facts, done) and ``run`` (hello, then begin/result per probe, then done). A run applies
+the framework switches of ``GPUPROBE_SWITCHES`` (``gpuprobe.switches``) once torch is
+imported and the device checked, before the hello.
 
 Exit status: 0 when the plan ran (including when torch is unusable: hello says why and the
 supervisor marks the probes NOT-TESTED), 2 for a bad command line or plan, 3 when the device
@@ -27,8 +29,10 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from gpuprobe import switches
 from gpuprobe.worker import bytecode, catalog, envinfo, simulate
 from gpuprobe.worker.context import ProbeContext, SkipProbe, device_context_problem
 from gpuprobe.worker.events import EventStream
@@ -262,13 +266,23 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
     helper_notes = [] if plan.get("wait_for_start") else catalog.start_helpers(plan.get("probes", []))
     torch, why = envinfo.import_torch()
     info = None
+    applied: list[switches.Applied] = []
     if torch is not None:
         info, why = _torch_facts(torch)
         if why is None:
             why = envinfo.device_problem(torch, device)
+    if why is None:
+        # Before the simulation binds: its live cures read the switches' state.
+        applied, why = apply_switches(torch)
     if why is None and engine is not None:
         simulate.activate_engine(engine, torch, device)
     _hello(events, torch_info=info, unusable=why, packages=envinfo.package_versions(), simulated=simulated)
+    if applied:
+        events.log(
+            "info",
+            "framework switches applied: "
+            + ", ".join(f"{a.name}={a.value} (reads back {a.read_back})" for a in applied),
+        )
     for note in helper_notes:
         events.log("warn", note)
     if why is not None:
@@ -288,6 +302,17 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
             return status
     events.emit({"event": "done"})
     return EXIT_OK
+
+
+def apply_switches(torch: Any, environ: Mapping[str, str] | None = None) -> tuple[list[switches.Applied], str | None]:
+    """Applies the framework switches of ``GPUPROBE_SWITCHES`` (a ``fix`` trial's) in this
+    worker, after the framework import and before any probe. Returns what was applied, or
+    the reason every probe of the plan is NOT-TESTED: a switch that cannot be set or does
+    not read back as set would make the trial test something other than it claims."""
+    try:
+        return switches.apply(torch, switches.from_environ(environ)), None
+    except switches.SwitchError as exc:
+        return [], f"framework switch refused: {exc}"
 
 
 def start_line_arrived(stream: Any) -> bool:

@@ -23,6 +23,15 @@ The worker runs probe code with the wrappers bypassed on its own thread (a probe
 computations and comparisons must never be faulted) and exposes library calls explicitly
 through ``exposed()``; threads started by libraries are exposed by default.
 
+A fault's cures (``cured_by``: any one; ``cured_by_all``: all together; ``only_when_set``: the
+fault exists only with them) are settings of two kinds. An environment setting (``NAME=VALUE``,
+or a bare ``NAME``: set at all) is judged once, when the engine is built, from the environment
+the worker was started with, as the runtime reads it at start-up. A framework switch (a name of
+``gpuprobe.switches.SWITCHES``, e.g. ``torch.backends.cuda.enable_cudnn_sdp=False``) is judged
+live, at every call the fault matches, by reading torch's state then: the simulation proves
+that the switch took effect inside torch, not that a variable was passed. Any other dotted
+name is an error.
+
 Simulation is never active unless the plan carries a ``simulate`` object.
 """
 
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 import signal
 import sys
@@ -37,6 +47,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 #: Operations a fault may name (FaultSpec.op).
@@ -181,6 +192,12 @@ class Fault:
     cured_by: tuple[str, ...] = ()
     cured_by_all: tuple[str, ...] = ()
     only_when_set: tuple[str, ...] = ()
+    #: The framework-switch part of the settings above, judged at every call (set by the
+    #: engine): the fault is skipped while any of ``live_cured_by`` is on, while all of
+    #: ``live_cured_by_all`` are on, or while not all of ``live_only_when_set`` are on.
+    live_cured_by: tuple[str, ...] = ()
+    live_cured_by_all: tuple[str, ...] = ()
+    live_only_when_set: tuple[str, ...] = ()
     matched: int = 0
     fired: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -282,8 +299,21 @@ def parse_fault(raw: Mapping[str, Any]) -> Fault:
         raise SimulationError(f"fault {name!r}: message must be a string")
     for key in ("cured_by", "cured_by_all", "only_when_set"):
         for setting in _strings(raw.get(key), f"fault {name!r}: {key}"):
-            if not setting.split("=", 1)[0]:
+            variable, sep, value = setting.partition("=")
+            if not variable:
                 raise SimulationError(f"fault {name!r}: {key} entry {setting!r} has no variable name")
+            if is_switch(setting):
+                allowed = _switches().SWITCHES[variable].allowed
+                if not sep or value not in allowed:
+                    raise SimulationError(
+                        f"fault {name!r}: {key} entry {setting!r}: framework switch {variable} takes "
+                        + " or ".join(f"{variable}={v}" for v in allowed)
+                    )
+            elif "." in variable:
+                raise SimulationError(
+                    f"fault {name!r}: {key} entry {setting!r}: {variable!r} is neither an environment variable "
+                    "nor a framework switch gpuprobe knows"
+                )
     return Fault(
         name=name,
         op=op,
@@ -314,6 +344,45 @@ def setting_present(setting: str, environ: Mapping[str, str]) -> bool:
     if not sep:
         return key in environ
     return environ.get(key) == value
+
+
+_SWITCHES_MODULE: Any = None
+
+
+def _switches() -> Any:
+    """``gpuprobe.switches``. This module is also loaded by file path, with the package off
+    ``sys.path`` (the repro scripts' start-up hook): then its sibling file is loaded the same
+    way, under a private name."""
+    global _SWITCHES_MODULE
+    if _SWITCHES_MODULE is None:
+        if __name__ == "gpuprobe.worker.simulate":
+            from gpuprobe import switches as module
+        else:
+            private = "_gpuprobe_simulate_switches"
+            module = sys.modules.get(private)
+            if module is None:
+                path = Path(__file__).resolve().parents[1] / "switches.py"
+                spec = importlib.util.spec_from_file_location(private, path)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"cannot load {path}")
+                module = importlib.util.module_from_spec(spec)
+                # dataclasses look their module up in sys.modules while the module executes.
+                sys.modules[private] = module
+                spec.loader.exec_module(module)
+        _SWITCHES_MODULE = module
+    return _SWITCHES_MODULE
+
+
+def is_switch(setting: str) -> bool:
+    """Whether a cure's ``NAME[=VALUE]`` names a framework switch (judged live) rather than an
+    environment variable."""
+    return setting.partition("=")[0] in _switches().SWITCHES
+
+
+def switch_on(setting: str, torch: Any = None) -> bool:
+    """Whether framework switch ``NAME=VALUE`` reads back ``VALUE`` in torch right now."""
+    name, _, value = setting.partition("=")
+    return bool(_switches().is_on(name, value, torch))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,31 +449,80 @@ class FaultEngine:
             raise SimulationError("simulate.fault must be a list")
         environ = os.environ if environ is None else environ
         self.faults: list[Fault] = []
-        self.messages: list[str] = []
+        self._statuses: list[tuple[Fault, str]] = []
         for raw in raw_faults:
             fault = parse_fault(raw)
             status = self._status(fault, environ)
-            self.messages.append(f"simulated fault {fault.name!r} ({fault.op}/{fault.effect}): {status}")
+            self._statuses.append((fault, status))
             if status == "active":
                 self.faults.append(fault)
         self._torch: Any = None
 
     @staticmethod
     def _status(fault: Fault, environ: Mapping[str, str]) -> str:
-        missing = [s for s in fault.only_when_set if not setting_present(s, environ)]
+        """The environment's verdict, once: ``active`` or why not. The framework-switch
+        entries are set aside on the fault (``live_*``), for ``decide`` to judge per call."""
+        env_only_when = [s for s in fault.only_when_set if not is_switch(s)]
+        env_cured_by = [s for s in fault.cured_by if not is_switch(s)]
+        env_cured_by_all = [s for s in fault.cured_by_all if not is_switch(s)]
+        fault.live_only_when_set = tuple(s for s in fault.only_when_set if is_switch(s))
+        fault.live_cured_by = tuple(s for s in fault.cured_by if is_switch(s))
+        live_all = tuple(s for s in fault.cured_by_all if is_switch(s))
+        missing = [s for s in env_only_when if not setting_present(s, environ)]
         if missing:
             return (
                 "inactive: exists only when " + ", ".join(fault.only_when_set) + " (missing " + ", ".join(missing) + ")"
             )
-        for setting in fault.cured_by:
+        for setting in env_cured_by:
             if setting_present(setting, environ):
                 return f"cured by {setting}"
-        if fault.cured_by_all and all(setting_present(s, environ) for s in fault.cured_by_all):
+        env_all_present = all(setting_present(s, environ) for s in env_cured_by_all)
+        if fault.cured_by_all and not live_all and env_all_present:
             return "cured by " + " + ".join(fault.cured_by_all)
+        # Switches complete a cure only with the environment part present.
+        fault.live_cured_by_all = live_all if env_all_present else ()
         return "active"
 
+    @property
+    def messages(self) -> list[str]:
+        """One line per fault: active, cured, inactive, and why. A fault with framework-switch
+        entries says what they read back now (once torch is there), and that they are judged
+        at every call."""
+        return [
+            f"simulated fault {fault.name!r} ({fault.op}/{fault.effect}): {self._describe(fault, status)}"
+            for fault, status in self._statuses
+        ]
+
+    def _describe(self, fault: Fault, status: str) -> str:
+        if status != "active" or not (fault.live_cured_by or fault.live_cured_by_all or fault.live_only_when_set):
+            return status
+        pending = status + " (" + ", ".join(self._live_settings(fault)) + " judged live at every call)"
+        if self._torch is None and "torch" not in sys.modules:
+            return pending
+        reason = self._live_cure(fault)
+        return pending if reason is None else reason + " (judged at every call)"
+
+    @staticmethod
+    def _live_settings(fault: Fault) -> list[str]:
+        return list(dict.fromkeys(fault.live_only_when_set + fault.live_cured_by + fault.live_cured_by_all))
+
+    def _live_cure(self, fault: Fault) -> str | None:
+        """Why ``fault`` is skipped right now by torch's state, or None while it applies."""
+        torch = self._torch
+        if fault.live_only_when_set:
+            off = [s for s in fault.live_only_when_set if not switch_on(s, torch)]
+            if off:
+                needs = ", ".join(fault.live_only_when_set)
+                return f"inactive live: exists only while {needs} (off: {', '.join(off)})"
+        for setting in fault.live_cured_by:
+            if switch_on(setting, torch):
+                return f"cured live by {setting}"
+        if fault.live_cured_by_all and all(switch_on(s, torch) for s in fault.live_cured_by_all):
+            return "cured live by " + " + ".join(fault.cured_by_all)
+        return None
+
     def bind(self, torch: Any) -> None:
-        """Gives the engine the torch module (effects on tensors need it)."""
+        """Gives the engine the torch module (effects on tensors and live cures need it)."""
         self._torch = torch
 
     def wants(self, op: str, effect: str | None = None) -> bool:
@@ -415,7 +533,14 @@ class FaultEngine:
         """Counts ``call`` against every matching fault; returns the first one that hits it."""
         chosen: Fault | None = None
         for fault in self.faults:
-            if fault.matches(call) and fault.count() and chosen is None:
+            if not fault.matches(call):
+                continue
+            # A fault a framework switch cures is skipped while torch reads the switch back
+            # (uncounted: the call never met it).
+            live = fault.live_cured_by or fault.live_cured_by_all or fault.live_only_when_set
+            if live and self._live_cure(fault) is not None:
+                continue
+            if fault.count() and chosen is None:
                 chosen = fault
         return chosen
 

@@ -91,6 +91,7 @@ pub fn build(header: AccountHeader, candidates: &CandidateSet, result: SearchRes
             cured: vec![],
             broke: vec![],
             worsened: vec![],
+            partly_cured: vec![],
             elapsed_s: None,
         });
     }
@@ -201,16 +202,22 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
         )
     };
     let mut env = std::collections::BTreeMap::new();
+    let mut switches = std::collections::BTreeMap::new();
     let mut unset = Vec::new();
     for change in &account.chosen {
         match &change.value {
+            // A probe-side switch is a code change: it never enters what a profile applies.
+            Some(_) if change.is_probe_side() => {}
+            Some(value) if change.is_switch() => {
+                switches.insert(change.variable.clone(), value.clone());
+            }
             Some(value) => {
                 env.insert(change.variable.clone(), value.clone());
             }
             None => unset.push(change.variable.clone()),
         }
     }
-    let settings = account
+    let settings: Vec<ProfileSetting> = account
         .chosen
         .iter()
         .map(|change| {
@@ -257,6 +264,54 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
     };
     let is_system =
         |kind: &str| matches!(kind, "kernel_param" | "firmware" | "upgrade" | "downgrade");
+    // Probes a job with the profile applied still gets wrong unless the code changes too.
+    let by_code: Vec<String> = settings
+        .iter()
+        .filter(|s| s.setting.starts_with("gpuprobe."))
+        .flat_map(|s| s.cures.iter().cloned())
+        .collect();
+    let by_profile: Vec<String> = settings
+        .iter()
+        .filter(|s| !s.setting.starts_with("gpuprobe."))
+        .flat_map(|s| s.cures.iter().cloned())
+        .collect();
+    let code_changes = settings
+        .iter()
+        .filter(|s| s.setting.starts_with("gpuprobe."))
+        .map(|s| {
+            let (name, value) = s.setting.split_once('=').unwrap_or((&s.setting, ""));
+            let line = crate::profile_file::switch_line(name, value);
+            format!(
+                "{line} — proven: {} pass(es) with it ({})",
+                s.cures.join(", "),
+                s.setting
+            )
+        })
+        .collect();
+    // A probe-side switch that cured some cases of a probe still failing on others: the
+    // code change is proven for those cases.
+    let mut code_changes: Vec<String> = code_changes;
+    for trial in account
+        .candidates
+        .iter()
+        .filter(|t| t.setting.is_probe_side())
+    {
+        let value = trial.setting.value.as_deref().unwrap_or("");
+        let line = crate::profile_file::switch_line(&trial.setting.variable, value);
+        for partial in &trial.partly_cured {
+            code_changes.push(format!(
+                "{line} — proven for the {} case(s) of {} ({}); it still fails on {}",
+                partial.cured_cases.join(", "),
+                partial.at.probe,
+                trial.setting.describe(),
+                partial.still_failing.join(", ")
+            ));
+        }
+    }
+    let cures: Vec<String> = status_ids(TargetStatus::Cured)
+        .into_iter()
+        .filter(|id| by_profile.contains(id) || !by_code.contains(id))
+        .collect();
     Profile {
         profile_version: PROFILE_VERSION,
         created_by: format!("gpuprobe {}", account.tool_version),
@@ -264,7 +319,8 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
         simulated: account.simulated,
         env,
         unset,
-        cures: status_ids(TargetStatus::Cured),
+        switches,
+        cures,
         still_failing: status_ids(TargetStatus::NotCured),
         flaky: status_ids(TargetStatus::Flaky),
         system_changes: account
@@ -279,13 +335,17 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
             .filter(|r| !is_system(&r.kind))
             .map(describe_reported)
             .collect(),
+        code_changes,
         measured_cost: account
             .cost
             .as_ref()
             .map(|c| format!("{} ({})", c.summary(), c.method)),
         evidence: account.run_dir.clone(),
         proven_on: account.stack.clone(),
-        settings,
+        settings: settings
+            .into_iter()
+            .filter(|s| !s.setting.starts_with("gpuprobe."))
+            .collect(),
     }
 }
 
@@ -333,6 +393,77 @@ mod tests {
         assert_eq!(outcome_of(&result, 3), FixOutcome::AllCured);
         assert_eq!(exit_status_of(FixOutcome::AllCured).code(), 0);
         assert_eq!(exit_status_of(FixOutcome::NothingToFix).code(), 0);
+    }
+
+    #[test]
+    fn switches_and_proven_code_changes_stay_apart_from_the_environment() {
+        use gpuprobe_model::profile::{ProbeRef, SettingChange};
+        let failures = [
+            failure("nn.sdpa.matrix.bf16.default"),
+            failure("sweep.nn.functional.embedding_bag.bf16"),
+            failure("copy.h2d.pageable.tiny.blocking"),
+        ];
+        let mut result = nothing_to_try(&failures);
+        for target in &mut result.targets {
+            target.status = TargetStatus::Cured;
+        }
+        let option = |setting: SettingChange, probe: &str| crate::fix::search::CoverOption {
+            changes: vec![setting],
+            cures: [ProbeRef {
+                probe: ProbeId::new(probe),
+                device: DeviceRef::Cpu,
+            }]
+            .into(),
+            sources: vec![],
+            slower: 0,
+            rank: 3,
+        };
+        let switch = SettingChange::set("torch.backends.cuda.enable_cudnn_sdp", "False");
+        let layout = SettingChange::set("gpuprobe.inputs.contiguous", "True");
+        let env = SettingChange::set("HSA_ENABLE_SDMA", "0");
+        result.chosen_options = vec![
+            option(switch.clone(), "nn.sdpa.matrix.bf16.default"),
+            option(layout.clone(), "sweep.nn.functional.embedding_bag.bf16"),
+            option(env.clone(), "copy.h2d.pageable.tiny.blocking"),
+        ];
+        result.chosen = vec![switch, layout, env];
+        let header = AccountHeader {
+            tool_version: "0.1.0".into(),
+            ..AccountHeader::default()
+        };
+        let account = build(header, &CandidateSet::default(), result.clone());
+        let profile = profile(&account, &result, "2026-11-28T10:00:00Z");
+        assert_eq!(profile.env.len(), 1, "{:?}", profile.env);
+        assert_eq!(profile.env["HSA_ENABLE_SDMA"], "0");
+        assert_eq!(
+            profile.switches["torch.backends.cuda.enable_cudnn_sdp"],
+            "False"
+        );
+        assert!(!profile.switches.contains_key("gpuprobe.inputs.contiguous"));
+        // The layout cure is a proven code change, not a cure the profile brings a job.
+        assert_eq!(profile.code_changes.len(), 1);
+        assert!(
+            profile.code_changes[0].starts_with("x = x.contiguous()")
+                && profile.code_changes[0].contains("sweep.nn.functional.embedding_bag.bf16"),
+            "{:?}",
+            profile.code_changes
+        );
+        assert!(
+            !profile
+                .cures
+                .contains(&"sweep.nn.functional.embedding_bag.bf16".to_string())
+        );
+        assert!(
+            profile
+                .cures
+                .contains(&"nn.sdpa.matrix.bf16.default".to_string())
+        );
+        assert!(
+            !profile
+                .settings
+                .iter()
+                .any(|s| s.setting.starts_with("gpuprobe."))
+        );
     }
 
     #[test]

@@ -19,9 +19,11 @@ use gpuprobe_kb::catalogue::{Catalogue, CatalogueEntry, CatalogueKind};
 use gpuprobe_kb::entry::{RemedyKind, WorkaroundEvidence};
 use gpuprobe_kb::facts::Facts;
 use gpuprobe_kb::matcher::{KbMatch, MatchStatus};
+use gpuprobe_kb::version::Pep440Version;
 use gpuprobe_model::env_vars;
 use gpuprobe_model::finding::Cost;
 use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
+use gpuprobe_model::observation::Measurement;
 use gpuprobe_model::profile::{ReportedChange, SettingChange};
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use thiserror::Error;
@@ -115,8 +117,60 @@ fn relevant_families(entry_id: &str) -> Option<&'static [&'static str]> {
         "CAT-AOTRITON-EXPERIMENTAL" => Some(&["nn"]),
         "CAT-NCCL-P2P-OFF" | "CAT-IOMMU-PT" | "CAT-PCI-NOACS" => Some(&["dist"]),
         "CAT-PINNED-STAGING" => Some(&["copy", "pipeline", "native"]),
+        // Framework switches: the families whose probes run the kernels they change.
+        "CAT-SDPA-CUDNN-OFF" | "CAT-SDPA-FLASH-OFF" | "CAT-SDPA-EFFICIENT-OFF" => {
+            Some(&["nn", "sweep", "width", "compile", "train"])
+        }
+        "CAT-CUDNN-OFF" | "CAT-CUDNN-DETERMINISTIC" | "CAT-CUDNN-TF32-OFF" => {
+            Some(&["nn", "sweep", "width", "compile", "train"])
+        }
+        "CAT-FP16-REDUCTION-FULL" | "CAT-BF16-REDUCTION-FULL" | "CAT-BLAS-LIBRARY" => {
+            Some(&["ops", "nn", "soak", "sweep", "width", "compile", "train"])
+        }
+        "CAT-LINALG-LIBRARY" => Some(&["sweep", "compile"]),
+        "CAT-DETERMINISTIC-ALGORITHMS" => {
+            Some(&["ops", "nn", "sweep", "width", "compile", "train", "optim"])
+        }
+        "CAT-COMPILE-OFF" | "CAT-INDUCTOR-PRECISION-CASTS" => Some(&["compile", "train"]),
+        "CAT-INDUCTOR-CUDAGRAPHS-OFF" => Some(&["graph", "compile", "train"]),
+        "CAT-PROBE-CONTIGUOUS" => Some(&["sweep"]),
         _ => None,
     }
+}
+
+/// The sweep case variants that are layouts of the same values (what
+/// `gpuprobe.inputs.contiguous` undoes).
+const LAYOUT_VARIANTS: &[&str] = &[
+    "noncontig",
+    "inplace_noncontig",
+    "transposed",
+    "channels_last",
+    "broadcast",
+];
+
+/// Whether a failure's evidence names a layout: a sweep case in another memory layout of
+/// the same values failed. Only then can contiguous inputs prove anything.
+fn names_a_layout(result: &ProbeResult) -> bool {
+    let Some(observation) = &result.observation else {
+        return false;
+    };
+    let Measurement::Sweep(sweep) = &observation.measurement else {
+        return false;
+    };
+    sweep
+        .failures
+        .iter()
+        .map(|f| f.variant.as_str())
+        .chain(sweep.errors.iter().map(|e| e.variant.as_str()))
+        .any(|variant| LAYOUT_VARIANTS.contains(&variant))
+}
+
+/// Whether this torch has the switch (`torch_min`); an unknown version does not exclude it.
+fn torch_has(entry: &CatalogueEntry, facts: &Facts<'_>) -> bool {
+    let (Some(min), Some(version)) = (&entry.torch_min, facts.torch_version()) else {
+        return true;
+    };
+    Pep440Version::parse(min).is_ok_and(|min| version >= min)
 }
 
 fn applies_to_families(entry_id: &str, families: &BTreeSet<&str>) -> bool {
@@ -197,8 +251,18 @@ fn add_reported(list: &mut Vec<ReportedChange>, change: ReportedChange) {
     list.push(change);
 }
 
-/// Whether a change is already in effect in the workers' environment.
+/// Whether a change is already in effect in the workers' environment (a switch: named in
+/// the inherited switches variable).
 fn in_effect(change: &SettingChange, env: &BTreeMap<String, String>) -> bool {
+    if change.is_switch() {
+        let Some(value) = &change.value else {
+            return false;
+        };
+        let pair = format!("{}={value}", change.variable);
+        return env
+            .get(gpuprobe_model::profile::SWITCHES_VARIABLE)
+            .is_some_and(|all| all.split(';').any(|p| p.trim() == pair));
+    }
     match &change.value {
         Some(value) => env.get(&change.variable) == Some(value),
         None => !env.contains_key(&change.variable),
@@ -239,7 +303,10 @@ pub fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
         }
         matched_ids.insert(m.entry.id.as_str());
         for workaround in &m.entry.workarounds {
-            let is_process = matches!(workaround.kind, RemedyKind::Env | RemedyKind::Unset);
+            let is_process = matches!(
+                workaround.kind,
+                RemedyKind::Env | RemedyKind::Unset | RemedyKind::Switch
+            );
             let setting = workaround.setting.as_deref();
             let allowed = match (is_process, setting) {
                 (true, Some(text)) => {
@@ -322,6 +389,33 @@ pub fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
                         &mut testable,
                         Candidate {
                             change,
+                            title: entry.title.clone(),
+                            sources: vec![entry.id.clone()],
+                            cost: catalogue_cost(entry),
+                            rank: 3,
+                        },
+                    );
+                }
+            }
+            CatalogueKind::Switch => {
+                if !applies_to_families(&entry.id, &families) && !related {
+                    continue;
+                }
+                let probe_side = entry
+                    .variables
+                    .iter()
+                    .any(|v| gpuprobe_model::profile::is_probe_side_switch(v));
+                if probe_side && !ctx.failures.iter().any(names_a_layout) {
+                    continue;
+                }
+                if !torch_has(entry, &facts) {
+                    continue;
+                }
+                for text in &entry.candidates {
+                    add(
+                        &mut testable,
+                        Candidate {
+                            change: SettingChange::parse(text),
                             title: entry.title.clone(),
                             sources: vec![entry.id.clone()],
                             cost: catalogue_cost(entry),
@@ -564,6 +658,119 @@ mod tests {
         );
         // No kernel parameter is suggested without a known issue naming it.
         assert!(!set.reported.iter().any(|r| r.kind == "kernel_param"));
+    }
+
+    fn nvidia_linux(torch: &str) -> Fingerprint {
+        let mut fp = Fingerprint {
+            source: "live".into(),
+            ..Default::default()
+        };
+        fp.host.os = Some("linux".into());
+        fp.gpus.push(GpuInfo::new(Vendor::Nvidia));
+        fp.python = Some(gpuprobe_model::fingerprint::PythonEnv {
+            torch: Some(gpuprobe_model::fingerprint::TorchInfo {
+                version: torch.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        fp
+    }
+
+    fn sweep_failure(probe: &str, variant: &str) -> ProbeResult {
+        let mut result = failure(probe);
+        let stats = gpuprobe_model::observation::SweepStats {
+            failures: vec![gpuprobe_model::observation::SweepFailure {
+                class: "wrong_value".into(),
+                variant: variant.into(),
+                direction: "backward".into(),
+                sample: 1,
+                output: "grad[0]".into(),
+                detail: "wrong".into(),
+                expected: "1".into(),
+                found: "2".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        result.observation = Some(gpuprobe_model::observation::Observation {
+            probe: ProbeId::new(probe),
+            device: DeviceRef::Gpu(0),
+            measurement: Measurement::Sweep(Box::new(stats)),
+            metrics: BTreeMap::new(),
+            notes: vec![],
+        });
+        result
+    }
+
+    #[test]
+    fn framework_switches_follow_the_failing_families_and_the_torch_version() {
+        let catalogue = Catalogue::embedded();
+        let env = BTreeMap::new();
+        let gather_for = |fp: &Fingerprint, failures: &[ProbeResult]| {
+            settings(&gather(&CandidateContext {
+                matches: &[],
+                catalogue: &catalogue,
+                fingerprint: fp,
+                failures,
+                env: &env,
+            }))
+        };
+        let fp = nvidia_linux("2.11.0+cu130");
+        let attention = gather_for(&fp, &[failure("nn.sdpa.matrix.bf16.default.bwd")]);
+        for wanted in [
+            "torch.backends.cuda.enable_cudnn_sdp=False",
+            "torch.backends.cuda.enable_flash_sdp=False",
+            "torch.backends.cuda.enable_mem_efficient_sdp=False",
+            "torch.backends.cudnn.enabled=False",
+        ] {
+            assert!(
+                attention.contains(&wanted.to_string()),
+                "{wanted} in {attention:?}"
+            );
+        }
+        // Compile switches only for compiled paths; copies get no framework switch.
+        assert!(!attention.iter().any(|n| n.starts_with("torch._dynamo")));
+        let compiled = gather_for(&fp, &[failure("compile.p03.bf16")]);
+        assert!(compiled.contains(&"torch._dynamo.config.disable=True".to_string()));
+        let copy = gather_for(&fp, &[failure("copy.h2d.pageable.tiny.nonblocking")]);
+        assert!(!copy.iter().any(|n| n.starts_with("torch.")), "{copy:?}");
+        // A torch older than the switch does not get it.
+        let old = gather_for(
+            &nvidia_linux("2.1.2+cu121"),
+            &[failure("nn.sdpa.matrix.bf16.default.bwd")],
+        );
+        assert!(!old.contains(&"torch.backends.cuda.enable_cudnn_sdp=False".to_string()));
+        assert!(old.contains(&"torch.backends.cuda.enable_flash_sdp=False".to_string()));
+        // Contiguous inputs only where the evidence names a layout.
+        let plain = gather_for(&fp, &[sweep_failure("sweep.cumsum.fp32", "base")]);
+        assert!(!plain.contains(&"gpuprobe.inputs.contiguous=True".to_string()));
+        let layout = gather_for(
+            &fp,
+            &[sweep_failure(
+                "sweep.nn.functional.avg_pool2d.fp32",
+                "channels_last",
+            )],
+        );
+        assert!(layout.contains(&"gpuprobe.inputs.contiguous=True".to_string()));
+        // A switch already passed in GPUPROBE_SWITCHES is in effect: not tried, and said so.
+        let inherited = BTreeMap::from([(
+            gpuprobe_model::profile::SWITCHES_VARIABLE.to_string(),
+            "torch.backends.cudnn.enabled=False".to_string(),
+        )]);
+        let set = gather(&CandidateContext {
+            matches: &[],
+            catalogue: &catalogue,
+            fingerprint: &fp,
+            failures: &[failure("nn.conv2d.bf16")],
+            env: &inherited,
+        });
+        assert!(!settings(&set).contains(&"torch.backends.cudnn.enabled=False".to_string()));
+        assert!(
+            set.not_tried
+                .iter()
+                .any(|n| n.candidate.change.describe() == "torch.backends.cudnn.enabled=False")
+        );
     }
 
     #[test]

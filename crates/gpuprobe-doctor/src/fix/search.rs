@@ -20,9 +20,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use gpuprobe_model::observation::Measurement;
 use gpuprobe_model::profile::{
-    CandidateTrial, CostMeasurement, FixTarget, GroupTrial, MetricCost, ProbeOutcomeRef, ProbeRef,
-    RunBudget, SettingChange, TargetStatus, Verification,
+    CandidateTrial, CostMeasurement, FixTarget, GroupTrial, MetricCost, PartialCure,
+    ProbeOutcomeRef, ProbeRef, RunBudget, SettingChange, TargetStatus, Verification,
 };
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
@@ -214,6 +215,47 @@ fn badness(verdict: &Verdict) -> u8 {
         Verdict::Error { .. } => 2,
         Verdict::Crash { .. } | Verdict::Hang { .. } => 3,
     }
+}
+
+/// The failing cases of an operator-sweep result (`variant direction sample N output`), and
+/// whether the list is complete (the sweep records the first few of many).
+fn failing_cases(result: &ProbeResult) -> Option<(Vec<String>, bool)> {
+    let observation = result.observation.as_ref()?;
+    let Measurement::Sweep(sweep) = &observation.measurement else {
+        return None;
+    };
+    let cases: Vec<String> = sweep
+        .failures
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} sample {} {}",
+                f.variant, f.direction, f.sample, f.output
+            )
+        })
+        .collect();
+    let total: u64 = sweep.failed.values().sum();
+    let complete = total as usize == cases.len();
+    Some((cases, complete))
+}
+
+/// The cases of a still-failing sweep probe that a trial cured: those of the starting run
+/// that are gone, when the trial's own (complete) list holds no case the start did not.
+fn partial_cure(before: &ProbeResult, now: &ProbeResult) -> Option<PartialCure> {
+    if !matches!(now.verdict, Verdict::Fail { .. }) {
+        return None;
+    }
+    let (then, _) = failing_cases(before)?;
+    let (still, complete) = failing_cases(now)?;
+    if !complete || still.is_empty() || still.iter().any(|case| !then.contains(case)) {
+        return None;
+    }
+    let cured_cases: Vec<String> = then.into_iter().filter(|c| !still.contains(c)).collect();
+    (!cured_cases.is_empty()).then(|| PartialCure {
+        at: key(now),
+        cured_cases,
+        still_failing: still,
+    })
 }
 
 /// A trial's results by probe.
@@ -452,6 +494,7 @@ fn try_singles(
             cured: vec![],
             broke: vec![],
             worsened: vec![],
+            partly_cured: vec![],
             elapsed_s: None,
         };
         if reproduced.is_empty() {
@@ -489,6 +532,10 @@ fn try_singles(
                 let before = first_seen.get(t)?;
                 (badness(&now.verdict) > badness(&before.verdict)).then(|| outcome_ref(now))
             })
+            .collect();
+        trial.partly_cured = reproduced
+            .iter()
+            .filter_map(|t| partial_cure(first_seen.get(t)?, observed.by_key.get(t)?))
             .collect();
         single_outcomes.push(Some((
             trial.cured.iter().cloned().collect(),
@@ -1548,6 +1595,60 @@ mod tests {
         );
         // Later trials run only the kept sentinel.
         assert_eq!(model.trials.len(), 3);
+    }
+
+    fn sweep_result(cases: &[(&str, &str)], counted: u64) -> ProbeResult {
+        use gpuprobe_model::observation::{Observation, SweepFailure, SweepStats};
+        let failures: Vec<SweepFailure> = cases
+            .iter()
+            .map(|(variant, direction)| SweepFailure {
+                class: "wrong_value".into(),
+                variant: (*variant).into(),
+                direction: (*direction).into(),
+                sample: 1,
+                output: "out[0]".into(),
+                ..Default::default()
+            })
+            .collect();
+        let mut result = result("sweep.nn.functional.avg_pool2d.fp32", counted == 0);
+        result.observation = Some(Observation {
+            probe: result.probe.clone(),
+            device: result.device,
+            measurement: Measurement::Sweep(Box::new(SweepStats {
+                failed: [("wrong_value".to_string(), counted)].into(),
+                failures,
+                ..Default::default()
+            })),
+            metrics: Default::default(),
+            notes: vec![],
+        });
+        result
+    }
+
+    #[test]
+    fn a_setting_that_cures_some_cases_of_a_sweep_probe_is_a_partial_cure() {
+        let before = sweep_result(
+            &[("channels_last", "backward"), ("out_noncontig", "forward")],
+            2,
+        );
+        let now = sweep_result(&[("out_noncontig", "forward")], 1);
+        let partial = partial_cure(&before, &now).expect("a partial cure");
+        assert_eq!(
+            partial.cured_cases,
+            vec!["channels_last backward sample 1 out[0]"]
+        );
+        assert_eq!(
+            partial.still_failing,
+            vec!["out_noncontig forward sample 1 out[0]"]
+        );
+        // A new failing case, an incomplete list, a pass, the same cases: no partial cure.
+        let other = sweep_result(&[("transposed", "backward")], 1);
+        assert!(partial_cure(&before, &other).is_none());
+        let capped = sweep_result(&[("out_noncontig", "forward")], 7);
+        assert!(partial_cure(&before, &capped).is_none());
+        let passed = sweep_result(&[], 0);
+        assert!(partial_cure(&before, &passed).is_none());
+        assert!(partial_cure(&before, &before).is_none());
     }
 
     #[test]

@@ -54,10 +54,60 @@ fn the_catalogue_covers_each_layer_the_design_names() {
             .any(|e| e.kind == CatalogueKind::CodeChange && e.id == "CAT-PINNED-STAGING")
     );
     for entry in &catalogue.entries {
-        if entry.kind != CatalogueKind::Process {
+        if !matches!(entry.kind, CatalogueKind::Process | CatalogueKind::Switch) {
             assert!(!entry.testable, "{} is reported only", entry.id);
         }
     }
+}
+
+#[test]
+fn framework_switches_are_settings_with_python_lines() {
+    let catalogue = Catalogue::embedded();
+    for setting in [
+        "torch.backends.cuda.enable_cudnn_sdp=False",
+        "torch.backends.cudnn.enabled=False",
+        "torch.backends.cuda.preferred_blas_library=cublaslt",
+        "torch.use_deterministic_algorithms=warn_only",
+        "torch._dynamo.config.disable=True",
+        "gpuprobe.inputs.contiguous=True",
+    ] {
+        assert!(catalogue.allows(setting), "{setting} should be allowed");
+    }
+    for setting in [
+        // A value the entry does not list, a switch nobody catalogued, code in a value.
+        "torch.backends.cuda.enable_cudnn_sdp=0",
+        "torch.backends.cuda.enable_cudnn_sdp=False;import os",
+        "torch.cuda.memory.set_per_process_memory_fraction=0.5",
+        "torch.backends.cudnn.enabled",
+        "os.system=True",
+    ] {
+        assert!(!catalogue.allows(setting), "{setting} should be refused");
+    }
+    let switches: Vec<_> = catalogue
+        .entries
+        .iter()
+        .filter(|e| e.kind == CatalogueKind::Switch)
+        .collect();
+    assert!(switches.len() >= 10, "{}", switches.len());
+    for entry in switches {
+        assert!(entry.testable, "{}", entry.id);
+        for value in &entry.allowed {
+            assert!(entry.python.contains_key(value), "{} {value}", entry.id);
+        }
+    }
+    // Only switches carry python lines.
+    let mut bad = catalogue.clone();
+    let process = bad
+        .entries
+        .iter_mut()
+        .find(|e| e.kind == CatalogueKind::Process)
+        .unwrap();
+    process.python.insert("0".into(), "x".into());
+    assert!(
+        bad.validate()
+            .iter()
+            .any(|p| p.contains("only switches have python lines"))
+    );
 }
 
 #[test]

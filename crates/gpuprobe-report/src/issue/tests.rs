@@ -262,6 +262,7 @@ fn related_kb_entries_link_their_sources_and_fix_says_what_cured() {
         },
         broke: vec![],
         worsened: vec![],
+        partly_cured: vec![],
         elapsed_s: None,
     };
     let account: FixAccount = serde_json::from_value(serde_json::json!({

@@ -21,6 +21,7 @@ mod activity;
 mod error;
 pub mod exec;
 mod lines;
+mod startup_hook;
 mod summary;
 mod watch;
 
@@ -31,6 +32,7 @@ use std::path::PathBuf;
 pub use error::JobError;
 pub use exec::{EXEC_JOB, exec_job};
 pub use lines::rates;
+pub use startup_hook::{INHERIT_VARIABLE, StartupHook};
 pub use summary::write_summary;
 
 use self::activity::ActivitySource;

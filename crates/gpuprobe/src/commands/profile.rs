@@ -68,6 +68,7 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
                 ExportFormatArg::Env => ExportFormat::Env,
                 ExportFormatArg::Shell => ExportFormat::Shell,
                 ExportFormatArg::Json => ExportFormat::Json,
+                ExportFormatArg::Python => ExportFormat::Python,
             };
             write!(out, "{}", profiles::export(&loaded, format))?;
             Ok(ExitStatus::AllPassed)

@@ -11,7 +11,7 @@ use std::io::Write;
 use anyhow::Result;
 use gpuprobe_model::profile::Profile;
 use gpuprobe_model::text::visible_line;
-use gpuprobe_runner::job::{self, EnvChanges, JobOptions, SignalForwarding};
+use gpuprobe_runner::job::{self, EnvChanges, JobOptions, SignalForwarding, StartupHook};
 
 use crate::cli::{FallbackArg, RunArgs};
 use crate::errors::CliError;
@@ -83,14 +83,43 @@ pub(super) fn run(args: RunArgs) -> Result<u8> {
     }
     let env = process_env();
     let profile = load_profile(&args, &env)?;
+    let mut changes = profile
+        .as_ref()
+        .map(|p| EnvChanges {
+            set: p.env.clone(),
+            remove: p.unset.clone(),
+        })
+        .unwrap_or_default();
+    // Kept until the job is over: the hook's directory goes when it is dropped.
+    let hook = match &profile {
+        Some(p) => StartupHook::place(
+            &std::env::temp_dir(),
+            &p.switches,
+            env.get("PYTHONPATH").map(String::as_str),
+            args.switches_to_children,
+        )
+        .map_err(|source| CliError::StartupHook { source })?,
+        None => None,
+    };
+    if let Some(hook) = &hook {
+        let names: Vec<String> = profile
+            .iter()
+            .flat_map(|p| p.switches.iter())
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        say(&format!(
+            "framework switches applied in the job's Python after `import torch`: {}{}",
+            names.join(", "),
+            if args.switches_to_children {
+                " (also in the processes it starts)"
+            } else {
+                ""
+            }
+        ));
+        changes.set.extend(hook.env.clone());
+    }
     let options = JobOptions {
-        env: profile
-            .as_ref()
-            .map(|p| EnvChanges {
-                set: p.env.clone(),
-                remove: p.unset.clone(),
-            })
-            .unwrap_or_default(),
+        env: changes,
         uncured: profile
             .as_ref()
             .map(|p| p.still_failing.clone())
@@ -105,5 +134,6 @@ pub(super) fn run(args: RunArgs) -> Result<u8> {
         command: args.command,
     };
     let report = job::run_job(&options, &signals, &mut |line| say(line));
+    drop(hook);
     Ok(u8::try_from(report.exit_code.clamp(0, 255)).unwrap_or(1))
 }

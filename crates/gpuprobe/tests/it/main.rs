@@ -14,6 +14,7 @@ mod env_parity;
 mod faults;
 mod fix;
 mod fix_resume;
+mod fix_switches;
 mod golden;
 #[cfg(feature = "gpu-tests")]
 mod gpu_faults;

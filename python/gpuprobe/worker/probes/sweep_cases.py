@@ -34,6 +34,12 @@ Every transform is a differentiable function of the sample's tensors, so gradien
 the same leaves on the device and in the reference. The reference applies it to float64
 copies and then makes the result contiguous: the reference never depends on a strided
 kernel.
+
+The probe-side framework switch ``gpuprobe.inputs.contiguous`` (``gpuprobe.switches``; a
+``fix`` trial applies it in the worker) makes the device side of the layout transforms
+(``LAYOUT_TRANSFORMS``) dense: the transformed tensor is copied into plain contiguous memory
+before the call, so the same values reach the kernel without the layout. A layout failure
+that passes with it is shown to be the layout's, with the same values.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gpuprobe import switches
 from gpuprobe.worker.probes import sweep_db
 
 #: Transforms in the order a probe runs them (layout first, then values, then shapes).
@@ -80,6 +87,10 @@ TRANSFORMS = (
     "inplace_noncontig",
     "method",
 )
+#: Transforms that change only where the values lie in memory (strides, memory format).
+LAYOUT_TRANSFORMS = ("noncontig", "inplace_noncontig", "transposed", "channels_last", "broadcast")
+#: The probe-side switch that makes the device's layout-transformed inputs contiguous.
+DENSE_INPUTS_SWITCH = "gpuprobe.inputs.contiguous"
 #: Value classes of floating and complex dtypes (one element replaced).
 FLOAT_VALUE_CLASSES = ("negzero", "negnan", "subnormal", "huge", "max", "lowest")
 #: Value classes of integer dtypes.
@@ -613,6 +624,22 @@ def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None) -> C
     return lambda x: x
 
 
+def dense_inputs() -> bool:
+    """Whether the worker applied ``gpuprobe.inputs.contiguous`` in this process."""
+    return switches.probe_side_on(DENSE_INPUTS_SWITCH)
+
+
+def dense_input_notes(variants: set[str]) -> list[str]:
+    """The observation's note when ``dense_inputs`` changed some of the ``variants`` run."""
+    changed = [t for t in LAYOUT_TRANSFORMS if t in variants]
+    if not changed or not dense_inputs():
+        return []
+    return [
+        f"framework switch {DENSE_INPUTS_SWITCH}=True: the inputs of the layout variants ({', '.join(changed)}) were "
+        "made contiguous before the call (same values, plain memory format)"
+    ]
+
+
 def _targets(torch: Any, sample: Any, transform: str, dtype_name: str = "float32") -> set[int]:
     """ids of the sample's tensors the transform applies to."""
     tensors = tensors_of(torch, sample)
@@ -695,6 +722,9 @@ def materialize(
     first = primary(torch, sample, dtype_name)
     sample_dtype = first.dtype if first is not None else None
     fn = _transform_fn(torch, case.transform, seed, sample_dtype)
+    # The device side only: the reference keeps the layout, which decides whether a view is
+    # valid input at all.
+    dense = not upcast and case.transform in LAYOUT_TRANSFORMS and dense_inputs()
     leaves: list[Any] = []
 
     def move(value: Any) -> Any:
@@ -714,7 +744,7 @@ def materialize(
                 # in-place write into a broadcast view, ``view`` of a transposed tensor,
                 # ``as_strided`` reading storage) is decided by the layout, not the device.
                 data = fn(data)
-                if contiguous:
+                if contiguous or dense:
                     data = data.contiguous()
             return data
         if upcast and sample_dtype is not None and isinstance(value, torch.dtype) and value == sample_dtype:

@@ -144,6 +144,7 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
         ctx.restart_worker = tally.context_lost
     if forward_only_note:
         tally.notes.append(forward_only_note)
+    tally.notes.extend(sweep_cases.dense_input_notes(tally.variants))
     output = tally.output(info, key, dtype_name, seed, oracle, atol, rtol, len(samples), reference, time.monotonic() - started)
     output.metrics["reference_samples"] = chosen.reference
     return output
