@@ -138,6 +138,15 @@ fn relevant_families(entry_id: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+/// Whether a candidate comes only from catalogue entries tried for every family (copy
+/// engine, serialization, allocator) rather than from one matched to the failing layer.
+fn is_generic(candidate: &Candidate) -> bool {
+    candidate
+        .sources
+        .iter()
+        .all(|id| id.starts_with("CAT-") && relevant_families(id).is_none())
+}
+
 /// The sweep case variants that are layouts of the same values (what
 /// `gpuprobe.inputs.contiguous` undoes).
 const LAYOUT_VARIANTS: &[&str] = &[
@@ -455,8 +464,10 @@ pub fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
         }
     }
 
-    // Stable order: by rank, then as gathered (KB order, then catalogue order).
-    testable.sort_by_key(|c| c.rank);
+    // Stable order: by rank; within a rank, settings of the failing families' own layers
+    // before those tried for every family (a search that runs out of budget drops the
+    // generic ones first); then as gathered (KB order, then catalogue order).
+    testable.sort_by_key(|c| (c.rank, is_generic(c)));
     for candidate in testable {
         if in_effect(&candidate.change, ctx.env) {
             // A removal of something not set changes nothing and is dropped silently; a
@@ -729,6 +740,13 @@ mod tests {
                 "{wanted} in {attention:?}"
             );
         }
+        // The failing layer's own settings are tried before the ones tried for every family.
+        let position = |name: &str| attention.iter().position(|n| n == name).unwrap();
+        assert!(
+            position("torch.backends.cuda.enable_cudnn_sdp=False")
+                < position("CUDA_LAUNCH_BLOCKING=1"),
+            "{attention:?}"
+        );
         // Compile switches only for compiled paths; copies get no framework switch.
         assert!(!attention.iter().any(|n| n.starts_with("torch._dynamo")));
         let compiled = gather_for(&fp, &[failure("compile.p03.bf16")]);
