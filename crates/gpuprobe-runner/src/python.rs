@@ -247,14 +247,29 @@ fn is_executable(path: &Path) -> bool {
 /// Writes the embedded `gpuprobe` Python package under `dir` (as `dir/gpuprobe/...`) and
 /// returns `dir`, the directory to put on `sys.path`.
 pub fn extract_package(dir: &Path) -> Result<PathBuf, RunnerError> {
+    extract_matching(dir, |_| true)?;
+    Ok(dir.to_path_buf())
+}
+
+/// Writes the embedded files whose relative path `wanted` accepts under `dir`; returns how
+/// many were written.
+pub(crate) fn extract_matching(
+    dir: &Path,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<usize, RunnerError> {
+    let mut written = 0;
     for (rel, contents) in embedded::PYTHON_PACKAGE {
+        if !wanted(rel) {
+            continue;
+        }
+        written += 1;
         let path = dir.join(rel);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(|e| RunnerError::io("cannot create", parent, e))?;
         }
         fs::write(&path, contents).map_err(|e| RunnerError::io("cannot write", &path, e))?;
     }
-    Ok(dir.to_path_buf())
+    Ok(written)
 }
 
 /// Number of files in the embedded package (zero means the build found no Python sources).

@@ -5,7 +5,7 @@ use gpuprobe_model::ExitStatus;
 use gpuprobe_model::finding::Cost;
 use gpuprobe_model::profile::{
     CandidateTrial, FixAccount, FixOutcome, PROFILE_VERSION, Profile, ProfileSetting, RunBudget,
-    StackKey, TargetStatus,
+    StackKey, TargetStatus, is_probe_side_switch,
 };
 
 use super::candidates::CandidateSet;
@@ -264,20 +264,21 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
     };
     let is_system =
         |kind: &str| matches!(kind, "kernel_param" | "firmware" | "upgrade" | "downgrade");
+    // A probe-side switch's cures are code changes the user makes, not settings the profile
+    // applies: split once, by the switch itself.
+    let (code_settings, settings): (Vec<ProfileSetting>, Vec<ProfileSetting>) =
+        settings.into_iter().partition(|s| {
+            let name = s
+                .setting
+                .split_once('=')
+                .map_or(s.setting.as_str(), |(n, _)| n);
+            is_probe_side_switch(name)
+        });
     // Probes a job with the profile applied still gets wrong unless the code changes too.
-    let by_code: Vec<String> = settings
+    let by_code: Vec<&String> = code_settings.iter().flat_map(|s| &s.cures).collect();
+    let by_profile: Vec<&String> = settings.iter().flat_map(|s| &s.cures).collect();
+    let mut code_changes: Vec<String> = code_settings
         .iter()
-        .filter(|s| s.setting.starts_with("gpuprobe."))
-        .flat_map(|s| s.cures.iter().cloned())
-        .collect();
-    let by_profile: Vec<String> = settings
-        .iter()
-        .filter(|s| !s.setting.starts_with("gpuprobe."))
-        .flat_map(|s| s.cures.iter().cloned())
-        .collect();
-    let code_changes = settings
-        .iter()
-        .filter(|s| s.setting.starts_with("gpuprobe."))
         .map(|s| {
             let (name, value) = s.setting.split_once('=').unwrap_or((&s.setting, ""));
             let line = crate::profile_file::switch_line(name, value);
@@ -290,7 +291,6 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
         .collect();
     // A probe-side switch that cured some cases of a probe still failing on others: the
     // code change is proven for those cases.
-    let mut code_changes: Vec<String> = code_changes;
     for trial in account
         .candidates
         .iter()
@@ -310,7 +310,7 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
     }
     let cures: Vec<String> = status_ids(TargetStatus::Cured)
         .into_iter()
-        .filter(|id| by_profile.contains(id) || !by_code.contains(id))
+        .filter(|id| by_profile.contains(&id) || !by_code.contains(&id))
         .collect();
     Profile {
         profile_version: PROFILE_VERSION,
@@ -342,10 +342,7 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
             .map(|c| format!("{} ({})", c.summary(), c.method)),
         evidence: account.run_dir.clone(),
         proven_on: account.stack.clone(),
-        settings: settings
-            .into_iter()
-            .filter(|s| !s.setting.starts_with("gpuprobe."))
-            .collect(),
+        settings,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The start-up hook that applies a profile's framework switches inside a job's Python
-//! (`gpuprobe run --profile`): the embedded package is written to a directory of the run's
-//! own, its `gpuprobe/startup` folder (a `sitecustomize.py`) goes first on the job's
-//! `PYTHONPATH`, and the switches travel in `GPUPROBE_SWITCHES`. The hook applies them right
+//! (`gpuprobe run --profile`): the hook and the switch table it loads are written from the
+//! embedded package to a directory of the run's own, whose `gpuprobe/startup` folder (a
+//! `sitecustomize.py`) goes first on the job's `PYTHONPATH`; the switches travel in
+//! `GPUPROBE_SWITCHES`. The hook applies them right
 //! after the job imports torch, then takes itself and the variable out of the environment
 //! the job's children see (unless `GPUPROBE_SWITCHES_INHERIT=1` asks otherwise), and hands
 //! over to any `sitecustomize` the job had. The directory goes when the hook is dropped.
@@ -13,13 +14,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use gpuprobe_model::profile::{SWITCHES_VARIABLE, switches_value};
 
 use crate::error::RunnerError;
-use crate::python::extract_package;
+use crate::python::extract_matching;
 
 /// Asks the hook to leave itself and the switches in the environment of the job's children.
 pub const INHERIT_VARIABLE: &str = "GPUPROBE_SWITCHES_INHERIT";
 
 /// The hook's directory, relative to the extracted package root.
 const HOOK_DIR: &str = "gpuprobe/startup";
+/// The files the hook needs (`sitecustomize.py` loads `../switches.py` by path).
+const HOOK_FILES: &[&str] = &["gpuprobe/startup/sitecustomize.py", "gpuprobe/switches.py"];
 
 /// A hook placed for one job; the directory is removed when this is dropped.
 #[derive(Debug)]
@@ -55,15 +58,15 @@ impl StartupHook {
             root: root.clone(),
             env: BTreeMap::new(),
         };
-        extract_package(&root)?;
-        let hook_dir = root.join(HOOK_DIR);
-        if !hook_dir.join("sitecustomize.py").is_file() {
+        // The hook and the one module it loads by path: the job never imports the package.
+        if extract_matching(&root, |rel| HOOK_FILES.contains(&rel))? != HOOK_FILES.len() {
             return Err(RunnerError::io(
                 "the embedded package lacks",
-                hook_dir.join("sitecustomize.py"),
+                root.join(HOOK_DIR),
                 std::io::Error::from(std::io::ErrorKind::NotFound),
             ));
         }
+        let hook_dir = root.join(HOOK_DIR);
         let mut path = hook_dir.to_string_lossy().to_string();
         if let Some(existing) = pythonpath.filter(|p| !p.is_empty()) {
             path.push(':');
