@@ -2,6 +2,10 @@
 timings as JSON lines: for measuring compile vs run time and the family's wall time.
 
     python bench/compile/measure.py --dtypes fp32 --chunks 0-23 --procs 4 [--device cuda] [--out F]
+    python bench/compile/measure.py --dtypes fp32,bf16 --keys cumsum,clamp [--passes values,inplace_view]
+
+``--keys`` compiles one program of the named entries per dtype (instead of chunks);
+``--passes`` limits the passes (default: each dtype's full-tier passes).
 
 Each process runs its share of the programs in turn (like a lane); ``--cache DIR`` sets
 the Inductor cache directory (default: a fresh temporary one, i.e. a cold run).
@@ -31,7 +35,9 @@ def _chunks(text: str) -> list[int]:
     return out
 
 
-def _worker(jobs: list[tuple[str, int | None]], device: str, cache: str, queue: object) -> None:
+def _worker(
+    jobs: list[tuple[str, int | None]], device: str, cache: str, queue: object, keys: list[str] | None, passes: list[str] | None
+) -> None:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     import torch
 
@@ -43,10 +49,13 @@ def _worker(jobs: list[tuple[str, int | None]], device: str, cache: str, queue: 
         ctx = ProbeContext(torch, device, 1234, probe_id, {})
         started = time.monotonic()
         try:
-            if chunk is None:
+            wanted = passes or list(compile_specs.FULL_PASSES.get(dtype, compile_run.PASS_NAMES))
+            if keys:
+                out = compile_run.run_program(ctx, dtype, keys=keys, passes=wanted)
+            elif chunk is None:
                 out = compile_run.run_program(ctx, dtype, keys=list(compile_specs.STANDARD_KEYS), passes=list(compile_specs.STANDARD_PASSES))
             else:
-                out = compile_run.run_program(ctx, dtype, chunk=chunk)
+                out = compile_run.run_program(ctx, dtype, chunk=chunk, passes=wanted)
             record = {"probe": probe_id, "measurement": out.measurement, "metrics": out.metrics, "notes": out.notes}
         except SkipProbe as exc:
             record = {"probe": probe_id, "skip": str(exc)}
@@ -64,15 +73,19 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--cache", default=None)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--keys", default="", help="comma-separated entries: one program of them per dtype")
+    parser.add_argument("--passes", default="", help="comma-separated passes (default: the dtype's full-tier passes)")
     args = parser.parse_args()
     cache = args.cache or tempfile.mkdtemp(prefix="gpuprobe-inductor-")
-    chunks: list[int | None] = [None] if args.chunks == "standard" else list(_chunks(args.chunks))
+    keys = [k for k in args.keys.split(",") if k] or None
+    passes = [p for p in args.passes.split(",") if p] or None
+    chunks: list[int | None] = [None] if args.chunks == "standard" or keys else list(_chunks(args.chunks))
     jobs = [(d, c) for d in args.dtypes.split(",") for c in chunks]
     shares = [jobs[i :: args.procs] for i in range(args.procs)]
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     started = time.monotonic()
-    procs = [context.Process(target=_worker, args=(share, args.device, cache, queue)) for share in shares if share]
+    procs = [context.Process(target=_worker, args=(share, args.device, cache, queue, keys, passes)) for share in shares if share]
     for p in procs:
         p.start()
     out = open(args.out, "w") if args.out else None

@@ -317,12 +317,32 @@ def avg_pool2d_noncontiguous_out() -> None:
         )
 
 
+def matrix_exp_infinity() -> None:
+    """matrix_exp of a 4x4 float32 matrix holding one +Inf: run in a child process with a
+    20 s limit, since on the H200 (torch 2.11) the CUDA call never returns (the float64 CPU
+    call returns at once; NaN input returns on both)."""
+    import subprocess
+
+    code = (
+        "import torch; x = torch.randn(4, 4, device=%r); x[1, 2] = float('inf'); "
+        "y = torch.linalg.matrix_exp(x); torch.cuda.synchronize() if x.is_cuda else None; print(y[0].tolist())"
+    ) % DEV
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+        show("device", f"returned (rc {done.returncode}): {done.stdout.strip()[:120]} {done.stderr.strip()[-120:]}")
+    except subprocess.TimeoutExpired:
+        show("device", "no result within 20 s (killed)")
+    x = torch.randn(4, 4, dtype=torch.float64)
+    x[1, 2] = float("inf")
+    show("cpu float64", torch.linalg.matrix_exp(x)[0].tolist())
+
+
 CASES = {f.__name__: f for f in (
     median_stride0, embedding_bag_max_norm, embedding_renorm_noncontiguous, unique_nan, unique_nan_dims, meshgrid_zero_dim, rms_norm_inf,
     avg_pool1d_transposed_backward, upsample_aa_empty, channel_shuffle_transposed,
     pixel_unshuffle_empty, batch_norm_empty, cov_mixed_weights, mode_nan,
     clamp_inplace_uint8_int32_bound, ihfftn_half_out, batch_norm_noncontiguous_out,
-    avg_pool2d_noncontiguous_out,
+    avg_pool2d_noncontiguous_out, matrix_exp_infinity,
 )}
 
 

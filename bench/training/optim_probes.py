@@ -3,6 +3,7 @@
 Usage (from the repository root, with the interpreter whose torch is to be checked):
 
     python3 bench/training/optim_probes.py [--device cuda:0] [--tier full] [--only adamw.fp32 ...]
+        [--without-zero-grads]
 
 Each probe runs in this process, in catalogue order, through its implementation function;
 the outcome follows the judge's sweep rule (any failed case: FAIL with the first failure,
@@ -11,11 +12,15 @@ their standard subset (as ``gpuprobe check --tier standard`` does). ``worst`` is
 ``worst_ratio`` metric: the largest error of a comparison with float64 in units of the
 allowed error (how close a correct implementation came to the bound). The observation is
 checked to be valid JSON (no NaN/Inf), as the worker's event stream requires.
+``--without-zero-grads`` leaves out the full tier's zero-gradient list and its extreme
+configurations (``optim_run.zero_grad_list``): what they add to each probe's time is the
+difference of the two runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -36,6 +41,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--only", nargs="*", default=[], help="substrings of probe ids")
     parser.add_argument("--verbose", action="store_true", help="print metrics and notes")
+    parser.add_argument(
+        "--without-zero-grads",
+        action="store_true",
+        help="leave out the zero-gradient list and the extreme configurations",
+    )
     args = parser.parse_args()
     print(f"torch {torch.__version__}, device {args.device}, tier {args.tier}", flush=True)
     # The device's context is created before the first probe's clock starts, as in a worker.
@@ -49,6 +59,8 @@ def main() -> int:
             continue
         if args.only and not any(o in spec.id for o in args.only):
             continue
+        if args.without_zero_grads and spec.impl.endswith(":run_optimizer"):
+            spec = dataclasses.replace(spec, params=dict(spec.params, zero_grads=False))
         kind, output, seconds = run_probe(spec, args.device, args.seed, args.tier)
         if kind != "ran":
             print(f"{spec.id:24s} {spec.tier:8s} {kind.upper()} {output}", flush=True)

@@ -9,15 +9,17 @@ reused buffer, a dict batch), dtype, ops (GEMMs, elementwise, reductions), nn (c
 attention with masks, packed inputs and gradients), pipeline (DataLoader in the main process
 and in workers, safetensors and torch.save reloads, Accelerate), sweep (forward, backward,
 a lost NaN, an operator the script looks up in PyTorch's database, a crash found from the
-worker's log) and width (decorated, closure and lambda cases at the scaled-down CPU
-boundaries).
+worker's log), width (decorated, closure and lambda cases at the scaled-down CPU
+boundaries), optim (a fused optimizer step, GradScaler), graph (a graphed MLP training step,
+two graphs sharing a pool, on the CPU's eager stand-in) and train (the bf16 transformer).
 
 Not testable on a CPU, and why: copies between two GPUs (``copy.p2p``) and collectives
 (``dist``) need two devices (no script is made for them); the ``huge``/``large`` variants
 and the 1 GiB copies need tens of GiB (their recipes are the same as their small variants',
 compiled by ``test_every_covered_probe_gives_a_script_that_compiles``); attention backends
 other than ``default`` and ``math`` do not run on a CPU (the script forces the backend with
-``sdpa_kernel`` as the probe does).
+``sdpa_kernel`` as the probe does); CUDA graphs and reduce-overhead need a GPU (a CPU runs
+the graph probes' eager stand-in, and a reduce-overhead script says CANNOT RUN there).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PACKAGE_DIR, load_preset, run_plan
+from conftest import PACKAGE_DIR, load_preset, run_plan, run_worker
 
 SHIM = PACKAGE_DIR / "gpuprobe" / "repro" / "simulate_site"
 SEED = 4242
@@ -541,6 +543,8 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
         recipe = families.RECIPES.get(definition.impl)
         if definition.impl.endswith(("sweep_run:run_op", "compile_run:run_program")):
             continue  # needs a real failing sample (the sweep and compile tests above and below)
+        if definition.impl.startswith(TRAINING_PATH_IMPLS):
+            continue  # a failure names its case: test_every_training_path_probe_gives_a_script_that_compiles
         if definition.impl.endswith("width_run:run_width"):
             # Every case of the probe, as the failing one: its code copied, compiled.
             from gpuprobe.worker.probes import width_run
@@ -624,3 +628,262 @@ def test_a_compiled_entry_reproduces_alone_only_under_simulation(tmp_path: Path)
 def test_compiled_out_and_inplace_passes_say_why_there_is_no_script(tmp_path: Path) -> None:
     made = generate(tmp_path, _compile_result("out"), make_plan(COMPILE_SPEC, ["compile.standard.fp32"], {}))
     assert made.returncode == 3 and "out= or in-place" in made.stderr, made.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The training paths: optim, graph and train, each failing case rebuilt with the probe's own
+# code (copied into the script) and judged by the probe's own judge.
+
+#: The implementations whose recipes read the failing case from the observation (or, for a
+#: crash, from the worker's log): the catalogue-wide compile test leaves them to the test
+#: below, which names a case per probe.
+TRAINING_PATH_IMPLS = (
+    "gpuprobe.worker.probes.optim_run:",
+    "gpuprobe.worker.probes.graph_run:",
+    "gpuprobe.worker.probes.train_run:",
+)
+#: (probe, the start of the failing variant the script rebuilds): the fused optimizer step and
+#: GradScaler's fused AdamW under optim-fused-zeros, a graphed MLP training step and two graphs
+#: sharing a pool under graph-stale, the bf16 transformer under train-bf16-step-nan.
+TRAINING_CASES = [
+    ("optim.adamw.fp32", "fused+"),
+    ("optim.gradscaler.fp32", "fused+adamw"),
+    ("graph.training.fp32", "mlp_graphed_"),
+    ("graph.pool.fp32", "pointwise_chain."),
+    ("train.transformer.bf16", "float64"),
+]
+
+
+def training_spec() -> dict[str, Any]:
+    """The three families' presets in one spec: each fault meets only its own family's probes."""
+    faults = [f for name in ("optim-fused-zeros", "graph-stale", "train-bf16-step-nan") for f in load_preset(name)["fault"]]
+    return {"source": "test:training-paths", "fault": faults}
+
+
+@pytest.fixture(scope="module")
+def training_results() -> dict[str, Any]:
+    """One worker run of every probe of ``TRAINING_CASES`` at the standard tier (the optimizer
+    probes' subset of configurations), under ``training_spec``."""
+    plan = {
+        "protocol": 1,
+        "mode": "run",
+        "device": "cpu",
+        "probes": sorted({probe for probe, _ in TRAINING_CASES}),
+        "seed": SEED,
+        "simulate": training_spec(),
+        "options": {"tier": "standard"},
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HSA_", "AMD_", "HIP_"))}
+    # One intra-op thread: the cases are small, and on a busy host the fused optimizer
+    # kernels' threads mostly wait for each other (3 s a script instead of 7).
+    env["OMP_NUM_THREADS"] = "1"
+    run = run_worker(plan, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.results()
+
+
+def _with_first(event: dict[str, Any], failure: dict[str, Any]) -> dict[str, Any]:
+    """The event with ``failure`` as the first failure its observation lists."""
+    observation = json.loads(json.dumps(event["observation"]))
+    observation["measurement"]["failures"] = [failure]
+    return {**event, "observation": observation}
+
+
+@pytest.mark.parametrize("probe,variant", TRAINING_CASES, ids=[f"{p}:{v}" for p, v in TRAINING_CASES])
+def test_training_path_case_reproduces_only_under_simulation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, training_results: dict[str, Any], probe: str, variant: str
+) -> None:
+    """The case the worker recorded is rebuilt from the probe's seeds with the probe's own
+    code: on the healthy CPU it passes; under the shim the script prints the failure class,
+    detail and element the worker recorded."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as the worker ran (training_results)
+    spec = training_spec()
+    event = training_results[probe]
+    failures = event["observation"]["measurement"]["failures"]
+    failure = next((f for f in failures if f["variant"].startswith(variant)), None)
+    assert failure is not None, [f["variant"] for f in failures]
+    made = generate(tmp_path, as_result(_with_first(event, failure), {"verdict": "fail"}, {}, True), make_plan(spec, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    info = json.loads((tmp_path / "out" / "repro.json").read_text())
+    assert info["family"] == probe.split(".")[0] and info["needs"] == ["torch"] and info["crash_child"] is False
+    faulty = check_script(tmp_path / "out" / "repro.py", spec)
+    assert f"{failure['class']}: {failure['detail']}" in faulty.stdout, (failure, faulty.stdout)
+    assert f"expected {failure['expected']}, found {failure['found']}" in faulty.stdout, (failure, faulty.stdout)
+
+
+def _training_result(
+    probe: str, variant: str, device: str = "cuda:0", verdict: str = "fail", tail: list[str] | None = None
+) -> dict[str, Any]:
+    """A result as report.json carries it: a failure of ``variant``, or with ``tail`` a crash or
+    hang whose observation is empty and whose worker log is ``tail``."""
+    failure = {"class": "wrong_value", "variant": variant, "direction": "step1", "sample": 0, "output": "x", "detail": "d"}
+    observation = {"measurement": {"failures": [failure], "errors": []}, "metrics": {"seed": 7}}
+    result: dict[str, Any] = {"probe": probe, "device": device, "verdict": {"verdict": verdict}, "observation": observation}
+    if tail is not None:
+        result["verdict"]["stderr_tail"] = tail
+        result["observation"] = {}
+    return result
+
+
+def _variants(definition: Any, device: str) -> list[str]:
+    """Failing variants for a probe of the training paths, as its worker names them."""
+    import torch
+
+    from gpuprobe.repro.families import optim as optim_recipes
+    from gpuprobe.worker.probes import graph_run, optim_run
+
+    impl, p = definition.impl.rsplit(":", 1)[-1], definition.params
+    if impl == "run_optimizer":
+        cls = getattr(torch.optim, p["class_name"], None)
+        if cls is None:
+            return []
+        impls = optim_run.implementations(cls)
+        device_type = device.split(":")[0]
+        names = list(optim_recipes._configurations(cls, p["class_name"], device_type, "main"))
+        out = [f"{i}+{names[0]}" for i in impls]
+        lists = [s for s, on in (("mixed_dtypes", p.get("mixed")), ("grad_layouts", p.get("layouts"))) if on]
+        # Every configuration once: they do not depend on the dtype, and the zero-gradient
+        # list steps the database's and the extreme ones.
+        every_config = p["dtype"] == "fp32" and device_type == "cuda"
+        if p.get("zero_grads", True) and hasattr(optim_run, "zero_grad_list"):
+            lists.append("zero_grads")
+            if every_config:
+                edges = optim_recipes._configurations(cls, p["class_name"], device_type, "zero_grads")
+                out += [f"{impls[-1]}+{n}+zero_grads" for n in edges]
+        elif every_config:
+            out += [f"{impls[-1]}+{n}" for n in names]
+        return out + [f"{impls[0]}+{names[0]}+{suffix}" for suffix in lists]
+    if impl == "run_gradscaler":
+        return [f"{i}+{name}" for name, class_name, _ in optim_run.SCALER_OPTIMIZERS
+                for i in optim_run.implementations(getattr(torch.optim, class_name))]
+    if impl == "run_reduce_overhead":
+        phases = (("", 3), (".reshape", 1), (".back", 0))
+        return [f"{g}{phase}.replay{k}" for g in p["groups"] for phase, k in phases] + [f"{t}.replay3" for t in p.get("training", [])]
+    if impl in ("run", "run_nested"):
+        return ["float64"]
+    # Every workload once (they do not depend on the dtype), else the first.
+    workloads = p["workloads"] if p["dtype"] == "fp32" else p["workloads"][:1]
+    return [f"{w}.replay{graph_run.REPLAYS}" for w in workloads]
+
+
+def _case_section(text: str) -> str:
+    """The script's case section (the part a recipe writes)."""
+    return text.split("\n# The case.\n", 1)[1].split("\n# -----", 1)[0]
+
+
+def test_every_training_path_probe_gives_a_script_that_compiles() -> None:
+    """Every optim, graph and train probe of the catalogue gets a script for a failure of each
+    of its implementations, parameter lists, workloads and phases (and, for the fp32
+    optimizer probes on a GPU, each configuration), on a GPU and on the CPU, and for a crash:
+    valid Python that imports no gpuprobe, in which (for each distinct copy of the probe's
+    code) pyflakes finds no undefined name."""
+    pyflakes_checker = pytest.importorskip("pyflakes.checker")
+    pyflakes_messages = pytest.importorskip("pyflakes.messages")
+    import ast
+
+    from gpuprobe.repro.generate import generate as make
+    from gpuprobe.worker import catalog
+
+    plan = make_plan(None, [], {})
+    covered = 0
+    flaked: set[tuple[str, int]] = set()
+    checked = 0
+    for probe, definition in catalog.all_probes().items():
+        if not definition.impl.startswith(TRAINING_PATH_IMPLS):
+            continue
+        # The CPU differs in which optimizer configurations apply (no capturable ones), not in
+        # how a case is written: once per kind of optimizer probe.
+        optimizer = definition.impl.endswith(("run_optimizer", "run_gradscaler"))
+        for device in ("cuda:0", "cpu") if not optimizer or definition.params["dtype"] == "fp32" else ("cuda:0",):
+            texts = []
+            for variant in _variants(definition, device):
+                text, info = make(_training_result(probe, variant, device), plan)
+                texts.append(text)
+            if not optimizer:
+                # A crash whose log names nothing: every workload of the probe, in a child.
+                text, info = make(_training_result(probe, "", device, "crash", []), plan)
+                assert info["crash_child"] is True
+                texts.append(text)
+            for number, text in enumerate(texts):
+                # The cases of a probe share all but the literals at the head of their case
+                # section (its case, configuration, seeds); the first and last in full (the
+                # last: every workload, for graph probes).
+                whole = number in (0, len(texts) - 1)
+                compile(text if whole else _case_section(text).split("\ndef case_label(", 1)[0], f"{probe}/repro.py", "exec")
+                assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M), probe
+                covered += 1
+            for text in texts:
+                # Each distinct copy of the probe's code (between the scaffold's header and the
+                # case), with the case section of the first case that has it.
+                copied = text.split("\n# The case.\n", 1)[0].split("imported in main(), after ENV is applied", 1)[1]
+                key = (definition.impl.split(":")[0], hash(copied))
+                if key in flaked:
+                    continue
+                flaked.add(key)
+                checker = pyflakes_checker.Checker(ast.parse(text), filename=f"{probe}/repro.py")
+                undefined = [str(m) for m in checker.messages if isinstance(m, pyflakes_messages.UndefinedName)]
+                assert not undefined, undefined
+                checked += 1
+    assert covered > 400 and checked > 8, (covered, checked)
+
+
+@pytest.mark.parametrize(
+    "probe,variant,reason",
+    [
+        ("optim.adamw.fp32", "fused+default+sparse_rows", "'sparse_rows' is neither an argument of torch.optim.AdamW"),
+        ("optim.adamw.fp32", "fused+lr=tensor+amsgrad+nesterov", "names a tensor argument whose value is not in the probe's table"),
+        ("optim.adamw.fp32", "triple+default", "implementation 'triple'"),
+        ("optim.gradscaler.fp32", "fused+lbfgs", "optimizer 'lbfgs'"),
+        ("graph.capture.fp32", "pointwise_chain.capture", "does not name a replay"),
+        ("graph.capture.fp32", "attention.replay1", "workload 'attention'"),
+        ("graph.reduce_overhead.fp32", "dense.resized.replay1", "no phase of the reduce-overhead protocol"),
+    ],
+)
+def test_training_path_cases_without_a_script_say_why(probe: str, variant: str, reason: str) -> None:
+    """A variant the generator cannot rebuild (a tag that is no argument of the optimizer nor
+    a known parameter list, an unknown workload or phase) is ``no repro`` naming it."""
+    from gpuprobe.repro.families import NoRepro
+    from gpuprobe.repro.generate import generate as make
+
+    with pytest.raises(NoRepro, match=re.escape(reason)):
+        make(_training_result(probe, variant), make_plan(None, [probe], {}))
+
+
+def test_training_path_crashes_are_found_from_the_worker_log() -> None:
+    """A crash names no case in its observation: the worker's last log line names the
+    optimizer configuration (every implementation of it runs in a child) or the graph
+    workload; without such a line an optimizer crash has no script, a graph crash runs every
+    workload."""
+    from gpuprobe.repro.families import NoRepro
+    from gpuprobe.repro.generate import generate as make
+
+    plan = make_plan(None, [], {})
+    tail = ["noise", "gpuprobe optim: adamw fp32 weight_decay=0.1+amsgrad+mixed_dtypes", "Fatal Python error: Aborted"]
+    text, info = make(_training_result("optim.adamw.fp32", "", "cpu", "crash", tail), plan)
+    assert info["crash_child"] is True
+    assert "CONFIG = 'weight_decay=0.1+amsgrad'" in text and "LIST = 'mixed_dtypes'" in text
+    assert all(f"'implementation': '{i}'" in text for i in ("forloop", "foreach", "fused")), text
+    with pytest.raises(NoRepro, match="gpuprobe optim:"):
+        make(_training_result("optim.adamw.fp32", "", "cpu", "crash", ["noise"]), plan)
+    tail = ["gpuprobe graph: graph.capture.fp32 pointwise_chain", "gpuprobe graph: graph.capture.fp32 linear"]
+    text, _ = make(_training_result("graph.capture.fp32", "", "cpu", "hang", tail), plan)
+    assert "'workload': 'linear'" in text and "'workload': 'pointwise_chain'" not in text
+    text, _ = make(_training_result("graph.capture.fp32", "", "cpu", "crash", []), plan)
+    assert "'workload': 'linear'" in text and "'workload': 'pointwise_chain'" in text
+    text, info = make(_training_result("train.convnet.fp16.compile", "", "cpu", "crash", []), plan)
+    assert info["crash_child"] is True and "COMPILED = True" in text and "PRECISION = 'fp16'" in text
+
+
+def test_reduce_overhead_script_cannot_run_without_a_gpu(tmp_path: Path) -> None:
+    """A reduce-overhead case replays every phase up to the failing one (here the second
+    recording's); it needs CUDA graphs: on a CPU the script says so and exits 2 (as every
+    script does for a GPU that is not there, ``test_no_torch_is_cannot_run``)."""
+    probe = "graph.reduce_overhead.fp32"
+    made = generate(tmp_path, _training_result(probe, "dense.reshape.replay1"), make_plan(None, [probe], {}))
+    assert made.returncode == 0, made.stderr
+    script = tmp_path / "out" / "repro.py"
+    text = script.read_text()
+    assert "'label': 'dense', 'last': 4" in text and "'label': 'dense.reshape', 'last': 1" in text
+    assert "dense.back" not in text
+    cpu = run_script(script)
+    assert cpu.returncode == 2 and last_line(cpu) == "CANNOT RUN: reduce-overhead uses CUDA graphs; the device under test is the CPU"

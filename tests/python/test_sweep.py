@@ -24,6 +24,8 @@ HEALTHY = [
     "sweep.sort.fp32",
     "sweep.nn.functional.layer_norm.bf16",
     "sweep.mul.fp64",
+    # A decomposition under NaN/Inf input: judged by its own rule (nonfinite_swallowed).
+    "sweep.linalg.svd.fp32",
 ]
 
 
@@ -59,15 +61,22 @@ def test_healthy_cpu_sweep_passes(healthy: Any) -> None:
         assert m["cases"] >= 5, (probe, m)
         assert m["failed"] == {} and m["device_errors"] == 0, (probe, m["failures"], m["errors"])
         assert m["passed"] == m["cases"], probe
+        assert m["nonfinite_swallowed"] == 0, probe
 
 
 def test_cases_cover_transforms_and_directions(healthy: Any) -> None:
+    def variants(probe: str) -> set[str]:
+        return set(healthy.results()[probe]["observation"]["metrics"]["variants"].split(","))
+
     metrics = healthy.results()["sweep.add.fp32"]["observation"]["metrics"]
-    variants = set(metrics["variants"].split(","))
-    assert {"base", "noncontig", "transposed", "broadcast", "nan", "posinf", "empty", "size1", "tail257"} <= variants
+    assert {"base", "noncontig", "transposed", "broadcast", "nan", "posinf", "empty", "size1", "tail257"} <= variants("sweep.add.fp32")
+    assert {"arg_empty", "arg_size1"} <= variants("sweep.add.fp32")
     assert metrics["directions"] == "backward,forward"
-    conv = healthy.results()["sweep.nn.functional.conv2d.fp32"]["observation"]["metrics"]
-    assert "channels_last" in conv["variants"].split(",")
+    assert "channels_last" in variants("sweep.nn.functional.conv2d.fp32")
+    # The large shapes of a reduction (a plan that names no tier runs them), and the
+    # non-finite values of a decomposition.
+    assert {"large_batch", "large_reduced"} <= variants("sweep.sum.fp32")
+    assert {"nan", "posinf", "neginf", "negnan"} <= variants("sweep.linalg.svd.fp32")
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +86,8 @@ def planted() -> Any:
         _fault("zeros", "zeros", ["cumsum"]),
         _fault("nan", "nan", ["nn.functional.conv2d"]),
         _fault("lost-nan", "drop_nan", ["sort"], ["nan"]),
+        # A decomposition whose NaN vanish: its own class, reported, not a failure.
+        _fault("swallowed-nan", "drop_nan", ["linalg.inv"], ["nan"]),
         _fault("raise", "exception", ["mul"], ["transposed"], "CUDA error: an illegal memory access was encountered"),
         # An argument check that refuses a layout the CPU computes: stricter, not wrong math.
         _fault("refuse", "exception", ["sub"], ["transposed"], "Expected contiguous tensor, but got non-contiguous tensor"),
@@ -91,6 +102,7 @@ def planted() -> Any:
         "sweep.nn.functional.layer_norm.fp32",
         "sweep.sum.fp32",
         "sweep.sub.fp32",
+        "sweep.linalg.inv.fp32",
     ]
     run = run_plan(probes, seed=SEED, simulate={"source": "test", "fault": faults}, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -117,6 +129,10 @@ def test_planted_faults_are_caught_and_classified(planted: Any) -> None:
     sub = _measurement(planted, "sweep.sub.fp32")
     assert sub["refused"] >= 1 and sub["device_errors"] == 0 and sub["failed"] == {}, sub
     assert any("refused" in n and "transposed" in n for n in planted.results()["sweep.sub.fp32"]["observation"]["notes"])
+    inverse = _measurement(planted, "sweep.linalg.inv.fp32")
+    assert inverse["nonfinite_swallowed"] >= 1 and inverse["failed"] == {} and inverse["device_errors"] == 0, inverse
+    notes = planted.results()["sweep.linalg.inv.fp32"]["observation"]["notes"]
+    assert any("came back as finite numbers" in n and "looks valid but is meaningless" in n for n in notes), notes
     # A fault aimed at other ops leaves this one alone.
     assert _measurement(planted, "sweep.sum.fp32")["failed"] == {}
     for result in planted.results().values():

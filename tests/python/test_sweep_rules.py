@@ -465,13 +465,16 @@ def test_reference_samples_run_as_given_and_transforms_keep_to_the_sample_inputs
 
 
 def test_reference_samples_holding_nonfinite_values_skip_entries_undefined_on_them() -> None:
-    """A decomposition's result on NaN/Inf is undefined (the rule that keeps its transforms
-    to the value-keeping ones): its reference samples holding them are not run."""
+    """An orthogonal polynomial's degree is a loop bound (the rule that keeps its transforms
+    to the value-keeping ones): its reference samples holding NaN/Inf are not run. A
+    decomposition takes them, judged by its own rule (``nonfinite_swallowed``)."""
     nan_sample = types.SimpleNamespace(input=torch.tensor([[1.0, math.nan], [0.0, 1.0]]), args=(), kwargs={})
     fine = types.SimpleNamespace(input=torch.eye(2), args=(), kwargs={})
     inverse = types.SimpleNamespace(name="linalg.inv", variant_test_name="")
+    polynomial = types.SimpleNamespace(name="special.chebyshev_polynomial_t", variant_test_name="")
     add = types.SimpleNamespace(name="add", variant_test_name="")
-    assert sweep_cases.reference_indices(torch, inverse, [fine, nan_sample, fine], 1) == [2]
+    assert sweep_cases.reference_indices(torch, polynomial, [fine, nan_sample, fine], 1) == [2]
+    assert sweep_cases.reference_indices(torch, inverse, [fine, nan_sample, fine], 1) == [1, 2]
     assert sweep_cases.reference_indices(torch, add, [fine, nan_sample, fine], 1) == [1, 2]
     mode = types.SimpleNamespace(name="mode", variant_test_name="")
     assert sweep_cases.reference_indices(torch, mode, [fine, nan_sample], 1) == []
@@ -501,3 +504,275 @@ def test_the_reference_process_builds_the_same_reference_sample() -> None:
     assert reply["ok"], reply
     # Without the flag the reference would build the sample inputs only: no such sample.
     assert sweep_ref.handle(torch, {**request, "reference_inputs": False}, {})["kind"] == "mismatch"
+
+
+# -- non-finite input of decompositions and solvers: a NaN that vanishes is its own class ----------
+
+
+def test_decompositions_take_nonfinite_inputs_and_keep_the_other_value_classes_out() -> None:
+    database = sweep_db.load(torch)
+    inverse = database.ops["linalg.inv"]
+    sample = sweep_cases.generate_samples(torch, inverse, "float32", 0, requires_grad=False)[0]
+    for transform in sorted(sweep_cases.NONFINITE_TRANSFORMS):
+        assert sweep_cases.applicable(torch, inverse, sample, transform), transform
+    # Huge, extreme and subnormal values make a matrix ill-conditioned: not a device fault.
+    for transform in ("huge", "max", "lowest", "subnormal", "negzero", "broadcast", "tail257"):
+        assert not sweep_cases.applicable(torch, inverse, sample, transform), transform
+    # The orthogonal polynomials (a degree the kernels loop up to) and the general eigenvalue
+    # problem (its host LAPACK dies on NaN) take none.
+    for key in ("special.chebyshev_polynomial_t", "linalg.eigvals"):
+        info = database.ops[key]
+        first = sweep_cases.generate_samples(torch, info, "float32", 0, requires_grad=False)[0]
+        assert not sweep_cases.applicable(torch, info, first, "nan"), key
+    rules = sweep_cases.judging("linalg.inv", "float32", "nan")
+    assert rules.swallow_only and not sweep_cases.judging("linalg.inv", "float32", "base").swallow_only
+    assert not sweep_cases.judging("add", "float32", "nan").swallow_only
+
+
+def _swallowed(found: list[float], expected: list[float], cpu: list[float] | None = None) -> sweep_oracle.LeafFailure | None:
+    return sweep_oracle.swallowed_nonfinite(
+        torch,
+        torch.tensor(found, dtype=torch.float32),
+        torch.tensor(expected, dtype=torch.float64),
+        (lambda: torch.tensor(cpu, dtype=torch.float32)) if cpu is not None else None,
+    )
+
+
+def test_a_nonfinite_value_that_vanishes_from_an_output_is_swallowed() -> None:
+    failure = _swallowed([0.0, 1.0, 2.0], [NAN, NAN, 2.0])
+    assert failure is not None and failure.cls == sweep_oracle.NONFINITE_SWALLOWED
+    assert failure.bad_elements == 2 and failure.index == [0] and failure.expected == "nan"
+    assert _swallowed([1.0, 1.0], [INF, 1.0]) is not None
+    # A NaN left anywhere in the output: it propagated (where to is the algorithm's choice).
+    assert _swallowed([1.0, NAN, 2.0], [NAN, 0.5, 2.0]) is None
+    # A finite reference: nothing to swallow (the values are not judged by this rule).
+    assert _swallowed([7.0, 8.0], [1.0, 2.0]) is None
+    # The CPU in the same dtype returns it all finite too: the library's behaviour everywhere.
+    assert _swallowed([0.0, 1.0], [NAN, 1.0], cpu=[0.5, 1.0]) is None
+    assert _swallowed([0.0, 1.0], [NAN, 1.0], cpu=[NAN, 1.0]) is not None
+
+
+class _InProcessReference:
+    """The float64 reference computed in this process (``sweep_ref.handle``)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[Any, Any] = {}
+        self.restarts = 0
+
+    def compute(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return sweep_ref.handle(torch, request, self.cache)
+
+
+def _probe_tally(
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+    transforms: tuple[str, ...],
+    faults: list[dict[str, Any]] | None = None,
+    info: Any = None,
+    dtype_name: str = "float32",
+) -> Any:
+    """The cases of ``transforms`` of one probe, run in this process: the CPU as the device,
+    the reference in-process, the simulated ``faults`` active (``simulate.engine``)."""
+    from gpuprobe.worker import simulate
+
+    engine = None
+    if faults:
+        engine = simulate.FaultEngine({"source": "test", "fault": faults})
+        engine.bind(torch)
+    monkeypatch.setattr(simulate, "engine", lambda: engine)
+    entry = sweep_db.load(torch).ops[key]
+    seed = 7
+    chosen = sweep_cases.probe_samples(torch, entry, dtype_name, seed, True, reference=True)
+    cases = [
+        c
+        for c in sweep_cases.choose_cases(torch, entry, chosen.samples, seed, chosen.with_grad, dtype_name, plain=chosen.plain)
+        if c.transform in transforms
+    ]
+    assert cases, (key, transforms)
+    ctx = types.SimpleNamespace(torch=torch, device="cpu", is_gpu=False, sync=lambda: None)
+    tally = sweep_run._Tally()
+    reference = _InProcessReference()
+    oracle = sweep_db.oracle_for(entry, dtype_name)
+    atol, rtol = sweep_db.tolerance(entry, torch, dtype_name)
+    for case in cases:
+        sweep_run._run_one(
+            ctx, info or entry, key, dtype_name, chosen.samples, chosen.with_grad, case, seed, oracle, atol, rtol,
+            reference, tally, reference_inputs=chosen.reference > 0, plain=chosen.plain,
+        )
+    return tally
+
+
+def _drop_nan(methods: list[str], variants: list[str]) -> dict[str, Any]:
+    return {"name": "planted", "op": "sweep", "when": {"methods": methods, "variants": variants}, "effect": {"kind": "drop_nan"}}
+
+
+def test_a_decomposition_that_swallows_nan_is_reported_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    nonfinite = tuple(sorted(sweep_cases.NONFINITE_TRANSFORMS))
+    healthy = _probe_tally(monkeypatch, "linalg.inv", nonfinite)
+    assert healthy.failed == {} and healthy.nonfinite_swallowed == 0 and healthy.device_error_count == 0, vars(healthy)
+    assert healthy.cases >= 4 and healthy.passed == healthy.cases
+    # Planted: the NaN in the device's outputs become 0, so an inverse of a matrix holding NaN
+    # looks valid. Its own class, counted, not a wrong value.
+    planted = _probe_tally(monkeypatch, "linalg.inv", ("nan",), [_drop_nan(["linalg.inv"], ["nan"])])
+    assert planted.failed == {} and planted.nonfinite_swallowed >= 1, vars(planted)
+    output = planted.output(sweep_db.load(torch).ops["linalg.inv"], "linalg.inv", "float32", 7, "value", 1e-5, 1e-5, 1, _InProcessReference(), 0.0)
+    assert output.measurement["nonfinite_swallowed"] == planted.nonfinite_swallowed
+    assert any("came back as finite numbers" in note and "nan forward sample" in note for note in output.notes), output.notes
+
+
+def test_a_healthy_svd_under_nan_passes_with_no_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    tally = _probe_tally(monkeypatch, "linalg.svd", ("nan",))
+    assert tally.failed == {} and tally.nonfinite_swallowed == 0 and tally.device_error_count == 0, vars(tally)
+    assert "nan" in tally.variants
+
+
+class _RaisesOnDevice:
+    """A database entry whose device call raises ``exc`` (the reference uses the real one)."""
+
+    def __init__(self, entry: Any, exc: BaseException) -> None:
+        self.entry, self.exc = entry, exc
+        self.name, self.variant_test_name = entry.name, entry.variant_test_name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.exc
+
+
+def test_a_library_error_on_a_nonfinite_matrix_is_a_refusal_not_a_device_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = sweep_db.load(torch).ops["linalg.inv"]
+    raising = _RaisesOnDevice(entry, torch.linalg.LinAlgError("linalg.inv: The diagonal element 2 is zero"))
+    tally = _probe_tally(monkeypatch, "linalg.inv", ("nan",), info=raising)
+    assert tally.refused >= 1 and tally.device_error_count == 0, vars(tally)
+    # On an input without NaN the same error where the CPU computes is the device's.
+    tally = _probe_tally(monkeypatch, "linalg.inv", ("noncontig",), info=raising)
+    assert tally.device_error_count >= 1 and tally.refused == 0, vars(tally)
+
+
+def test_other_differences_under_nonfinite_input_of_a_decomposition_are_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    # NaN planted in every 8th element of the device's outputs: where the reference is finite,
+    # a failure on a finite input, unjudged under an infinite one (where a NaN spreads is the
+    # algorithm's choice).
+    faults = [{"name": "planted", "op": "sweep", "when": {"methods": ["linalg.inv"]}, "effect": {"kind": "nan"}}]
+    tally = _probe_tally(monkeypatch, "linalg.inv", ("posinf", "noncontig"), faults)
+    assert tally.nonfinite_swallowed == 0
+    assert {f["variant"] for f in tally.failures} == {"noncontig"}, tally.failures
+    assert tally.unjudged.get("nonfinite_input", 0) >= 1, tally.unjudged
+
+
+# -- per-argument shapes and large shapes ------------------------------------------------------
+
+
+def test_per_argument_shapes_change_one_other_tensor_at_a_time() -> None:
+    x, weight, bias = torch.randn(2, 3, 5, 5), torch.randn(4, 3, 3, 3), torch.randn(4)
+    sample = _sample(x, weight, bias)
+    assert sweep_cases.argument_targets(torch, sample, "arg_empty") == [(1, 0), (1, -1), (2, 0)]
+    assert sweep_cases.argument_targets(torch, sample, "arg_size1") == [(1, 0), (1, -1), (2, 0)]
+    assert sweep_cases.argument_label(torch, sample, (1, -1)) == "args[0] dim -1"
+    case = sweep_cases.Case(0, "arg_size1", False, (1, -1))
+    (call_input, args, _kwargs), _leaves, _dtype = sweep_cases.materialize(torch, sample, case, 0, device="cpu", upcast=False)
+    assert tuple(call_input.shape) == (2, 3, 5, 5) and tuple(args[0].shape) == (4, 3, 3, 1) and tuple(args[1].shape) == (4,)
+    case = sweep_cases.Case(0, "arg_empty", False, (2, 0))
+    (_input, args, _kwargs), _leaves, _dtype = sweep_cases.materialize(torch, sample, case, 0, device="cpu", upcast=True)
+    assert tuple(args[1].shape) == (0,) and args[0].dtype == torch.float64
+    # Index tensors (their values point into the others), integer probes, one tensor: none.
+    assert sweep_cases.argument_targets(torch, _sample(x, torch.zeros(2, dtype=torch.int64), weight), "arg_size1") == []
+    assert sweep_cases.argument_targets(torch, _sample(x.int(), x.int()), "arg_size1", "int32") == []
+    assert sweep_cases.argument_targets(torch, _sample(x), "arg_size1") == []
+    # A tensor passed twice is the first one too; an empty one has nothing to slice.
+    assert sweep_cases.argument_targets(torch, _sample(x, x, torch.empty(0, 3)), "arg_empty") == []
+    # A private operator takes its arguments as its public caller checked them.
+    private = sweep_db.load(torch).ops["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"]
+    q, k, v = torch.randn(2, 2, 3, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    assert sweep_cases.argument_targets(torch, _sample(q, k, v), "arg_size1")
+    assert not sweep_cases.applicable(torch, private, _sample(q, k, v), "arg_size1")
+
+
+def test_large_shapes_pass_the_thresholds_within_the_budget() -> None:
+    database = sweep_db.load(torch)
+    total = _sample(torch.randn(3, 4))
+    case = sweep_cases.Case(0, "large_batch", False)
+    (tiled, _args, _kwargs), _leaves, _dtype = sweep_cases.materialize(torch, total, case, 0, device="cpu", upcast=False)
+    assert tuple(tiled.shape) == (sweep_cases.LARGE_BATCH, 4) and torch.equal(tiled[3], total.input[0])
+    case = sweep_cases.Case(0, "large_reduced", False)
+    (wide, _args, _kwargs), _leaves, _dtype = sweep_cases.materialize(torch, total, case, 0, device="cpu", upcast=False)
+    assert tuple(wide.shape) == (3, sweep_cases.LARGE_REDUCED) and torch.equal(wide[:, 4], total.input[:, 0])
+    assert sweep_cases.LARGE_BATCH > 65535 and sweep_cases.LARGE_REDUCED > 512 * 4 * 256 and sweep_cases.LARGE_RHS > 1024
+    sum_entry, solve = database.ops["sum"], database.ops["linalg.solve"]
+    assert sweep_cases.applicable(torch, sum_entry, total, "large_batch")
+    assert sweep_cases.applicable(torch, sum_entry, total, "large_reduced")
+    # Past the budget (rows of 2^22 / 65537 elements and more), or not a reduction: none.
+    assert not sweep_cases.applicable(torch, sum_entry, _sample(torch.randn(2, 8, 9)), "large_batch")
+    assert not sweep_cases.applicable(torch, database.ops["add"], total, "large_batch")
+    assert not sweep_cases.applicable(torch, database.ops["cumsum"], total, "large_reduced")
+    # A solver: batched beyond the matrix for large_batch, a matrix right-hand side for large_rhs.
+    a, b = torch.randn(2, 5, 5), torch.randn(2, 5, 3)
+    assert sweep_cases.applicable(torch, solve, _sample(a, b), "large_batch")
+    assert not sweep_cases.applicable(torch, solve, _sample(a[0], b[0]), "large_batch")
+    assert sweep_cases.right_hand_side(torch, solve, _sample(a, b)) == (1, -1)
+    assert sweep_cases.right_hand_side(torch, solve, _sample(a, b[..., 0])) is None  # a batch of vectors
+    assert sweep_cases.right_hand_side(torch, solve, _sample(a, b, left=False)) is None
+    case = sweep_cases.Case(0, "large_rhs", False, (1, -1))
+    (_a, args, _kwargs), _leaves, _dtype = sweep_cases.materialize(torch, _sample(a, b), case, 0, device="cpu", upcast=False)
+    assert tuple(args[0].shape) == (2, 5, sweep_cases.LARGE_RHS)
+
+
+def test_large_shapes_run_in_the_full_tier_only_and_forward_only() -> None:
+    info = sweep_db.load(torch).ops["sum"]
+    samples = sweep_cases.generate_samples(torch, info, "float32", 7, requires_grad=True)
+    full = sweep_cases.choose_cases(torch, info, samples, 7, True, "float32")
+    large = [c for c in full if c.transform in sweep_cases.LARGE_TRANSFORMS]
+    assert {c.transform for c in large} == {"large_batch", "large_reduced"} and not any(c.backward for c in large)
+    below = sweep_cases.choose_cases(torch, info, samples, 7, True, "float32", only_new=("negzero",))
+    assert not any(c.transform in sweep_cases.LARGE_TRANSFORMS for c in below)
+
+
+def _partial_zeros(methods: list[str], variants: list[str]) -> dict[str, Any]:
+    return {"name": "planted", "op": "sweep", "when": {"methods": methods, "variants": variants}, "effect": {"kind": "partial_zeros"}}
+
+
+@pytest.mark.parametrize(
+    ("key", "transform"),
+    [
+        ("sum", "large_reduced"),
+        ("nn.functional.layer_norm", "large_batch"),
+        ("linalg.solve", "large_rhs"),
+        ("nn.functional.conv2d", "arg_size1"),
+        ("cat", "arg_empty"),
+    ],
+)
+def test_planted_faults_on_the_shape_axes_are_caught_and_a_healthy_cpu_passes(
+    monkeypatch: pytest.MonkeyPatch, key: str, transform: str
+) -> None:
+    healthy = _probe_tally(monkeypatch, key, (transform,))
+    assert healthy.failed == {} and healthy.device_error_count == 0 and healthy.cases >= 1, vars(healthy)
+    planted = _probe_tally(monkeypatch, key, (transform,), [_partial_zeros([key], [transform])])
+    assert planted.failed.get("wrong_value", 0) >= 1, vars(planted)
+    assert {f["variant"] for f in planted.failures} == {transform}
+    if transform in sweep_cases.TARGETED_TRANSFORMS:
+        assert all(" dim " in f["detail"].split(":")[0] for f in planted.failures), planted.failures
+
+
+
+def test_a_per_argument_failure_on_an_undefined_cpu_result_is_not_judged() -> None:
+    """``argument_undefined``: where the CPU's own same-dtype result is beyond the bound of
+    its float64 one (an argument of a size the op does not take, read past its end), the
+    device's difference is not judged; where the CPU agrees with itself, it stands."""
+    case = sweep_cases.Case(0, "arg_empty", False, argument=(1, 0))
+    wanted = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    failure = sweep_oracle.LeafFailure(sweep_oracle.WRONG_VALUE, "off")
+    garbage = lambda i: torch.tensor([7.0, -2.0, 3.0])  # noqa: E731
+    agrees = lambda i: torch.tensor([1.0, 2.0, 3.0])  # noqa: E731
+    args = (0, "float32", 1e-5, 1e-5)
+    assert sweep_run._argument_undefined(torch, case, failure, wanted, garbage, *args)
+    assert not sweep_run._argument_undefined(torch, case, failure, wanted, agrees, *args)
+    plain = sweep_cases.Case(0, "base", False)
+    assert not sweep_run._argument_undefined(torch, plain, failure, wanted, garbage, *args)
+
+
+def test_products_are_not_widened_past_every_dtypes_range() -> None:
+    database = sweep_db.load(torch)
+    info = database.ops["prod"]
+    sample = sweep_cases.generate_samples(torch, info, "float32", 1, requires_grad=False)[0]
+    assert not sweep_cases.applicable(torch, info, sample, "large_reduced", "float32")
+    summed = database.ops["sum"]
+    sample = sweep_cases.generate_samples(torch, summed, "float32", 1, requires_grad=False)
+    assert any(sweep_cases.applicable(torch, summed, s, "large_reduced", "float32") for s in sample)

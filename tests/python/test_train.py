@@ -1,7 +1,9 @@
 """The train family on the CPU: the catalogue, healthy runs that pass over several seeds
 (eager, and one compiled mode through Inductor's C++ backend), planted faults of each class
-(fault simulation, the ``train-bf16-step-nan`` preset), and each rule that keeps a benign
-difference from failing, shown failing without it."""
+(fault simulation, the ``train-bf16-step-nan`` preset; a micro-batch lost from the
+accumulated gradient; an inner autocast region whose gradients come out in bf16), the
+compiled inner-region backward of this torch against its eager twin, and each rule that
+keeps a benign difference from failing, shown failing without it."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from gpuprobe.worker.catalog import all_probes  # noqa: E402
 from gpuprobe.worker.context import ProbeContext  # noqa: E402
 from gpuprobe.worker.probes import train_run, train_specs  # noqa: E402
 
-EAGER = [f"train.{model}.{precision}" for model in train_specs.MODELS for precision, _ in train_specs.PRECISIONS]
+NESTED = [f"train.{model}.{nested}" for model in train_specs.NESTED_MODELS for nested in train_specs.nested_modes()]
+EAGER = [f"train.{model}.{precision}" for model in train_specs.MODELS for precision, _ in train_specs.PRECISIONS] + NESTED
 #: The one compiled mode CI runs: Inductor compiles its forward and backward in C++ (about
 #: 10 s cold on a 2-core host); the GPU host runs them all.
 COMPILED_IN_CI = "train.convnet.fp32.compile"
@@ -41,11 +44,18 @@ def failures(output: Any) -> int:
 def test_catalogue_ids_tiers_and_lanes() -> None:
     probes = {p.id: p for p in all_probes().values() if p.id.startswith("train.")}
     modes = [p for p, _ in train_specs.PRECISIONS] + [p + ".compile" for p, _ in train_specs.PRECISIONS]
-    assert set(probes) == {f"train.{m}.{mode}" for m in ("transformer", "convnet") for mode in modes}
+    nested = ["bf16.inner_fp32", "bf16.inner_fp16", "bf16.inner_fp32.compile", "bf16.inner_fp16.compile"]
+    assert set(probes) == {f"train.{m}.{mode}" for m in ("transformer", "convnet") for mode in modes} | {
+        f"train.transformer.{mode}" for mode in nested
+    }
     assert [p.id for p in probes.values() if p.tier == "standard"] == ["train.transformer.bf16"]
     for probe in probes.values():
         assert probe.rule == {"kind": "sweep"}
-        assert probe.impl == "gpuprobe.worker.probes.train_run:run"
+        nested = ".inner_" in probe.id
+        assert probe.impl == f"gpuprobe.worker.probes.train_run:{'run_nested' if nested else 'run'}"
+        precision, inner, compiled = train_run.parse_nested(probe.params["mode"])
+        assert precision == probe.id.split(".")[2] and compiled == probe.id.endswith(".compile")
+        assert inner == ({"inner_fp32": "float32", "inner_fp16": "float16"}[probe.id.split(".")[3]] if nested else None)
         if probe.tier == "full":
             assert probe.placement == "side" and probe.lane == "train" and probe.isolated
         compiled = probe.id.endswith(".compile")
@@ -95,6 +105,11 @@ def test_a_healthy_cpu_run_passes(healthy: Any) -> None:
         assert measurement["cases"] >= 60, (probe, measurement["cases"])
         metrics = result["observation"]["metrics"]
         assert metrics["clipped_steps"] == train_run.STEPS  # clipping scales every step
+        assert (metrics["accumulating_step"], metrics["micro_batches"]) == (2, 2)
+        if probe in NESTED:
+            assert "head.weight/head.bias in float" in metrics["inner_region"]
+            # The float16 region's error is the emulated rounding's own draw: about half its bound.
+            assert 0 < metrics["bound_used_region_grad"] <= 0.6, (probe, metrics["bound_used_region_grad"])
         if probe.endswith(".fp16"):
             assert metrics["init_scale"] >= 2.0**8
 
@@ -111,13 +126,14 @@ def test_the_compiled_mode_compiled_and_was_compared_with_eager(healthy: Any) ->
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_no_false_alarm_over_seeds(seed: int) -> None:
-    for model in train_specs.MODELS:
-        for precision, _ in train_specs.PRECISIONS:
-            output = run_direct(model, precision, seed)
-            assert failures(output) == 0, (model, precision, output.measurement["failures"])
-            # Judged almost everywhere: only cases whose rounding noise would need a bound
-            # past BOUND_CAP are left out.
-            assert output.measurement["unjudged"].get("ill_conditioned", 0) <= 12
+    modes = [(model, precision) for model in train_specs.MODELS for precision, _ in train_specs.PRECISIONS]
+    modes += [(model, nested) for model in train_specs.NESTED_MODELS for nested in train_specs.nested_modes()]
+    for model, precision in modes:
+        output = run_direct(model, precision, seed)
+        assert failures(output) == 0, (model, precision, output.measurement["failures"])
+        # Judged almost everywhere: only cases whose rounding noise would need a bound
+        # past BOUND_CAP are left out.
+        assert output.measurement["unjudged"].get("ill_conditioned", 0) <= 14
 
 
 # -- planted faults --------------------------------------------------------------------------------
@@ -170,7 +186,87 @@ def test_planted_faults_get_their_classes() -> None:
     assert error["unjudged"]["not_run_after_error"] == train_run.STEPS
 
 
+def test_a_lost_micro_batch_and_a_bf16_inner_region_are_caught() -> None:
+    faults = [
+        # The partial sum of the accumulating step zeroed before the second micro-batch's
+        # backward: the step's gradient is the last micro-batch's alone (a backward that
+        # overwrites .grad instead of accumulating into it).
+        _fault("lost-micro-batch", "convnet", "zeros", ["accumulate"]),
+        # The inner region's gradients rounded to bf16: a region asked to compute in float32
+        # (or float16) that computed its backward in the outer autocast's bf16.
+        _fault("inner-region-bf16", "transformer", "round_bf16", ["region"]),
+    ]
+    probes = ["train.convnet.fp32", *NESTED, "train.transformer.bf16"]
+    run = run_plan(probes, simulate={"source": "test", "fault": faults}, seed=4242, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = {probe: classify(result["observation"]["measurement"]) for probe, result in run.results().items()}
+    assert got == {"train.convnet.fp32": "mismatch", **{p: "mismatch" for p in NESTED}, "train.transformer.bf16": "pass"}
+    lost = run.measurement("train.convnet.fp32")
+    # Step 1 is right; the accumulating step's gradient norm is the first wrong quantity.
+    assert (lost["failures"][0]["sample"], lost["failures"][0]["direction"]) == (2, "grad_norm")
+    assert all(f["sample"] >= 2 for f in lost["failures"])
+    for probe in NESTED:
+        region = run.measurement(probe)
+        # A bf16-sized error: within the whole model's bf16 bounds, far outside the region's.
+        assert {f["direction"] for f in region["failures"]} == {"region_grad"}, (probe, region["failures"])
+        assert {f["output"] for f in region["failures"]} == {"head.weight", "head.bias"}
+
+
+def _inner_region_backward_in_bf16() -> bool:
+    """Whether this torch's compiled backward (aot_eager) of an autocast(enabled=False)
+    region inside an outer bf16 autocast differs from eager's float32 by a bf16-sized error,
+    on a single linear layer."""
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(64, 64, generator=gen).requires_grad_(True)
+    x = torch.randn(4, 64, generator=gen).to(torch.bfloat16)
+
+    def region(h: Any) -> Any:
+        with torch.autocast("cpu", enabled=False):
+            return h.float() @ weight.T
+
+    grads = []
+    for fn in (region, torch.compile(region, backend="aot_eager")):
+        weight.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = fn(x)
+        (out * torch.linspace(-1, 1, 64)).sum().backward()
+        grads.append(weight.grad.clone())
+    torch._dynamo.reset()
+    return float((grads[1] - grads[0]).norm() / grads[0].norm()) > 1e-4
+
+
+def test_the_compiled_inner_region_is_judged_at_its_own_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled nested mode through aot_eager (no code generation): where this torch
+    computes the inner float32 region's backward in bf16 (as torch 2.11-2.15 do), the
+    region check fails on the head's weight while the whole model's bf16 bounds pass."""
+    monkeypatch.setattr(train_run, "COMPILE_OPTIONS", {"backend": "aot_eager"})
+    monkeypatch.setattr(train_run, "_require_compiler", lambda ctx: None)
+    wrong = _inner_region_backward_in_bf16()
+    output = run_direct("transformer", "bf16.inner_fp32.compile", 4242)
+    torch._dynamo.reset()
+    measurement = output.measurement
+    if not wrong:
+        assert failures(output) == 0, measurement["failures"]
+        return
+    assert measurement["failed"] == {"wrong_value": 1}, measurement["failures"]
+    first = measurement["failures"][0]
+    where = (first["variant"], first["direction"], first["sample"], first["output"])
+    assert where == ("float64", "region_grad", 1, "head.weight")
+
+
 # -- the rules that keep benign differences from failing -------------------------------------------
+
+
+def test_the_region_bound_allows_the_regions_own_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A float16 region rounds its operands and results to float16: its gradient is that far
+    # from float64 on any correct implementation (the same draw as the emulation's).
+    assert failures(run_direct("transformer", "bf16.inner_fp16", 1)) == 0
+    monkeypatch.setattr(train_run, "REGION_NOISE_FACTOR", 0.0)
+    output = run_direct("transformer", "bf16.inner_fp16", 1)
+    assert failures(output) > 0
+    assert {f["direction"] for f in output.measurement["failures"]} == {"region_grad"}
+
 
 
 def test_adam_eps_keeps_near_zero_gradients_from_flipping_the_update(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,8 +23,8 @@ WRAP_INVISIBLE = {
     "argmax.all.fp16",
     "any_all.bool",
 }
-#: Along the one long row of ``d31`` the reductions return one value.
-WRAP_INVISIBLE_D31 = {"sum.fp16", "sum.bf16", "sum.fp32", "sum.int32", "mean.bf16", "var.fp32", "amax.fp16", "argmax.fp32"}
+#: Along the one long row of ``d31`` and ``d32`` the reductions return one value.
+WRAP_INVISIBLE_LONG = {"sum.fp16", "sum.bf16", "sum.fp32", "sum.int32", "mean.bf16", "var.fp32", "amax.fp16", "argmax.fp32"}
 
 #: Attention backends that exist only on a GPU (their cases are refused on the CPU).
 GPU_ONLY = {c.name for c in width_run.REGISTRY if any(f"sdpa.{b}." in c.name for b in ("flash", "efficient", "cudnn"))}
@@ -74,6 +74,13 @@ def test_every_group_has_cases_at_both_element_boundaries_and_probes_are_isolate
             assert probe.placement == "exclusive", probe.id
     # One dimension past 2^31 where the operations allow it: not attention.
     assert "width.attention.d31" not in probes and "width.reduce.d31" in probes
+    # Past 2^32: the groups that treat one dimension apart (the others are 1-D at n32).
+    assert {p for p in probes if p.endswith(".d32")} == {"width.reduce.d32", "width.scan.d32", "width.index.d32"}
+    # Index values past int32 into one dimension past 2^31 and 2^32, by int64 indices.
+    long_index = {c.name for c in width_run.cases_for("index", "d32")}
+    long_index &= {c.name for c in width_run.cases_for("index", "d31")}
+    assert {"index_select.long.uint8", "gather.long.bool", "embedding.long.fp16.bwd", "index_add.long.fp16",
+            "scatter.long.uint8", "index_fill.long.bool", "bincount.values.int64", "histc.bins.fp64"} <= long_index
 
 
 def test_geometry_crosses_the_boundaries_it_names() -> None:
@@ -82,8 +89,10 @@ def test_geometry_crosses_the_boundaries_it_names() -> None:
         assert g.total > 1 << bits
         assert g.total < (1 << bits) * 1.05
         assert g.marks[-1] == 1 << bits
-        if kind == "d31":
-            assert g.shape() == (g.length,) and g.length > 1 << 31
+        if kind in width_run.LONG_KINDS:
+            # One dimension past the boundary, and past 2^31 as well at d32.
+            assert g.shape() == (g.length,) and g.length > 1 << bits
+            assert g.marks == [1 << b for b in range(31, bits + 1)]
         elif kind == "g16":
             # Past the grid's 65535 blocks on its second and third axes.
             assert g.length > 65535 and g.marks == [1 << 16]
@@ -107,7 +116,7 @@ def test_planted_faults_are_caught_by_every_case(effect: str, fault: Any) -> Non
     missed = []
     for case, kind in _all_cases():
         if effect == "wrap" and (
-            case.name in WRAP_INVISIBLE or (kind == "d31" and case.name in WRAP_INVISIBLE_D31)
+            case.name in WRAP_INVISIBLE or (kind in width_run.LONG_KINDS and case.name in WRAP_INVISIBLE_LONG)
         ):
             continue
         if _run_case(case, kind).violations == 0:
@@ -182,15 +191,134 @@ def test_docs_hold_the_generated_memory_table() -> None:
     )
 
 
-def test_a_sticky_fault_keeps_the_findings_of_the_cases_before_it() -> None:
-    ran = [
-        {"case": "gather.fp32", "violations": 0},
-        {"case": "nll_loss_spatial.fp16.bwd", "violations": 12},
-        {"case": "histc.fp32", "violations": 0},
+def _sticky(method: str, message: str = "CUDA error: an illegal memory access was encountered") -> dict[str, Any]:
+    """A fault that raises a sticky device error in the width operation ``method``."""
+    return {"name": f"sticky-{method}", "op": "width", "when": {"methods": [method]},
+            "effect": {"kind": "exception", "message": message}}
+
+
+def _simulate(*faults: dict[str, Any]) -> None:
+    simulate.activate({"fault": list(faults)}, torch, "cpu")
+
+
+def _copy_probe() -> tuple[Any, ProbeContext]:
+    """``width.copy.n31`` as the worker runs it. Its cases, in order, and the method each
+    runs: clone.fp16 (clone), transpose_contiguous.fp16 (contiguous), cat.fp16 (cat),
+    flip.fp16 (flip), roll.fp16 (roll), repeat.fp16 (repeat), pad.fp16 (constant_pad_nd),
+    strided_clone.fp16 (clone), copy_to_fp32.fp16 (copy_)."""
+    probe = catalog.lookup("width.copy.n31")
+    assert probe is not None
+    ctx = ProbeContext(torch, "cpu", 0, probe.id, {})
+    with simulate.bypassed():
+        return probe.resolve()(ctx, **probe.params), ctx
+
+
+def test_a_sticky_fault_ends_the_case_and_the_rest_run_in_a_fresh_process(fault: Any) -> None:
+    # cat.fp16 loses the device context of the worker; roll.fp16, which now runs in a fresh
+    # process, returns zeros: judged there, it fails the probe, and the fault is listed.
+    _simulate(_sticky("cat"), {"name": "roll-zeros", "op": "width", "when": {"methods": ["roll"]},
+                               "effect": {"kind": "zeros"}})
+    output, ctx = _copy_probe()
+    assert ctx.restart_worker and ctx.restart_worker.startswith("cat.fp16 faulted")
+    ran = {r["case"]: r for r in output.metrics["cases"]}
+    assert list(ran) == [c.name for c in width_run.cases_for("copy", "n31") if c.name != "cat.fp16"]
+    assert ran["clone.fp16"].get("process") is None and ran["flip.fp16"]["process"] == 1
+    assert ran["roll.fp16"]["violations"] > 0 and output.measurement["violations"] == ran["roll.fp16"]["violations"]
+    assert output.metrics["cases_faulted"] == 1 and output.metrics["fresh_processes"] == 1
+    assert output.metrics["faulted"] == [
+        {"case": "cat.fp16", "error": "RuntimeError: CUDA error: an illegal memory access was encountered",
+         "process": 0}
     ]
-    text = width_run._before(ran)
-    assert text == (
-        "cases that failed before it: nll_loss_spatial.fp16.bwd (12 violations); "
-        "cases that passed before it: gather.fp32, histc.fp32"
+    assert "faulted: cat.fp16: RuntimeError: CUDA error: an illegal memory access was encountered" in output.notes
+
+
+def test_a_crash_a_fault_or_a_hang_in_a_fresh_process_ends_only_its_case(fault: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(width_run, "CASE_TIMEOUT_S", 4.0)
+    _simulate(
+        _sticky("cat"),
+        {"name": "crash", "op": "width", "when": {"methods": ["roll"]},
+         "effect": {"kind": "crash", "signal": "SIGSEGV"}},
+        _sticky("constant_pad_nd", "CUDA error: misaligned address"),
+        {"name": "hang", "op": "width", "when": {"methods": ["copy_"]}, "effect": {"kind": "hang"}},
     )
-    assert width_run._before([]) == "cases that passed before it: none"
+    with pytest.raises(width_run.CaseFaults) as raised:
+        _copy_probe()
+    outcomes = {r.case: (r.outcome, r.process) for r in raised.value.results}
+    assert outcomes == {
+        "clone.fp16": ("ran", 0),
+        "transpose_contiguous.fp16": ("ran", 0),
+        "cat.fp16": ("fault", 0),
+        "flip.fp16": ("ran", 1),
+        "roll.fp16": ("fault", 1),
+        "repeat.fp16": ("ran", 2),
+        "pad.fp16": ("fault", 2),
+        "strided_clone.fp16": ("ran", 3),
+        "copy_to_fp32.fp16": ("fault", 3),
+    }
+    assert all(r.checked > 0 and r.violations == 0 for r in raised.value.results if r.outcome == "ran")
+    text = str(raised.value)
+    # Every faulting case, with its error, and what ran after the faults.
+    assert text.startswith("4 of 9 cases on 16647 elements in rows of 31 (past 2^14) faulted: ")
+    assert "cat.fp16: RuntimeError: CUDA error: an illegal memory access was encountered;" in text
+    assert (
+        "roll.fp16: fresh process 1 died with SIGSEGV during it: simulated crash (crash) during width | "
+        "Fatal Python error: Segmentation fault;"
+    ) in text
+    assert "pad.fp16: RuntimeError: CUDA error: misaligned address (in fresh process 2);" in text
+    assert "copy_to_fp32.fp16: did not finish within 4 s in fresh process 3; it was killed." in text
+    assert text.endswith(
+        "Cases that passed in the probe's process: clone.fp16, transpose_contiguous.fp16; "
+        "cases that passed in fresh processes after a fault: flip.fp16, repeat.fp16, strided_clone.fp16"
+    )
+
+
+def _result(
+    case: str, outcome: str = "ran", violations: int = 0, process: int = 0, text: str = ""
+) -> width_run.CaseResult:
+    return width_run.CaseResult(case, outcome, text, checked=10, violations=violations, process=process)
+
+
+def test_a_fault_is_an_error_unless_a_judged_case_is_wrong() -> None:
+    ctx = ProbeContext(torch, "cpu", 0, "width.index.n31", {})
+    g = width_run.geometry("n31", on_gpu=False)
+    cases = width_run.cases_for("index", "n31")
+    fault = _result("nll_loss_spatial.fp16.bwd", "fault", text="AcceleratorError: CUDA error: an illegal memory access")
+    passed = [_result("gather.fp32"), _result("histc.fp32", process=1)]
+    with pytest.raises(width_run.CaseFaults, match="1 of 3 cases .* faulted: nll_loss_spatial.fp16.bwd: Accelerator"):
+        width_run._output(ctx, g, "index", "n31", cases, [passed[0], fault, passed[1]], 0, 1, [])
+    # A wrong case is a FAIL; the fault stays in the notes and the metrics.
+    wrong = _result("take.fp32", violations=3, process=1)
+    output = width_run._output(ctx, g, "index", "n31", cases, [passed[0], fault, wrong], 0, 1, [])
+    assert output.measurement["violations"] == 3
+    assert "faulted: nll_loss_spatial.fp16.bwd: AcceleratorError: CUDA error: an illegal memory access" in output.notes
+    assert output.metrics["faulted"][0]["case"] == "nll_loss_spatial.fp16.bwd"
+    assert output.metrics["cases"][1] == {"case": "take.fp32", "violations": 3, "seconds": 0.0, "planned_gib": 0.0,
+                                          "process": 1}
+
+
+def test_a_crashed_childs_last_words_skip_the_stack_dump() -> None:
+    stderr = (
+        "gpuprobe width: width.scan.n31 cummax.fp16\n"
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "Fatal Python error: Aborted\n\nCurrent thread 0x1 (most recent call first):\n  File \"x.py\", line 3\n"
+        "Extension modules: numpy, torch._C\n"
+    )
+    assert width_run._last_words(stderr) == (
+        "terminate called after throwing an instance of 'c10::Error' | Fatal Python error: Aborted"
+    )
+    assert width_run._last_words("one\ntwo\nthree\n") == "two | three"
+    assert width_run._last_words("") == "no output"
+
+
+def test_a_simulated_sticky_error_loses_the_context_until_simulation_is_reset(fault: Any) -> None:
+    assert simulate.is_sticky_error("CUDA error: an illegal memory access was encountered")
+    assert not simulate.is_sticky_error("CUDA error: invalid argument")
+    _simulate(_sticky("flip"))
+    ctx = ProbeContext(torch, "cpu", 0, "width.copy.n31", {})
+    assert width_run.context_lost(ctx) is None
+    with pytest.raises(RuntimeError), simulate.bypassed():
+        width_cases.flip_fp16(width_run.Scope(ctx, width_run.geometry("n31", on_gpu=False), seed=1))
+    assert width_run.context_lost(ctx) == "CUDA error: an illegal memory access was encountered"
+    # A fresh simulation (a fresh process activates one) starts with a usable context.
+    _simulate()
+    assert width_run.context_lost(ctx) is None

@@ -66,8 +66,9 @@ fn measurement_name(measurement: &Measurement) -> &'static str {
 
 /// The sweep's verdict: wrong values fail (the class of the first wrong case, all-zero and
 /// zero-only outputs told apart), a device error where the reference computes is an
-/// error, everything else passes (inputs the device accepts and the CPU rejects, and cases
-/// without a usable reference, are in the observation's notes).
+/// error, everything else passes (inputs the device accepts and the CPU rejects, a NaN
+/// that a decomposition turned into finite numbers, and cases without a usable reference,
+/// are counted and named in the observation's notes).
 fn judge_sweep(stats: &SweepStats) -> Verdict {
     let wrong: u64 = stats.failed.values().sum();
     let label = if stats.variant_test_name.is_empty() {
@@ -771,7 +772,7 @@ mod tests {
     }
 
     #[test]
-    fn sweep_wrong_values_fail_errors_error_and_refusals_and_notes_pass() {
+    fn sweep_wrong_values_fail_errors_error_and_refusals_swallowed_nan_and_notes_pass() {
         use gpuprobe_model::observation::{SweepError, SweepFailure};
         let rule = spec(Rule::Sweep);
         let mut stats = SweepStats {
@@ -781,6 +782,7 @@ mod tests {
             passed: 20,
             invalid_accepted: 2,
             refused: 3,
+            nonfinite_swallowed: 4,
             ..SweepStats::default()
         };
         assert_eq!(

@@ -77,6 +77,12 @@ pub struct SweepStats {
     /// error of the device's stack.
     #[serde(default)]
     pub refused: u64,
+    /// Cases where a NaN or infinity in the input of a decomposition or solver came back as
+    /// finite numbers (an output whose reference holds NaN/Inf is entirely finite: it looks
+    /// valid but is meaningless): reported, not counted as wrong math, since no linear-algebra
+    /// library promises to propagate NaN.
+    #[serde(default)]
+    pub nonfinite_swallowed: u64,
     /// Cases not judged, by reason (no float64 reference, the reference crashed, ...).
     #[serde(default)]
     pub unjudged: BTreeMap<String, u64>,

@@ -56,6 +56,7 @@ pub const KNOWN_EFFECTS: &[&str] = &[
     "drop_nan",
     "accept_invalid",
     "wrap",
+    "round_bf16",
 ];
 
 #[derive(Debug, Deserialize)]

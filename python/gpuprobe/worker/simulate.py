@@ -100,6 +100,8 @@ EFFECTS = frozenset(
         "accept_invalid",
         # width only: what a kernel that computes offsets in 32 bits reads past the boundary.
         "wrap",
+        # floating values rounded to bfloat16: a kernel computing in a lower precision than asked.
+        "round_bf16",
     }
 )
 
@@ -444,6 +446,9 @@ class FaultEngine:
         if not isinstance(spec, Mapping):
             raise SimulationError("simulate must be an object")
         self.source = str(spec.get("source") or "")
+        #: The spec as given: a probe that continues its work in a child process activates
+        #: the same faults there (``activate(engine.spec, ...)``).
+        self.spec: dict[str, Any] = dict(spec)
         raw_faults = spec.get("fault", [])
         if not isinstance(raw_faults, list):
             raise SimulationError("simulate.fault must be a list")
@@ -582,7 +587,11 @@ class FaultEngine:
         if fault.effect == "hang":
             hang(fault.message)
         if fault.effect == "exception":
-            raise RuntimeError(fault.message or f"simulated failure ({fault.name}) during {call.op}")
+            message = fault.message or f"simulated failure ({fault.name}) during {call.op}"
+            if is_sticky_error(message):
+                # What the real error does: the device context of this process is unusable.
+                _lose_context(message)
+            raise RuntimeError(message)
         torch = self._torch
         if fault.effect == "oom":
             message = fault.message or f"simulated out of memory ({fault.name}) during {call.op}"
@@ -670,7 +679,10 @@ def corrupt(torch: Any, t: Any, effect: str, occurrence: int) -> None:
     - ``wrap``: with ``P`` the largest power of two below the element count, every element at
       flat index ``i >= P`` takes the value at ``i - P``: what a kernel reads when its offsets
       wrap at 2^31 or 2^32 (the index-width boundary of a real tensor, the nearest power of
-      two of a small one).
+      two of a small one);
+    - ``round_bf16``: every floating element rounded to bfloat16 and back (what a kernel
+      computing in bfloat16 where a higher precision was asked returns); other dtypes are
+      left as they are.
     """
     dtype_name = str(t.dtype).replace("torch.", "")
     if effect == "nan" and dtype_name not in _NAN_BITS:
@@ -692,6 +704,9 @@ def corrupt(torch: Any, t: Any, effect: str, occurrence: int) -> None:
             flat[period:].copy_(flat[: count - period].clone())
 
         _in_place_on_flat(torch, t, wrap)
+    elif effect == "round_bf16":
+        if t.is_floating_point():
+            t.copy_(t.to(torch.bfloat16).to(t.dtype))
     elif effect == "bitflip":
 
         def flip(flat: Any) -> None:
@@ -746,6 +761,39 @@ def hang(message: str | None) -> None:
 # Activation and library wrappers.
 
 _ENGINE: FaultEngine | None = None
+#: The message of a simulated sticky error raised in this process (``context_lost``).
+_CONTEXT_LOST: str | None = None
+
+#: Lower-case markers of a sticky device error: after one, every later call in the same
+#: process fails too (CUDA's "the process must be terminated and relaunched").
+STICKY_ERROR_MARKERS = (
+    "illegal memory access",
+    "misaligned address",
+    "device-side assert",
+    "unspecified launch failure",
+    "illegal instruction",
+)
+
+
+def is_sticky_error(message: str) -> bool:
+    """Whether an exception message names a sticky device error."""
+    lowered = message.lower()
+    return any(marker in lowered for marker in STICKY_ERROR_MARKERS)
+
+
+def _lose_context(message: str) -> None:
+    global _CONTEXT_LOST
+    _CONTEXT_LOST = message
+
+
+def context_lost() -> str | None:
+    """The message of the simulated sticky error that made this process's device context
+    unusable (an ``exception`` fault whose ``message`` is a sticky error), or None. Probes
+    that tell a sticky fault from one the context survives read it beside the real check
+    (``context.device_context_problem``), so the CPU exercises their recovery."""
+    return _CONTEXT_LOST
+
+
 _PATCHED = False
 #: The device under test of the active simulation (what "on the device" means to wrappers).
 _DUT: Any = None
@@ -763,8 +811,9 @@ def activate(spec: Mapping[str, Any], torch: Any, device: str, environ: Mapping[
 
 def activate_engine(fault_engine: FaultEngine, torch: Any, device: str) -> FaultEngine:
     """Turns simulation on with an engine built (and validated) earlier."""
-    global _ENGINE, _DUT
+    global _ENGINE, _DUT, _CONTEXT_LOST
     fault_engine.bind(torch)
+    _CONTEXT_LOST = None
     _DUT = torch.device(device)
     _ENGINE = fault_engine
     install_patches(torch)
@@ -773,8 +822,9 @@ def activate_engine(fault_engine: FaultEngine, torch: Any, device: str) -> Fault
 
 def deactivate() -> None:
     """Turns simulation off (wrappers stay installed but pass through); used by tests."""
-    global _ENGINE
+    global _ENGINE, _CONTEXT_LOST
     _ENGINE = None
+    _CONTEXT_LOST = None
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -1,7 +1,9 @@
 """Per-family recipes: how a probe's one failing case becomes plain torch code.
 
 One module per probe family (``copy``, ``dtype``, ``ops``, ``nn``, ``pipeline``, ``sweep``,
-``width``, ``compiled`` for the compile family), each a set of recipes: functions from a ``base.Case`` (the probe's catalogue
+``width``, ``compiled`` for the compile family, ``optim``, ``graph``, ``train``; the last three
+copy the probe's own code into the script with ``copied.Copier``), each a set of recipes:
+functions from a ``base.Case`` (the probe's catalogue
 definition, the plan seed, the observation) to a ``script.Recipe`` (the script's case
 section and its ``repro.json`` fields). ``script.render`` puts a recipe into the scaffold
 every script shares. ``RECIPES`` maps a probe implementation to its recipe; ``UNCOVERED``
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpuprobe.repro.families import compiled, copy, dtype, nn, ops, pipeline, sweep, width
+from gpuprobe.repro.families import compiled, copy, dtype, graph, nn, ops, optim, pipeline, sweep, train, width
 from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.ops import elementwise_cases
 from gpuprobe.repro.script import Recipe
@@ -37,6 +39,9 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     **sweep.RECIPES,
     **width.RECIPES,
     **compiled.RECIPES,
+    **optim.RECIPES,
+    **graph.RECIPES,
+    **train.RECIPES,
 }
 
 #: Families with no recipe, and why (``no repro: WHY``).
@@ -48,9 +53,6 @@ UNCOVERED: dict[str, str] = {
     "fault": "fault probes trigger deliberate faults (run only when named); the fault is the repro",
     "dist": "multi-GPU collectives need a process group per GPU; not rebuilt as one script yet",
     "native": "native probes call the CUDA/HIP runtime from gpuprobe's own binary; no Python repro",
-    "graph": "CUDA-graph probes capture and replay a sequence of workloads; not rebuilt as one script yet",
-    "optim": "optimizer probes step several implementations over several steps; not rebuilt as one script yet",
-    "train": "training-step probes run a small model for several steps; not rebuilt as one script yet",
 }
 
 _P = "gpuprobe.worker.probes."

@@ -36,8 +36,9 @@ def _program(case: Case) -> Recipe:
     variant = first.get("variant")
     if variant not in _PASS_TRANSFORMS:
         raise NoRepro(
-            f"the failing output is from the {variant!r} pass: the script writes out a functional call, not an out= or "
-            "in-place one (bench/compile/candidates.py has standalone repros of such calls)"
+            f"the failing output is from the {variant!r} pass: the script rebuilds a functional call on the sample as the "
+            f"{', '.join(sorted(_PASS_TRANSFORMS))} passes make it, not an out= or in-place call, a view, a value class, "
+            "a composed entry or another gradient seed (bench/compile/candidates.py has standalone repros of such calls)"
         )
     output = str(first.get("output") or "")
     key, _, which = output.partition(" ")

@@ -288,6 +288,11 @@ def _run_op(case: Case) -> Recipe:
             f"the failing case is the {transform!r} call variant: the script writes out a functional call and its "
             "float64 reference, not an out=, in-place or method call (run the probe again with --only to see it)"
         )
+    if transform in getattr(sweep_cases, "TARGETED_TRANSFORMS", ()):
+        raise NoRepro(
+            f"the failing case is the {transform!r} transform of one tensor argument, which the report names in the "
+            "failure's detail but the script does not rebuild (run the probe again with --only to see it)"
+        )
     if sweep_db.is_exact_dtype(dtype_name):
         raise NoRepro(
             f"{dtype_name} is judged exactly against the CPU in the same dtype, which the script's float64 "

@@ -10,7 +10,11 @@ and the math functions the worker's math layer reports (``torch.mm`` / ``matmul`
 ``addmm`` / ``F.linear``, the elementwise functions, the reductions, ``F.conv2d``,
 ``F.scaled_dot_product_attention``), with the same call descriptions, and the batches a
 ``DataLoader`` yields (op ``dataloader``). A sweep script's ``run_case`` is wrapped whole:
-its results meet the ``sweep`` faults (``_wrap_sweep_case``). Tensors reloaded by
+its results meet the ``sweep`` faults (``_wrap_sweep_case``). A training-path script (its
+``FAMILY``) is faulted where the worker faults that family: an optimizer script's device
+trajectories after each step (``optim``), a graph script's ``read_back`` of each replay
+(``graph``), a train script's ``_Faults.apply`` after backward and after the optimizer's
+step (``train``). Tensors reloaded by
 ``torch.load`` / ``safetensors.torch.load_file`` meet the ``save_load`` faults and the batches
 of an Accelerate-prepared loader the ``dataloader`` faults of method ``accelerate``.
 
@@ -336,6 +340,160 @@ def _wrap_sweep_case(simulate, torch, script) -> None:
     script.run_case = run_case
 
 
+def _case_frame(start):
+    """The frame of the script's ``run_case`` on the stack, or None."""
+    frame = start
+    while frame is not None:
+        if frame.f_code.co_name == "run_case" and frame.f_globals.get("__name__") == "__main__":
+            return frame
+        frame = frame.f_back
+    return None
+
+
+#: Script families faulted only by their own hooks below, never by the generic wrappers.
+_FAMILY_HOOKS = ("optim", "graph", "train")
+#: Effects that corrupt an optimizer's parameters (the others raise, crash or hang), as the
+#: worker's ``optim_run._simulation_hook`` has them.
+_OPTIM_CORRUPTING = ("zeros", "partial_zeros", "nan", "bitflip", "stale", "wrap")
+
+
+def _optim_hook(simulate, optimizer: str, dtype: str, implementation: str):
+    """The worker's ``optim_run._simulation_hook``: after an optimizer step the ``optim``
+    faults (method the optimizer, variant the implementation, direction ``step<N>``) corrupt
+    every parameter in place. None when no fault is about optimizers."""
+    active = simulate.engine()
+    if active is None or not active.wants("optim"):
+        return None
+
+    def hook(step, params):
+        call = simulate.CallInfo(
+            op="optim", method=optimizer, dtype=dtype, on_device=True, variant=implementation, direction=f"step{step}"
+        )
+        fault = active.decide(call)
+        if fault is None:
+            return
+        if fault.effect not in _OPTIM_CORRUPTING:
+            active.apply(fault, call, None)
+            return
+        for param in params:
+            if param.numel() > 0:
+                active.apply(fault, call, param.data)
+
+    return hook
+
+
+def _wrap_optim_case(simulate, torch, script) -> None:
+    """An optimizer script's device trajectories (``run_trajectory`` called in ``run_case``,
+    the implementation told by its flags) and a GradScaler script's ``scaler_step`` meet the
+    ``optim`` faults after each step, as the worker's parameters do."""
+    if getattr(script, "FAMILY", None) != "optim" or not hasattr(script, "DTYPE_NAME"):
+        return
+    if hasattr(script, "scaler_step"):
+        original_step = script.scaler_step
+
+        def scaler_step(scaler, optimizer, params, step):
+            original_step(scaler, optimizer, params, step)
+            frame = _case_frame(sys._getframe(1))
+            case = frame.f_locals.get("case") if frame is not None else None
+            if not isinstance(case, dict):
+                return
+            hook = _optim_hook(simulate, case["optimizer"], script.DTYPE_NAME, case["implementation"])
+            if hook is not None:
+                with torch.no_grad():
+                    hook(step, params)
+
+        script.scaler_step = scaler_step
+        return
+    original = script.run_trajectory
+
+    def run_trajectory(*args, **kwargs):
+        options = args[2] if len(args) > 2 else kwargs.get("kwargs") or {}
+        if kwargs.get("float64") or kwargs.get("after_step") is not None or _case_frame(sys._getframe(1)) is None:
+            return original(*args, **kwargs)
+        implementation = "fused" if options.get("fused") else "foreach" if options.get("foreach") else "forloop"
+        hook = _optim_hook(simulate, script.OPTIMIZER, script.DTYPE_NAME, implementation)
+        if hook is None:
+            return original(*args, **kwargs)
+        return original(*args, after_step=hook, **kwargs)
+
+    script.run_trajectory = run_trajectory
+
+
+def _wrap_graph_case(simulate, torch, script) -> None:
+    """A graph script's ``read_back`` (one replay and its outputs copied to the host) meets
+    the ``graph`` faults as the worker's replays do (``graph_run.judge_replays``: method the
+    workload, variant ``replay<k>``, direction the replayer; ``stale`` leaves the previous
+    replay's outputs, for replay 0 what the capture left in the static outputs)."""
+    if getattr(script, "FAMILY", None) != "graph" or not hasattr(script, "read_back"):
+        return
+    original = script.read_back
+    last: dict = {}
+
+    def read_back(replayer, bound, replay):
+        active = simulate.engine()
+        if active is None or not active.wants("graph") or _case_frame(sys._getframe(1)) is None:
+            return original(replayer, bound, replay)
+        call = simulate.CallInfo(
+            op="graph",
+            method=bound.name,
+            dtype=script.DTYPE_NAME,
+            on_device=True,
+            variant=f"replay{replay}",
+            direction=replayer.kind,
+        )
+        fault = active.decide(call)
+        before = last.get("outputs") if replay > 0 else None
+        if replay == 0 and fault is not None and fault.effect == "stale":
+            with simulate.bypassed():
+                peeked = replayer.peek()
+                before = [p.detach().to("cpu", copy=True) for p in peeked] if peeked is not None else None
+        if fault is not None and fault.effect in ("exception", "crash", "hang", "oom"):
+            active.apply(fault, call, None)
+        found = original(replayer, bound, replay)
+        if fault is not None:
+            with simulate.bypassed():
+                found = [
+                    active.apply(fault, call, f.clone(), snapshot=before[i] if before is not None and i < len(before) else None)
+                    if isinstance(f, torch.Tensor) and f.numel()
+                    else f
+                    for i, f in enumerate(found)
+                ]
+        last["outputs"] = found
+        return found
+
+    script.read_back = read_back
+
+
+def _wrap_train_case(simulate, torch, script) -> None:
+    """A train script's ``_Faults.apply`` (after backward: the gradients; after the
+    optimizer's step: the parameters) meets the ``train`` faults as the worker's
+    ``train_run._Faults`` does (method the model, dtype the autocast dtype, variant the mode,
+    direction ``grad`` or ``update``)."""
+    faults_cls = getattr(script, "_Faults", None) if script is not None else None
+    if faults_cls is None or getattr(script, "FAMILY", None) != "train":
+        return
+    original = faults_cls.apply
+
+    def apply(self, direction, tensors):
+        active = simulate.engine()
+        if active is None or not active.wants("train") or _case_frame(sys._getframe(1)) is None:
+            return original(self, direction, tensors)
+        call = simulate.CallInfo(
+            op="train", method=self.model, dtype=self.dtype_name, on_device=True, variant=self.variant, direction=direction
+        )
+        fault = active.decide(call)
+        if fault is None:
+            return None
+        if fault.effect in ("exception", "crash", "hang", "oom"):
+            active.apply(fault, call, None)
+        with torch.no_grad(), simulate.bypassed():
+            for t in tensors:
+                t.copy_(active.apply(fault, call, t.detach().clone()))
+        return None
+
+    faults_cls.apply = apply
+
+
 def _install(raw: str) -> None:
     try:
         spec = json.loads(raw)
@@ -359,6 +517,9 @@ def _install(raw: str) -> None:
         state["fresh"] = True
         _wrap_sweep_case(simulate, torch, sys.modules.get("__main__"))
         _wrap_width_scope(simulate, torch, sys.modules.get("__main__"))
+        _wrap_optim_case(simulate, torch, sys.modules.get("__main__"))
+        _wrap_graph_case(simulate, torch, sys.modules.get("__main__"))
+        _wrap_train_case(simulate, torch, sys.modules.get("__main__"))
 
     simulate.activate_engine(engine, torch, "cuda:0" if torch.cuda.is_available() else "cpu")
 
@@ -376,7 +537,9 @@ def _install(raw: str) -> None:
             return False
         if not state["fresh"]:
             activate(str(script.get("DEVICE") or "cpu"))
-        return True
+        # A training-path script is faulted only where the worker faults its family (the
+        # worker's optim, graph and train probes call no operations layer).
+        return script.get("FAMILY") not in _FAMILY_HOOKS
 
     simulate.wrappers_active = wrappers_active
 

@@ -33,8 +33,6 @@ def counts(torch: Any, dev_type: str = "cuda") -> dict[str, Any]:
                 continue
             row["compiled"] += 1
             backward = not sweep_db.is_exact_dtype(name) and sweep_db.supports_backward(info, torch, name, dev_type)
-            if name in ("float16", "bfloat16") and sweep_db.is_order_op(info.name):
-                backward = False
             row["backward"] += backward
             row["out"] += bool(getattr(info, "supports_out", False))
             row["inplace"] += getattr(info, "inplace_variant", None) is not None

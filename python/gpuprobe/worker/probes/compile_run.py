@@ -18,7 +18,34 @@ and run in *passes*, each a case ``variant``:
 - ``noncontig``: forward on non-contiguous copies of the inputs (strides are guarded on: a
   new compile), ``channels_last`` for 4-D inputs;
 - ``out`` and ``inplace``: forward through the ``out=`` and in-place entry points
-  (functionalization rewrites both).
+  (functionalization rewrites both); ``out_noncontig``: ``out=`` into a stride-2 view the
+  program makes of a wider tensor;
+- ``sum_grad``: the loss ``Σ out.sum()`` computed inside the program (as a compiled
+  training step computes its loss), its value judged and its gradients taken: the compiler
+  sees the reduction that seeds the backward (an expanded tensor of ones) and may fold it
+  into the gradient kernels, where ``compiled`` seeds dense random weights outside;
+- ``fused``: each entry between a pointwise prologue on its input and a pointwise epilogue
+  on its floating outputs (``Composed``), forward and backward: the compiler fuses them into
+  the entry's kernels (a reduction that reads a computed value, a scatter that writes one),
+  and may recompute the prologue in the backward at another precision than the forward
+  stored; the program's other passes call each entry on plain inputs, so no fusion across
+  an entry's boundary is ever generated there;
+- ``values``: forward on one value class per entry (``VALUE_PASS_FLOAT`` /
+  ``VALUE_PASS_INTEGER``: the sweep's −0.0, NaN with the sign bit, subnormal, huge, the
+  dtype's extremes, NaN and the infinities, integer extremes and negatives; or, for an entry
+  whose sample takes a Python float, that scalar set to −0.0, NaN or ±Inf: the compiler
+  bakes scalars into its code), the class chosen by a hash of entry and dtype so that the
+  database's entries spread over every class;
+- ``inplace_view`` and ``inplace_alias``: the in-place entry point writing into a view with
+  gaps of a wider tensor (every other element; ``VIEW_KINDS``: a strided slice or a gapped
+  ``unfold``), made inside the program (functionalization must write back through the view
+  into its base) or passed in (the program's input aliases memory it must not touch). The
+  elements between the view's must keep their values bit for bit, and the base's written
+  elements, like the returned tensor, must equal the functional result.
+
+Gradients of order statistics (``amax``, ``max``, ``sort``, ...) in half precision go to
+positions chosen among ties, which compiled and eager code may choose differently: there
+only a NaN or infinity where eager's gradient is finite is judged (``nonfinite_only``).
 
 Judging an output (``_judge``): equal to eager within the sweep's bound for the dtype is
 right. Otherwise the float64 reference on the CPU decides: the compiled output within the
@@ -37,10 +64,12 @@ error of class ``compile_error``; the other entries are judged.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -62,12 +91,35 @@ RECOMPILE_LIMIT = 64
 PASSES: tuple[tuple[str, str, bool], ...] = (
     ("compiled", "base", True),
     ("dynamic", "base", True),
+    ("sum_grad", "base", True),
+    ("fused", "base", True),
     ("noncontig", "noncontig", False),
     ("channels_last", "channels_last", False),
+    ("values", "values", False),
     ("out", "out", False),
+    ("out_noncontig", "out_noncontig", False),
     ("inplace", "inplace", False),
+    ("inplace_view", "inplace", False),
+    ("inplace_alias", "inplace", False),
 )
 PASS_NAMES = tuple(p[0] for p in PASSES)
+#: Value classes of the ``values`` pass for floating dtypes, and for integer dtypes.
+VALUE_PASS_FLOAT = ("negzero", "negnan", "subnormal", "huge", "max", "lowest", "nan", "posinf", "neginf")
+VALUE_PASS_INTEGER = ("intmax", "intmin", "negative")
+#: Values a Python float argument takes in the ``values`` pass, each with the sweep
+#: transform whose judging rules fit it (how NaN and infinities may spread).
+SCALAR_VALUES: tuple[tuple[str, float, str], ...] = (
+    ("scalar_negzero", -0.0, "negzero"),
+    ("scalar_nan", float("nan"), "nan"),
+    ("scalar_posinf", float("inf"), "posinf"),
+    ("scalar_neginf", float("-inf"), "neginf"),
+)
+#: How the in-place view passes make a view with gaps of the last dimension: every other
+#: element through a strided slice, or through ``unfold`` with windows of one element two
+#: apart (the same elements through another view operator, another write-back path).
+VIEW_KINDS = ("slice", "unfold")
+#: Passes whose calls write into a view with gaps (and where that view is made).
+VIEW_PASSES = {"inplace_view": "inside", "inplace_alias": "outside"}
 
 
 class _CompileError(Exception):
@@ -89,6 +141,16 @@ class _Call:
     judging: sweep_cases.Judging
     #: How many of the call's results are forward outputs (the rest are gradients).
     forward_count: int = 0
+    #: The gradient's seed: ``projection`` (the sweep's ``Σ⟨w, out⟩``) or ``sum``.
+    loss: str = "projection"
+    #: For the in-place view passes: where the view is made (``inside`` the program or
+    #: ``outside``) and how (``VIEW_KINDS``); empty otherwise.
+    view_place: str = ""
+    view_kind: str = ""
+    #: The value class (or scalar class) of the ``values`` pass, for the failure's label.
+    value_class: str = ""
+    #: Gradients judged for invented NaN/Inf only (order statistics in half precision).
+    nonfinite_only_grads: bool = False
 
 
 @dataclass
@@ -217,9 +279,34 @@ def make_program(functions: list[Callable[..., Any]]) -> Callable[..., Any]:
     return namespace["program"]
 
 
+def _view_of(base: Any, kind: str) -> Any:
+    """The view with gaps of ``base`` (every other element of the last dimension)."""
+    if kind == "unfold":
+        return base.unfold(-1, 1, 2).squeeze(-1)
+    return base[..., ::2]
+
+
 def _entry_function(torch: Any, call: _Call, dtype_name: str) -> Callable[..., Any]:
     info = call.info
     transform = call.case.transform
+    if call.view_place == "inside":
+        kind = call.view_kind
+
+        def write_through_view(base: Any, *args: Any, **kwargs: Any) -> Any:
+            return info.inplace_variant(_view_of(base, kind), *args, **kwargs)
+
+        return write_through_view
+    if call.loss == "sum":
+        process = getattr(call.sample, "output_process_fn_grad", None)
+
+        def loss_inside(x: Any, *args: Any, **kwargs: Any) -> Any:
+            # The loss is part of the compiled program, as in a training step: the compiler
+            # sees the reduction that seeds the backward and may fold it into the gradient.
+            result = info.op(x, *args, **kwargs)
+            outs = sweep_cases.differentiable_outputs(torch, process(result) if callable(process) else result)
+            return sum_loss(torch, outs) if outs else result
+
+        return loss_inside
     if transform in sweep_cases.CALL_VARIANTS:
 
         def variant(x: Any, *args: Any, **kwargs: Any) -> Any:
@@ -229,11 +316,54 @@ def _entry_function(torch: Any, call: _Call, dtype_name: str) -> Callable[..., A
     return info.op
 
 
-def _materialize(torch: Any, call: _Call, seed: int, device: Any, dtype_name: str) -> tuple[tuple[Any, list[Any], Any], list[Any]]:
+def gap_values(torch: Any, shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
+    """The values between a view's elements (on the host): drawn from the seed, so eager
+    and compiled runs start from the same memory and what must stay can be told exactly."""
+    generator = torch.Generator().manual_seed(seed ^ 0x5EED)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+    return torch.randint(1, 100, shape, generator=generator).to(dtype)
+
+
+def _gapped_base(torch: Any, x: Any, seed: int) -> Any:
+    """A tensor twice as wide in the last dimension as ``x``: ``x`` at the even positions,
+    ``gap_values`` at the odd ones."""
+    gaps = gap_values(torch, tuple(x.shape), x.dtype, seed).to(x.device)
+    return torch.stack([x.detach(), gaps], dim=-1).reshape(tuple(x.shape[:-1]) + (2 * x.shape[-1],))
+
+
+@dataclass
+class _Inputs:
+    """A call's arguments, and for the view passes the base the view writes into."""
+
+    call: tuple[Any, list[Any], Any]
+    leaves: list[Any]
+    base: Any = None
+
+
+def _materialize(torch: Any, call: _Call, seed: int, device: Any, dtype_name: str) -> _Inputs:
     (x, args, kwargs), leaves, _ = sweep_cases.materialize(
         torch, call.sample, call.case, seed, device=device, upcast=False, dtype_name=dtype_name
     )
-    return (x, args, kwargs), leaves
+    if not call.view_place:
+        return _Inputs((x, args, kwargs), leaves)
+    base = _gapped_base(torch, x, seed)
+    given = base if call.view_place == "inside" else _view_of(base, call.view_kind)
+    return _Inputs((given, args, kwargs), leaves, base)
+
+
+def _view_results(torch: Any, call: _Call, returned: Any, base: Any) -> list[Any]:
+    """What a view pass judges: the tensor the in-place call returned, the base's elements
+    the view covers, and the base's elements between them (which must not change)."""
+    from torch.utils._pytree import tree_leaves  # type: ignore
+
+    values = [sweep_cases.dense_on_host(torch, v) for v in tree_leaves(returned)]
+    values.append(sweep_cases.dense_on_host(torch, base[..., ::2]))
+    values.append(sweep_cases.dense_on_host(torch, base[..., 1::2]))
+    call.forward_count = len(values)
+    return values
 
 
 def _forward_and_loss(torch: Any, call: _Call, result: Any, leaves: list[Any], seed: int) -> tuple[list[Any], Any]:
@@ -245,17 +375,34 @@ def _forward_and_loss(torch: Any, call: _Call, result: Any, leaves: list[Any], s
     call.forward_count = len(forward)
     if not call.case.backward:
         return forward, None
+    if call.loss == "sum":
+        # The program returned the loss itself (``_entry_function``): judged, then seeded.
+        scalar = isinstance(result, torch.Tensor) and result.dim() == 0 and result.requires_grad
+        return forward, result if scalar else None
     process = getattr(call.sample, "output_process_fn_grad", None)
     processed = process(result) if callable(process) else result
     outs = sweep_cases.differentiable_outputs(torch, processed)
     if not outs or not leaves:
         return forward, None
+    if call.loss == "sum":
+        return forward, None
     first = sweep_cases.primary(torch, call.sample, "float32")
     return forward, sweep_cases.projection_loss(torch, outs, seed, first.dtype if first is not None else None)
 
 
-def _results(torch: Any, calls: list[_Call], outputs: list[Any], leaves: list[list[Any]], seed: int) -> list[list[Any]]:
-    """Each call's forward outputs followed by its gradients.
+def sum_loss(torch: Any, outs: list[Any]) -> Any:
+    """``Σ out.sum()`` over the differentiable outputs (real and imaginary parts of complex
+    ones): its gradient seeds every output with ones."""
+    loss = None
+    for out in outs:
+        term = (torch.view_as_real(out) if out.is_complex() else out).sum()
+        loss = term if loss is None else loss + term
+    return loss
+
+
+def _results(torch: Any, calls: list[_Call], outputs: list[Any], inputs: list[_Inputs], seed: int) -> list[list[Any]]:
+    """Each call's forward outputs followed by its gradients (for the view passes:
+    ``_view_results``).
 
     The gradients of every call come from ONE backward over the sum of the calls' losses:
     the calls share no inputs, so each leaf's gradient is its own call's, and a compiled
@@ -265,7 +412,11 @@ def _results(torch: Any, calls: list[_Call], outputs: list[Any], leaves: list[li
     losses: list[Any] = []
     wanted: list[Any] = []
     owners: list[int] = []
-    for index, (call, result, own) in enumerate(zip(calls, outputs, leaves)):
+    for index, (call, result, given) in enumerate(zip(calls, outputs, inputs)):
+        if call.view_place:
+            results.append(_view_results(torch, call, result, given.base))
+            continue
+        own = given.leaves
         forward, loss = _forward_and_loss(torch, call, result, own, seed)
         results.append(forward)
         if loss is not None:
@@ -358,14 +509,53 @@ class _Prepared:
     oracle: str
     atol: float
     rtol: float
+    #: Gradients go to positions chosen among ties: judged for invented NaN/Inf only.
+    tied_gradients: bool = False
+
+
+#: The pointwise functions the ``fused`` pass puts around an entry: an affine map keeps a
+#: positive input positive and an input in [-1, 1] inside it (most declared domains), and
+#: scales away from values where a kernel's branches meet.
+PROLOGUE = (0.75, 0.125)
+EPILOGUE = (1.5, -0.25)
+
+
+def _affine(torch: Any, value: Any, scale_shift: tuple[float, float]) -> Any:
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value * scale_shift[0] + scale_shift[1]
+    return value
+
+
+class Composed:
+    """An entry of the database with ``PROLOGUE`` applied to its (floating) input tensor and
+    ``EPILOGUE`` to each floating output: called, and read (``name``, ``op``, ...), like the
+    entry itself, so eager, compiled and float64 runs compute the same composition."""
+
+    def __init__(self, torch: Any, info: Any) -> None:
+        self._torch = torch
+        self._info = info
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._info, name)
+
+    def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        from torch.utils._pytree import tree_map  # type: ignore
+
+        torch = self._torch
+        result = self._info(_affine(torch, x, PROLOGUE), *args, **kwargs)
+        return tree_map(lambda v: _affine(torch, v, EPILOGUE), result)
+
+    @property
+    def op(self) -> Callable[..., Any]:
+        return self.__call__
 
 
 def _prepare_entries(torch: Any, entries: list[tuple[str, Any]], dtype_name: str, dev_type: str, seed: int, tally: _Tally) -> list[_Prepared]:
     prepared = []
     for key, info in entries:
         backward = not sweep_db.is_exact_dtype(dtype_name) and sweep_db.supports_backward(info, torch, dtype_name, dev_type)
-        if dtype_name in ("float16", "bfloat16") and sweep_db.is_order_op(info.name):
-            backward = False  # gradients routed among ties (the sweep's rule)
+        # Gradients routed among ties (the sweep leaves them out): judged for NaN/Inf only.
+        tied = backward and tied_gradients(info.name, dtype_name)
         try:
             samples = sweep_cases.generate_samples(torch, info, dtype_name, seed, requires_grad=backward)
         except sweep_cases.CaseError as exc:
@@ -383,8 +573,14 @@ def _prepare_entries(torch: Any, entries: list[tuple[str, Any]], dtype_name: str
             continue
         oracle = sweep_db.oracle_for(info, dtype_name)
         atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
-        prepared.append(_Prepared(key, info, samples, backward, oracle, atol, rtol))
+        prepared.append(_Prepared(key, info, samples, backward, oracle, atol, rtol, tied_gradients=tied))
     return prepared
+
+
+def tied_gradients(name: str, dtype_name: str) -> bool:
+    """Whether an entry's gradients go to positions chosen among ties in this dtype (order
+    statistics in half precision, where equal values are common)."""
+    return dtype_name in ("float16", "bfloat16") and sweep_db.is_order_op(name)
 
 
 def _other_sizes(prepared: _Prepared) -> int:
@@ -412,7 +608,20 @@ def _calls_for_pass(torch: Any, prepared: list[_Prepared], name: str, transform:
     second_round: list[_Call] = []
     for entry in prepared:
         other = _other_sizes(entry) if name == "dynamic" else 0
-        call = _make_call(torch, entry, 0, transform, with_grad, dtype_name)
+        if name == "values":
+            call = _value_call(torch, entry, dtype_name)
+        elif name in VIEW_PASSES:
+            call = _view_call(torch, entry, name, dtype_name)
+        else:
+            call = _make_call(torch, entry, 0, transform, with_grad, dtype_name)
+            if call is not None and name == "sum_grad":
+                if not call.case.backward:
+                    continue  # forward only: the ``compiled`` pass's program already
+                call.loss = "sum"
+            if call is not None and name == "fused":
+                if sweep_db.is_exact_dtype(dtype_name) or not _floating_input(torch, call.sample):
+                    continue  # nothing for a floating prologue to act on
+                call.info = Composed(torch, call.info)
         if call is None:
             continue
         first_round.append(call)
@@ -448,6 +657,112 @@ def _make_call(torch: Any, entry: _Prepared, index: int, transform: str, with_gr
         entry.atol,
         entry.rtol,
         sweep_cases.judging(entry.info.name, dtype_name, "base"),
+        nonfinite_only_grads=entry.tied_gradients,
+    )
+
+
+def _floating_input(torch: Any, sample: Any) -> bool:
+    return isinstance(sample.input, torch.Tensor) and sample.input.is_floating_point()
+
+
+def _rotation(key: str, dtype_name: str, count: int) -> int:
+    """Where an entry starts in a list of ``count`` classes: a hash of entry and dtype, so
+    each class falls to some entries of every program and every dtype."""
+    return zlib.crc32(f"{key}|{dtype_name}".encode()) % count
+
+
+def _float_scalar_slots(sample: Any) -> list[tuple[str, Any]]:
+    """Where a sample passes a Python float (not a bool or an int): ``("arg", i)`` or
+    ``("kwarg", name)``."""
+    slots: list[tuple[str, Any]] = [("arg", i) for i, a in enumerate(sample.args) if type(a) is float]
+    slots += [("kwarg", k) for k, v in sample.kwargs.items() if type(v) is float]
+    return slots
+
+
+def with_scalar(sample: Any, slot: tuple[str, Any], value: float) -> Any:
+    """A copy of ``sample`` with the Python float at ``slot`` set to ``value``."""
+    changed = copy.copy(sample)
+    if slot[0] == "arg":
+        args = list(sample.args)
+        args[slot[1]] = value
+        changed.args = tuple(args)
+    else:
+        changed.kwargs = {**sample.kwargs, slot[1]: value}
+    return changed
+
+
+def _value_call(torch: Any, entry: _Prepared, dtype_name: str) -> _Call | None:
+    """The ``values`` pass's call of an entry: the class its rotation picks among the
+    tensor value classes that apply to its samples and, where a sample takes a Python
+    float, the scalar classes; None when none applies."""
+    exact = sweep_db.is_exact_dtype(dtype_name)
+    options: list[tuple[str, int, str, Any]] = []  # (label, sample index, transform, sample)
+    classes = VALUE_PASS_INTEGER if exact else VALUE_PASS_FLOAT
+    for transform in classes:
+        for index, sample in enumerate(entry.samples):
+            if sweep_cases.applicable(torch, entry.info, sample, transform, dtype_name):
+                options.append((transform, index, transform, sample))
+                break
+    if not exact:
+        for index, sample in enumerate(entry.samples):
+            slots = _float_scalar_slots(sample)
+            if slots:
+                for label, value, rules in SCALAR_VALUES:
+                    options.append((label, index, rules, with_scalar(sample, slots[0], value)))
+                break
+    if not options:
+        return None
+    variant = str(entry.info.variant_test_name or "")
+    # A decomposition under a non-finite input has undefined values (the sweep judges only
+    # whether the NaN vanished): nothing to compare compiled and eager code on.
+    options = [o for o in options if not sweep_cases.judging(entry.info.name, dtype_name, o[2], variant=variant).swallow_only]
+    if not options:
+        return None
+    label, index, transform, sample = options[_rotation(entry.key, dtype_name, len(options))]
+    scalar = label.startswith("scalar_")
+    oracle = entry.oracle
+    if oracle == "value" and sweep_db.sample_is_random(entry.info.name, sample):
+        return None
+    return _Call(
+        entry.key,
+        entry.info,
+        index,
+        sample,
+        sweep_cases.Case(index, "base" if scalar else transform, False),
+        oracle,
+        entry.atol,
+        entry.rtol,
+        sweep_cases.judging(entry.info.name, dtype_name, transform, variant=variant),
+        value_class=label,
+    )
+
+
+def _view_call(torch: Any, entry: _Prepared, name: str, dtype_name: str) -> _Call | None:
+    """A view pass's call of an entry with an in-place entry point, on its first sample the
+    in-place call takes (a tensor input of the probe's dtype that it need not grow)."""
+    if entry.oracle != "value":
+        return None
+    usable = [
+        i for i, s in enumerate(entry.samples) if sweep_cases.applicable(torch, entry.info, s, "inplace_noncontig", dtype_name)
+    ]
+    if not usable:
+        return None
+    index = usable[0]
+    sample = entry.samples[index]
+    place = VIEW_PASSES[name]
+    kind = VIEW_KINDS[_rotation(entry.key, dtype_name, len(VIEW_KINDS))] if place == "inside" else "slice"
+    return _Call(
+        entry.key,
+        entry.info,
+        index,
+        sample,
+        sweep_cases.Case(index, "inplace", False),
+        entry.oracle,
+        entry.atol,
+        entry.rtol,
+        sweep_cases.judging(entry.info.name, dtype_name, "base"),
+        view_place=place,
+        view_kind=kind,
     )
 
 
@@ -479,14 +794,15 @@ def _eager(ctx: ProbeContext, call: _Call, seed: int, dtype_name: str) -> list[A
     program)."""
     torch = ctx.torch
     try:
-        (x, args, kwargs), leaves = _materialize(torch, call, seed, ctx.device, dtype_name)
+        given = _materialize(torch, call, seed, ctx.device, dtype_name)
+        x, args, kwargs = given.call
         fn = _entry_function(torch, call, dtype_name)
         if call.case.backward:
             result = fn(x, *args, **kwargs)
         else:
             with torch.no_grad():
                 result = fn(x, *args, **kwargs)
-        values = _results(torch, [call], [result], [leaves], seed)[0]
+        values = _results(torch, [call], [result], [given], seed)[0]
         ctx.sync()
         return values
     except Exception:  # noqa: BLE001 - eager rejects it: not a valid program
@@ -498,7 +814,7 @@ def _compiled(ctx: ProbeContext, program: Any, calls: list[_Call], seed: int, dt
     ``_CompileError`` when compiling or running the compiled code raises."""
     torch = ctx.torch
     materialized = [_materialize(torch, c, seed, ctx.device, dtype_name) for c in calls]
-    inputs = [m[0] for m in materialized]
+    inputs = [m.call for m in materialized]
     grad = any(c.case.backward for c in calls)
     try:
         if grad:
@@ -506,7 +822,7 @@ def _compiled(ctx: ProbeContext, program: Any, calls: list[_Call], seed: int, dt
         else:
             with torch.no_grad():
                 outs = program(inputs)
-        results = _results(torch, calls, outs, [m[1] for m in materialized], seed)
+        results = _results(torch, calls, outs, materialized, seed)
         ctx.sync()
     except Exception as exc:  # noqa: BLE001 - judged by the caller (bisected)
         raise _CompileError(compile_error_text(exc)) from exc
@@ -578,11 +894,27 @@ def _judge_call(
         return
     reference: list[Any] | None = None
     wrong = None
+    if call.view_place:
+        # The elements between the view's: unchanged, bit for bit (no reference needed).
+        gaps = _gaps_changed(torch, call, seed, found[-1], eager[-1])
+        if gaps == "eager":
+            tally.unjudge("eager_off_too", f"{variant} {call.key}: eager changed elements outside the view")
+            return
+        if gaps is not None:
+            tally.fail(call, _label(call, variant), "gaps", gaps)
+            return
+        eager, found = eager[:-1], found[:-1]
     for index, (want, got) in enumerate(zip(eager, found)):
         if want is None and got is None:
             continue
         forward = not call.case.backward or index < call.forward_count
-        label = f"out[{index}]" if forward else f"grad[{index - call.forward_count}]"
+        label = _output_label(call, index, forward)
+        if not forward and call.nonfinite_only_grads:
+            invented = _invented_nonfinite(torch, got, want)
+            if invented is not None:
+                wrong = (label, invented)
+                break
+            continue
         first = _compare(torch, call, got, want, dtype_name)
         if first is None:
             continue
@@ -598,12 +930,101 @@ def _judge_call(
         if _compare(torch, call, want, truth, dtype_name) is not None:
             tally.unjudge("eager_off_too", f"{variant} {call.key} {label}: {judged.detail}")
             return
+        if _range_limited(call, judged, got, torch):
+            tally.unjudge("range_limit", f"{variant} {call.key} {label}: {judged.detail}")
+            return
         wrong = (label, judged)
         break
     if wrong is None:
         tally.passed += 1
     else:
-        tally.fail(call, variant, wrong[0], wrong[1])
+        tally.fail(call, _label(call, variant), wrong[0], wrong[1])
+
+
+def _invented_nonfinite(torch: Any, found: Any, eager: Any) -> sweep_oracle.LeafFailure | None:
+    """A NaN or infinity in ``found`` where eager's value is finite (the one thing judged in
+    a gradient routed among ties)."""
+    if not isinstance(found, torch.Tensor) or not isinstance(eager, torch.Tensor) or found.shape != eager.shape:
+        return None
+    if not (found.is_floating_point() or found.is_complex()):
+        return None
+    invented = torch.isfinite(eager) & ~torch.isfinite(found)
+    count = int(invented.sum())
+    if count == 0:
+        return None
+    first = int(invented.reshape(-1).nonzero()[0])
+    return sweep_oracle.LeafFailure(
+        sweep_oracle.NONFINITE_INVENTED,
+        f"{count} of {found.numel()} gradient elements NaN/Inf where eager's are finite",
+        expected=str(eager.reshape(-1)[first].item()),
+        found=str(found.reshape(-1)[first].item()),
+        bad_elements=count,
+        elements=found.numel(),
+    )
+
+
+def _label(call: _Call, variant: str) -> str:
+    """The case's variant as the observation names it: the pass, and the value class or
+    the view it used (``values[negzero]``, ``inplace_view[unfold]``)."""
+    if call.value_class:
+        return f"{variant}[{call.value_class}]"
+    if call.view_kind:
+        return f"{variant}[{call.view_kind}]"
+    return variant
+
+
+def _output_label(call: _Call, index: int, forward: bool) -> str:
+    if call.view_place:
+        return "returned" if index < call.forward_count - 2 else "base"
+    return f"out[{index}]" if forward else f"grad[{index - call.forward_count}]"
+
+
+def _gaps_changed(torch: Any, call: _Call, seed: int, found: Any, eager: Any) -> sweep_oracle.LeafFailure | str | None:
+    """Whether the compiled call changed elements between the view's (a failure), or eager
+    did too (``"eager"``: not judged), or neither (None)."""
+    want = gap_values(torch, tuple(found.shape), found.dtype, seed)
+    if _bits_equal(torch, found, want):
+        return None
+    if not _bits_equal(torch, eager, want):
+        return "eager"
+    changed = _bits_differ(torch, found, want)
+    count = int(changed.sum())
+    first = int(changed.reshape(-1).nonzero()[0])
+    return sweep_oracle.LeafFailure(
+        sweep_oracle.WRONG_VALUE,
+        f"{count} of {found.numel()} elements between the view's changed: the in-place write reached memory the view does not cover",
+        expected=str(want.reshape(-1)[first].item()),
+        found=str(found.reshape(-1)[first].item()),
+        bad_elements=count,
+        elements=found.numel(),
+    )
+
+
+def _bits_differ(torch: Any, a: Any, b: Any) -> Any:
+    if a.dtype == torch.bool:
+        return a != b
+    if a.is_floating_point() or a.is_complex():
+        real_a = torch.view_as_real(a) if a.is_complex() else a
+        real_b = torch.view_as_real(b) if b.is_complex() else b
+        differ = (real_a != real_b) & ~(torch.isnan(real_a) & torch.isnan(real_b))
+        return differ.reshape(a.shape + (2,)).any(-1) if a.is_complex() else differ
+    return a != b
+
+
+def _bits_equal(torch: Any, a: Any, b: Any) -> bool:
+    return tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype and not bool(_bits_differ(torch, a, b).any())
+
+
+def _range_limited(call: _Call, failure: sweep_oracle.LeafFailure, found: Any, torch: Any) -> bool:
+    """The sweep's range rule (``docs/probes.md``, ``range_limit``): under a dtype's largest
+    or lowest value (and an integer extreme in a floating output), an intermediate the
+    float64 reference does not have may overflow; only a NaN that vanished still counts."""
+    if failure.cls not in (sweep_oracle.WRONG_VALUE, sweep_oracle.NONFINITE_INVENTED):
+        return False
+    if call.value_class in ("max", "lowest"):
+        return True
+    floating = isinstance(found, torch.Tensor) and (found.is_floating_point() or found.is_complex())
+    return call.value_class in ("intmax", "intmin") and floating
 
 
 def _compare(torch: Any, call: _Call, found: Any, expected: Any, dtype_name: str, yardstick: Any = None) -> sweep_oracle.LeafFailure | None:
@@ -628,6 +1049,9 @@ def _compare(torch: Any, call: _Call, found: Any, expected: Any, dtype_name: str
         oracle=call.oracle,
         compare_integers=call.judging.compare_integers and not sweep_db.is_order_op(call.info.name),
         same_dtype_cpu=(lambda: yardstick) if yardstick is not None else None,
+        nonfinite_pattern=not call.judging.mixing,
+        inf_input=call.judging.inf_input,
+        nonfinite_input=call.judging.nonfinite_input,
         wrap_dtype=getattr(torch, dtype_name) if sweep_db.dtype_kind(dtype_name) == "integer" else None,
         rounding_slack=1 if call.info.name in sweep_db.TRUNCATED_FLOAT_OPS else 0,
     )
@@ -652,12 +1076,34 @@ def _reference(ctx: ProbeContext, call: _Call, seed: int, dtype_name: str) -> li
             functional=call.case.transform in sweep_cases.CALL_VARIANTS,
         )
         values = [sweep_cases.dense_on_host(torch, v) for v in values]
+        if call.view_place:
+            # The in-place call returns the functional result, and the base's written
+            # elements hold it.
+            return values + values
+        if call.case.backward and call.loss == "sum":
+            return _sum_reference(torch, call, seed, exact, dtype_name)
         if call.case.backward:
             grads = sweep_cases.run_case(torch, call.info, call.sample, call.case, seed, device="cpu", upcast=not exact, dtype_name=dtype_name)
             values += [sweep_cases.dense_on_host(torch, g) for g in grads]
         return values
     except Exception:  # noqa: BLE001 - no usable reference: not judged
         return None
+
+
+def _sum_reference(torch: Any, call: _Call, seed: int, exact: bool, dtype_name: str) -> list[Any]:
+    """The reference of a ``sum_grad`` call (float64 on the CPU): the loss, then the
+    gradients of ``sum_loss``."""
+    (x, args, kwargs), leaves, _ = sweep_cases.materialize(
+        torch, call.sample, call.case, seed, device="cpu", upcast=not exact, dtype_name=dtype_name
+    )
+    result = call.info(x, *args, **kwargs)
+    process = getattr(call.sample, "output_process_fn_grad", None)
+    if callable(process):
+        result = process(result)
+    outs = sweep_cases.differentiable_outputs(torch, result)
+    loss = sum_loss(torch, outs)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return [loss.detach()] + [sweep_cases.dense_on_host(torch, g) if g is not None else None for g in grads]
 
 
 def _simulated(torch: Any, call: _Call, variant: str, dtype_name: str, found: list[Any]) -> list[Any]:

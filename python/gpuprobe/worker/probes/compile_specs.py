@@ -31,9 +31,14 @@ FULL_DTYPES = ("fp32", "bf16", "fp16", "i64")
 #: Passes of the full tier's programs in a dtype (every pass where not named). float16 takes
 #: Inductor's half-precision path that bfloat16's programs already drive in every pass (both
 #: compute in float32 registers); its own arithmetic is judged in the passes that compile
-#: new code for it: the on-disk cache makes the others cost little, but an empty cache
-#: pays about 40 s a program (bench/RESULTS.md).
-FULL_PASSES: dict[str, tuple[str, ...]] = {"fp16": ("compiled", "dynamic")}
+#: new code for it (and the gradient seeds and value classes, whose half-precision
+#: arithmetic is its own): the on-disk cache makes the others cost little, but an empty
+#: cache pays about 40 s a program (bench/RESULTS.md).
+FULL_PASSES: dict[str, tuple[str, ...]] = {
+    "fp16": ("compiled", "dynamic", "sum_grad", "fused", "values"),
+    # No gradients in an integer dtype: every pass but the gradient seed's.
+    "i64": ("compiled", "dynamic", "noncontig", "channels_last", "values", "out", "out_noncontig", "inplace", "inplace_view", "inplace_alias"),
+}
 #: The full family spreads over as many lanes as the sweep (one per two host cores, at most
 #: 8: ``sweep_specs.lane_count``): compiling is host work, and on the H200 eight processes
 #: compiled 72 programs in 420 s on an empty cache (bench/RESULTS.md); four would take
@@ -100,8 +105,9 @@ def probe(program: str, dtype: str, tier: str, lane: str) -> ProbeDef:
         f"compile.{program}.{dtype}",
         tier,
         SWEEP_RULE,
-        f"{what} in {dtype} compiled by torch.compile (Inductor): static and dynamic shapes, forward and backward, "
-        "non-contiguous and channels_last inputs, out= and in-place, against eager on the device and float64",
+        f"{what} in {dtype} compiled by torch.compile (Inductor): static and dynamic shapes, forward and backward "
+        "(random and .sum() gradient seeds), value classes and Python scalars at the dtype's edges, non-contiguous and "
+        "channels_last inputs, out= and in-place (into views with gaps too), against eager on the device and float64",
         f"{_RUN}:run_program",
         params,
         timeout_s=TIMEOUT_S,

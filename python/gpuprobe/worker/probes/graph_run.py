@@ -9,14 +9,16 @@ with the wrong arguments, memory of the graph's private pool handed to someone e
 compiler's graph tree returning another recording's results. This module owns:
 
 - the **workloads**: ``KERNELS`` (pure functions of static inputs and fixed weights, one per
-  kernel kind) and ``TRAINING`` (a graphed MLP forward + backward, optimizer steps), each
-  bound to a device and a dtype as a *bound workload* that knows how to compute the same
-  thing eagerly on the device and in float64 on the CPU;
+  kernel kind) and the training steps (``MLP_WORKLOADS``: a graphed or compiled MLP forward
+  + backward, one micro-batch a step or several accumulated into ``.grad``; optimizer
+  steps), each bound to a device and a dtype as a *bound workload* that knows how to compute
+  the same thing eagerly on the device and in float64 on the CPU;
 - the **replayers**, which turn a bound workload into something replayed: a CUDA graph
   (``CudaGraphReplayer``), two graphs sharing one pool under allocator pressure
-  (``SharedPoolReplayer``), a ``torch.compile`` function (``CompiledReplayer``), or, on a
-  CPU device, an eager stand-in that keeps static output buffers (``EagerReplayer``,
-  ``EagerPoolReplayer``: a self-test of the protocol, no graph captured);
+  (``SharedPoolReplayer``), a ``torch.compile`` function (``CompiledReplayer``), a compiled
+  module's training step (``CompiledTrainingReplayer``), or, on a CPU device, an eager
+  stand-in that keeps static output buffers (``EagerReplayer``, ``EagerPoolReplayer``: a
+  self-test of the protocol, no graph captured);
 - the **protocol** (``judge_replays``), the same for all of them: capture, then replay 1 + K
   times, the static inputs updated in place with fresh random data before each replay after
   the first; each replay's outputs are read back at once and compared with the same
@@ -451,18 +453,39 @@ def _mlp(torch: Any, gen: Any) -> Any:
     return layers
 
 
-class MlpBound(Bound):
-    """An MLP's forward and backward, graphed by ``torch.cuda.make_graphed_callables``.
+#: The MLP training workloads: name → micro-batches per step (forward and backward of each,
+#: the parameters' gradients accumulated into ``.grad`` over them).
+MLP_WORKLOADS = {"mlp_graphed_callables": 1, "mlp_graphed_accumulate": 2, "mlp_compiled_accumulate": 2}
 
-    Static inputs: the input ``x`` (a leaf that requires grad) and the gradient of the output.
-    Outputs: the output, the input's gradient and every parameter's gradient (``.grad`` is
-    set to None before each step, so gradients never accumulate across replays)."""
+
+class MlpBound(Bound):
+    """An MLP's forward and backward, graphed by ``torch.cuda.make_graphed_callables`` (or,
+    given ``compile_options``, compiled by ``torch.compile``: under ``mode="reduce-overhead"``
+    Inductor graphs forward and backward itself).
+
+    A step runs ``MLP_WORKLOADS[name]`` micro-batches through the graphed module: the
+    parameters' ``.grad`` is set to None before the first, and the later ones accumulate into
+    it, as gradient accumulation does (no ``zero_grad`` between micro-batches). Static inputs:
+    per micro-batch, the input ``x`` (a leaf that requires grad) and the gradient of the
+    output. Outputs: per micro-batch the output and the input's gradient (copied at once),
+    then every parameter's gradient after the last micro-batch: with one micro-batch, that
+    micro-batch's gradient; with more, their sum."""
 
     makes_own_graphs = True
 
-    def __init__(self, torch: Any, device: Any, dtype: Any, gen: Any) -> None:
+    def __init__(
+        self,
+        torch: Any,
+        device: Any,
+        dtype: Any,
+        gen: Any,
+        name: str = "mlp_graphed_callables",
+        compile_options: dict[str, Any] | None = None,
+    ) -> None:
         self.torch = torch
-        self.name = "mlp_graphed_callables"
+        self.name = name
+        self.micro_batches = MLP_WORKLOADS[name]
+        self.compile_options = compile_options
         self.device = device
         self.dtype = dtype
         host = _mlp(torch, gen).to(dtype)
@@ -471,13 +494,21 @@ class MlpBound(Bound):
         self.twin = copy.deepcopy(self.module)  # eager, same weights, same device
         self.callable: Any = self.module
         self.static = _to(torch, self.fresh_inputs(gen), device)
-        self.static[0].requires_grad_(True)
-        self._names = ["out", "x.grad"] + [f"grad[{n}]" for n, _ in self.module.named_parameters()]
+        for x in self.static[::2]:
+            x.requires_grad_(True)
+        if self.micro_batches == 1:
+            per_micro = ["out", "x.grad"]
+        else:
+            per_micro = [f"{what}[{k}]" for k in range(self.micro_batches) for what in ("out", "x.grad")]
+        self._names = per_micro + [f"grad[{n}]" for n, _ in self.module.named_parameters()]
 
     def output_names(self) -> list[str]:
         return list(self._names)
 
     def make_graphs(self) -> None:
+        if self.compile_options is not None:
+            self.callable = self.torch.compile(self.module, **self.compile_options)
+            return
         # Graphs the forward and the backward; the module's own forward is replaced. The
         # sample input is a tensor of its own, as in training code: each call copies the
         # real input (our static buffer, updated in place) into the graph's static input.
@@ -485,26 +516,42 @@ class MlpBound(Bound):
         self.callable = self.torch.cuda.make_graphed_callables(self.module, (sample,), num_warmup_iters=WARMUP_ITERS)
 
     @staticmethod
-    def _run(module: Any, x: Any, grad_out: Any) -> list[Any]:
-        """Forward and backward; gradients set to None first, so they never accumulate."""
+    def _run(module: Any, inputs: list[Any]) -> list[Any]:
+        """One step: gradients set to None, then forward and backward of each micro-batch
+        (``inputs``: x, output gradient, x, output gradient, …), accumulating into ``.grad``.
+        Each micro-batch's output and input gradient are copied at once: a graph overwrites
+        its static outputs on the next micro-batch, and those are not what is accumulated."""
         for p in module.parameters():
             p.grad = None
-        x.grad = None
-        out = module(x)
-        out.backward(grad_out)
-        return [out.detach(), x.grad] + [p.grad for p in module.parameters()]
+        per_micro = []
+        for x, grad_out in zip(inputs[::2], inputs[1::2]):
+            x.grad = None
+            out = module(x)
+            out.backward(grad_out)
+            per_micro += [out.detach().clone(), x.grad.clone()]
+        return per_micro + [p.grad for p in module.parameters()]
 
     def step(self) -> list[Any]:
-        # ``callable`` is the module itself, its forward replaced by the graphed one.
-        return self._run(self.callable, *self.static)
+        # ``callable`` is the module itself, its forward replaced by the graphed one (or the
+        # compiled module).
+        if self.compile_options is not None:
+            mark = getattr(getattr(self.torch, "compiler", None), "cudagraph_mark_step_begin", None)
+            if mark is not None:
+                mark()
+        return self._run(self.callable, self.static)
 
     def fresh_inputs(self, gen: Any) -> list[Any]:
         torch = self.torch
-        return [_randn(torch, gen, (32, 64), self.dtype), _randn(torch, gen, (32, 16), self.dtype)]
+        out = []
+        for _ in range(self.micro_batches):
+            out += [_randn(torch, gen, (32, 64), self.dtype), _randn(torch, gen, (32, 16), self.dtype)]
+        return out
 
     def _on(self, module: Any, host_inputs: list[Any], device: Any, dtype: Any = None) -> list[Any]:
-        x, grad_out = _to(self.torch, host_inputs, device, dtype)
-        return self._run(module, x.requires_grad_(True), grad_out)
+        inputs = _to(self.torch, host_inputs, device, dtype)
+        for x in inputs[::2]:
+            x.requires_grad_(True)
+        return self._run(module, inputs)
 
     def eager(self, host_inputs: list[Any]) -> list[Any]:
         return self._on(self.twin, host_inputs, self.device)
@@ -1264,7 +1311,9 @@ BENIGN_WARNINGS = (
 @contextlib.contextmanager
 def _on_device(ctx: ProbeContext) -> Iterator[None]:
     """TF32 off (float32 is judged as float32), the device under test current, and the
-    benign warnings of these paths silenced."""
+    benign warnings of these paths silenced. On a CPU device under test, one intra-op
+    thread: the self-test's tensors are small, and on a busy host threads only wait for
+    each other (the MLP workloads took 3 s with two threads, 0.02 s with one)."""
     torch = ctx.torch
     with contextlib.ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())
@@ -1272,6 +1321,9 @@ def _on_device(ctx: ProbeContext) -> Iterator[None]:
             warnings.filterwarnings("ignore", message=message)
         if ctx.is_gpu:
             stack.enter_context(torch.cuda.device(ctx.device))
+        else:
+            stack.callback(torch.set_num_threads, torch.get_num_threads())
+            torch.set_num_threads(1)
         stack.enter_context(tf32_mode(torch, False))
         yield
 
@@ -1346,6 +1398,9 @@ def run_training(ctx: ProbeContext, dtype: str, workloads: list[str]) -> ProbeOu
         notes.append("CPU: the optimizers run without capturable=True (a CPU has no capturable optimizers)")
     builders: dict[str, Callable[[], Bound]] = {
         "mlp_graphed_callables": lambda: MlpBound(torch, ctx.device, dt, ctx.cpu_generator("mlp")),
+        "mlp_graphed_accumulate": lambda: MlpBound(
+            torch, ctx.device, dt, ctx.cpu_generator("mlp_accumulate"), "mlp_graphed_accumulate"
+        ),
         "adam_capturable": lambda: OptimizerBound(torch, "adam_capturable", ctx.device, dt, ctx.cpu_generator("adam"), ctx.is_gpu),
         "adamw_fused": lambda: OptimizerBound(torch, "adamw_fused", ctx.device, dt, ctx.cpu_generator("adamw"), ctx.is_gpu),
     }
@@ -1408,7 +1463,9 @@ def _other_batch(bound: KernelBound) -> int:
     return max(1, bound.batch * 3 // 4) | 1
 
 
-def run_reduce_overhead(ctx: ProbeContext, dtype: str, groups: dict[str, list[str]]) -> ProbeOutput:
+def run_reduce_overhead(
+    ctx: ProbeContext, dtype: str, groups: dict[str, list[str]], training: list[str] | None = None
+) -> ProbeOutput:
     """``torch.compile(mode="reduce-overhead")`` (``graph.reduce_overhead.<dtype>``)."""
     if not ctx.is_gpu:
         raise SkipProbe("reduce-overhead uses CUDA graphs; the device under test is the CPU")
@@ -1416,18 +1473,33 @@ def run_reduce_overhead(ctx: ProbeContext, dtype: str, groups: dict[str, list[st
     missing = compile_unavailable(torch)
     if missing:
         raise SkipProbe(missing)
-    return run_compiled(ctx, dtype, groups, {"mode": "reduce-overhead"})
+    return run_compiled(ctx, dtype, groups, {"mode": "reduce-overhead"}, training)
 
 
-def run_compiled(ctx: ProbeContext, dtype: str, groups: dict[str, list[str]], options: dict[str, Any]) -> ProbeOutput:
+class CompiledTrainingReplayer(CudaGraphReplayer):
+    """A compiled module's training step (``MlpBound`` with compile options): the bound
+    compiles and runs itself, as under ``make_graphed_callables``; no device call of its own."""
+
+    kind = "reduce_overhead"
+
+
+def run_compiled(
+    ctx: ProbeContext,
+    dtype: str,
+    groups: dict[str, list[str]],
+    options: dict[str, Any],
+    training: list[str] | None = None,
+) -> ProbeOutput:
     """The compiled protocol for each group: 5 calls at the original shape, 3 at another
-    (re-recording), then 1 back at the original (the first recording replayed)."""
+    (re-recording), then 1 back at the original (the first recording replayed). Then each
+    ``training`` workload (``MLP_WORKLOADS``): the MLP's forward and backward compiled with
+    the same options, 5 steps of accumulated micro-batches."""
     torch = ctx.torch
     dtype_name = DTYPES[dtype]
     dt = getattr(torch, dtype_name)
     started = time.monotonic()
     tally = Tally()
-    workloads = [w for names in groups.values() for w in names]
+    workloads = [w for names in groups.values() for w in names] + list(training or [])
     with _on_device(ctx):
         for group, names in groups.items():
             try:
@@ -1454,6 +1526,17 @@ def run_compiled(ctx: ProbeContext, dtype: str, groups: dict[str, list[str]], op
                     ctx, bound, replayer, tally, dtype_name, label=f"{group}.back", replays=0, float64_at=(),
                     seed_tag=f"{group}.back", fallback_to_float64=True,
                 )
+            except _ContextLost as exc:
+                raise RuntimeError(str(exc)) from None
+        for name in training or []:
+            try:
+                mlp = MlpBound(torch, ctx.device, dt, ctx.cpu_generator(name), name, compile_options=options)
+            except Exception as exc:  # noqa: BLE001
+                _exception(ctx, tally, name, "setup", 0, exc)
+                continue
+            _progress(ctx, f"{name}: compile and {REPLAYS + 1} steps")
+            try:
+                judge_replays(ctx, mlp, CompiledTrainingReplayer(torch, ctx.device), tally, dtype_name, fallback_to_float64=True)
             except _ContextLost as exc:
                 raise RuntimeError(str(exc)) from None
     out = _finish(ctx, tally, "graph.reduce_overhead", dtype_name, workloads, started)

@@ -9,15 +9,18 @@ Id grammar (``graph_run`` holds the workloads and the judging protocol):
   embedding) captured alone in a CUDA graph after a warm-up on a side stream, then replayed
   with its static inputs updated in place; ``fp32`` (standard tier), ``bf16``, ``fp16``;
 - ``graph.training.<dtype>``: a small MLP's forward and backward graphed by
-  ``torch.cuda.make_graphed_callables``, an ``Adam(capturable=True)`` step and a fused
-  ``AdamW`` step captured whole; ``fp32``, ``bf16``;
+  ``torch.cuda.make_graphed_callables``, once with one micro-batch per step and once
+  accumulating two micro-batches' gradients into ``.grad`` (no ``zero_grad`` between
+  them), an ``Adam(capturable=True)`` step and a fused ``AdamW`` step captured whole;
+  ``fp32``, ``bf16``;
 - ``graph.pool.<dtype>``: two graphs sharing one memory pool (``pool=g1.pool()``, the
   second reading the first's outputs), replayed in order under allocator pressure, with
   tensors allocated between capture and replay that must keep their contents; ``fp32``,
   ``bf16``;
 - ``graph.reduce_overhead.<dtype>``: the kernel workloads in two compiled functions under
   ``torch.compile(mode="reduce-overhead")``: warm-up, recording and replays, then another
-  input shape (re-recording) and back; ``fp32``, ``bf16``.
+  input shape (re-recording) and back; and the MLP's training step compiled the same way,
+  accumulating two micro-batches' gradients; ``fp32``, ``bf16``.
 
 Every probe reports the sweep's observation (rule ``sweep``): a case is one replay compared
 with one reference (eager on the same device in the same dtype, or float64 on the CPU).
@@ -47,8 +50,12 @@ KERNEL_WORKLOADS = (
     "scan",
     "embedding",
 )
-#: Training-step workloads (``graph_run.TRAINING``).
-TRAINING_WORKLOADS = ("mlp_graphed_callables", "adam_capturable", "adamw_fused")
+#: Training-step workloads (``graph_run.run_training``); the ``mlp_*`` ones are
+#: ``graph_run.MLP_WORKLOADS``.
+TRAINING_WORKLOADS = ("mlp_graphed_callables", "mlp_graphed_accumulate", "adam_capturable", "adamw_fused")
+#: The training step of the reduce-overhead probes: the MLP compiled whole, forward and
+#: backward, with gradient accumulation.
+COMPILED_TRAINING = ("mlp_compiled_accumulate",)
 #: Workloads of the shared-pool probe: one of each memory behaviour (elementwise temporaries,
 #: a GEMM with a workspace, a convolution, a normalization, index kernels).
 POOL_WORKLOADS = ("pointwise_chain", "linear", "conv2d", "layer_norm_softmax", "index_scatter_gather")
@@ -109,7 +116,8 @@ def specs() -> list[ProbeDef]:
                 f"graph.training.{short}",
                 "full",
                 f"CUDA graphs of training steps in {_DTYPE_NAMES[short]}: an MLP's forward and backward through "
-                "make_graphed_callables, an Adam(capturable=True) step and a fused AdamW step captured whole, "
+                "make_graphed_callables (one micro-batch a step, and two accumulated into .grad without zero_grad), "
+                "an Adam(capturable=True) step and a fused AdamW step captured whole, "
                 "replayed with new inputs and gradients against eager twins and float64",
                 "run_training",
                 {"dtype": short, "workloads": list(TRAINING_WORKLOADS)},
@@ -137,9 +145,13 @@ def specs() -> list[ProbeDef]:
                 f"torch.compile(mode='reduce-overhead') (Inductor with CUDA graph trees) in {_DTYPE_NAMES[short]}: "
                 "the kernel workloads in two compiled functions, called 5 times with new inputs (warm-up, "
                 "recording, replays), then with another input shape and back, each result cloned and compared "
-                "with eager",
+                "with eager; an MLP's compiled training step, 5 steps of two micro-batches accumulated into .grad",
                 "run_reduce_overhead",
-                {"dtype": short, "groups": {k: list(v) for k, v in COMPILE_GROUPS.items()}},
+                {
+                    "dtype": short,
+                    "groups": {k: list(v) for k, v in COMPILE_GROUPS.items()},
+                    "training": list(COMPILED_TRAINING),
+                },
                 420.0,
             )
         )

@@ -16,6 +16,14 @@ same gradient sequence, and compares after every step:
 Gradients are drawn per step from a seed, independently of the parameters, and rounded to the
 parameter's dtype once; every implementation and the reference see the same values.
 
+**Exactly-zero gradients and extreme hyperparameters.** In the full tier a short list whose
+gradients hold exact zeros (``zero_grad_list``: zero rows, scattered zero elements, a tensor
+zero at every step and one zero at the first step) is stepped in every configuration and in
+the extreme valid ones ``edge_configurations`` derives from the constructor (``lr=0``, a
+tensor ``lr`` of 0, averaging coefficients at 0 and next to 1, ``eps=1e-16``, a weight decay
+of 10), named ``…+zero_grads`` in the observation. A zero gradient leaves float64's moments
+exactly zero, so the right answer is computable: typically the element does not move.
+
 ``run_gradscaler`` runs ``torch.amp.GradScaler`` over a schedule of finite and non-finite
 gradients with each implementation: a step with an infinity or a NaN in the gradients must
 leave parameters and state bit for bit as they were and halve the scale; a finite step must
@@ -36,8 +44,10 @@ because an update that cancels (a moment near zero) keeps the absolute error of 
 The fused kernels and capturable steps compute ``1 − β^t`` in float32 on the device, which
 costs up to ``u_float32 / (1 − β)`` of the update (``E``; it matters in float32 only). Errors
 of earlier steps carry into later ones, hence the sums. State tensors are judged against
-``max(C·u, E)·t·max |R|`` of the tensor; step counters exactly; parameters without a gradient
-must stay unchanged bit for bit.
+``max(C·u, E)·t·max |R|`` of that state over the list; step counters exactly. An element the
+float64 reference has not moved from its initial value (a parameter without a gradient, a
+learning rate of 0, a gradient that has been exactly zero) must stay unchanged bit for bit:
+an update of exactly zero rounds to nothing in any dtype.
 
 **Half precision.** In bfloat16 and float16 the for-loop and foreach implementations keep
 their state and compute in the dtype, where some terms leave its resolution (an epsilon of
@@ -45,7 +55,12 @@ their state and compute in the dtype, where some terms leave its resolution (an 
 foreach steps on the CPU in the same dtype are the yardstick, and an element may differ from
 float64 by ``YARDSTICK_FACTOR`` times what either of them does there (unbounded where either
 is not finite). Gradients are at least ``GRAD_FLOOR`` in magnitude, so that the second moments
-stay normal float16 numbers.
+stay normal float16 numbers (exact zeros apart). The fused kernel, where the CPU has it, is a
+yardstick too: it computes in float32 but keeps its state in the dtype, where a weight-decayed
+zero gradient's second moment is a float16 subnormal. A NaN is accepted only where the same
+implementation in the same dtype on the CPU is not finite (float16 cannot hold an epsilon of
+1e-8: where a gradient has been zero, the for-loop and foreach steps divide 0 by 0 on every
+device; the fused kernel, computing in float32, does not), never by another implementation's.
 """
 
 from __future__ import annotations
@@ -123,6 +138,8 @@ class ParamSpec:
     #: dense, contiguous otherwise); ``transposed``: a 2-D gradient stored transposed (strides
     #: other than the parameter's, as a gradient assigned by hand or a bucket view may have).
     grad_layout: str = "param"
+    #: Which gradient elements are exactly zero (``ZERO_GRADIENTS``); empty: none.
+    grad_zeros: str = ""
 
     @property
     def numel(self) -> int:
@@ -181,6 +198,49 @@ def mixed_list() -> tuple[ParamSpec, ...]:
             out.append(ParamSpec(shape, layout, dtype=dtype))
     out.append(ParamSpec((7,), has_grad=False, dtype="bfloat16"))
     return tuple(out)
+
+
+#: The classes of exactly-zero gradient elements (``ParamSpec.grad_zeros``), by the step ``s``
+#: (from 0) whose gradient they zero: ``rows``: rows (first-dimension slices) 0, 4, 8, ... at
+#: every step and the rows ≡ 1 + (s mod 3) (mod 4) at step ``s`` (an embedding row no token
+#: used, a unit that stayed inactive); ``elements``: flat elements ≡ 0 (mod 7) at every step
+#: and those with ``(i + s)`` ≡ 0 (mod 3) at step ``s``; ``all``: the whole tensor at every
+#: step (a parameter whose gradient exists but is zero); ``first``: the whole tensor at the
+#: first step only (state born from a zero gradient). A zeroed element keeps the sign of the
+#: value drawn for it (``±0``, as a product with zero does).
+ZERO_GRADIENTS = ("rows", "elements", "all", "first")
+
+
+def zero_grad_list() -> tuple[ParamSpec, ...]:
+    """Parameters whose gradients hold exact zeros, one of each class of ``ZERO_GRADIENTS``
+    (rows in a contiguous and in a transposed 2-D parameter, the whole tensor in a 2-D and a
+    3-D one, scattered elements over 4099), beside two ordinary ones. Every nonzero element
+    keeps ``GRAD_FLOOR``. The list is short: its cases are about arithmetic, not launches."""
+    return (
+        ParamSpec((3,)),
+        ParamSpec((16, 33), grad_zeros="rows"),
+        ParamSpec((33, 17), "transposed", grad_zeros="rows"),
+        ParamSpec((4099,), grad_zeros="elements"),
+        ParamSpec((5, 7), grad_zeros="all"),
+        ParamSpec((3, 4, 5), grad_zeros="first"),
+        ParamSpec((257,)),
+    )
+
+
+def zero_mask(torch: Any, shape: tuple[int, ...], pattern: str, step: int) -> Any:
+    """Where the gradient of ``step`` (from 0) is exactly zero under ``pattern``
+    (``ZERO_GRADIENTS``), as a boolean tensor of ``shape``."""
+    count = math.prod(shape)
+    if pattern in ("all", "first"):
+        return torch.full(shape, pattern == "all" or step == 0, dtype=torch.bool)
+    if pattern == "rows":
+        rows = torch.arange(shape[0]) % 4
+        mask = (rows == 0) | (rows == 1 + step % 3)
+        return mask.reshape((shape[0],) + (1,) * (len(shape) - 1)).expand(shape).clone()
+    if pattern == "elements":
+        index = torch.arange(count)
+        return ((index % 7 == 0) | ((index + step) % 3 == 0)).reshape(shape)
+    raise ValueError(f"unknown gradient class {pattern!r}")
 
 
 @dataclass
@@ -252,13 +312,17 @@ def make_param_set(torch: Any, specs: tuple[ParamSpec, ...], dtype_name: str, se
         for spec, d in zip(specs, dtypes)
     ]
     grads = []
-    for _step in range(steps):
-        grads.append(
-            [
-                _gradient(torch, spec.shape, generator).to(getattr(torch, d)) if spec.has_grad else None
-                for spec, d in zip(specs, dtypes)
-            ]
-        )
+    for step in range(steps):
+        row = []
+        for spec, d in zip(specs, dtypes):
+            if not spec.has_grad:
+                row.append(None)
+                continue
+            value = _gradient(torch, spec.shape, generator)
+            if spec.grad_zeros:
+                value = torch.where(zero_mask(torch, spec.shape, spec.grad_zeros, step), value * 0.0, value)
+            row.append(value.to(getattr(torch, d)))
+        grads.append(row)
     offsets = [0]
     for spec in specs:
         offsets.append(offsets[-1] + spec.numel)
@@ -364,15 +428,18 @@ class Config:
     kwargs: dict[str, Any] = field(hash=False, compare=False)
 
 
-def config_name(kwargs: dict[str, Any]) -> str:
+def config_name(kwargs: dict[str, Any], tensor_values: bool = False) -> str:
     """A short, stable name from the keyword arguments: ``default``, or the arguments joined by
-    ``+`` (``weight_decay=0.1+amsgrad``; ``lr=tensor`` for a tensor learning rate)."""
+    ``+`` (``weight_decay=0.1+amsgrad``; ``lr=tensor`` for a tensor learning rate, or with
+    ``tensor_values`` ``lr=tensor(0)``)."""
     parts = []
     for key, value in kwargs.items():
         if value is True:
             parts.append(key)
         elif value is False:
             parts.append(f"no_{key}")
+        elif tensor_values and isinstance(value, TensorArg):
+            parts.append(f"{key}=tensor({value.value:g})")
         elif _tensorlike(value) or (isinstance(value, tuple) and any(_tensorlike(v) for v in value)):
             parts.append(f"{key}=tensor")
         elif isinstance(value, tuple):
@@ -575,6 +642,98 @@ def configurations(torch: Any, class_name: str, device_type: str) -> list[Config
     return _unique(out)
 
 
+#: Extreme valid hyperparameters (``edge_configurations``): a learning rate of 0, averaging
+#: coefficients at 0 and next to 1, an epsilon below float16's smallest subnormal (5.96e-8; a
+#: normal number in float32 and bfloat16), a weight decay of 10.
+ZERO_LR = 0.0
+NEAR_ONE = 0.999999
+TINY_EPS = 1e-16
+LARGE_WEIGHT_DECAY = 10.0
+#: The learning rate the large weight decay is stepped with. It keeps ``weight_decay·|p|``
+#: (parameters of about 1e-3 moving by at most about ten learning rates a step) far below
+#: ``GRAD_FLOOR``: where the decay term cancels most of a gradient, the step is ill-conditioned
+#: (an error of one rounding in the parameter comes back multiplied by
+#: ``weight_decay·lr/sqrt(v)``; RMSprop at its default learning rate of 0.01 in float32
+#: amplifies it about 50 times a step), which no bound of a few roundings can judge.
+LARGE_WEIGHT_DECAY_LR = 1e-4
+
+
+def edge_configurations(torch: Any, cls: Any, class_name: str, device_type: str) -> list[Config]:
+    """Configurations beyond PyTorch's database, derived from the constructor's signature: each
+    is one class of extreme valid hyperparameters, the others left at their defaults.
+
+    - ``lr=0`` where the constructor takes ``lr``;
+    - ``lr=tensor(0)`` where the database steps a tensor learning rate, with ``capturable``
+      where its tensor configuration has it (a GPU's);
+    - every averaging coefficient the constructor takes (``betas``, ``alpha``, ``rho``) at 0,
+      and next to 1 (``NEAR_ONE``);
+    - ``eps=1e-16`` where the default epsilon is a number;
+    - ``weight_decay=10`` with a learning rate of 1e-4 (``LARGE_WEIGHT_DECAY_LR``);
+    - ``maximize`` joins the epsilon's configuration, or ``lr=0`` where there is no epsilon
+      (a maximized zero gradient is a negative zero).
+    """
+    try:
+        signature = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return []
+    defaults = {name: parameter.default for name, parameter in signature.items()}
+    maximize: dict[str, Any] = {"maximize": True} if "maximize" in defaults else {}
+    float_eps = isinstance(defaults.get("eps"), float)
+    raw: list[dict[str, Any]] = []
+    if "lr" in defaults:
+        raw.append(dict({"lr": ZERO_LR}, **({} if float_eps else maximize)))
+        tensor = next((c for c in CONFIGS.get(class_name, ()) if isinstance(c.get("lr"), TensorArg)), None)
+        if tensor is not None:
+            raw.append(dict({"lr": TensorArg(ZERO_LR)}, **{k: v for k, v in tensor.items() if k == "capturable"}))
+    for value in (0.0, NEAR_ONE):
+        entry: dict[str, Any] = {}
+        for key in AVERAGING_HYPERPARAMETERS:
+            default = defaults.get(key)
+            if isinstance(default, tuple) and all(isinstance(v, float) for v in default):
+                entry[key] = tuple(value for _ in default)
+            elif isinstance(default, float):
+                entry[key] = value
+        if entry:
+            raw.append(entry)
+    if float_eps:
+        raw.append(dict({"eps": TINY_EPS}, **maximize))
+    if isinstance(defaults.get("weight_decay"), (int, float)):
+        raw.append(
+            dict({"lr": LARGE_WEIGHT_DECAY_LR} if "lr" in defaults else {}, weight_decay=LARGE_WEIGHT_DECAY)
+        )
+    out = []
+    for entry in raw:
+        if entry.get("capturable") and device_type == "cpu":
+            continue
+        kwargs = {key: _materialize(torch, value) for key, value in entry.items()}
+        out.append(Config(config_name(entry, tensor_values=True), kwargs))
+    return out
+
+
+#: Averaging coefficients above this leave ``(1 − β)·GRAD_FLOOR²`` below float16's smallest
+#: normal number (6.1e-5): the second moment of the first step is a float16 subnormal.
+FLOAT16_LARGEST_AVERAGING = 0.999
+
+
+def state_stays_normal_in_float16(config: Config) -> bool:
+    """Whether a configuration keeps float16 optimizer state in the normal range when
+    gradients hold exact zeros (the ``GRAD_FLOOR`` rule's reason, for the zero-gradient
+    list): not with a weight decay (a zero gradient plus ``weight_decay·p``, about 1e-4 for
+    parameters of about 1e-3, is a gradient whose moments are subnormal), nor with an
+    averaging coefficient next to 1. On the H200 such cases of Adam, AdamW (fused,
+    ``betas=0.999999``) and Adamax (for-loop, ``weight_decay=0.1``) differed from float64 by
+    1.07-1.2 times the bound, where every implementation rounds subnormal state its own way."""
+    decay = config.kwargs.get("weight_decay", 0)
+    if isinstance(decay, (int, float)) and decay > 0:
+        return False
+    for key in AVERAGING_HYPERPARAMETERS:
+        value = config.kwargs.get(key)
+        values = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, float) and v > FLOAT16_LARGEST_AVERAGING for v in values):
+            return False
+    return True
+
+
 def _materialize(torch: Any, value: Any) -> Any:
     if isinstance(value, TensorArg):
         return value.make(torch)
@@ -756,7 +915,11 @@ class Finding:
 class Bounds:
     """The allowed error of every parameter element after each step (module docstring), from
     the float64 reference trajectory and, for half-precision parameters, the yardsticks (the
-    for-loop and foreach implementations in the parameters' own dtype on the CPU)."""
+    for-loop and foreach implementations in the parameters' own dtype on the CPU). An element
+    the reference has not moved from its initial value is allowed no error at all.
+
+    ``yardsticks`` given by implementation (``forloop``, ``foreach``, ``fused``) also say
+    where that implementation may be non-finite (``nonfinite_ok``)."""
 
     def __init__(
         self,
@@ -764,13 +927,14 @@ class Bounds:
         param_set: ParamSet,
         reference: Trajectory,
         factor: float = ROUNDING_FACTOR,
-        yardsticks: list[Trajectory] | None = None,
+        yardsticks: list[Trajectory] | dict[str, Trajectory] | None = None,
     ) -> None:
         self.torch = torch
         self.param_set = param_set
         self.reference = reference
         self.factor = factor
-        self.yardsticks = list(yardsticks or [])
+        self.by_implementation = dict(yardsticks) if isinstance(yardsticks, dict) else {}
+        self.yardsticks = list(yardsticks.values()) if isinstance(yardsticks, dict) else list(yardsticks or [])
         unit = param_set.per_element(torch, [UNIT_ROUNDOFF[d] for d in param_set.dtypes])
         self.tiny = param_set.per_element(torch, [_subnormal_spacing(torch, d) for d in param_set.dtypes])
         exact = param_set.per_element(torch, [not spec.has_grad for spec in param_set.specs])
@@ -780,35 +944,39 @@ class Bounds:
         # operations, or the float32 precision of its scalar coefficients, whichever is larger.
         self.update = torch.clamp(self.rounding, min=self.coefficients)
         previous = _flat(torch, param_set.initial)
+        initial = previous
         magnitudes = torch.zeros_like(previous)
         updates = torch.zeros_like(previous)
+        #: Elements the reference has left at their initial value in every step so far (a
+        #: parameter without a gradient, a learning rate of 0, a gradient that has been
+        #: exactly zero): every implementation must leave them so, bit for bit.
+        unmoved = torch.ones_like(exact)
         self.allowed: list[Any] = []
         for step, values in enumerate(reference.params):
             magnitudes = magnitudes + values.abs()
             updates = updates + param_set.segment_max(torch, (values - previous).abs())
+            unmoved = unmoved & (values == initial)
             allowed = self.rounding * magnitudes + self.update * updates + (step + 1) * self.tiny
             for yardstick in self.yardsticks:
                 allowed = torch.maximum(allowed, _yardstick_allowance(torch, yardstick.params[step], values))
-            self.allowed.append(torch.where(exact, torch.zeros_like(allowed), allowed))
+            self.allowed.append(torch.where(exact | unmoved, torch.zeros_like(allowed), allowed))
             previous = values
         self._state: dict[str, Any] = {}
 
     def state_allowed(self, key: str, steps: int) -> Any:
         """The allowed error of the reference state ``key`` (flat, over the parameters that
-        keep it): the update's relative error times ``t`` times the state tensor's largest
-        magnitude, plus ``t`` subnormal spacings; at least ``YARDSTICK_FACTOR`` times the error
-        of the yardstick's same state."""
+        keep it): the update's relative error times ``t`` times the state's largest magnitude
+        over every parameter that keeps it, plus ``t`` subnormal spacings; at least
+        ``YARDSTICK_FACTOR`` times the error of the yardstick's same state. The scale is the
+        list's, not each tensor's: a state of one element that cancels (RMSprop's centred
+        average of gradients of opposite signs, 400 times smaller than its terms) keeps the
+        absolute error of its terms and has no larger element of its own."""
         if key in self._state:
             return self._state[key]
         torch = self.torch
         values, indices, counts = self.reference.state[key]
-        offsets = [0]
-        for count in counts:
-            offsets.append(offsets[-1] + count)
         segments = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.int64))
-        largest = torch.zeros(len(counts), dtype=torch.float64).scatter_reduce_(
-            0, segments, values.abs(), reduce="amax", include_self=False
-        )[segments]
+        largest = values.abs().max() if values.numel() else torch.zeros((), dtype=torch.float64)
         dtypes = [self.param_set.dtypes[i] for i in indices]
         unit = torch.tensor([UNIT_ROUNDOFF[d] for d in dtypes], dtype=torch.float64)[segments]
         tiny = torch.tensor([_subnormal_spacing(torch, d) for d in dtypes], dtype=torch.float64)[segments]
@@ -821,6 +989,24 @@ class Bounds:
                     allowed = torch.maximum(allowed, _yardstick_allowance(torch, own_values, values))
         self._state[key] = allowed
         return allowed
+
+
+    def nonfinite_ok(self, implementation: str | None, step: int) -> Any:
+        """Where ``implementation`` may hold a NaN or an infinity after ``step`` (from 0): where
+        the same implementation in the same dtype on the CPU does (None: nowhere)."""
+        own = self.by_implementation.get(implementation or "")
+        return None if own is None else ~self.torch.isfinite(own.params[step])
+
+    def state_nonfinite_ok(self, implementation: str | None, key: str) -> Any:
+        """``nonfinite_ok`` for the state ``key`` after the last step."""
+        own = self.by_implementation.get(implementation or "")
+        if own is None or key not in own.state or key not in self.reference.state:
+            return None
+        values, indices, counts = own.state[key]
+        _ref_values, ref_indices, ref_counts = self.reference.state[key]
+        if indices != ref_indices or counts != ref_counts:
+            return None
+        return ~self.torch.isfinite(values)
 
 
 def _yardstick_allowance(torch: Any, yardstick: Any, reference: Any) -> Any:
@@ -881,9 +1067,11 @@ def compare_flat(
     shapes: list[tuple[int, ...]],
     what: str,
     worst: list[float] | None = None,
+    nonfinite_ok: Any = None,
 ) -> Finding | None:
     """Judges flat float64 values against the reference within ``allowed`` (per element): None
-    when every element is within it. NaN/Inf where the reference is finite is its own class.
+    when every element is within it. NaN/Inf where the reference is finite is its own class,
+    accepted only where ``nonfinite_ok`` (a boolean mask, when given) is set.
     ``worst`` collects the largest error in units of the allowed one (finite bounds only)."""
     if tuple(found.shape) != tuple(expected.shape):
         return Finding(STRUCTURE, what, f"{found.numel()} values where the reference has {expected.numel()}")
@@ -893,6 +1081,8 @@ def compare_flat(
     # which no bound admits (``<=`` is false), an infinity only the unbounded allowance.
     err = (found - expected).abs()
     within = err <= allowed
+    if nonfinite_ok is not None:
+        within = within | (nonfinite_ok & ~torch.isfinite(found))
     if worst is not None:
         ratio = torch.where(allowed > 0, err / allowed, torch.zeros_like(err))
         ratio = ratio[torch.isfinite(ratio)]
@@ -953,10 +1143,12 @@ def judge_state(
     bounds: Bounds,
     param_set: ParamSet,
     steps: int,
+    implementation: str | None = None,
 ) -> Finding | None:
     """The state after the last step: every state the reference keeps, for the same
     parameters, within the state bound; step counters exactly; no state for a parameter
-    without gradients."""
+    without gradients. NaN/Inf is accepted where ``implementation``'s own yardstick has it
+    (``Bounds.state_nonfinite_ok``)."""
     for index, value in sorted(reference.steps.items()):
         got = found.steps.get(index)
         if got is None:
@@ -995,6 +1187,7 @@ def judge_state(
             lambda k, key=key: f"state[{ref_indices[k]}].{key}",
             [(c,) for c in ref_counts],
             key,
+            nonfinite_ok=bounds.state_nonfinite_ok(implementation, key),
         )
         if finding is not None:
             return finding
@@ -1173,12 +1366,15 @@ def run_optimizer(
     layouts: bool = False,
     many: int = 112,
     configs: list[str] | None = None,
+    zero_grads: bool = True,
 ) -> ProbeOutput:
     """Steps ``torch.optim.<class_name>`` in ``dtype`` in every implementation and
     configuration (``CONFIGS``); ``mixed`` also steps a list of float32, bfloat16 and float16
     parameters in one group, ``layouts`` one whose gradients have other strides than their
-    parameters (``grad_layout_list``). Below the full tier a probe that names ``configs`` runs
-    only those, on the main list."""
+    parameters (``grad_layout_list``), ``zero_grads`` one whose gradients hold exact zeros
+    (``zero_grad_list``) in every configuration and in the extreme ones
+    (``edge_configurations``). Below the full tier a probe that names ``configs`` runs only
+    those, on the main list."""
     torch = ctx.torch
     dtype_name = DTYPES[dtype]
     cls = _optimizer_class(torch, class_name)
@@ -1188,11 +1384,17 @@ def run_optimizer(
     if not chosen:
         raise SkipProbe(f"no configuration of {class_name} applies on {device_type}")
     impls = implementations(cls)
-    lists: list[tuple[str, tuple[ParamSpec, ...]]] = [("", stress_list(many))]
+    lists: list[tuple[str, tuple[ParamSpec, ...], list[Config]]] = [("", stress_list(many), chosen)]
     if mixed and subset is None:
-        lists.append(("+mixed_dtypes", mixed_list()))
+        lists.append(("+mixed_dtypes", mixed_list(), chosen))
     if layouts and subset is None:
-        lists.append(("+grad_layouts", grad_layout_list()))
+        lists.append(("+grad_layouts", grad_layout_list(), chosen))
+    edges: list[Config] = []
+    if zero_grads and subset is None:
+        # The extreme configurations' indices follow the database's (a case's ``sample``).
+        edges = edge_configurations(torch, cls, class_name, device_type)
+        zero_configs = [c for c in _unique(chosen + edges) if dtype_name != "float16" or state_stays_normal_in_float16(c)]
+        lists.append(("+zero_grads", zero_grad_list(), zero_configs))
     tally = Tally()
     if "foreach" in impls and device_type == "cpu":
         tally.notes.append(
@@ -1201,9 +1403,9 @@ def run_optimizer(
     budget = float(ctx.options.get("optim_budget_s", DEFAULT_BUDGET_S))
     started = time.monotonic()
     seed = ctx.derive_seed("trajectory") % (2**31)
-    for list_suffix, specs in lists:
+    for list_suffix, specs, list_configs in lists:
         param_set = make_param_set(torch, specs, dtype_name, seed, STEPS)
-        for config_index, config in enumerate(chosen):
+        for config_index, config in enumerate(list_configs):
             if tally.context_lost or time.monotonic() - started > budget:
                 tally.not_run += len(impls)
                 continue
@@ -1216,9 +1418,10 @@ def run_optimizer(
         "optimizer": class_name,
         "dtype": dtype_name,
         "configurations": len(chosen),
+        "edge_configurations": len(edges),
         "implementations": ",".join(impls),
         "parameters": len(stress_list(many)),
-        "lists": ",".join(suffix.lstrip("+") or "main" for suffix, _ in lists),
+        "lists": ",".join(suffix.lstrip("+") or "main" for suffix, _, _ in lists),
         "steps": STEPS,
         "rounding_factor": ROUNDING_FACTOR,
         "seed": seed,
@@ -1291,14 +1494,16 @@ def _run_config(
             continue
         forloop_params = forloop.params if forloop is not None else None
         worst: list[float] = []
-        finding, step = judge_trajectory(torch, found, reference, bounds, param_set, forloop_params, shapes, worst)
+        finding, step = judge_trajectory(
+            torch, found, reference, bounds, param_set, forloop_params, shapes, worst, implementation
+        )
         if finding is not None and needs_yardstick and not bounds.yardsticks:
             yardsticks = _yardsticks(torch, cls, impls, config, param_set, tally, list_suffix)
             if yardsticks:
                 bounds = Bounds(torch, param_set, reference, yardsticks=yardsticks)
                 worst = []
                 finding, step = judge_trajectory(
-                    torch, found, reference, bounds, param_set, forloop_params, shapes, worst
+                    torch, found, reference, bounds, param_set, forloop_params, shapes, worst, implementation
                 )
         tally.worst.extend(worst)
         tally.record(variant, f"step{step}", config_index, finding)
@@ -1308,25 +1513,26 @@ def _run_config(
 
 def _yardsticks(
     torch: Any, cls: Any, impls: tuple[str, ...], config: Config, param_set: ParamSet, tally: Tally, list_suffix: str
-) -> list[Trajectory]:
-    """The for-loop and foreach implementations in the parameters' own dtypes on the CPU
-    (module docstring): each computes in the dtype, in its own order of operations."""
-    out = []
-    for foreach in (False, True) if "foreach" in impls else (False,):
+) -> dict[str, Trajectory]:
+    """Each implementation in the parameters' own dtypes on the CPU (module docstring), by
+    implementation: the for-loop and foreach compute in the dtype, each in its own order of
+    operations; the fused kernel computes in float32 but keeps its state in the dtype. An
+    implementation the CPU lacks has no yardstick of its own."""
+    out = {}
+    for implementation in impls:
+        flags = implementation_flags(cls, implementation)
         try:
-            out.append(
-                run_trajectory(
-                    torch,
-                    cls,
-                    dict(reference_kwargs(config.kwargs), foreach=foreach),
-                    param_set,
-                    torch.device("cpu"),
-                    STEPS,
-                )
+            out[implementation] = run_trajectory(
+                torch,
+                cls,
+                dict(reference_kwargs(config.kwargs), **flags),
+                param_set,
+                torch.device("cpu"),
+                STEPS,
             )
         except Exception as exc:  # noqa: BLE001 - judged without that yardstick then
             tally.notes.append(
-                f"{config.name}{list_suffix}: no same-dtype yardstick (foreach={foreach}: {_error_text(exc)})"
+                f"{config.name}{list_suffix}: no same-dtype yardstick ({implementation}: {_error_text(exc)})"
             )
     return out
 
@@ -1367,19 +1573,33 @@ def judge_trajectory(
     forloop_params: list[Any] | None,
     shapes: list[tuple[int, ...]],
     worst: list[float] | None = None,
+    implementation: str | None = None,
 ) -> tuple[Finding | None, int]:
     """The first step whose parameters are wrong (against float64, then against the device's
-    for-loop implementation), else the state after the last step: (finding, step)."""
+    for-loop implementation), else the state after the last step: (finding, step).
+    ``implementation`` names the implementation judged, whose own yardstick says where it may
+    be non-finite (``Bounds.nonfinite_ok``)."""
     dtypes = param_set.dtypes
 
     def describe(index: int) -> str:
         spec = param_set.specs[index]
         layout = "" if spec.layout == "contiguous" else f" {spec.layout}"
-        return f"param[{index}] {tuple(spec.shape)}{layout} {dtypes[index]}"
+        zeros = f" zero_grads={spec.grad_zeros}" if spec.grad_zeros else ""
+        return f"param[{index}] {tuple(spec.shape)}{layout} {dtypes[index]}{zeros}"
 
     for step, (values, expected) in enumerate(zip(found.params, reference.params)):
+        nonfinite_ok = bounds.nonfinite_ok(implementation, step)
         finding = compare_flat(
-            torch, values, expected, bounds.allowed[step], param_set.offsets, describe, shapes, "params", worst
+            torch,
+            values,
+            expected,
+            bounds.allowed[step],
+            param_set.offsets,
+            describe,
+            shapes,
+            "params",
+            worst,
+            nonfinite_ok=nonfinite_ok,
         )
         if finding is not None:
             return finding, step + 1
@@ -1390,7 +1610,15 @@ def judge_trajectory(
                 torch.isfinite(forloop_params[step]), bounds.allowed[step], torch.full_like(values, math.inf)
             )
             finding = compare_flat(
-                torch, values, forloop_params[step], allowed, param_set.offsets, describe, shapes, "params"
+                torch,
+                values,
+                forloop_params[step],
+                allowed,
+                param_set.offsets,
+                describe,
+                shapes,
+                "params",
+                nonfinite_ok=nonfinite_ok,
             )
             if finding is not None:
                 finding.detail = "differs from the for-loop implementation on the device: " + finding.detail
@@ -1400,7 +1628,8 @@ def judge_trajectory(
         return Finding(
             STRUCTURE, describe(index), "the parameter had gradients but the optimizer kept no state for it"
         ), len(found.params)
-    return judge_state(torch, found, reference, bounds, param_set, len(found.params)), len(found.params)
+    steps = len(found.params)
+    return judge_state(torch, found, reference, bounds, param_set, steps, implementation), steps
 
 
 def _skip_when_nothing_judged(tally: Tally, what: str) -> None:

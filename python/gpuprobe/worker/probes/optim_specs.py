@@ -8,8 +8,9 @@ case (implementation × configuration, named ``fused+weight_decay=0.1+amsgrad`` 
 observation's ``variant``) is judged after every step (``direction`` ``step<N>``).
 
 Tiers: ``optim.adamw.fp32`` and ``optim.gradscaler.fp32`` are ``standard`` (a subset of
-their configurations below the full tier); every other probe runs in the ``full`` tier, in the
-side lane ``optim`` (its time goes to float64 references on the host).
+their configurations below the full tier, without the zero-gradient list and the extreme
+configurations); every other probe runs in the ``full`` tier, in the side lane ``optim`` (its
+time goes to float64 references on the host).
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def optimizer_probe(name: str, class_name: str, dtype: str) -> ProbeDef:
         SWEEP_RULE,
         f"torch.optim.{class_name} with {dtype} parameters: the for-loop, foreach and fused implementations in "
         f"each configuration, 3 steps over 123 parameters (odd sizes, 65537 elements, empty, transposed, "
-        f"without gradients, more than one multi-tensor launch){mixed}, against the for-loop in float64 on the "
-        "CPU and against each other",
+        f"without gradients, more than one multi-tensor launch){mixed}; in the full tier also a list whose "
+        "gradients hold exact zeros (rows, elements, whole tensors) in those configurations and in extreme ones "
+        "(lr=0, averaging coefficients at 0 and next to 1, eps=1e-16, weight decay 10); against the for-loop in "
+        "float64 on the CPU and against each other",
         f"{_RUN}:run_optimizer",
         params,
         timeout_s=STANDARD_TIMEOUT_S if standard else TIMEOUT_S,

@@ -16,6 +16,7 @@ Transforms (the input classes; each is a variant in the report):
 | ``nan`` / ``posinf`` / ``neginf`` | the first floating tensor | one element (seeded) replaced |
 | ``empty`` | tensors sharing the first tensor's dim 0 | that dimension sliced to 0 |
 | ``size1`` | tensors sharing the first tensor's dim 0 | that dimension sliced to 1 |
+| ``arg_empty`` / ``arg_size1`` | one other subject tensor (``Case.argument``: each one's first and last dimension) | that dimension sliced to 0 / 1 |
 | ``tail257`` / ``tail192`` | floating tensors sharing its last dim | last dim 257 (≡ 1 mod 32) or 192 (≡ 64 mod 128), values repeated |
 | ``negzero`` / ``negnan`` / ``subnormal`` | the first floating tensor | one element (seeded) −0.0, NaN with its sign bit set, half the smallest normal |
 | ``huge`` / ``max`` / ``lowest`` | the first floating tensor | one element √max/16 (its square still finite), the dtype's largest, its lowest |
@@ -25,10 +26,15 @@ Transforms (the input classes; each is a variant in the report):
 | ``out_wide`` / ``out_narrow`` | the call | ``out=`` of a wider / narrower dtype of the same kind (the cast into ``out``) |
 | ``inplace`` / ``inplace_noncontig`` | the call | the in-place variant (``x.add_``), on the input as given or as a stride-2 view |
 | ``method`` | the call | the method variant (``x.add(...)``) |
+| ``large_batch`` | tensors sharing the first tensor's dim 0 (reductions, normalizations, batched products and matrix functions) | dim 0 tiled to ``LARGE_BATCH`` rows |
+| ``large_reduced`` | floating tensors sharing its last dim (reductions, softmax) | last dim ``LARGE_REDUCED``, values repeated |
+| ``large_rhs`` | a solver's right-hand side (``Case.argument``) | ``LARGE_RHS`` right-hand sides, values repeated |
 
 For integer and boolean dtypes the subject tensors are the tensors of the probe's dtype
 (floating arguments keep their values), for floating and complex dtypes the floating and
-complex tensors, as before.
+complex tensors, as before. The ``large_*`` transforms run in the full tier only, forward
+only, within ``LARGE_ELEMENTS`` a tensor; each size is just past a threshold where a
+kernel or library changes how it works (``LARGE_BATCH``).
 
 Every transform is a differentiable function of the sample's tensors, so gradients land on
 the same leaves on the device and in the reference. The reference applies it to float64
@@ -65,6 +71,9 @@ TRANSFORMS = (
     "neginf",
     "empty",
     "size1",
+    # per-argument shapes: one other tensor argument with a zero-size or size-1 dimension
+    "arg_empty",
+    "arg_size1",
     "tail257",
     "tail192",
     # value classes: one element (or every positive one) at an edge of the dtype
@@ -86,6 +95,10 @@ TRANSFORMS = (
     "inplace",
     "inplace_noncontig",
     "method",
+    # large shapes (full tier, forward only): past the sizes where kernels change algorithm
+    "large_batch",
+    "large_reduced",
+    "large_rhs",
 )
 #: Transforms that change only where the values lie in memory (strides, memory format).
 LAYOUT_TRANSFORMS = ("noncontig", "inplace_noncontig", "transposed", "channels_last", "broadcast")
@@ -101,9 +114,46 @@ MAGNITUDE_CLASSES = frozenset({"huge", "max", "lowest"})
 NONFINITE_TRANSFORMS = frozenset({"nan", "posinf", "neginf", "negnan"})
 #: Entry points other than the functional call; forward only.
 CALL_VARIANTS = ("out", "out_noncontig", "out_resize", "out_wide", "out_narrow", "inplace", "inplace_noncontig", "method")
-#: Transforms added to the sweep's input classes after the first ones: value classes and call
-#: variants. The standard tier runs a covering subset of them (``sweep_specs.subset_new_axes``).
-NEW_AXES = FLOAT_VALUE_CLASSES + INTEGER_VALUE_CLASSES + CALL_VARIANTS
+#: Transforms that give one tensor argument other than the first subject tensor a dimension
+#: of size 0 or 1 (a weight, a bias, the other operand, a right-hand side), each of its
+#: first and last dimensions in turn (``argument_targets``).
+ARGUMENT_TRANSFORMS = ("arg_empty", "arg_size1")
+#: Transforms past the sizes where kernels and libraries change algorithm: run in the full
+#: tier only (a standard-subset probe skips them below it), forward only.
+LARGE_TRANSFORMS = ("large_batch", "large_reduced", "large_rhs")
+#: Transforms whose case names the tensor it changes (``Case.argument``).
+TARGETED_TRANSFORMS = (*ARGUMENT_TRANSFORMS, "large_rhs")
+#: Transforms added to the sweep's input classes after the first ones: value classes, call
+#: variants and per-argument shapes. The standard tier runs a covering subset of them
+#: (``sweep_specs.subset_new_axes``).
+NEW_AXES = FLOAT_VALUE_CLASSES + INTEGER_VALUE_CLASSES + CALL_VARIANTS + ARGUMENT_TRANSFORMS
+#: The sizes the ``large_*`` transforms reach, each just past a threshold where a kernel or
+#: library changes how it works (sources in ``docs/probes.md``, "Large shapes"):
+#:
+#: - ``LARGE_BATCH`` (2^16 + 1) rows or matrices of a batch: past 65,535, the largest y and
+#:   z dimension of a CUDA grid (a kernel that puts the batch there must split it), the
+#:   size PyTorch cuts MAGMA's batched calls into (``batch_limit = 65535``) and the cap of
+#:   its reduction kernel's blocks per output;
+#: - ``LARGE_REDUCED`` (2^19 + 1) elements along the last dimension: past the point where
+#:   PyTorch's reduction kernel (``Reduce.cuh``, ``setReduceConfig``: up to 512 threads a
+#:   block, 4-element vector loads of float32) splits one output over several blocks (at
+#:   256 values a thread), reducing through global memory with semaphores; past softmax's
+#:   warp-per-row kernel (rows of at most 1,024 elements) and any row that fits in shared
+#:   memory;
+#: - ``LARGE_RHS`` (2^16 + 1) right-hand sides: past MAGMA's limit of 1,024 for batched
+#:   ``getrs`` (``lu_solve_kernel`` then takes cuBLAS's batched solve or two triangular
+#:   solves) and the grid's 65,535.
+#:
+#: ``_transform_fn`` spells the first two as literals: the repro script copies it alone.
+LARGE_BATCH = 65537
+LARGE_REDUCED = 524289
+LARGE_RHS = 65537
+#: Largest tensor a ``large_*`` transform builds, in elements: 32 MiB in the float64
+#: reference, whose largest case on the database's samples the CPU computes within a second.
+LARGE_ELEMENTS = 1 << 22
+#: Tensor arguments (each with its first and last dimension) a per-argument transform
+#: changes at most, one case each.
+MAX_ARGUMENT_TARGETS = 4
 #: The dtype an ``out_wide`` / ``out_narrow`` output of the probe's dtype is written into:
 #: one step wider or narrower in the same kind, a cast ``torch.can_cast`` allows.
 WIDER = {
@@ -128,10 +178,16 @@ NARROWER = {
 #: use to repeat values, has no CUDA kernel for them (``"index_cuda" not implemented for
 #: 'UInt16'`` on torch 2.11), so those transforms would test themselves, not the operator.
 BAREBONES_UNSIGNED = ("uint16", "uint32", "uint64")
-#: Transforms that keep every value (allowed for decompositions and solvers).
-VALUE_KEEPING = frozenset({"base", "noncontig", "transposed", "channels_last", "empty", "size1"} | set(CALL_VARIANTS))
+#: Transforms that keep every value (allowed for decompositions and solvers; the non-finite
+#: ones reach them too, judged by their own rule: ``Judging.swallow_only``).
+VALUE_KEEPING = frozenset(
+    {"base", "noncontig", "transposed", "channels_last", "empty", "size1"}
+    | set(CALL_VARIANTS)
+    | set(ARGUMENT_TRANSFORMS)
+    | set(LARGE_TRANSFORMS)
+)
 #: Transforms after which equal values are likely (order-statistic positions may tie).
-REPEATS_VALUES = frozenset({"broadcast", "tail257", "tail192"})
+REPEATS_VALUES = frozenset({"broadcast", "tail257", "tail192"} | set(LARGE_TRANSFORMS))
 #: Transforms that make a tie of their own: −0.0 equals 0.0.
 MAKES_TIES = REPEATS_VALUES | {"negzero"}
 #: Samples read from the database's generator before choosing (some generate hundreds).
@@ -155,9 +211,15 @@ class Judging:
     inf_input: bool
     compare_integers: bool
     mixing: bool
+    #: A decomposition or solver under a non-finite input: only a NaN or infinity of the
+    #: reference that vanishes from an output (``sweep_oracle.swallowed_nonfinite``) is a
+    #: finding, and a lesser one than a wrong value; every other difference is undefined.
+    swallow_only: bool = False
 
 
-def judging(name: str, dtype_name: str, transform: str, held: tuple[bool, bool] = (False, False)) -> Judging:
+def judging(
+    name: str, dtype_name: str, transform: str, held: tuple[bool, bool] = (False, False), variant: str = ""
+) -> Judging:
     """The comparison flags of a case of operator ``name`` in ``dtype_name``.
 
     Integers converted from NaN/Inf, or from floats beyond the integer's range, are
@@ -173,6 +235,13 @@ def judging(name: str, dtype_name: str, transform: str, held: tuple[bool, bool] 
 
     ``held`` (``held_nonfinite``: a NaN, an infinity) is what the sample itself holds:
     reference inputs carry extremal values of their own, judged as if injected.
+
+    A decomposition or solver (``sweep_db.takes_nonfinite``; ``variant`` is the entry's)
+    under a non-finite input is judged by ``swallow_only``: LAPACK, cuSOLVER and MAGMA do
+    not promise to propagate a NaN, and where one spreads depends on the algorithm (pivot
+    searches, blocked updates), so the values are undefined; only an output whose
+    reference holds NaN or Inf coming back entirely finite (the result looks valid) is
+    reported.
     """
     has_nan, has_inf = held
     nonfinite_input = transform in NONFINITE_TRANSFORMS or has_nan or has_inf
@@ -188,6 +257,7 @@ def judging(name: str, dtype_name: str, transform: str, held: tuple[bool, bool] 
         inf_input=transform in ("posinf", "neginf") or has_inf,
         compare_integers=not nonfinite_input and not magnitude_input and not ties,
         mixing=mixing,
+        swallow_only=nonfinite_input and sweep_db.takes_nonfinite(name, variant),
     )
 
 
@@ -198,6 +268,9 @@ class Case:
     sample: int
     transform: str
     backward: bool
+    #: The tensor a targeted transform (``TARGETED_TRANSFORMS``) changes: its position among
+    #: the sample's tensors (``tensors_of``) and the dimension (0 or -1); None otherwise.
+    argument: tuple[int, int] | None = None
 
     @property
     def direction(self) -> str:
@@ -437,7 +510,12 @@ def applicable(torch: Any, info: Any, sample: Any, transform: str, dtype_name: s
     """Whether ``transform`` changes anything for this sample (and is allowed for the op)."""
     if transform == "base":
         return True
-    if transform not in VALUE_KEEPING and sweep_db.is_matrix_function(info.name, str(info.variant_test_name or "")):
+    variant = str(getattr(info, "variant_test_name", "") or "")
+    if (
+        transform not in VALUE_KEEPING
+        and sweep_db.is_matrix_function(info.name, variant)
+        and not (transform in NONFINITE_TRANSFORMS and sweep_db.takes_nonfinite(info.name, variant))
+    ):
         return False
     if not sweep_db.transform_allowed(info, transform):
         return False
@@ -445,6 +523,10 @@ def applicable(torch: Any, info: Any, sample: Any, transform: str, dtype_name: s
         return transform == "base"
     if transform in CALL_VARIANTS:
         return variant_available(torch, info, sample, transform, dtype_name)
+    if transform in ARGUMENT_TRANSFORMS:
+        return sweep_db.checks_its_arguments(info.name) and bool(argument_targets(torch, sample, transform, dtype_name))
+    if transform == "large_rhs":
+        return right_hand_side(torch, info, sample, dtype_name) is not None
     floats = subjects(torch, sample, dtype_name)
     first = primary(torch, sample, dtype_name)
     if transform == "noncontig":
@@ -482,14 +564,13 @@ def applicable(torch: Any, info: Any, sample: Any, transform: str, dtype_name: s
             return bool(first.dtype.is_signed) and _in_domain(info, -1.0)
         value = injected_value(torch, transform, first.dtype)
         return value is not None and _in_domain(info, float(value))
-    if transform in ("empty", "size1") and any(
-        not is_subject(torch, t, dtype_name) or (sweep_db.is_exact_dtype(dtype_name) and t is not first)
-        for t in tensors_of(torch, sample)
-    ):
+    if transform in ("empty", "size1", "large_batch", "large_reduced") and _holds_indices(torch, sample, dtype_name):
         # Index values would point past the sliced tensor: the CPU rejects that, and CUDA
         # answers an out-of-range index with a device-side assert (by design), which ends
         # the process's device context. An integer probe's other tensors may be indices of
-        # its own dtype: its samples are sliced only when they hold one tensor.
+        # its own dtype: its samples are sliced only when they hold one tensor. The large
+        # shapes keep to the same samples: an index tensor batched like the data (an
+        # ``offsets`` vector) would be tiled with it and no longer describe it.
         return False
     if transform == "empty":
         return first.dim() >= 1 and first.shape[0] >= 1
@@ -499,7 +580,141 @@ def applicable(torch: Any, info: Any, sample: Any, transform: str, dtype_name: s
         if dtype_name in BAREBONES_UNSIGNED:
             return False
         return first.dim() >= 1 and 1 <= first.shape[-1] < 64
+    if transform == "large_batch":
+        return _large_batch_fits(torch, info, sample, first, dtype_name)
+    if transform == "large_reduced":
+        if dtype_name in BAREBONES_UNSIGNED or not sweep_db.is_reduction(info) or first.dim() < 1:
+            return False
+        if info.name in sweep_db.RANGE_LEAVING_REDUCTIONS:
+            return False
+        widened = [t for t in subjects(torch, sample, dtype_name) if t.dim() >= 1 and t.shape[-1] == first.shape[-1]]
+        return first.shape[-1] < LARGE_REDUCED and all(_rows(t, -1) * LARGE_REDUCED <= LARGE_ELEMENTS for t in widened)
     raise CaseError(f"unknown transform {transform!r}")
+
+
+def _holds_indices(torch: Any, sample: Any, dtype_name: str) -> bool:
+    """Whether the sample holds a tensor whose values may be indices: any tensor that is
+    not a subject, and in an integer or boolean probe any tensor but the first. Slicing or
+    tiling the tensors they index could leave index values pointing past them: the CPU
+    rejects that, and CUDA answers an out-of-range index with a device-side assert (by
+    design), which ends the process's device context."""
+    first = primary(torch, sample, dtype_name)
+    return any(
+        not is_subject(torch, t, dtype_name) or (sweep_db.is_exact_dtype(dtype_name) and t is not first)
+        for t in tensors_of(torch, sample)
+    )
+
+
+def _rows(t: Any, dim: int) -> int:
+    """The elements of ``t`` per index of dimension ``dim`` (its other dimensions' product)."""
+    return t.numel() // t.shape[dim] if t.shape[dim] else 0
+
+
+def _large_batch_fits(torch: Any, info: Any, sample: Any, first: Any, dtype_name: str) -> bool:
+    """Whether ``large_batch`` applies: an entry whose leading dimension is a batch
+    (``sweep_db.takes_large_batch``; a matrix function's only when the sample is batched
+    beyond the matrix), no shape argument spanning dimension 0, every tensor of the batch's
+    length of the same rank (so that each is tiled), and each tiled tensor and the outputs
+    within ``LARGE_ELEMENTS``."""
+    if dtype_name in BAREBONES_UNSIGNED or not sweep_db.takes_large_batch(info):
+        return False
+    batched_only = info.name in sweep_db.BATCHED_OPS or sweep_db.is_reduction(info)
+    if first.dim() < (1 if batched_only else 3) or not 1 <= first.shape[0] < LARGE_BATCH:
+        return False
+    if any(len(shape) >= first.dim() and shape == tuple(first.shape[-len(shape) :]) for shape in _shape_arguments(sample)):
+        # A shape argument that spans dimension 0 too (``layer_norm``'s normalized_shape of
+        # the whole tensor): it is not a batch.
+        return False
+    mates = [t for t in tensors_of(torch, sample) if t.dim() >= 1 and t.shape[0] == first.shape[0]]
+    if not all(t.dim() == first.dim() and _rows(t, 0) * LARGE_BATCH <= LARGE_ELEMENTS for t in mates):
+        return False
+    # The outputs grow with the batch too, and may be far larger than the inputs (an outer
+    # product of two columns, a 50 x 50 pseudo-inverse of them): the sample as given, on the
+    # CPU, says by how much.
+    produced = _output_elements(torch, info, sample)
+    return produced is not None and produced // first.shape[0] * LARGE_BATCH <= LARGE_ELEMENTS
+
+
+def _output_elements(torch: Any, info: Any, sample: Any) -> int | None:
+    """The elements of every output of the sample as given, computed on the CPU, or None
+    where the CPU does not compute it."""
+    from torch.utils._pytree import tree_leaves  # type: ignore
+
+    try:
+        with torch.no_grad():
+            result = info(sample.input, *sample.args, **sample.kwargs)
+    except Exception:  # noqa: BLE001 - not a sample the CPU computes: no large shape of it
+        return None
+    return sum(t.numel() for t in tree_leaves(result) if isinstance(t, torch.Tensor))
+
+
+def _shape_arguments(sample: Any) -> list[tuple[int, ...]]:
+    """The sample's plain arguments that are shapes (tuples or lists of ints)."""
+    values = list(sample.args) + list(sample.kwargs.values())
+    return [
+        tuple(v)
+        for v in values
+        if isinstance(v, (tuple, list)) and v and all(isinstance(n, int) and not isinstance(n, bool) for n in v)
+    ]
+
+
+def argument_targets(torch: Any, sample: Any, transform: str, dtype_name: str = "float32") -> list[tuple[int, int]]:
+    """(position in ``tensors_of``, dimension) of each tensor argument a per-argument
+    transform changes, one case each, at most ``MAX_ARGUMENT_TARGETS``: every non-empty
+    subject tensor other than the first (``primary``; and not the same tensor passed
+    twice), its first and its last dimension, where slicing it to 0 (``arg_empty``) or 1
+    (``arg_size1``) changes it. Floating and complex probes only, in samples without index
+    tensors (``_holds_indices``): an integer probe's other tensors may be indices of its
+    own dtype."""
+    if sweep_db.is_exact_dtype(dtype_name) or _holds_indices(torch, sample, dtype_name):
+        return []
+    tensors = tensors_of(torch, sample)
+    first = primary(torch, sample, dtype_name)
+    if first is None:
+        return []
+    targets: list[tuple[int, int]] = []
+    for position, t in enumerate(tensors):
+        if t is first or t.dim() == 0 or t.numel() == 0 or sum(1 for u in tensors if u is t) > 1:
+            continue
+        for dim in (0, -1) if t.dim() > 1 else (0,):
+            if t.shape[dim] > (1 if transform == "arg_size1" else 0):
+                targets.append((position, dim))
+    return targets[:MAX_ARGUMENT_TARGETS]
+
+
+def right_hand_side(torch: Any, info: Any, sample: Any, dtype_name: str = "float32") -> tuple[int, int] | None:
+    """(position, -1) of a solver's right-hand side B that ``large_rhs`` gives
+    ``LARGE_RHS`` columns (``sweep_db.RIGHT_HAND_SIDES``), or None: B a matrix (of the
+    coefficient matrix's rank; a batch of vectors would change its length), the system
+    solved from the left, within ``LARGE_ELEMENTS``, in a sample without index tensors."""
+    position = sweep_db.RIGHT_HAND_SIDES.get(info.name)
+    if position is None or dtype_name in BAREBONES_UNSIGNED or _holds_indices(torch, sample, dtype_name):
+        return None
+    tensors = tensors_of(torch, sample)
+    if position >= len(tensors) or len(tensors) < 2 or sample.kwargs.get("left", True) is not True:
+        return None
+    rhs = tensors[position]
+    matrix = next(t for i, t in enumerate(tensors) if i != position)
+    if rhs.dim() < 2 or rhs.dim() != matrix.dim() or rhs.numel() == 0 or rhs.shape[-1] >= LARGE_RHS:
+        return None
+    if _rows(rhs, -1) * LARGE_RHS > LARGE_ELEMENTS:
+        return None
+    return position, -1
+
+
+def argument_label(torch: Any, sample: Any, argument: tuple[int, int]) -> str:
+    """The tensor a targeted case changes, in words (``args[0] dim -1``)."""
+    position, dim = argument
+    try:
+        from torch.utils._pytree import keystr, tree_flatten_with_path  # type: ignore
+
+        leaves, _spec = tree_flatten_with_path([sample.input, list(sample.args), dict(sorted(sample.kwargs.items()))])
+        paths = [path for path, leaf in leaves if isinstance(leaf, torch.Tensor)]
+        path = paths[position]
+        head = ("input", "args", "kwargs")[getattr(path[0], "idx", 0)]
+        return f"{head}{keystr(path[1:])} dim {dim}"
+    except Exception:  # noqa: BLE001 - an older pytree: the position says it
+        return f"tensor {position} dim {dim}"
 
 
 def choose_cases(
@@ -519,8 +734,12 @@ def choose_cases(
     transforms that repeat values (many equal contributions accumulate, by atomics in any
     order, at the dtype's precision). Call variants run forward only (their gradients are
     the functional call's), and value classes run no backward in half precision (what its
-    gradient does with the dtype's extremes is the forward's overflow again). ``only_new`` limits the value classes and call variants to those
-    named (the standard tier's subset); None runs them all. ``plain`` is how many samples
+    gradient does with the dtype's extremes is the forward's overflow again). ``only_new``
+    limits the value classes, call variants and per-argument shapes to those named (the
+    standard tier's subset) and leaves out the large shapes; None runs them all. A
+    per-argument transform runs one case for each tensor argument and dimension
+    (``argument_targets``) of the sample it picks, without backward for ``arg_empty``; the
+    large shapes run forward only. ``plain`` is how many samples
     are the entry's sample inputs: base cases spread over those, plus ``REFERENCE_SAMPLES``
     of the reference inputs' own after them (``reference_indices``), run as given;
     transforms pick among the sample inputs.
@@ -542,19 +761,28 @@ def choose_cases(
     for transform in TRANSFORMS[1:]:
         if only_new is not None and transform in NEW_AXES and transform not in only_new:
             continue
+        if only_new is not None and transform in LARGE_TRANSFORMS:
+            continue
         # Transforms take the entry's sample inputs only: the reference inputs' own samples
         # (extremal values among them) run as given.
         chosen = [i for i in order if applicable(torch, info, samples[i], transform, dtype_name)][:TRANSFORM_SAMPLES]
         for index in chosen:
-            cases.append(Case(index, transform, False))
-            if (
-                backward
-                and transform != "empty"
-                and transform not in CALL_VARIANTS
-                and not (transform == "negzero" and sweep_db.is_order_op(info.name))
-                and not (low_precision and (transform in REPEATS_VALUES or transform in FLOAT_VALUE_CLASSES))
-            ):
-                cases.append(Case(index, transform, True))
+            arguments: list[tuple[int, int] | None] = [None]
+            if transform in ARGUMENT_TRANSFORMS:
+                arguments = list(argument_targets(torch, samples[index], transform, dtype_name))
+            elif transform == "large_rhs":
+                arguments = [right_hand_side(torch, info, samples[index], dtype_name)]
+            for argument in arguments:
+                cases.append(Case(index, transform, False, argument))
+                if (
+                    backward
+                    and transform not in ("empty", "arg_empty")
+                    and transform not in CALL_VARIANTS
+                    and transform not in LARGE_TRANSFORMS
+                    and not (transform == "negzero" and sweep_db.is_order_op(info.name))
+                    and not (low_precision and (transform in REPEATS_VALUES or transform in FLOAT_VALUE_CLASSES))
+                ):
+                    cases.append(Case(index, transform, True, argument))
     return cases
 
 
@@ -564,14 +792,17 @@ def reference_indices(torch: Any, info: Any, samples: list[Any], plain: int, dty
     non-finite values for a decomposition or solver (undefined, the rule that keeps their
     transforms to the value-keeping ones) or for an entry whose device kernel asserts on
     them (``sweep_db.DEVICE_ASSERT_DOMAINS``), a NaN for an entry whose result on NaN is
-    undefined (``sweep_db.NAN_UNDEFINED_OPS``)."""
+    undefined (``sweep_db.NAN_UNDEFINED_OPS``). Decompositions and solvers take them
+    (``sweep_db.takes_nonfinite``, judged like an injected NaN), the orthogonal polynomials
+    do not."""
     name = info.name
     variant = str(getattr(info, "variant_test_name", "") or "")
     asserts = sweep_db.DEVICE_ASSERT_DOMAINS.get(name, ())
     usable = []
     for index in range(plain, len(samples)):
         has_nan, has_inf = held_nonfinite(torch, samples[index], dtype_name)
-        if (has_nan or has_inf) and (sweep_db.is_matrix_function(name, variant) or "nan" in asserts or "posinf" in asserts):
+        undefined_on_it = sweep_db.is_matrix_function(name, variant) and not sweep_db.takes_nonfinite(name, variant)
+        if (has_nan or has_inf) and (undefined_on_it or "nan" in asserts or "posinf" in asserts):
             continue
         if has_nan and name in sweep_db.NAN_UNDEFINED_OPS:
             continue
@@ -613,15 +844,35 @@ def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None) -> C
         return lambda x: x[:0]
     if transform == "size1":
         return lambda x: x[:1]
-    if transform in ("tail257", "tail192"):
-        length = 257 if transform == "tail257" else 192
+    if transform in ("tail257", "tail192", "large_reduced"):
+        # large_reduced: LARGE_REDUCED, a literal because the repro script copies this alone.
+        length = {"tail257": 257, "tail192": 192, "large_reduced": 524289}[transform]
 
         def widen(x: Any) -> Any:
             index = torch.arange(length, device=x.device) % x.shape[-1]
             return x[..., index]
 
         return widen
+    if transform == "large_batch":
+
+        def tile(x: Any) -> Any:
+            # LARGE_BATCH rows (a literal, as above), the sample's rows repeated.
+            index = torch.arange(65537, device=x.device) % x.shape[0]
+            return x[index]
+
+        return tile
     return lambda x: x
+
+
+def _argument_fn(torch: Any, transform: str, dim: int) -> Callable[[Any], Any]:
+    """A targeted transform (``TARGETED_TRANSFORMS``) as a function of its one tensor."""
+    if transform == "arg_empty":
+        return lambda x: x.narrow(dim, 0, 0)
+    if transform == "arg_size1":
+        return lambda x: x.narrow(dim, 0, 1)
+    if transform == "large_rhs":
+        return lambda x: x.index_select(dim, torch.arange(LARGE_RHS, device=x.device) % x.shape[dim])
+    raise CaseError(f"transform {transform!r} does not target one argument")
 
 
 def dense_inputs() -> bool:
@@ -655,11 +906,11 @@ def _targets(torch: Any, sample: Any, transform: str, dtype_name: str = "float32
         return set()
     if transform in ("broadcast", "nan", "posinf", "neginf") or transform in FLOAT_VALUE_CLASSES + INTEGER_VALUE_CLASSES:
         return {id(first)}
-    if transform in ("empty", "size1"):
+    if transform in ("empty", "size1", "large_batch"):
         # Tensors batched like the first (same rank, same leading size); a parameter vector
         # whose length happens to equal the batch (running statistics) keeps its size.
         return {id(t) for t in tensors if t.dim() == first.dim() and t.shape[0] == first.shape[0]}
-    if transform in ("tail257", "tail192"):
+    if transform in ("tail257", "tail192", "large_reduced"):
         return {id(t) for t in floats if t.dim() >= 1 and t.shape[-1] == first.shape[-1]}
     return set()
 
@@ -718,10 +969,18 @@ def materialize(
     """
     from torch.utils._pytree import tree_map  # type: ignore
 
-    targets = _targets(torch, sample, case.transform, dtype_name)
     first = primary(torch, sample, dtype_name)
     sample_dtype = first.dtype if first is not None else None
-    fn = _transform_fn(torch, case.transform, seed, sample_dtype)
+    if case.argument is not None:
+        position, dim = case.argument
+        tensors = tensors_of(torch, sample)
+        if position >= len(tensors):
+            raise CaseError(f"the sample has no tensor {position}")
+        targets = {id(tensors[position])}
+        fn = _argument_fn(torch, case.transform, dim)
+    else:
+        targets = _targets(torch, sample, case.transform, dtype_name)
+        fn = _transform_fn(torch, case.transform, seed, sample_dtype)
     # The device side only: the reference keeps the layout, which decides whether a view is
     # valid input at all.
     dense = not upcast and case.transform in LAYOUT_TRANSFORMS and dense_inputs()

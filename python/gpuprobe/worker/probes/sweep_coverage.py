@@ -113,11 +113,18 @@ def markdown(torch: Any) -> str:
             if transform in sweep_cases.CALL_VARIANTS
             else "value class"
             if transform in sweep_cases.FLOAT_VALUE_CLASSES + sweep_cases.INTEGER_VALUE_CLASSES + ("nan", "posinf", "neginf")
+            else "argument"
+            if transform in sweep_cases.ARGUMENT_TRANSFORMS
+            else "large shape"
+            if transform in sweep_cases.LARGE_TRANSFORMS
             else "input"
         )
         lines.append(f"| `{transform}` | {axis} | " + " | ".join(str(tables[n][transform]) for n in TABLE_DTYPES) + " |")
     structure = sorted(sweep_db.op_key(i.name, i.variant_test_name) for i in database.ops.values() if sweep_db.oracle_for(i) != "value")
-    matrix = sorted({i.name for i in database.ops.values() if sweep_db.is_matrix_function(i.name)})
+    matrix = sorted({i.name for i in database.ops.values() if sweep_db.takes_nonfinite(i.name, i.variant_test_name)})
+    polynomials = sorted({i.name for i in database.ops.values() if sweep_db.is_orthogonal_polynomial(i.name)})
+    batched = sorted({i.name for i in database.ops.values() if sweep_db.takes_large_batch(i)})
+    reducing = sorted({i.name for i in database.ops.values() if sweep_db.is_reduction(i)})
     fourier = sorted({i.name for i in database.ops.values() if sweep_db.is_fourier(i.name)})
     lines += [
         "",
@@ -128,10 +135,15 @@ def markdown(torch: Any) -> str:
         f"| structure oracle | {', '.join(f'`{k}`' for k in structure)} | random values, "
         "uninitialized memory, or marked non-deterministic by PyTorch: shape, dtype kind and "
         "finiteness are checked, values are not |",
-        f"| value-keeping transforms only | {len(matrix)} decompositions and solvers "
-        "(`linalg.*`, `cholesky*`, `svd`, `qr`, `lu*`, …) | results on singular or non-finite "
-        "input are undefined; broadcast rows, injected NaN/Inf and repeated tails make "
-        "matrices singular |",
+        f"| value-keeping and non-finite transforms only | {len(matrix)} decompositions and solvers "
+        "(`linalg.*`, `cholesky*`, `svd`, `qr`, `lu*`, …) | results on singular input are undefined; "
+        "broadcast rows, finite value classes and repeated tails make matrices singular or ill-conditioned |",
+        f"| under injected NaN/Inf, only an output that comes back entirely finite (`nonfinite_swallowed`, "
+        f"reported, not a failure) | the same {len(matrix)} | no library promises to propagate NaN, and where one "
+        "spreads depends on the algorithm (pivot searches, blocked updates); a library error on it "
+        "(`LinAlgError`) is a refusal |",
+        f"| value-keeping transforms only | {len(polynomials)} orthogonal polynomials (`special.*_polynomial_*`) "
+        "| the degree is a tensor the kernels loop up to |",
         f"| structure oracle for samples that ask for dropout | "
         f"{', '.join(f'`{n}`' for n in sweep_db.DROPOUT_ARGUMENT_OPS)} | dropout is random; "
         "samples with `dropout_p > 0` (or `training=True`) get the structure oracle, all "
@@ -166,11 +178,25 @@ def markdown(torch: Any) -> str:
         "| integer value classes only where the entry declares a floating dtype too | entries of integer dtypes "
         "alone (`bincount`, `one_hot`, bit shifts, `gcd`) | their integer input is an index, a count or a shift: "
         "a dtype's extreme allocates without bound or is undefined |",
-        f"| no `tail*` transform | {', '.join(f'`{d}`' for d in sweep_cases.BAREBONES_UNSIGNED)} | the transform "
-        "repeats values by advanced indexing, which CUDA lacks for these dtypes |",
+        f"| no `tail*` and `large_*` transforms | {', '.join(f'`{d}`' for d in sweep_cases.BAREBONES_UNSIGNED)} | "
+        "the transforms repeat values by advanced indexing, which CUDA lacks for these dtypes |",
+        "| per-argument shapes (`arg_empty`, `arg_size1`) in floating and complex probes only, in samples without "
+        "index tensors | all | an integer probe's other tensors may be indices of its own dtype; slicing a tensor that "
+        "indices point into would end the device context with a device-side assert |",
+        f"| no per-argument shapes | {sum(1 for i in database.ops.values() if not sweep_db.checks_its_arguments(i.name))} "
+        "private operators (`_softmax_backward_data`, `torch.ops.aten._*`, …) | they take their arguments as their public "
+        "caller checked them: the CPU's flash attention reads a key of batch 0 beside a query of batch 4 and corrupts the "
+        "heap with a value of batch 1 |",
+        f"| `large_batch` (full tier, forward only) | {len(batched)} entries: reductions, normalizations, batched "
+        "products; matrix functions batched beyond the matrix | the batch tiled past 65,535 rows (CUDA's grid, "
+        "MAGMA's batch chunks) |",
+        f"| `large_reduced` (full tier, forward only) | {len(reducing)} reductions and softmax-like entries (scans "
+        "excluded) | the last dimension past the reduction kernel's multi-block split |",
+        f"| `large_rhs` (full tier, forward only) | {', '.join(f'`{n}`' for n in sweep_db.RIGHT_HAND_SIDES)} | "
+        "the right-hand sides past MAGMA's 1,024 and the grid's 65,535 |",
         f"| reference inputs (full tier): up to {sweep_cases.REFERENCE_SAMPLES} of their own samples a probe, as given | "
         f"{sum(1 for i in database.ops.values() if sweep_cases.has_reference_inputs(i))} entries with `reference_inputs` "
-        "| a sample holding NaN or Inf itself is judged as if they were injected; decompositions and solvers, entries "
+        "| a sample holding NaN or Inf itself is judged as if they were injected; the orthogonal polynomials, entries "
         "whose kernels assert on them and entries undefined on NaN skip such samples |",
     ]
     for key, reason in sorted(sweep_db.EXCLUDED.items()):
@@ -184,9 +210,10 @@ def markdown(torch: Any) -> str:
         + ", ".join(f"`{k}`" for k in sweep_specs.STANDARD_OPS)
         + "; and "
         + ", ".join(f"`{k}.{d}`" for k, d in sweep_specs.STANDARD_EXTRA)
-        + ". Below the full tier each runs two value classes or call variants of its dtype kind, in turn:",
+        + ". Below the full tier each runs two value classes, call variants or per-argument shapes of its dtype "
+        "kind, in turn (and no large shape):",
         "",
-        "| probe | value classes and call variants below the full tier |",
+        "| probe | value classes, call variants and per-argument shapes below the full tier |",
         "|---|---|",
     ]
     for key, dtype in subset:

@@ -183,11 +183,13 @@ HALF_ATOMIC_BACKWARD_OPS = ("grid_sampler_2d", "grid_sampler_3d", "nn.functional
 FOURIER_PREFIXES = ("fft.",)
 FOURIER_OPS = ("stft", "istft")
 
-#: Decompositions, solvers and other matrix functions. Their result on singular or
-#: non-finite input is undefined (LAPACK and cuSOLVER document garbage, an error code or a
-#: NaN, each as correct), and transforms that change values (broadcast rows, injected
-#: NaN/Inf, resized tails) make matrices singular; these operators get only the transforms
-#: that keep values (layout, empty and size-1 batches, the samples as given).
+#: Decompositions, solvers and other matrix functions. Their result on singular input is
+#: undefined (LAPACK and cuSOLVER document garbage, an error code or a NaN, each as
+#: correct), and transforms that change values (broadcast rows, finite value classes,
+#: resized tails) make matrices singular or ill-conditioned; these operators get the
+#: transforms that keep values (layout, empty and size-1 batches and arguments, tiled
+#: batches, the samples as given) and the non-finite ones, judged by their own rule
+#: (``takes_nonfinite``: only a NaN or infinity that vanishes is a finding).
 MATRIX_FUNCTION_PREFIXES = ("linalg.", "_linalg", "torch.ops.aten._linalg")
 MATRIX_FUNCTION_OPS = (
     "cholesky",
@@ -365,7 +367,45 @@ def is_matrix_function(name: str, variant: str = "") -> bool:
         name.startswith(MATRIX_FUNCTION_PREFIXES)
         or name in MATRIX_FUNCTION_OPS
         or op_key(name, variant) in MATRIX_FUNCTION_OPS
-        or name.startswith("special.") and "_polynomial_" in name
+        or is_orthogonal_polynomial(name)
+    )
+
+
+def is_orthogonal_polynomial(name: str) -> bool:
+    """Whether the op evaluates an orthogonal polynomial of a degree given as a tensor
+    (``special.chebyshev_polynomial_t(x, n)``): its kernels loop up to the degree, so only
+    the samples' own values reach it."""
+    return name.startswith("special.") and "_polynomial_" in name
+
+
+#: Matrix functions whose host-side LAPACK path dies on a NaN or infinity: the general
+#: eigenvalue problem (``geev``) balances the matrix first, and MKL's ``sgebal``/``dgebal``
+#: reports an illegal parameter for non-finite input and the process then dies with SIGSEGV
+#: (on torch 2.15's CPU build; a CUDA build that takes MAGMA's ``geev`` runs the same
+#: balancing on the host). A crash of the worker there would tell nothing of the device.
+NONFINITE_CRASHES_HOST = ("linalg.eig", "linalg.eigvals", "eig")
+#: Matrix functions whose device path never returns on a non-finite input: PyTorch documents
+#: a NaN or infinity in a ``torch.linalg`` input as undefined (its numerical-accuracy notes:
+#: "may return a tensor with non-finite values, or raise an exception, or even segfault"; a
+#: maintainer on pytorch/pytorch#134334, ``linalg.inv`` deadlocking on NaN: "passing in any
+#: matrix with a NaN or inf is undefined behaviour, so yes"), and a kernel that spins cannot
+#: be stopped without the worker. On the H200 (torch 2.11) ``matrix_exp`` of a 4×4 float32
+#: matrix holding one +Inf did not return within 25 s (``bench/sweep/candidates.py --only
+#: matrix_exp_infinity``); its scaling-and-squaring takes its step count from the norm.
+NONFINITE_HANGS_DEVICE = ("matrix_exp", "linalg.matrix_exp")
+
+
+def takes_nonfinite(name: str, variant: str = "") -> bool:
+    """Whether a NaN or infinity is injected into a matrix function's input: every
+    decomposition and solver (judged by ``sweep_cases.Judging.swallow_only``), not the
+    orthogonal polynomials, whose degree argument is a loop bound, nor those whose host
+    LAPACK crashes on it (``NONFINITE_CRASHES_HOST``) or whose device path never returns
+    (``NONFINITE_HANGS_DEVICE``)."""
+    return (
+        is_matrix_function(name, variant)
+        and not is_orthogonal_polynomial(name)
+        and name not in NONFINITE_CRASHES_HOST
+        and name not in NONFINITE_HANGS_DEVICE
     )
 
 
@@ -495,3 +535,93 @@ def tolerance(info: Any, torch: Any, dtype_name: str) -> tuple[float, float]:
                     atol = max(atol, float(tol.atol))
                     rtol = max(rtol, float(tol.rtol))
     return atol, rtol
+
+
+# --------------------------------------------------------------------------- large shapes
+# Which entries the ``large_*`` transforms reach (their sizes: ``sweep_cases.LARGE_BATCH``
+# and its neighbours).
+
+#: Operators that reduce along a dimension (besides the database's ``ReductionOpInfo``
+#: entries): ``large_reduced`` widens their last dimension (the reduced one, or the one
+#: beside it), ``large_batch`` tiles their rows.
+#: Scans (``cumsum``, ``cumprod``, ...) are not among them: their CUDA kernel carries the
+#: running total from chunk to chunk of a row in the dtype's accumulation type, an error
+#: that grows with the row's length and that the CPU (which accumulates in double) has no
+#: yardstick for.
+REDUCING_OPS = (
+    "softmax",
+    "log_softmax",
+    "nn.functional.softmin",
+    "_softmax_backward_data",
+    "torch.ops.aten._safe_softmax.default",
+    "logsumexp",
+    "var_mean",
+    "std_mean",
+    "aminmax",
+    "max",
+    "min",
+    "norm",
+)
+#: Reductions whose result over ``large_reduced``'s 2^19 + 1 elements leaves every dtype's
+#: range: a product of that many values is 0, Inf or NaN by the order of its factors (the
+#: H200's tree of partial products reached 0 where the CPU's running product met Inf·0 = NaN).
+RANGE_LEAVING_REDUCTIONS = ("prod", "masked.prod")
+#: Operators whose leading dimension is a batch of independent rows or matrices:
+#: normalizations (statistics per row, or over the batch for batch norm) and batched matrix
+#: products (cuBLAS's strided-batched GEMM). ``large_batch`` tiles it.
+BATCHED_OPS = (
+    "nn.functional.layer_norm",
+    "nn.functional.rms_norm",
+    "nn.functional.group_norm",
+    "nn.functional.batch_norm",
+    "nn.functional.instance_norm",
+    "nn.functional.normalize",
+    "native_layer_norm",
+    "native_group_norm",
+    "native_batch_norm",
+    "bmm",
+    "baddbmm",
+    "matmul",
+)
+#: Solvers and the position of their right-hand side B among the sample's tensors
+#: (``sweep_cases.tensors_of``): its last dimension counts the right-hand sides, which
+#: ``large_rhs`` makes many. Solvers whose samples hold pivots (``lu_solve``) are left out
+#: with every sample that holds an index tensor.
+RIGHT_HAND_SIDES: dict[str, int] = {
+    "linalg.solve": 1,
+    "linalg.solve_ex": 1,
+    "linalg.lstsq": 1,
+    "linalg.solve_triangular": 1,
+    "cholesky_solve": 0,
+    "triangular_solve": 0,
+}
+
+
+def checks_its_arguments(name: str) -> bool:
+    """Whether the entry is public API, which checks its tensor arguments' shapes against
+    each other. A private operator (``_softmax_backward_data``,
+    ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``) takes them as its
+    public caller made them: on torch 2.15 the CPU's flash-attention kernel reads a key of
+    batch 0 beside a query of batch 4 without complaint and corrupts the heap with a value
+    of batch 1. The per-argument shapes (``arg_empty``, ``arg_size1``) reach public entries
+    only."""
+    private = name.startswith("_") and not name.startswith("__")
+    return not (private or name.startswith("torch.ops.aten._"))
+
+
+def is_reduction(info: Any) -> bool:
+    """Whether the entry reduces along a dimension (``large_reduced`` widens it): the
+    database's reduction entries (``ReductionOpInfo``) and ``REDUCING_OPS``."""
+    if info.name in REDUCING_OPS:
+        return True
+    return any(cls.__name__ == "ReductionOpInfo" for cls in type(info).__mro__)
+
+
+def takes_large_batch(info: Any) -> bool:
+    """Whether ``large_batch`` tiles the entry's leading dimension: reductions, batched
+    operators and matrix functions (for those, only samples batched beyond the matrix)."""
+    name = info.name
+    if is_orthogonal_polynomial(name):
+        return False
+    return is_reduction(info) or name in BATCHED_OPS or is_matrix_function(name, str(getattr(info, "variant_test_name", "") or ""))
+

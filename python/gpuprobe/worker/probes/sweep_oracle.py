@@ -29,6 +29,11 @@ Every rule that keeps a benign difference from failing is here, and each is docu
 - **structure** (random ops, uninitialized outputs, ops PyTorch marks non-deterministic):
   shape and kind of dtype equal, and no NaN/Inf where the reference has none (unless NaN or
   Inf was injected into the input).
+- **non-finite input of a decomposition or solver** (``swallowed_nonfinite``): where a NaN
+  spreads is the algorithm's choice and no library promises to propagate it, so only an
+  output whose reference holds NaN or Inf coming back entirely finite is a finding
+  (``nonfinite_swallowed``, reported, not a wrong value), unless the CPU in the same dtype
+  returns it entirely finite too.
 """
 
 from __future__ import annotations
@@ -44,6 +49,11 @@ WRONG_VALUE = "wrong_value"
 NONFINITE_INVENTED = "nonfinite_invented"
 NAN_LOST = "nan_lost"
 STRUCTURE = "structure"
+#: A NaN or infinity in the input of a decomposition or solver vanished: an output whose
+#: reference holds NaN/Inf came back entirely finite. Reported as a finding of its own
+#: (``SweepStats.nonfinite_swallowed``), below a wrong value: no library promises NaN
+#: propagation, but the result looks valid and is meaningless.
+NONFINITE_SWALLOWED = "nonfinite_swallowed"
 
 
 @dataclass
@@ -204,6 +214,48 @@ def compare_leaf(
             )
         return None
     return _compare_float(torch, found, expected, dtype_name, atol, rtol, same_dtype_cpu, nonfinite_pattern, inf_input)
+
+
+def swallowed_nonfinite(
+    torch: Any, found: Any, expected: Any, same_dtype_cpu: Callable[[], Any] | None = None
+) -> LeafFailure | None:
+    """``NONFINITE_SWALLOWED`` when the reference output holds a NaN or an infinity and the
+    device's is entirely finite (a non-finite input that vanished: the result looks valid);
+    None when some NaN or infinity is left (where it lands is the algorithm's choice), when
+    the output is not floating, or when the CPU in the same dtype returns it entirely finite
+    too (the library's behaviour on every device)."""
+    if not isinstance(found, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        return None
+    if not (found.is_floating_point() or found.is_complex()) or not (expected.is_floating_point() or expected.is_complex()):
+        return None
+    found = as_comparable(torch, found)
+    expected = as_comparable(torch, expected)
+    if tuple(found.shape) != tuple(expected.shape) or found.numel() == 0:
+        return None
+    reference_nonfinite = ~torch.isfinite(expected)
+    if not bool(reference_nonfinite.any()) or not bool(torch.isfinite(found).all()):
+        return None
+    if same_dtype_cpu is not None:
+        try:
+            cpu = same_dtype_cpu()
+        except Exception:  # noqa: BLE001 - no yardstick then
+            cpu = None
+        if isinstance(cpu, torch.Tensor):
+            cpu = as_comparable(torch, cpu)
+            if tuple(cpu.shape) == tuple(found.shape) and bool(torch.isfinite(cpu).all()):
+                return None
+    i = _first(torch, reference_nonfinite)
+    count = int(reference_nonfinite.sum())
+    return LeafFailure(
+        NONFINITE_SWALLOWED,
+        f"{count} NaN/Inf of the reference came back as finite numbers and none is left in the output: "
+        "it looks valid but is meaningless",
+        index=_unravel(i, tuple(found.shape)),
+        expected=_fmt(float(expected.reshape(-1)[i])),
+        found=_fmt(float(found.reshape(-1)[i])),
+        bad_elements=count,
+        elements=found.numel(),
+    )
 
 
 def _compare_plain(torch: Any, found: Any, expected: Any, *, atol: float, rtol: float) -> LeafFailure | None:

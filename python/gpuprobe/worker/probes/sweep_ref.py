@@ -9,7 +9,9 @@ each case by number (op, dtype, seed, sample, transform, direction: ``sweep_case
 the same inputs on both sides, and a digest of them proves it), and restarts it when it
 dies. Messages are length-prefixed pickles on the process's stdin and stdout.
 
-Modes of a request: ``reference`` (float64, the inputs in the case's layout), ``same_dtype``
+A request names the case as the worker's ``sweep_cases.Case`` does (with ``argument``, the
+tensor a targeted transform changes). Modes of a request: ``reference`` (float64, the
+inputs in the case's layout), ``same_dtype``
 (the sample's dtype: the yardstick of the oracle, never the truth),
 ``reference_contiguous`` (float64 from contiguous copies: a second opinion when a layout
 transform differs, since the CPU's strided kernels have bugs of their own) and
@@ -36,7 +38,8 @@ from typing import Any, BinaryIO, Iterator
 from gpuprobe.worker.probes import sweep_cases
 
 _HEADER = struct.Struct("<Q")
-#: Largest message accepted (a reference output is small: the database's samples are).
+#: Largest message accepted (the database's samples are small; the largest outputs, of the
+#: ``large_*`` transforms, are tens of MiB: ``sweep_cases.LARGE_ELEMENTS``).
 MAX_MESSAGE = 1 << 30
 
 
@@ -124,7 +127,10 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
         if index < 0:
             return {"ok": False, "kind": "mismatch", "error": "the reference built different inputs (non-deterministic sample)"}
     sample = samples[index]
-    case = sweep_cases.Case(index, request["transform"], request["backward"])
+    argument = request.get("argument")
+    case = sweep_cases.Case(
+        index, request["transform"], request["backward"], tuple(argument) if argument is not None else None  # type: ignore[arg-type]
+    )
     mode = request.get("mode", "reference")
     reference = mode in ("reference", "reference_contiguous")
     try:

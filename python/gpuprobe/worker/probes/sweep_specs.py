@@ -73,8 +73,9 @@ STANDARD_EXTRA = (
     ("sort", "u8"),
     ("matmul", "c64"),
 )
-#: Value classes and call variants each standard-subset probe runs in turn below the full
-#: tier (its ``subset`` parameter, ``subset_new_axes``); a run of the full tier runs them all.
+#: Value classes, call variants and per-argument shapes each standard-subset probe runs in
+#: turn below the full tier (its ``subset`` parameter, ``subset_new_axes``); a run of the
+#: full tier runs them all, and the large shapes.
 STANDARD_NEW_AXES = 2
 #: The tier the fixed subset runs in. Its size is set by the standard tier's 30 s budget:
 #: measured on the H100 (bench/RESULTS.md), 33 entries × fp32/bf16 made the standard tier
@@ -113,16 +114,22 @@ def standard_probes() -> list[tuple[str, str]]:
 
 
 def subset_new_axes(key: str, dtype: str) -> list[str]:
-    """The value classes and call variants a standard-subset probe runs below the full
-    tier. Floating and complex probes step, one after another, through the floating value
-    classes and every call variant, two each; integer and boolean probes (few, and cheap:
-    no backward) run every value class of their kind and step through the call variants.
-    The subset covers each of them on some operator (``tests/python/test_sweep.py`` holds it)."""
+    """The value classes, call variants and per-argument shapes a standard-subset probe
+    runs below the full tier (the large shapes run in the full tier only). Floating and
+    complex probes step, one after another, through the floating value classes, every call
+    variant and the per-argument shapes, two each; integer and boolean probes (few, and
+    cheap: no backward) run every value class of their kind and step through the call
+    variants (per-argument shapes are for floating and complex samples). The subset covers
+    each of them on some operator (``tests/python/test_sweep.py`` holds it)."""
     from gpuprobe.worker.probes import sweep_cases
 
     name = sweep_db.DTYPES[dtype]
     exact = sweep_db.is_exact_dtype(name)
-    pool = sweep_cases.CALL_VARIANTS if exact else sweep_cases.FLOAT_VALUE_CLASSES + sweep_cases.CALL_VARIANTS
+    pool = (
+        sweep_cases.CALL_VARIANTS
+        if exact
+        else sweep_cases.FLOAT_VALUE_CLASSES + sweep_cases.CALL_VARIANTS + sweep_cases.ARGUMENT_TRANSFORMS
+    )
     same_kind = [p for p in standard_probes() if sweep_db.is_exact_dtype(sweep_db.DTYPES[p[1]]) == exact]
     position = same_kind.index((key, dtype))
     turn = [pool[(position * STANDARD_NEW_AXES + i) % len(pool)] for i in range(STANDARD_NEW_AXES)]

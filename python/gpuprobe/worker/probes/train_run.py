@@ -6,12 +6,16 @@ batches for every mode of a model), then runs ``STEPS`` training steps three tim
 
 - the **reference**: float64 on the CPU, eager, no autocast, the same optimizer;
 - the **subject**: the probe's mode on the device under test (float32 with TF32 off,
-  autocast bfloat16, or autocast float16 with ``torch.amp.GradScaler``), eager or with the
-  model and its loss under ``torch.compile``;
+  autocast bfloat16, or autocast float16 with ``torch.amp.GradScaler``; or bfloat16
+  autocast with the transformer's vocabulary head in a nested autocast region of its own
+  precision), eager or with the model and its loss under ``torch.compile``;
 - for compiled modes, the same mode **eager** on the device, as a second yardstick.
 
 One step is ``zero_grad``, forward (loss included), backward (scaled, then unscaled, under
-the GradScaler), ``clip_grad_norm_``, the optimizer's step (and the scaler's update). The
+the GradScaler), ``clip_grad_norm_``, the optimizer's step (and the scaler's update). Step
+``ACCUMULATE_STEP + 1`` accumulates ``MICRO_BATCHES`` micro-batches: forward and backward
+of each, each loss divided by their number, the gradients summed into ``.grad`` by autograd
+before the one optimizer step (what every job with gradient accumulation does). The
 observation is the sweep's (``SweepStats``): each compared quantity is a case, its variant
 names the yardstick (``float64`` or ``eager``), its direction the quantity, its sample the
 step (1-based), its output the tensor.
@@ -20,7 +24,8 @@ Compared, each norm-wise (‖found − expected‖₂ against ``bound × ‖expe
 from ``tolerance``):
 
 - every step's loss and the gradients' global norm (``clip_grad_norm_``'s return value);
-- step 1's gradient of every parameter (before clipping; unscaled under the GradScaler);
+- step 1's gradient of every parameter (before clipping; unscaled under the GradScaler),
+  and the accumulated gradient of the accumulating step;
 - every step's update of every parameter (its value after the step less its value before):
   the update, not the parameter, so that a skipped or wrong step is seen in full while
   rounding is judged against what the step changed. The parameter itself is stored in
@@ -30,7 +35,13 @@ from ``tolerance``):
   statistics as their change from the initial values (``num_batches_tracked`` exactly);
 - under the GradScaler, every step's decision: the initial scale is chosen from the
   reference (``grad_scaler_scale``) so that no step can overflow float16, and a step the
-  device skips (it found Inf/NaN in its gradients) is ``nonfinite_invented``.
+  device skips (it found Inf/NaN in its gradients) is ``nonfinite_invented``;
+- nested modes (``judge_region``): step 1's gradients of the inner region's parameters
+  against float64 computed from the region's own inputs on the device (the head's input and
+  its logits, whose loss gradient is recomputed in float64), with a bound at the precision
+  the region computes in. Against the whole model's float64 steps those gradients carry the
+  outer bf16 rounding of everything upstream, which would hide a region that computed its
+  backward in bf16 (a bf16-sized error where float32 allows about 1e-5).
 
 Rules that keep a benign difference from failing (docs/probes.md, "train"), each shown
 failing without it by ``tests/python/test_train.py``:
@@ -47,7 +58,12 @@ failing without it by ``tests/python/test_train.py``:
   (``_rounding_emulator``), makes in the same quantity: gradients of the layers furthest
   from the loss are cancelling sums (behind batch normalization) that amplify rounding
   about fifteenfold (the conv net's first convolution), on any correct implementation. A case whose bound would pass ``BOUND_CAP`` is
-  not judged (``ill_conditioned``).
+  not judged (``ill_conditioned``). In the nested modes the emulation rounds the inner
+  region's products to the region's own dtype (``_emulated_region``), forward and backward.
+- a region check's bound is the float32 floor or ``REGION_NOISE_FACTOR`` times the error
+  that rounding the region's own operands and results to its dtype makes, whichever is
+  larger (the device rounds the same operands: the same draw, up to ties and the order of
+  its sums).
 - an update's bound gains the float32 rounding of the stored parameter.
 - a loss or update that is NaN/Inf where the reference is finite is ``nonfinite_invented``
   (``sweep_oracle.compare_leaf``'s rule); anything that cannot be judged (the reference
@@ -83,8 +99,17 @@ STEPS = 3
 MAX_NORM = 0.5
 #: Failures and errors kept in the observation (the counts cover all of them).
 MAX_REPORTED = 6
+#: ``torch.compile``'s options in the compiled modes: none, Inductor's default backend
+#: (a test of the CPU swaps in ``aot_eager``, which skips code generation).
+COMPILE_OPTIONS: dict[str, Any] = {}
 #: Label of positions the transformer's loss ignores.
 IGNORE_INDEX = -100
+#: The step (0-based) that accumulates gradients over ``MICRO_BATCHES`` micro-batches before
+#: its optimizer step; the other steps run one batch each.
+ACCUMULATE_STEP = 1
+MICRO_BATCHES = 2
+#: The nested modes' inner region: the transformer's vocabulary head, these parameters.
+REGION_PARAMETERS = ("head.weight", "head.bias")
 
 # ---------------------------------------------------------------------------------------------
 # Tolerances.
@@ -121,6 +146,11 @@ NOISE_FACTOR = 8.0
 #: A bound beyond this would pass a skipped step (relative error 1): such a case is not
 #: judged (``ill_conditioned``). Also the bound when the emulation is unavailable.
 BOUND_CAP = 0.5
+#: A region check's bound is at least this many times the error that rounding the region's
+#: operands and results to its dtype makes in float64 (``region_gradients``): the device
+#: rounds the same operands, so its error is the same draw, up to rounding ties and the
+#: order of its sums (measured on the CPU: 1.0 times the emulated error).
+REGION_NOISE_FACTOR = 2.0
 #: The GradScaler's initial scale leaves at least this factor between the reference's
 #: largest backward value times the scale and float16's largest finite value.
 SCALER_HEADROOM = 8.0
@@ -181,7 +211,14 @@ class TinyTransformer(nn.Module):
         self.final_norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, self.VOCAB)
 
-    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    #: The vocabulary head's computation, ``head_region(x, weight, bias)``; None: the plain
+    #: head. The nested modes run it in an inner autocast region (``_inner_region``).
+    head_region = None
+    #: Whether ``forward`` also returns the head's input and its logits, detached: what the
+    #: nested modes' region check starts from.
+    expose_head = False
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> Any:
         batch, seq = tokens.shape
         width, heads = self.WIDTH, self.HEADS
         positions = torch.arange(seq, device=tokens.device)
@@ -190,9 +227,17 @@ class TinyTransformer(nn.Module):
         attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         h = h + self.attn_out(attended.transpose(1, 2).reshape(batch, seq, width))
         h = h + self.mlp_out(F.gelu(self.mlp_in(self.mlp_norm(h))))
-        logits = self.head(self.final_norm(h))
+        x = self.final_norm(h)
+        logits = self.head(x) if self.head_region is None else self.head_region(x, self.head.weight, self.head.bias)
+        loss = self.loss(logits, targets)
+        if self.expose_head:
+            return loss, x.detach(), logits.detach()
+        return loss
+
+    @classmethod
+    def loss(cls, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(
-            logits.reshape(-1, self.VOCAB), targets.reshape(-1), label_smoothing=0.1, ignore_index=IGNORE_INDEX
+            logits.reshape(-1, cls.VOCAB), targets.reshape(-1), label_smoothing=0.1, ignore_index=IGNORE_INDEX
         )
 
 
@@ -227,10 +272,11 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 def _transformer_batches(generator: torch.Generator) -> list[Batch]:
     """Random tokens; each position's target is the next token, the last position of every
-    row and a few more are ignored."""
+    row and a few more are ignored. One batch per step, then the accumulating step's further
+    micro-batches (``step_batches``)."""
     m = TinyTransformer
     out = []
-    for step in range(STEPS):
+    for step in range(STEPS + MICRO_BATCHES - 1):
         tokens = torch.randint(0, m.VOCAB, (m.BATCH, m.SEQ + 1), generator=generator)
         targets = tokens[:, 1:].clone()
         targets[0, -3:] = IGNORE_INDEX
@@ -246,8 +292,16 @@ def _convnet_batches(generator: torch.Generator) -> list[Batch]:
             torch.randn(m.BATCH, m.CHANNELS, m.IMAGE, m.IMAGE, generator=generator),
             torch.randint(0, m.CLASSES, (m.BATCH,), generator=generator),
         )
-        for _ in range(STEPS)
+        for _ in range(STEPS + MICRO_BATCHES - 1)
     ]
+
+
+def step_batches(batches: list[Batch]) -> list[list[Batch]]:
+    """The micro-batches of each step: batch ``s`` for step ``s``, and the batches past
+    ``STEPS`` added to the accumulating step."""
+    out = [[b] for b in batches[:STEPS]]
+    out[ACCUMULATE_STEP].extend(batches[STEPS:])
+    return out
 
 
 def adam_eps(parameter_count: int) -> float:
@@ -312,6 +366,10 @@ class Trajectory:
     grad_norms: list[torch.Tensor] = field(default_factory=list)
     #: Step 1's gradients (None where a parameter got none).
     first_grads: list[torch.Tensor | None] = field(default_factory=list)
+    #: The accumulating step's gradients, summed over its micro-batches.
+    accumulated_grads: list[torch.Tensor | None] = field(default_factory=list)
+    #: Step 1's input of the vocabulary head and its logits (models that expose them).
+    head_seen: list[torch.Tensor] = field(default_factory=list)
     #: The parameters after each step.
     after: list[list[torch.Tensor]] = field(default_factory=list)
     #: Buffers (batch-norm statistics): before step 1 and after the last step.
@@ -349,8 +407,10 @@ def _host64(t: torch.Tensor) -> torch.Tensor:
 
 class _Faults:
     """Fault simulation: corrupts the device's gradients (direction ``grad``, after
-    backward) or parameters (``update``, after the optimizer's step) for a fault that names
-    op ``train``, the model as method and the mode as variant."""
+    backward; ``accumulate``, the partial sum between the accumulating step's micro-batches;
+    ``region``, the inner region's parameters' gradients in the nested modes) or parameters
+    (``update``, after the optimizer's step) for a fault that names op ``train``, the model
+    as method and the mode as variant."""
 
     def __init__(self, model: str, dtype_name: str, variant: str) -> None:
         engine = simulate.engine()
@@ -430,20 +490,84 @@ def _rounding_emulator(dtype: torch.dtype) -> Any:
     except ImportError:
         return None
 
-    def rounded(value: Any) -> Any:
-        if isinstance(value, torch.Tensor) and value.dtype == torch.float64:
-            return value.to(dtype).to(torch.float64)
-        return value
-
     class RoundingEmulator(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            #: The dtype the products round to now (``rounding_to`` changes it for a region).
+            self.dtype = dtype
+
+        @contextlib.contextmanager
+        def rounding_to(self, region_dtype: torch.dtype) -> Any:
+            saved, self.dtype = self.dtype, region_dtype
+            try:
+                yield
+            finally:
+                self.dtype = saved
+
+        def rounded(self, value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and value.dtype == torch.float64:
+                return value.to(self.dtype).to(torch.float64)
+            return value
+
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             if func.overloadpacket.__name__ not in LOWERED_OPS:
                 return func(*args, **kwargs)
-            out = func(*tree_map(rounded, args), **tree_map(rounded, kwargs))
-            return tree_map(rounded, out)
+            out = func(*tree_map(self.rounded, args), **tree_map(self.rounded, kwargs))
+            return tree_map(self.rounded, out)
 
     return RoundingEmulator()
+
+
+def _emulated_region(emulator: Any, dtype: torch.dtype) -> Callable[..., torch.Tensor]:
+    """The vocabulary head of the emulated float64 run in a nested mode: its products (the
+    forward's and, through a function of its own, the backward's) round to the inner
+    region's ``dtype`` instead of the outer autocast's."""
+
+    class EmulatedRegion(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(x, weight)
+            with emulator.rounding_to(dtype):
+                return F.linear(x, weight, bias)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> Any:
+            x, weight = ctx.saved_tensors
+            rows = grad.reshape(-1, grad.shape[-1])
+            with emulator.rounding_to(dtype):
+                return grad @ weight, rows.T @ x.reshape(-1, x.shape[-1]), rows.sum(0)
+
+    return EmulatedRegion.apply
+
+
+def _inner_region(mode: Mode, emulator: Any) -> Callable[..., torch.Tensor] | None:
+    """The vocabulary head's computation in a nested mode (None: the plain head). On the
+    device, an inner autocast region inside the outer one, as training code writes it:
+    ``autocast(enabled=False)`` with the input cast to float32, or ``autocast(float16)``.
+    In the emulated float64 run, the region's own rounding (``_emulated_region``); in the
+    plain float64 reference, the plain head."""
+    if mode.inner is None:
+        return None
+    inner = mode.inner
+    if mode.autocast is not None:
+        device_type = mode.device.type
+        if inner == torch.float32:
+
+            def disabled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+                with torch.autocast(device_type=device_type, enabled=False):
+                    return F.linear(x.float(), weight.float(), bias.float())
+
+            return disabled
+
+        def other_dtype(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+            with torch.autocast(device_type=device_type, dtype=inner):
+                return F.linear(x, weight, bias)
+
+        return other_dtype
+    if emulator is not None:
+        return _emulated_region(emulator, inner)
+    return None
 
 
 @dataclass
@@ -458,6 +582,9 @@ class Mode:
     #: float64 runs only: round the operands and results of every matrix product to this
     #: dtype (``_RoundingEmulator``), scaling the loss by ``scale`` as the GradScaler does.
     emulate: torch.dtype | None = None
+    #: Nested modes: the dtype the inner region (the vocabulary head) computes in (float32:
+    #: autocast disabled there); None: no inner region.
+    inner: torch.dtype | None = None
 
 
 def train(
@@ -477,7 +604,7 @@ def train(
     run = Trajectory(names=[n for n, _ in named], initial=[_host64(p) for p in params])
     run.buffers_before = {n: _host64(b) for n, b in model.named_buffers()}
     optimizer = kind.optimizer(model)
-    step_module: Callable[..., torch.Tensor] = torch.compile(model) if mode.compiled else model
+    step_module: Callable[..., torch.Tensor] = torch.compile(model, **COMPILE_OPTIONS) if mode.compiled else model
     scaler = None
     if mode.scale is not None and mode.emulate is None:
         scaler = torch.amp.GradScaler(mode.device.type, init_scale=mode.scale)
@@ -488,27 +615,47 @@ def train(
     forward_context = emulator if emulator is not None else contextlib.nullcontext()
     backward_context = emulator if emulator is not None else tracker if tracker is not None else contextlib.nullcontext()
     manual_scale = mode.scale if mode.emulate is not None else None
-    for step, (inputs, targets) in enumerate(batches):
+    if mode.inner is not None:
+        model.head_region = _inner_region(mode, emulator)
+        # The device's runs expose the head's input and logits (the region check).
+        model.expose_head = mode.autocast is not None
+    region_params = [p for n, p in named if n in REGION_PARAMETERS] if mode.inner is not None else []
+    for step, parts in enumerate(step_batches(batches)):
         run.error_step = step + 1
         if progress:
             print(f"gpuprobe train: {progress} step {step + 1}", file=sys.stderr, flush=True)
         try:
             optimizer.zero_grad(set_to_none=True)
-            if mode.autocast is not None:
-                with torch.autocast(device_type=mode.device.type, dtype=mode.autocast):
-                    loss = step_module(inputs, targets)
-            else:
-                with forward_context:
-                    loss = step_module(inputs, targets)
-            if scaler is not None:
-                backward_of = scaler.scale(loss)
-            elif manual_scale is not None:
-                backward_of = loss * manual_scale
-            else:
-                backward_of = loss
-            with backward_context:
-                backward_of.backward()
+            losses = []
+            for micro, (inputs, targets) in enumerate(parts):
+                if micro and faults is not None:
+                    # The partial sum the next micro-batch's backward accumulates into.
+                    faults.apply("accumulate", [p.grad for p in params if p.grad is not None])
+                if mode.autocast is not None:
+                    with torch.autocast(device_type=mode.device.type, dtype=mode.autocast):
+                        out = step_module(inputs, targets)
+                else:
+                    with forward_context:
+                        out = step_module(inputs, targets)
+                loss, seen = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())
+                if step == 0 and seen:
+                    run.head_seen = [_host64(t) for t in seen]
+                if len(parts) > 1:
+                    # Gradient accumulation: each micro-batch's share of the step's loss.
+                    loss = loss / len(parts)
+                if scaler is not None:
+                    backward_of = scaler.scale(loss)
+                elif manual_scale is not None:
+                    backward_of = loss * manual_scale
+                else:
+                    backward_of = loss
+                with backward_context:
+                    backward_of.backward()
+                losses.append(loss.detach())
+            loss = losses[0] if len(losses) == 1 else torch.stack(losses).sum()
             if faults is not None:
+                if region_params:
+                    faults.apply("region", [p.grad for p in region_params if p.grad is not None])
                 # What backward wrote (scaled, under the GradScaler, which then sees it).
                 faults.apply("grad", [p.grad for p in params if p.grad is not None])
             if scaler is not None:
@@ -520,6 +667,8 @@ def train(
                         p.grad.div_(manual_scale)
             if step == 0:
                 run.first_grads = [_host64(p.grad) if p.grad is not None else None for p in params]
+            if step == ACCUMULATE_STEP:
+                run.accumulated_grads = [_host64(p.grad) if p.grad is not None else None for p in params]
             norm = torch.nn.utils.clip_grad_norm_(params, MAX_NORM)
             if scaler is not None:
                 before = scaler.get_scale()
@@ -731,8 +880,8 @@ class _Quantity:
 
 def quantities(reference: Trajectory, steps: int, per_step_updates: bool = True) -> list[_Quantity]:
     """The cases of ``steps`` steps in judging order (the first failure names the verdict):
-    step by step the loss, the gradient norm, step 1's gradients and the updates; then,
-    after every step, the parameters and the running statistics."""
+    step by step the loss, the gradient norm, step 1's and the accumulating step's gradients
+    and the updates; then, after every step, the parameters and the running statistics."""
     out: list[_Quantity] = []
     names = reference.names
     for step in range(steps):
@@ -742,6 +891,13 @@ def quantities(reference: Trajectory, steps: int, per_step_updates: bool = True)
         if step == 0:
             for i, name in enumerate(names):
                 out.append(_Quantity("grad", label, name, lambda t, i=i: t.first_grads[i]))
+        if step == ACCUMULATE_STEP and reference.accumulated_grads:
+            for i, name in enumerate(names):
+                out.append(
+                    _Quantity(
+                        "grad", label, name, lambda t, i=i: t.accumulated_grads[i] if t.accumulated_grads else None
+                    )
+                )
         if per_step_updates:
             for i, name in enumerate(names):
                 out.append(
@@ -881,12 +1037,56 @@ def judge_run(
             )
 
 
+def region_gradients(
+    x: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor, dtype: torch.dtype
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The gradients of the vocabulary head's weight and bias from the head's own input
+    ``x`` and ``logits`` as the device computed them: exactly (float64), and with the
+    region's operands and results rounded to ``dtype`` as a correct region in that dtype
+    rounds them. The loss's gradient with respect to the logits is recomputed in float64
+    from the device's logits (the loss is a float32 operation under autocast)."""
+    logits64 = logits.to(torch.float64).requires_grad_(True)
+    (dy,) = torch.autograd.grad(TinyTransformer.loss(logits64, targets), logits64)
+    rows = dy.reshape(-1, dy.shape[-1])
+    inputs = x.to(torch.float64).reshape(-1, x.shape[-1])
+
+    def rounded(t: torch.Tensor) -> torch.Tensor:
+        return t.to(dtype).to(torch.float64)
+
+    rows_r = rounded(rows)
+    return [rows.T @ inputs, rows.sum(0)], [rounded(rows_r.T @ rounded(inputs)), rounded(rows_r.sum(0))]
+
+
+def judge_region(tally: _Tally, subject: Trajectory, targets: torch.Tensor, dtype: torch.dtype) -> None:
+    """The nested modes' region check: step 1's gradients of the inner region's parameters
+    against ``region_gradients`` from the subject's own head input and logits (variant
+    ``float64``, direction ``region_grad``). Bound: the float32 floor of a gradient, or
+    ``REGION_NOISE_FACTOR`` times the error that rounding to the region's dtype makes,
+    whichever is larger: float32-tight for a float32 region, however bf16 the rest of the
+    model is."""
+    if subject.steps_done < 1 or len(subject.head_seen) != 2:
+        tally.unjudge("region_not_seen", len(REGION_PARAMETERS))
+        return
+    x, logits = subject.head_seen
+    exact, rounded = region_gradients(x, logits, targets, dtype)
+    for name, expected, emulated in zip(REGION_PARAMETERS, exact, rounded):
+        found = subject.first_grads[subject.names.index(name)]
+        if found is None:
+            tally.cases += 1
+            missing = sweep_oracle.LeafFailure(sweep_oracle.STRUCTURE, "the inner region's parameter got no gradient")
+            tally.fail("float64", "region_grad", 1, name, missing)
+            continue
+        bound = max(tolerance("float32", "grad"), REGION_NOISE_FACTOR * _relative(emulated, expected))
+        tally.judge("float64", "region_grad", 1, name, found, expected, bound)
+
+
 # ---------------------------------------------------------------------------------------------
 # What the device and the compiler support.
 
 
-def _require_autocast(ctx: ProbeContext, dtype: torch.dtype) -> None:
-    """Skips when autocast in ``dtype`` does not exist on this device type."""
+def _require_autocast(ctx: ProbeContext, dtype: torch.dtype, scaler: bool = True) -> None:
+    """Skips when autocast in ``dtype`` does not exist on this device type (with
+    ``scaler``, float16's GradScaler too)."""
     device_type = ctx.device.type
     if ctx.is_gpu and dtype == torch.bfloat16 and device_type == "cuda":
         try:
@@ -902,7 +1102,7 @@ def _require_autocast(ctx: ProbeContext, dtype: torch.dtype) -> None:
         raise SkipProbe(f"torch.autocast({device_type}, {dtype}) is not available: {_error_text(exc)}") from None
     if y.dtype != dtype:
         raise SkipProbe(f"torch.autocast({device_type}, {dtype}) leaves matrix products in {y.dtype} on {device_type}")
-    if dtype == torch.float16:
+    if dtype == torch.float16 and scaler:
         try:
             torch.amp.GradScaler(device_type)
         except (RuntimeError, ValueError, AssertionError, TypeError) as exc:
@@ -960,24 +1160,47 @@ def _one_thread() -> Any:
         torch.set_num_threads(saved)
 
 
-def parse_mode(mode: str) -> tuple[str, bool]:
-    """(precision, compiled) of a mode name (``bf16``, ``fp16.compile``)."""
+def parse_nested(mode: str) -> tuple[str, str | None, bool]:
+    """(precision, the inner region's dtype name or None, compiled) of a mode name
+    (``bf16``, ``fp16.compile``, ``bf16.inner_fp32.compile``)."""
     compiled = mode.endswith(train_specs.COMPILE_SUFFIX)
     precision = mode[: -len(train_specs.COMPILE_SUFFIX)] if compiled else mode
+    inner = None
+    if precision in train_specs.nested_modes():
+        precision, suffix = precision.split(".", 1)
+        inner = dict(train_specs.INNER_REGIONS)[suffix]
     if precision not in dict(train_specs.PRECISIONS):
         raise ValueError(f"unknown train mode {mode!r}")
+    return precision, inner, compiled
+
+
+def parse_mode(mode: str) -> tuple[str, bool]:
+    """(precision, compiled) of a mode without an inner region (``bf16``, ``fp16.compile``)."""
+    precision, inner, compiled = parse_nested(mode)
+    if inner is not None:
+        raise ValueError(f"train mode {mode!r} has an inner autocast region")
     return precision, compiled
+
+
+def run_nested(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
+    """The nested-autocast modes (``bf16.inner_fp32``, ``bf16.inner_fp16``, compiled or
+    not): ``run``, which adds the inner region's check."""
+    return run(ctx, model=model, mode=mode)
 
 
 def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
     """Runs ``STEPS`` training steps of ``model`` in ``mode`` on the device under test and
-    judges them against float64 on the CPU (and, compiled, against eager)."""
-    precision, compiled = parse_mode(mode)
+    judges them against float64 on the CPU (and, compiled, against eager; nested, the inner
+    region against float64 from its own inputs)."""
+    precision, inner_name, compiled = parse_nested(mode)
     kind = MODELS[model]
     dtype_name = dict(train_specs.PRECISIONS)[precision] or "float32"
     autocast = getattr(torch, dtype_name) if precision != "fp32" else None
+    inner = getattr(torch, inner_name) if inner_name is not None else None
     if autocast is not None:
         _require_autocast(ctx, autocast)
+    if inner is not None and inner != torch.float32:
+        _require_autocast(ctx, inner, scaler=False)
     if compiled:
         _require_compiler(ctx)
 
@@ -997,11 +1220,15 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
         "dtype": dtype_name,
         "optimizer": kind.optimizer_name,
         "steps": STEPS,
+        "accumulating_step": ACCUMULATE_STEP + 1,
+        "micro_batches": MICRO_BATCHES,
         "parameters": sum(p.numel() for p in initial.parameters()),
         "max_norm": MAX_NORM,
     }
     if model == "transformer":
         metrics["adam_eps"] = adam_eps(metrics["parameters"])
+    if inner_name is not None:
+        metrics["inner_region"] = f"{'/'.join(REGION_PARAMETERS)} in {inner_name}"
     started = time.perf_counter()
     # float32 is judged as float32: TF32 is a documented reduced-precision mode. One
     # intra-op thread: the tensors are tiny, and more threads only wait for each other.
@@ -1033,7 +1260,7 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
                 copy.deepcopy(initial).to(torch.float64),
                 kind,
                 reference_batches,
-                Mode(torch.device("cpu"), scale=scale, emulate=autocast),
+                Mode(torch.device("cpu"), scale=scale, emulate=autocast, inner=inner),
                 progress=f"{model} {mode} float64 with {precision} rounding",
             )
             metrics["emulation_s"] = round(noise.seconds, 3)
@@ -1043,14 +1270,14 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
                     f"every case is judged with the bound {BOUND_CAP}"
                 )
                 noise = None
-        device_mode = Mode(ctx.device, autocast=autocast, scale=scale)
+        device_mode = Mode(ctx.device, autocast=autocast, scale=scale, inner=inner)
         eager = train(
             copy.deepcopy(initial).to(ctx.device),
             kind,
             device_batches,
             device_mode,
-            faults=_Faults(model, dtype_name, precision),
-            progress=f"{model} {precision} eager",
+            faults=_Faults(model, dtype_name, mode.removesuffix(train_specs.COMPILE_SUFFIX)),
+            progress=f"{model} {mode.removesuffix(train_specs.COMPILE_SUFFIX)} eager",
         )
         metrics["eager_s"] = round(eager.seconds, 3)
         subject = eager
@@ -1059,7 +1286,7 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
                 copy.deepcopy(initial).to(ctx.device),
                 kind,
                 device_batches,
-                Mode(ctx.device, autocast=autocast, scale=scale, compiled=True),
+                Mode(ctx.device, autocast=autocast, scale=scale, compiled=True, inner=inner),
                 faults=_Faults(model, dtype_name, mode),
                 progress=f"{model} {mode}",
             )
@@ -1070,6 +1297,8 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
                 tally.notes.append(f"Dynamo broke the compiled model into {subject.graphs} graphs ({subject.graph_breaks} graph breaks)")
     metrics["reference_s"] = round(reference.seconds, 3)
     judge_run(tally, "float64", subject, reference, reference, noise, dtype_name, scale)
+    if inner is not None:
+        judge_region(tally, subject, batches[0][1], inner)
     _report_error(ctx, tally, subject, mode)
     if compiled:
         if eager.error is None:

@@ -11,13 +11,19 @@ Id grammar: ``train.<model>.<mode>``:
   SGD with Nesterov momentum and weight decay);
 - ``<mode>``: ``fp32`` (float32, TF32 off), ``bf16`` (``torch.autocast`` in bfloat16),
   ``fp16`` (autocast in float16 with ``torch.amp.GradScaler``), and each of those with
-  ``.compile`` (the model and its loss under ``torch.compile``, Inductor's default backend).
+  ``.compile`` (the model and its loss under ``torch.compile``, Inductor's default backend);
+- nested autocast regions (transformer only): ``bf16.inner_fp32`` (the vocabulary head in
+  an inner ``torch.autocast(enabled=False)`` region, float32, inside the outer bf16
+  autocast) and ``bf16.inner_fp16`` (the head in an inner ``torch.autocast(float16)``
+  region), each also with ``.compile``.
 
 Every probe runs ``STEPS`` steps (forward, backward, ``clip_grad_norm_``, optimizer step)
-on fixed seeded batches and compares each step with the same steps in float64 on the CPU
-from the same initial weights (``train_run``). The compiled modes also compare with the
-eager run of their mode on the same device. Rule ``sweep``: the observation counts the
-compared quantities as cases.
+on fixed seeded batches, one of them accumulating two micro-batches' gradients into
+``.grad`` before its optimizer step, and compares each step with the same steps in float64
+on the CPU from the same initial weights (``train_run``). The compiled modes also compare
+with the eager run of their mode on the same device. The nested modes also check the inner
+region's gradients at the precision the region computes in, from the region's own inputs
+on the device. Rule ``sweep``: the observation counts the compared quantities as cases.
 
 Tiers: ``train.transformer.bf16`` is in ``standard`` (the everyday mixed-precision step;
 well under a second warm). Everything else is ``full``: the compiled modes spend seconds in
@@ -37,6 +43,13 @@ MODELS = ("transformer", "convnet")
 #: Precision modes: (mode name, autocast dtype or None for plain float32).
 PRECISIONS: tuple[tuple[str, str | None], ...] = (("fp32", None), ("bf16", "bfloat16"), ("fp16", "float16"))
 COMPILE_SUFFIX = ".compile"
+#: Nested autocast regions: (mode suffix, the dtype the inner region computes in). The outer
+#: autocast is ``NESTED_OUTER``; the inner region is the transformer's vocabulary head.
+INNER_REGIONS: tuple[tuple[str, str], ...] = (("inner_fp32", "float32"), ("inner_fp16", "float16"))
+NESTED_OUTER = "bf16"
+#: The models that have the nested modes: the transformer's head is where training code puts
+#: a region of its own precision (logits in float32).
+NESTED_MODELS = ("transformer",)
 #: The standard tier's probe: the step most users run (bf16 autocast, eager).
 STANDARD = ("transformer", "bf16")
 LANE = "train"
@@ -61,6 +74,9 @@ _MODE_WHAT = {
     "fp32": "in float32 (TF32 off)",
     "bf16": "under torch.autocast(bfloat16)",
     "fp16": "under torch.autocast(float16) with torch.amp.GradScaler",
+    "bf16.inner_fp32": "under torch.autocast(bfloat16) with the vocabulary head in an inner autocast(enabled=False) region "
+    "(float32)",
+    "bf16.inner_fp16": "under torch.autocast(bfloat16) with the vocabulary head in an inner autocast(float16) region",
 }
 
 
@@ -69,22 +85,27 @@ def probe_id(model: str, mode: str) -> str:
 
 
 def _probe(model: str, precision: str, compiled: bool) -> ProbeDef:
+    """``precision``: a precision mode, or a nested one (``bf16.inner_fp32``)."""
     mode = precision + (COMPILE_SUFFIX if compiled else "")
     tier = "standard" if (model, mode) == STANDARD else "full"
-    description = f"3 training steps of {_WHAT[model]} {_MODE_WHAT[precision]}"
+    description = f"3 training steps (step 2 accumulating 2 micro-batches) of {_WHAT[model]} {_MODE_WHAT[precision]}"
     if compiled:
         description += ", the model and loss under torch.compile (Inductor)"
-    description += "; losses, gradient norms, step-1 gradients, every step's update, running statistics"
+    description += "; losses, gradient norms, step-1 and accumulated gradients, every step's update, running statistics"
     description += " against the same steps in float64 on the CPU"
     if compiled:
         description += " and against eager on the device"
+    if precision != precision.split(".")[0]:
+        description += "; the inner region's gradients against float64 from its own inputs, at its precision"
     full = tier == "full"
     return ProbeDef(
         probe_id(model, mode),
         tier,
         SWEEP_RULE,
         description,
-        f"{_RUN}:run",
+        # The nested modes have an entry of their own (``run_nested``, which is ``run``): what is
+        # keyed by implementation (the repro recipes) tells them apart.
+        f"{_RUN}:{'run_nested' if precision != precision.split('.')[0] else 'run'}",
         {"model": model, "mode": mode},
         timeout_s=COMPILE_TIMEOUT_S if compiled else EAGER_TIMEOUT_S,
         # The standard probe is cheap and shares the main lane; the full tier's go to a side
@@ -95,6 +116,11 @@ def _probe(model: str, precision: str, compiled: bool) -> ProbeDef:
     )
 
 
+def nested_modes() -> list[str]:
+    """The nested modes' precisions (``bf16.inner_fp32``, ``bf16.inner_fp16``)."""
+    return [f"{NESTED_OUTER}.{inner}" for inner, _dtype in INNER_REGIONS]
+
+
 def specs() -> list[ProbeDef]:
     """Every model × mode; eager before compiled, so a lane meets the cheap probes first."""
     out: list[ProbeDef] = []
@@ -102,4 +128,7 @@ def specs() -> list[ProbeDef]:
         for model in MODELS:
             for precision, _dtype in PRECISIONS:
                 out.append(_probe(model, precision, compiled))
+            if model in NESTED_MODELS:
+                for nested in nested_modes():
+                    out.append(_probe(model, nested, compiled))
     return out

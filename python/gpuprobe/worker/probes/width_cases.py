@@ -14,16 +14,20 @@ dimension past 2^31 (a 1-D tensor, or one row of that length).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from gpuprobe.worker.probes.width_run import (
     ALL_KINDS,
+    BYTE_CODE_PERIOD,
     CHUNK,
     CODE_PERIOD,
+    LONG_KINDS,
     LONG_STATS_TOLERANCE,
     N_KINDS,
     SCAN_TOLERANCE,
     TOLERANCE,
+    WIDE_KINDS,
     CaseRefused,
     Scope,
     case,
@@ -348,13 +352,21 @@ def _long_row(s: Scope, dtype: str) -> Any:
     return stepped(s, s.randn((1, s.g.length), dtype))
 
 
+def _fp16_sum_scale(s: Scope) -> float:
+    """A power of two that keeps the float16 sum along the long row near 2^15, below
+    float16's largest value: the sum is about ``STEP`` × the elements past the first
+    boundary (2^28 at ``d31``, 2^34 at ``d32`` before scaling). 2^-13 at most, as at
+    ``d31``."""
+    tail = s.g.length - (s.g.marks[0] if s.g.marks else 0)
+    return 2.0 ** min(-13, 15 - math.ceil(math.log2(STEP * tail)))
+
+
 def _sum_case(s: Scope, dtype: str) -> None:
     torch = s.torch
     if s.g.long:
         x = _long_row(s, dtype)
         if dtype == "float16":
-            # Keeps the sum (about 2^28 before scaling) below float16's largest value.
-            x *= 2**-13
+            x *= _fp16_sum_scale(s)
         out = s.op("sum", dtype, lambda: x.sum(dim=1))
         st = chunk_stats(s, x.view(-1))
         s.close("sum along the long row", out, torch.tensor([st["sum"]]), st["sumabs"], dtype)
@@ -365,12 +377,12 @@ def _sum_case(s: Scope, dtype: str) -> None:
     )
 
 
-@case("reduce", "sum.fp16", 2.1)
+@case("reduce", "sum.fp16", 2.1, WIDE_KINDS)
 def sum_fp16(s: Scope) -> None:
     _sum_case(s, "float16")
 
 
-@case("reduce", "sum.bf16", 2.1)
+@case("reduce", "sum.bf16", 2.1, WIDE_KINDS)
 def sum_bf16(s: Scope) -> None:
     _sum_case(s, "bfloat16")
 
@@ -383,12 +395,12 @@ def sum_bf16_aligned(s: Scope) -> None:
     )
 
 
-@case("reduce", "sum.fp32", 4.1)
+@case("reduce", "sum.fp32", 4.1, WIDE_KINDS)
 def sum_fp32(s: Scope) -> None:
     _sum_case(s, "float32")
 
 
-@case("reduce", "sum.int32", 4.1)
+@case("reduce", "sum.int32", 4.1, WIDE_KINDS)
 def sum_int32(s: Scope) -> None:
     if s.g.long:
         x = stepped(s, s.randint(-3, 4, (1, s.g.length), "int32"))
@@ -402,7 +414,7 @@ def sum_int32(s: Scope) -> None:
     )
 
 
-@case("reduce", "mean.bf16", 2.1)
+@case("reduce", "mean.bf16", 2.1, WIDE_KINDS)
 def mean_bf16(s: Scope) -> None:
     torch = s.torch
     if s.g.long:
@@ -418,7 +430,7 @@ def mean_bf16(s: Scope) -> None:
     )
 
 
-@case("reduce", "var.fp32", 4.1)
+@case("reduce", "var.fp32", 4.1, WIDE_KINDS)
 def var_fp32(s: Scope) -> None:
     torch = s.torch
     if s.g.long:
@@ -435,26 +447,27 @@ def var_fp32(s: Scope) -> None:
     )
 
 
-@case("reduce", "amax.fp16", 2.1)
+@case("reduce", "amax.fp16", 2.1, WIDE_KINDS)
 def amax_fp16(s: Scope) -> None:
     _planted_or_rows(s, "amax", "float16")
 
 
-@case("reduce", "argmax.fp32", 4.1)
+@case("reduce", "argmax.fp32", 4.1, WIDE_KINDS)
 def argmax_fp32(s: Scope) -> None:
     _planted_or_rows(s, "argmax", "float32")
 
 
 def _planted_or_rows(s: Scope, name: str, dtype: str) -> None:
-    """Row-wise on ``n`` shapes (exact against the slice); along the long row of ``d31``
-    with the maximum planted at a position past the boundary (closed form)."""
+    """Row-wise on ``n`` shapes (exact against the slice); along the long row of ``d31`` and
+    ``d32`` with the maximum planted at a position past the last boundary (closed form)."""
     torch = s.torch
     fn = (lambda t: t.amax(dim=1)) if name == "amax" else (lambda t: t.argmax(dim=1))
     if not s.g.long:
         _reduce_rows(s, name, dtype, lambda: s.randn(s.g.shape(), dtype), fn, lambda xs: xs, lambda xs, r: r, exact=True)
         return
     x = _long_row(s, dtype)
-    where = s.sentinels(s.g.length, 1)[0]
+    # Just past the last boundary inside the row (2^31 + 7 at d31, 2^32 + 7 at d32).
+    where = min(s.g.length - 1, s.g.marks[-1] + 7)
     x[0, where] = 100.0
     out = s.op(name, dtype, lambda: fn(x))
     want = 100.0 if name == "amax" else float(where)
@@ -527,7 +540,7 @@ def sum_fp32_bwd(s: Scope) -> None:
 # scans
 
 
-@case("scan", "cumsum.fp32", 8.1)
+@case("scan", "cumsum.fp32", 8.1, WIDE_KINDS)
 def cumsum_fp32(s: Scope) -> None:
     torch = s.torch
     if s.g.long:
@@ -549,7 +562,7 @@ def cumsum_fp32(s: Scope) -> None:
     )
 
 
-@case("scan", "cumsum.int32", 12.1)
+@case("scan", "cumsum.int32", 12.1, WIDE_KINDS)
 def cumsum_int32(s: Scope) -> None:
     torch = s.torch
     if s.g.long:
@@ -1018,7 +1031,7 @@ def _row_unit(s: Scope) -> int:
     return 1 if s.g.long else s.g.cols
 
 
-@case("index", "index_select.fp16", 2.1)
+@case("index", "index_select.fp16", 2.1, WIDE_KINDS)
 def index_select_fp16(s: Scope) -> None:
     torch = s.torch
     x = s.randn(s.g.shape(), "float16")
@@ -1050,7 +1063,7 @@ def gather_fp32(s: Scope) -> None:
         s.exact(f"gather rows [{a}:{b}]", out[a:b], x[a:b].gather(1, idx[a:b]))
 
 
-@case("index", "gather.long.fp32", 4.1, D_KIND)
+@case("index", "gather.long.fp32", 4.1, LONG_KINDS)
 def gather_long_fp32(s: Scope) -> None:
     torch = s.torch
     x = s.randn((1, s.g.length), "float32")
@@ -1060,7 +1073,7 @@ def gather_long_fp32(s: Scope) -> None:
     s.exact("gather along the long row", out[0], torch.stack([x[0, i] for i in picks]))
 
 
-@case("index", "scatter_add.fp32", 4.3)
+@case("index", "scatter_add.fp32", 4.3, WIDE_KINDS)
 def scatter_add_fp32(s: Scope) -> None:
     torch = s.torch
     target = torch.zeros(s.g.shape(), dtype=torch.float32, device=s.device)
@@ -1249,10 +1262,136 @@ def masked_select_fp16(s: Scope) -> None:
     s.exact("masked_select of planted positions", out, torch.stack([x.view(-1)[p] for p in picks]))
 
 
+# Index values past int32: int64 indices whose values pass 2^31 (and 2^32 at ``d32``) into
+# a source whose indexed dimension is that long. Sources are position-coded (uint8 ones with
+# period ``BYTE_CODE_PERIOD``) or planted at the positions read, so each value read names the
+# position it came from, and each write lands where its index says or nowhere else in the
+# spans. Planting uses one-element slices (a pointer offset, no index kernel).
+
+
+def _long_index(s: Scope) -> tuple[list[int], Any]:
+    """Positions along the long dimension (each span's ends, 2^31 + 7, 2^32 + 7, random ones
+    past 2^31, the last) and the same as an int64 tensor on the device."""
+    picks = _picks(s, s.g.length)
+    return picks, s.torch.tensor(picks, dtype=s.torch.int64, device=s.device)
+
+
+def _written(s: Scope, what: str, out: Any, values: dict[int, float]) -> None:
+    """A 1-D result of the long dimension holds ``values`` at their positions and zero at
+    every other position of the spans."""
+    torch = s.torch
+    for a, b in s.spans(s.g.length):
+        want = torch.zeros(b - a, dtype=torch.float64)
+        for p, v in values.items():
+            if a <= p < b:
+                want[p - a] = v
+        s.exact(f"{what} [{a}:{b}]", out[a:b], want)
+
+
+@case("index", "index_select.long.uint8", 1.1, LONG_KINDS)
+def index_select_long_uint8(s: Scope) -> None:
+    x = s.coded(s.g.length, "uint8", period=BYTE_CODE_PERIOD)
+    picks, idx = _long_index(s)
+    out = s.op("index_select", "uint8", lambda: x.index_select(0, idx))
+    s.exact("index_select at int64 indices past 2^31", out, s.code_of(idx, BYTE_CODE_PERIOD))
+
+
+@case("index", "gather.long.bool", 1.1, LONG_KINDS)
+def gather_long_bool(s: Scope) -> None:
+    torch = s.torch
+    x = torch.zeros(s.g.length, dtype=torch.bool, device=s.device)
+    picks, idx = _long_index(s)
+    # Not a period of two: a result read from a shifted place differs from the plan.
+    planted = {p for k, p in enumerate(picks) if k % 3 != 1}
+    for p in planted:
+        x[p : p + 1] = True
+    out = s.op("gather", "bool", lambda: x.gather(0, idx))
+    want = torch.tensor([float(p in planted) for p in picks])
+    s.exact("gather of planted Trues at int64 indices past 2^31", out, want)
+
+
+@case("index", "embedding.long.fp16.bwd", 4.2, LONG_KINDS)
+def embedding_long_fp16_bwd(s: Scope) -> None:
+    """A table of one column whose rows pass 2^31: each looked-up row holds its row's code,
+    and the dense gradient of the table (upstream ones) counts the look-ups of each row,
+    zero on every other row of the spans."""
+    torch = s.torch
+    F = _F(s)
+    weight = s.coded(s.g.length, "float16").view(-1, 1).requires_grad_(True)
+    picks, _ = _long_index(s)
+    # The last three rows (past every boundary) are looked up twice.
+    looked_up = picks + picks[-3:]
+    idx = torch.tensor(looked_up, dtype=torch.int64, device=s.device)
+    out = s.op("embedding", "float16", lambda: F.embedding(idx, weight))
+    s.exact("embedding rows at int64 indices past 2^31", out[:, 0], s.code_of(idx))
+    (gw,) = s.grad("embedding", "float16", out, (weight,), torch.ones_like(out))
+    _written(s, "embedding grad", gw[:, 0], {p: float(looked_up.count(p)) for p in picks})
+
+
+@case("index", "index_add.long.fp16", 2.1, LONG_KINDS)
+def index_add_long_fp16(s: Scope) -> None:
+    torch = s.torch
+    target = torch.zeros(s.g.length, dtype=torch.float16, device=s.device)
+    picks, idx = _long_index(s)
+    # Codes plus one: never zero, exact in float16.
+    added = s.code_of(idx) + 1
+    out = s.op("index_add", "float16", lambda: target.index_add_(0, idx, added.to(torch.float16)))
+    _written(s, "index_add", out, dict(zip(picks, added.tolist())))
+
+
+@case("index", "scatter.long.uint8", 1.1, LONG_KINDS)
+def scatter_long_uint8(s: Scope) -> None:
+    torch = s.torch
+    target = torch.zeros(s.g.length, dtype=torch.uint8, device=s.device)
+    picks, idx = _long_index(s)
+    written = s.code_of(idx, BYTE_CODE_PERIOD) + 1
+    out = s.op("scatter", "uint8", lambda: target.scatter_(0, idx, written.to(torch.uint8)))
+    _written(s, "scatter", out, dict(zip(picks, written.tolist())))
+
+
+@case("index", "index_fill.long.bool", 1.1, LONG_KINDS)
+def index_fill_long_bool(s: Scope) -> None:
+    torch = s.torch
+    target = torch.zeros(s.g.length, dtype=torch.bool, device=s.device)
+    picks, idx = _long_index(s)
+    out = s.op("index_fill", "bool", lambda: target.index_fill_(0, idx, True))
+    _written(s, "index_fill", out, dict.fromkeys(picks, 1.0))
+
+
+@case("index", "bincount.values.int64", 8.1, LONG_KINDS)
+def bincount_values_int64(s: Scope) -> None:
+    """``bincount`` of a few int64 values past 2^31 (2^32), the largest the last position:
+    one count per position up to it (16 GiB of int64 counts at ``d31``, 32 GiB at
+    ``d32``), each picked value counted where it is and nothing elsewhere in the spans."""
+    torch = s.torch
+    picks, _ = _long_index(s)
+    values = picks + picks[1::2]
+    x = torch.tensor(values, dtype=torch.int64, device=s.device)
+    out = s.op("bincount", "int64", lambda: torch.bincount(x))
+    s.truth("bincount: one count per value up to the largest", out.numel() == s.g.length,
+            f"{out.numel()} counts for a largest value of {s.g.length - 1}")
+    if out.numel() == s.g.length:
+        _written(s, "bincount", out, {p: float(values.count(p)) for p in picks})
+
+
+@case("index", "histc.bins.fp64", 8.1, LONG_KINDS)
+def histc_bins_fp64(s: Scope) -> None:
+    """``histc`` with as many bins as the long dimension over [0, bins): value p + 0.5
+    falls in bin p (exact in float64), so bin numbers pass 2^31 (2^32)."""
+    torch = s.torch
+    picks, idx = _long_index(s)
+    values = picks + picks[::2]
+    x = torch.tensor(values, dtype=torch.float64, device=s.device) + 0.5
+    bins = s.g.length
+    out = s.op("histc", "float64", lambda: torch.histc(x, bins=bins, min=0.0, max=float(bins)))
+    _written(s, "histc", out, {p: float(values.count(p)) for p in picks})
+
+
 @case("index", "embedding_bag.max.fp32.bwd", 8.2, N_KINDS)
 def embedding_bag_max_bwd(s: Scope) -> None:
-    """Last of its group: a sticky fault here (an illegal address, as torch 2.11 with CUDA 13
-    gives past 2^31) ends the probe, and every other case has run by then.
+    """Last of its group at ``n31``/``n32``: a sticky fault here (an illegal address, as
+    torch 2.11 with CUDA 13 gives past 2^31) comes after every other case has run in the
+    probe's own process, and costs no fresh process.
 
     ``embedding_bag`` (max) with int32 indices into a table past the boundary: each bag of
     two rows is their element-wise maximum, and the table's gradient is the upstream gradient

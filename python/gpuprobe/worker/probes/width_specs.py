@@ -8,11 +8,14 @@ Id grammar: ``width.<group>.<boundary>``
   ``copy``;
 - boundary (``width_run.BOUNDARIES``): ``n31`` and ``n32`` (more than 2^31 and 2^32
   elements in total, every dimension small), ``d31`` (one dimension past 2^31; not for
-  attention, whose dimensions cannot be that long), ``g16`` (one dimension past 2^16 in
-  small tensors: the launch grid's second and third axes, products of two sizes).
+  attention, whose dimensions cannot be that long), ``d32`` (one dimension past 2^32: the
+  groups that treat one dimension apart: reduce, scan, index),
+  ``g16`` (one dimension past 2^16 in small tensors: the launch grid's second and third
+  axes, products of two sizes).
 
 Every probe is in the ``full`` tier and in a worker of its own (``isolated``: a fault past
-the boundary loses the device context). The large boundaries run alone on the device
+the boundary loses the device context; the probe runs its remaining cases in fresh child
+processes, ``width_run.run_width``). The large boundaries run alone on the device
 (``exclusive``: they plan their memory from what is free); ``g16`` needs about a gigabyte
 and runs in a side lane of its own (``width-grid``) beside the others. The cases each probe runs and the memory each needs are
 in ``width_run`` / ``width_cases``; ``docs/probes.md`` tabulates them.
@@ -28,6 +31,7 @@ _WHAT = {
     "n31": "more than 2^31 elements in total",
     "n32": "more than 2^32 elements in total",
     "d31": "one dimension of more than 2^31 elements",
+    "d32": "one dimension of more than 2^32 elements",
     "g16": "one dimension of more than 2^16 (batch, planes, heads or a spatial size) and few elements",
 }
 
