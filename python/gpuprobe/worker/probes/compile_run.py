@@ -949,17 +949,15 @@ def _invented_nonfinite(torch: Any, found: Any, eager: Any) -> sweep_oracle.Leaf
     if not (found.is_floating_point() or found.is_complex()):
         return None
     invented = torch.isfinite(eager) & ~torch.isfinite(found)
-    count = int(invented.sum())
-    if count == 0:
+    if not bool(invented.any()):
         return None
-    first = int(invented.reshape(-1).nonzero()[0])
-    return sweep_oracle.LeafFailure(
+    return sweep_oracle.masked_failure(
+        torch,
         sweep_oracle.NONFINITE_INVENTED,
-        f"{count} of {found.numel()} gradient elements NaN/Inf where eager's are finite",
-        expected=str(eager.reshape(-1)[first].item()),
-        found=str(found.reshape(-1)[first].item()),
-        bad_elements=count,
-        elements=found.numel(),
+        invented,
+        found,
+        eager,
+        f"{{count}} of {found.numel()} gradient elements NaN/Inf where eager's are finite",
     )
 
 
@@ -987,16 +985,13 @@ def _gaps_changed(torch: Any, call: _Call, seed: int, found: Any, eager: Any) ->
         return None
     if not _bits_equal(torch, eager, want):
         return "eager"
-    changed = _bits_differ(torch, found, want)
-    count = int(changed.sum())
-    first = int(changed.reshape(-1).nonzero()[0])
-    return sweep_oracle.LeafFailure(
+    return sweep_oracle.masked_failure(
+        torch,
         sweep_oracle.WRONG_VALUE,
-        f"{count} of {found.numel()} elements between the view's changed: the in-place write reached memory the view does not cover",
-        expected=str(want.reshape(-1)[first].item()),
-        found=str(found.reshape(-1)[first].item()),
-        bad_elements=count,
-        elements=found.numel(),
+        _bits_differ(torch, found, want),
+        found,
+        want,
+        f"{{count}} of {found.numel()} elements between the view's changed: the in-place write reached memory the view does not cover",
     )
 
 

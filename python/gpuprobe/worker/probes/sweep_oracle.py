@@ -123,6 +123,23 @@ def _first(torch: Any, mask: Any) -> int:
     return int(torch.nonzero(mask.reshape(-1))[0, 0])
 
 
+def masked_failure(torch: Any, cls: str, mask: Any, found: Any, expected: Any, detail: str) -> LeafFailure:
+    """The failure of the elements in ``mask`` (a boolean tensor shaped like ``found`` and
+    ``expected``, with at least one element set): their count (``{count}`` in ``detail``),
+    the first one's index and both values there."""
+    i = _first(torch, mask)
+    count = int(mask.sum())
+    return LeafFailure(
+        cls,
+        detail.format(count=count),
+        index=_unravel(i, tuple(mask.shape)),
+        expected=_fmt(float(expected.reshape(-1)[i])),
+        found=_fmt(float(found.reshape(-1)[i])),
+        bad_elements=count,
+        elements=mask.numel(),
+    )
+
+
 def as_comparable(torch: Any, value: Any) -> Any:
     """A dense, real, CPU tensor for a tensor leaf (sparse → dense, complex → real pairs)."""
     value = dense_on_host(torch, value)
@@ -244,17 +261,14 @@ def swallowed_nonfinite(
             cpu = as_comparable(torch, cpu)
             if tuple(cpu.shape) == tuple(found.shape) and bool(torch.isfinite(cpu).all()):
                 return None
-    i = _first(torch, reference_nonfinite)
-    count = int(reference_nonfinite.sum())
-    return LeafFailure(
+    return masked_failure(
+        torch,
         NONFINITE_SWALLOWED,
-        f"{count} NaN/Inf of the reference came back as finite numbers and none is left in the output: "
+        reference_nonfinite,
+        found,
+        expected,
+        "{count} NaN/Inf of the reference came back as finite numbers and none is left in the output: "
         "it looks valid but is meaningless",
-        index=_unravel(i, tuple(found.shape)),
-        expected=_fmt(float(expected.reshape(-1)[i])),
-        found=_fmt(float(found.reshape(-1)[i])),
-        bad_elements=count,
-        elements=found.numel(),
     )
 
 
@@ -379,17 +393,7 @@ def _compare_float(
                 mask = mask & ~cpu_has_it_too(cpu)
         if not bool(mask.any()):
             return None
-        i = _first(torch, mask)
-        count = int(mask.sum())
-        return LeafFailure(
-            cls,
-            detail.format(count=count),
-            index=_unravel(i, shape),
-            expected=_fmt(float(r.reshape(-1)[i])),
-            found=_fmt(float(d.reshape(-1)[i])),
-            bad_elements=count,
-            elements=d.numel(),
-        )
+        return masked_failure(torch, cls, mask.reshape(shape), d, r, detail)
 
     def not_nan(cpu: Any) -> Any:
         return ~torch.isnan(cpu)
