@@ -64,6 +64,7 @@ def oracle_helpers() -> str:
                 sweep_oracle._fmt,
                 sweep_oracle._unravel,
                 sweep_oracle._first,
+                sweep_oracle.masked_failure,
                 sweep_oracle.as_comparable,
                 sweep_oracle.compare_leaf,
                 sweep_oracle._complex_nonfinite_as_one,
