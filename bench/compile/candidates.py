@@ -8,6 +8,9 @@ printing eager's result, the compiled result and whether they differ:
 - ``avg_pool2d_backward_padding1``: ``avg_pool2d`` with a one-element ``padding`` list
   compiles forward, but its backward fails in Inductor's lowering (``assert len(padding) ==
   2``), with static and with dynamic shapes; eager accepts it.
+- ``softshrink_nan``: ``softshrink`` of a NaN (with and without its sign bit) compiled
+  returns 0 where eager returns NaN (the compile family's ``values[negnan]`` case on the
+  H200, torch 2.11; Inductor's CPU code on torch 2.15 keeps the NaN).
 """
 
 from __future__ import annotations
@@ -54,7 +57,25 @@ def avg_pool2d_backward_padding1(device: str) -> bool:
     return found
 
 
-CANDIDATES = {"matrix_rank_out": matrix_rank_out, "avg_pool2d_backward_padding1": avg_pool2d_backward_padding1}
+def softshrink_nan(device: str) -> bool:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.softshrink(x, 0.5)
+
+    nan = torch.tensor(float("nan"))
+    x = torch.tensor([1.0, -2.0, 0.1, 0.0, 0.0], device=device)
+    x[3] = nan
+    x[4] = -nan  # NaN with its sign bit set
+    eager = f(x).cpu()
+    compiled = torch.compile(f)(x).cpu()
+    print(f"softshrink_nan: eager {eager.tolist()}, compiled {compiled.tolist()}")
+    return bool((eager.isnan() != compiled.isnan()).any())
+
+
+CANDIDATES = {
+    "matrix_rank_out": matrix_rank_out,
+    "avg_pool2d_backward_padding1": avg_pool2d_backward_padding1,
+    "softshrink_nan": softshrink_nan,
+}
 
 
 def main() -> int:

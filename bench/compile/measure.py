@@ -49,7 +49,7 @@ def _worker(
         ctx = ProbeContext(torch, device, 1234, probe_id, {})
         started = time.monotonic()
         try:
-            wanted = passes or list(compile_specs.FULL_PASSES.get(dtype, compile_run.PASS_NAMES))
+            wanted = passes or list(compile_run.dtype_passes(dtype))
             if keys:
                 out = compile_run.run_program(ctx, dtype, keys=keys, passes=wanted)
             elif chunk is None:

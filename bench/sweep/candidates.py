@@ -337,12 +337,45 @@ def matrix_exp_infinity() -> None:
     show("cpu float64", torch.linalg.matrix_exp(x)[0].tolist())
 
 
+def eigh_large_batch() -> None:
+    """linalg.eigh of a batch of 65,535 / 65,536 / 65,537 small symmetric (Hermitian)
+    matrices: on the H200 (torch 2.11+cu130) the sweep's 65,537 5x5 matrices raised
+    CUSOLVER_STATUS_INTERNAL_ERROR in cusolverDnXsyevBatched on the device, where the CPU
+    computes. Prints, for each size, dtype and batch, what raises where, and the largest
+    residual |A V - V diag(w)| and eigenvalue difference from the CPU's float64."""
+    torch.manual_seed(0)
+    for n in (3, 5, 8):
+        for dtype in (torch.float32, torch.float64, torch.complex128):
+            base = torch.randn(4, n, n, dtype=dtype)
+            base = base + base.mH  # symmetric / Hermitian
+            for batch in (65535, 65536, 65537):
+                a = base[torch.arange(batch) % 4]
+                w64 = torch.linalg.eigvalsh(base.to(torch.complex128 if dtype.is_complex else torch.float64))
+                label = f"n={n} {str(dtype).replace('torch.', '')} batch {batch}"
+                try:
+                    cpu_w, _ = torch.linalg.eigh(a)
+                    cpu = f"cpu ok (max |w - w64| {float((cpu_w[:4].double() - w64).abs().max()):.2e})"
+                except Exception as exc:  # noqa: BLE001 - print what raises where
+                    cpu = f"cpu raised {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                try:
+                    d = a.to(DEV)
+                    w, v = torch.linalg.eigh(d)
+                    if d.is_cuda:
+                        torch.cuda.synchronize()
+                    residual = (d @ v - v * w.unsqueeze(-2).to(v.dtype)).abs().max()
+                    diff = (w.cpu()[torch.arange(batch) % 4].double() - w64[torch.arange(batch) % 4]).abs().max()
+                    device = f"device ok (max |w - w64| {float(diff):.2e}, max residual {float(residual):.2e})"
+                except Exception as exc:  # noqa: BLE001 - print what raises where
+                    device = f"device raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                show(label, f"{cpu}; {device}")
+
+
 CASES = {f.__name__: f for f in (
     median_stride0, embedding_bag_max_norm, embedding_renorm_noncontiguous, unique_nan, unique_nan_dims, meshgrid_zero_dim, rms_norm_inf,
     avg_pool1d_transposed_backward, upsample_aa_empty, channel_shuffle_transposed,
     pixel_unshuffle_empty, batch_norm_empty, cov_mixed_weights, mode_nan,
     clamp_inplace_uint8_int32_bound, ihfftn_half_out, batch_norm_noncontiguous_out,
-    avg_pool2d_noncontiguous_out, matrix_exp_infinity,
+    avg_pool2d_noncontiguous_out, matrix_exp_infinity, eigh_large_batch,
 )}
 
 

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext, SkipProbe  # noqa: E402
-from gpuprobe.worker.probes import compile_run, compile_specs, sweep_db, sweep_oracle  # noqa: E402
+from gpuprobe.worker.probes import compile_run, compile_specs, sweep_cases, sweep_db, sweep_oracle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     compile_run.compiler_problem(torch, False) is not None, reason="no C++ compiler for Inductor's CPU backend"
@@ -392,3 +392,112 @@ def test_tied_gradients_are_judged_for_invented_nan_only() -> None:
     fault = {"name": "max-zeros", "op": "compile", "when": {"methods": ["max"], "variants": ["compiled"]}, "effect": {"kind": "zeros"}}
     out = _with_fault(fault, lambda: compile_run.run_program(_ctx("compile.test.fp16"), "fp16", keys=["max.reduction_with_dim"], passes=["compiled"]))
     assert all("grad[" not in f["output"] for f in out.measurement["failures"]), out.measurement["failures"]
+
+
+def test_the_full_tier_covers_every_pass_in_one_dtype_a_program() -> None:
+    """The covering: per program, ``compiled`` in every dtype and each other pass in
+    exactly one dtype that may run it; per dtype, over the programs, every pass it may run;
+    the placement moves with the seed."""
+    for rotation in range(compile_run.COVERING_ROTATIONS):
+        per_dtype: dict[str, set[str]] = {d: set() for d in compile_specs.FULL_DTYPES}
+        for chunk in range(compile_specs.CHUNKS):
+            runs: dict[str, int] = {}
+            for dtype in compile_specs.FULL_DTYPES:
+                chosen = compile_run.covering_passes(chunk, dtype, rotation)
+                assert "compiled" in chosen and set(chosen) <= set(compile_run.dtype_passes(dtype))
+                per_dtype[dtype].update(chosen)
+                for name in chosen:
+                    runs[name] = runs.get(name, 0) + 1
+            assert runs == {name: (len(compile_specs.FULL_DTYPES) if name == "compiled" else 1) for name in compile_run.PASS_NAMES}
+        assert all(per_dtype[d] == set(compile_run.dtype_passes(d)) for d in compile_specs.FULL_DTYPES)
+    placements = {tuple(compile_run.covering_passes(0, "fp32", compile_run.covering_rotation(seed))) for seed in range(40)}
+    assert len(placements) > 1
+    full = [p for p in compile_specs.specs() if p.tier == "full"]
+    assert full and all(p.params.get("covering") is True and "passes" not in p.params for p in full)
+
+
+def test_an_output_in_a_coarser_dtype_is_judged_by_its_own_bound() -> None:
+    """A ``bfloat16`` result in a float32 program: 1 bfloat16 ulp apart is right."""
+    assert compile_run._less_precise(torch, "bfloat16", "float32") and not compile_run._less_precise(torch, "float64", "float32")
+    database = sweep_db.load(torch)
+    call = compile_run._Call(
+        key="bfloat16",
+        info=database.ops["bfloat16"],
+        sample_index=0,
+        sample=None,
+        case=sweep_cases.Case(0, "base", False),
+        oracle="value",
+        atol=1e-5,
+        rtol=1.3e-6,
+        judging=sweep_cases.judging("bfloat16", "float32", "base"),
+    )
+    eager = torch.tensor([-9.5625], dtype=torch.bfloat16)
+    found = torch.tensor([-9.625], dtype=torch.bfloat16)
+    assert compile_run._compare(torch, call, found, eager, "float32") is None
+    assert compile_run._compare(torch, call, torch.tensor([-12.0], dtype=torch.bfloat16), eager, "float32") is not None
+
+
+def test_a_binary_entrys_second_operand_takes_a_python_scalar_in_the_values_pass() -> None:
+    """``copysign(x, -0.0)``: the second operand as a Python number, where the database says
+    the entry takes one; an entry that does not (``atan2``) keeps its tensors."""
+    database = sweep_db.load(torch)
+    sample = next(iter(database.ops["copysign"].sample_inputs("cpu", torch.float32)))
+    slots = compile_run._scalar_operand_slots(torch, database.ops["copysign"], sample)
+    assert slots == [("arg", 0)]
+    changed = compile_run.with_scalar(sample, slots[0], -0.0)
+    assert str(changed.args[0]) == "-0.0" and isinstance(sample.args[0], torch.Tensor)
+    other = next(iter(database.ops["atan2"].sample_inputs("cpu", torch.float32)))
+    assert compile_run._scalar_operand_slots(torch, database.ops["atan2"], other) == []
+    out = compile_run.run_program(_ctx(), "fp32", keys=["copysign", "mul"], passes=["values"])
+    assert out.measurement["failed"] == {} and out.measurement["cases"] >= 2, out.measurement
+
+
+def test_a_healthy_boolean_program_passes_and_a_planted_fault_is_caught() -> None:
+    """Boolean inputs compiled: exact against eager; a planted wrong result is caught."""
+    out = compile_run.run_program(_ctx("compile.test.bool"), "bool", keys=["logical_and", "sum", "ne"], passes=["compiled"])
+    assert out.measurement["failed"] == {} and out.measurement["cases"] == 3, out.measurement
+    fault = {"name": "bool-zeros", "op": "compile", "when": {"methods": ["sum"], "variants": ["compiled"]}, "effect": {"kind": "zeros"}}
+    planted = _with_fault(fault, lambda: compile_run.run_program(_ctx("compile.test.bool"), "bool", keys=["logical_and", "sum"], passes=["compiled"]))
+    assert planted.measurement["failed"] == {"wrong_value": 1}, planted.measurement
+    assert planted.measurement["failures"][0]["output"].startswith("sum ")
+
+
+def test_writes_into_outputs_reach_an_aliased_input_and_a_healthy_program_passes() -> None:
+    """``inplace_output``: eager's write into an output that is a view of the input changes
+    the input; a program of such entries compiled gives the same outputs and input."""
+    database = sweep_db.load(torch)
+    x = torch.ones(2, 3)
+    compile_run.WritesOutputs(torch, database.ops["reshape"])(x, (3, 2))
+    assert torch.equal(x, torch.full((2, 3), 1.25))  # 1.5 * 1 - 0.25 reached the input
+    keys = ["reshape", "contiguous", "squeeze", "add"]
+    out = compile_run.run_program(_ctx(), "fp32", keys=keys, passes=["inplace_output"])
+    m = out.measurement
+    assert m["failed"] == {} and m["cases"] >= 3, (m, out.notes)
+    fault = {"name": "alias-lost", "op": "compile", "when": {"methods": ["reshape"], "variants": ["inplace_output"]}, "effect": {"kind": "zeros"}}
+    planted = _with_fault(fault, lambda: compile_run.run_program(_ctx(), "fp32", keys=["reshape", "add"], passes=["inplace_output"]))
+    assert [f["output"].split()[0] for f in planted.measurement["failures"]] == ["reshape"], planted.measurement
+
+
+def test_a_special_functions_limit_at_infinity_is_not_judged() -> None:
+    """``special.bessel_j1(+Inf)``: compiled 0 (the limit) where eager and float64 give NaN
+    is not a failure; the same NaN lost in a function that is not special still is."""
+    database = sweep_db.load(torch)
+    lost = sweep_oracle.LeafFailure(sweep_oracle.NAN_LOST, "1 NaN of the reference came back as numbers")
+
+    def call(key: str, value_class: str) -> Any:
+        return compile_run._Call(
+            key=key,
+            info=database.ops[key],
+            sample_index=0,
+            sample=None,
+            case=sweep_cases.Case(0, value_class, False),
+            oracle="value",
+            atol=1e-5,
+            rtol=1.3e-6,
+            judging=sweep_cases.judging(key, "float32", value_class),
+            value_class=value_class,
+        )
+
+    assert compile_run._limit_at_infinity(call("special.bessel_j1", "posinf"), lost)
+    assert not compile_run._limit_at_infinity(call("special.bessel_j1", "nan"), lost)
+    assert not compile_run._limit_at_infinity(call("exp", "posinf"), lost)

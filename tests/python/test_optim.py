@@ -42,6 +42,7 @@ def test_catalogue_ids_tiers_and_lanes() -> None:
     specs = {p.id: p for p in optim_specs.specs()}
     expected = {f"optim.{name}.{dtype}" for name, _ in optim_specs.OPTIMIZERS for dtype in optim_specs.DTYPES}
     expected |= {f"optim.gradscaler.{dtype}" for dtype in optim_specs.DTYPES}
+    expected |= {f"optim.clip_grad.{dtype}" for dtype in optim_specs.DTYPES}
     assert set(specs) == expected
     assert sorted(i for i, p in specs.items() if p.tier == "standard") == ["optim.adamw.fp32", "optim.gradscaler.fp32"]
     for probe_id, probe in specs.items():
@@ -746,3 +747,144 @@ def test_float16_zero_gradients_skip_configurations_with_subnormal_state() -> No
     assert not keep(R.Config("weight_decay=0.1", {"weight_decay": 0.1}))
     assert not keep(R.Config("betas=0.999999", {"betas": (0.999999, 0.999999)}))
     assert not keep(R.Config("rho=0.999999", {"rho": 0.999999}))
+
+
+# -- gradient clipping -----------------------------------------------------------------------------
+
+
+def run_clip(dtype: str, **kwargs: Any) -> Any:
+    return R.run_clip(context(f"optim.clip_grad.{dtype}"), dtype, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", optim_specs.DTYPES)
+def test_clipping_passes_on_the_cpu(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "stress_list", light_stress_list)
+    out = run_clip(dtype, mixed=dtype == "fp32", layouts=dtype == "fp32", many=6)
+    m = out.measurement
+    assert verdict(out) == "pass", (m["failures"][:2], m["errors"][:2])
+    assert m["passed"] == m["cases"] >= 70 and not m["refused"], (m, out.notes)
+    variants = {f"{impl}+value" for impl, _ in R.CLIP_IMPLEMENTATIONS}
+    assert not variants & set(m["unjudged"])
+    # Only norms at the edge of float16's range (a 0.5-norm of 257 gradients) go unjudged.
+    assert set(m["unjudged"]) <= {"near_overflow"}, m["unjudged"]
+    assert out.metrics["worst_ratio"] < 0.5
+
+
+def test_clipping_catalogue() -> None:
+    specs = {p.id: p for p in optim_specs.specs() if p.id.startswith("optim.clip_grad.")}
+    assert set(specs) == {f"optim.clip_grad.{d}" for d in optim_specs.DTYPES}
+    for probe in specs.values():
+        assert probe.tier == "full" and probe.lane == "optim" and probe.impl.endswith(":run_clip")
+    assert specs["optim.clip_grad.fp32"].params["mixed"] and not specs["optim.clip_grad.bf16"].params["mixed"]
+
+
+def test_clipping_bounds() -> None:
+    # An infinity norm is a maximum of dtype values: exact. A fractional norm doubles the sum's error.
+    assert R.clip_bounds(math.inf, 2.0**-8, 65537) == 0.0
+    assert R.clip_bounds(0.5, 2.0**-24, 1) == 2 * R.clip_bounds(2.0, 2.0**-24, 1)
+    # A float16 1-norm of 65537 gradients of about 1 overflows: the norm must be +Inf.
+    clip_list = R._clip_list(torch, "", (R.ParamSpec((65537,)),), "float16", SEED, CPU)
+    expectation = R.clip_expectation(torch, clip_list, [0], 1.0, 1.0)
+    assert expectation.total == math.inf and expectation.coefficient == 0.0 and not expectation.near_overflow
+
+
+@pytest.fixture()
+def small_clip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "stress_list", light_stress_list)
+    monkeypatch.setattr(R, "CLIP_NONFINITE", (("nan", math.nan),))
+
+
+def test_clipping_without_the_accumulation_term_fails_float32(small_clip: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # float32 sums of 4097 squares are a few hundred units of float32 off float64 on the CPU:
+    # the dtype's rounding alone (C·u) does not cover them.
+    original = R.clip_bounds
+    monkeypatch.setattr(
+        R, "clip_bounds", lambda p, unit, numel: 0.0 if math.isinf(p) else max(1.0, 1 / p) * R.CLIP_ROUNDING_FACTOR * unit
+    )
+    out = run_clip("fp32", many=6)
+    assert out.measurement["failed"], out.measurement
+    assert {f["direction"] for f in out.measurement["failures"]} <= {"total_norm", "grads"}
+    monkeypatch.setattr(R, "clip_bounds", original)
+    assert verdict(run_clip("fp32", many=6)) == "pass"
+
+
+def _activate(fault: dict[str, Any]) -> None:
+    spec = {"source": "test", "fault": [dict({"name": "f", "description": "x", "op": "optim"}, **fault)]}
+    simulate.activate(spec, torch, "cpu")
+
+
+@pytest.mark.parametrize(
+    ("method", "effect", "expected"), [("clip_grad_norm", "zeros", "all_zeros"), ("clip_grad_value", "bitflip", "mismatch")]
+)
+def test_simulated_clipping_faults_are_caught_in_their_implementation(
+    method: str, effect: str, expected: str, small_clip: None
+) -> None:
+    _activate({"when": {"methods": [method], "variants": ["foreach"]}, "effect": {"kind": effect}})
+    try:
+        out = run_clip("bf16", many=6)
+    finally:
+        simulate.deactivate()
+    m = out.measurement
+    assert verdict(out) == expected, m["failures"][:2]
+    assert all(f["variant"].startswith("foreach+") and f["direction"] == "grads" for f in m["failures"])
+    cases = 8 if method == "clip_grad_norm" else 2  # 4 norm types × 2 limits (+1 flag) per list; a value case per list
+    assert sum(m["failed"].values()) >= cases
+
+
+def test_a_norm_that_drops_the_tensors_past_one_launch_is_caught(small_clip: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A multi-tensor norm that leaves out the tensors past the first launch (110): 11 of the
+    # main list's 121 gradients, a small share of its squares.
+    original = torch._foreach_norm
+
+    def dropping(tensors: Any, ord: float = 2.0, dtype: Any = None) -> Any:
+        norms = list(original(tensors, ord))
+        return tuple(n if i < 110 else n * 0 for i, n in enumerate(norms))
+
+    monkeypatch.setattr(torch, "_foreach_norm", dropping)
+    out = run_clip("fp32", many=112)
+    m = out.measurement
+    failed = {f["variant"] for f in m["failures"]}
+    assert failed and all(v.split("+")[0] in ("foreach", "default") for v in failed), failed
+    assert "norm_type=inf" not in " ".join(failed)  # the dropped tensors hold no maximum here
+    assert m["failures"][0]["direction"] == "total_norm" and m["failures"][0]["class"] == R.WRONG_VALUE
+
+
+def test_error_if_nonfinite_must_raise_and_a_nan_norm_must_stay_nan(
+    small_clip: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = torch.nn.utils.clip_grad_norm_
+
+    def lenient(
+        params: Any, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: Any = None
+    ) -> Any:
+        # The multi-tensor path ignores error_if_nonfinite and hides a NaN norm.
+        if foreach:
+            return original(params, max_norm, norm_type, False, foreach).nan_to_num(nan=1.0)
+        return original(params, max_norm, norm_type, error_if_nonfinite, foreach)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lenient)
+    # The CPU's own clip_grad_norm_ raises (the lenient one stands in for the device only).
+    monkeypatch.setattr(R, "_cpu_refuses_nonfinite", lambda *args: True)
+    out = run_clip("fp32", many=6)
+    m = out.measurement
+    failed = {f["variant"]: f for f in m["failures"]}
+    nan_norms = {f"foreach+norm_type={p}+nan" for p in ("2", "1", "inf", "0.5")}
+    assert set(failed) == nan_norms | {"foreach+norm_type=2+nan+error_if_nonfinite"}, failed
+    assert sum(m["failed"].values()) == 5
+    assert failed["foreach+norm_type=2+nan+error_if_nonfinite"]["output"] == "error_if_nonfinite"
+    assert all(failed[v]["class"] == R.WRONG_VALUE and failed[v]["found"] == "1" for v in nan_norms)
+
+
+def test_error_if_nonfinite_is_not_judged_where_the_cpu_does_not_raise(
+    small_clip: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = torch.nn.utils.clip_grad_norm_
+
+    def never_raises(
+        params: Any, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: Any = None
+    ) -> Any:
+        return original(params, max_norm, norm_type, False, foreach)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", never_raises)
+    out = run_clip("fp32", many=6)
+    assert verdict(out) == "pass" and out.measurement["unjudged"]["cpu_does_not_raise"] == 3

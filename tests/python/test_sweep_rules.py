@@ -776,3 +776,65 @@ def test_products_are_not_widened_past_every_dtypes_range() -> None:
     summed = database.ops["sum"]
     sample = sweep_cases.generate_samples(torch, summed, "float32", 1, requires_grad=False)
     assert any(sweep_cases.applicable(torch, summed, s, "large_reduced", "float32") for s in sample)
+
+
+def test_a_per_argument_case_the_cpu_reads_past_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``argument_undefined`` by poisoning: ``native_batch_norm`` with a per-channel
+    argument narrowed to size 0 reads past the view's end on the CPU (its result changes
+    when the view's base beside it is NaN), so a device that reads other memory there is
+    not judged; ``cat`` with an empty argument reads nothing beside it, and a planted fault
+    stays a failure (``test_planted_faults_on_the_shape_axes_...``)."""
+    healthy = _probe_tally(monkeypatch, "native_batch_norm", ("arg_empty",))
+    assert healthy.failed == {} and healthy.unjudged == {} and healthy.cases >= 1, vars(healthy)
+    planted = _probe_tally(monkeypatch, "native_batch_norm", ("arg_empty",), [_partial_zeros(["native_batch_norm"], ["arg_empty"])])
+    assert planted.failed == {} and planted.unjudged.get("argument_undefined", 0) >= 1, vars(planted)
+    assert any("read past its end" in text for text in planted.unjudged_examples), planted.unjudged_examples
+    still = _probe_tally(monkeypatch, "cat", ("arg_empty",), [_partial_zeros(["cat"], ["arg_empty"])])
+    assert still.failed.get("wrong_value", 0) >= 1 and "argument_undefined" not in still.unjudged, vars(still)
+
+
+def test_a_poisoned_argument_keeps_its_view_and_poisons_only_beside_it() -> None:
+    x = torch.arange(6.0).reshape(2, 3).requires_grad_(True)
+    plain = sweep_cases._argument_fn(torch, "arg_size1", -1)(x)
+    poisoned = sweep_cases._argument_fn(torch, "arg_size1", -1, poisoned=True)(x)
+    assert torch.equal(plain, poisoned) and poisoned.requires_grad
+    assert poisoned.untyped_storage().nbytes() == x.untyped_storage().nbytes()
+    base = torch.as_strided(poisoned, (2, 3), (3, 1))
+    assert bool(base[:, 1:].isnan().all()) and torch.equal(base[:, :1], x[:, :1])
+    integer = sweep_cases._argument_fn(torch, "arg_empty", 0, poisoned=True)(torch.arange(4))
+    assert integer.numel() == 0 and int(torch.as_strided(integer, (4,), (1,))[0]) == torch.iinfo(torch.int64).max
+    # The comparison: NaN equals NaN, the sign of zero does not equal its opposite.
+    assert sweep_run.same_bits(torch, [torch.tensor([NAN, 1.0])], [torch.tensor([NAN, 1.0])])
+    assert not sweep_run.same_bits(torch, [torch.tensor([0.0])], [torch.tensor([-0.0])])
+    assert not sweep_run.same_bits(torch, [torch.tensor([NAN, 1.0])], [torch.tensor([2.0, 1.0])])
+
+
+class _SlowPerRow:
+    """A database entry whose call takes ``per_row`` seconds per row of its input's batch
+    (an implementation that loops over the batch on the host)."""
+
+    def __init__(self, entry: Any, per_row: float) -> None:
+        self._entry, self._per_row = entry, per_row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._entry, name)
+
+    def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        import time
+
+        time.sleep(self._per_row * (x.shape[0] if isinstance(x, torch.Tensor) and x.dim() else 1))
+        return self._entry(x, *args, **kwargs)
+
+
+def test_a_large_case_estimated_past_the_budget_is_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The large-shape guard: a planted op that takes 1 ms per row would take about a minute
+    at ``LARGE_BATCH`` rows: not run, unjudged, with the estimate in the notes. The same op
+    without the delay runs and passes (its estimate on this CPU stays far under the budget)."""
+    monkeypatch.setattr(sweep_run, "LARGE_CALIBRATION_S", 0.05)
+    key = "nn.functional.layer_norm"
+    entry = sweep_db.load(torch).ops[key]
+    slow = _probe_tally(monkeypatch, key, ("large_batch",), info=_SlowPerRow(entry, 1e-3))
+    assert slow.cases == 0 and slow.failed == {} and slow.unjudged == {"large_too_slow": 1}, vars(slow)
+    assert any("large_batch not run" in note and "65,537 would take about" in note for note in slow.notes), slow.notes
+    fast = _probe_tally(monkeypatch, key, ("large_batch",))
+    assert fast.cases == 1 and fast.passed == 1 and fast.unjudged == {}, vars(fast)

@@ -45,12 +45,17 @@ def test_catalogue_ids_tiers_and_lanes() -> None:
     probes = {p.id: p for p in all_probes().values() if p.id.startswith("train.")}
     modes = [p for p, _ in train_specs.PRECISIONS] + [p + ".compile" for p, _ in train_specs.PRECISIONS]
     nested = ["bf16.inner_fp32", "bf16.inner_fp16", "bf16.inner_fp32.compile", "bf16.inner_fp16.compile"]
+    checkpoint = ["fp32.checkpoint", "bf16.checkpoint"]
     assert set(probes) == {f"train.{m}.{mode}" for m in ("transformer", "convnet") for mode in modes} | {
-        f"train.transformer.{mode}" for mode in nested
+        f"train.transformer.{mode}" for mode in nested + checkpoint
     }
     assert [p.id for p in probes.values() if p.tier == "standard"] == ["train.transformer.bf16"]
     for probe in probes.values():
         assert probe.rule == {"kind": "sweep"}
+        if probe.id.endswith(".checkpoint"):
+            assert probe.impl == "gpuprobe.worker.probes.train_run:run_checkpoint" and probe.tier == "full"
+            assert probe.lane == "train" and probe.isolated and probe.timeout_s == train_specs.EAGER_TIMEOUT_S
+            continue
         nested = ".inner_" in probe.id
         assert probe.impl == f"gpuprobe.worker.probes.train_run:{'run_nested' if nested else 'run'}"
         precision, inner, compiled = train_run.parse_nested(probe.params["mode"])
@@ -314,3 +319,85 @@ def test_a_case_past_the_cap_is_not_judged() -> None:
     train_run.judge_run(tally, "float64", subject, reference, reference, noise, "bfloat16", None)
     assert tally.unjudged == {"ill_conditioned": 1}
     assert tally.failed == {} and tally.passed == tally.cases
+
+
+# -- activation checkpointing ----------------------------------------------------------------------
+
+CHECKPOINT_MODES = [f"{p}{train_specs.CHECKPOINT_SUFFIX}" for p in train_specs.CHECKPOINT_PRECISIONS]
+
+
+def run_checkpoint(mode: str, seed: int) -> Any:
+    ctx = ProbeContext(torch, "cpu", seed, train_specs.probe_id("transformer", mode))
+    return train_run.run_checkpoint(ctx, model="transformer", mode=mode)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("mode", CHECKPOINT_MODES)
+def test_checkpoint_modes_pass_on_the_cpu(mode: str, seed: int) -> None:
+    output = run_checkpoint(mode, seed)
+    measurement = output.measurement
+    assert classify(measurement) == "pass", measurement["failures"]
+    assert not measurement["unjudged"].get("ill_conditioned", 0) > 14 and measurement["cases"] >= 400
+    assert output.metrics["checkpoint"] == "use_reentrant=False,True"
+
+
+def _variants(output: Any) -> set[str]:
+    return {f["variant"] for f in output.measurement["failures"]}
+
+
+@pytest.mark.parametrize("mode", CHECKPOINT_MODES)
+def test_a_recomputation_that_does_not_replay_dropout_is_caught(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the saved RNG state the recomputation draws other dropout masks: the backward
+    # differs from the forward it should have replayed. Against float64 (no dropout) every
+    # case passes; against the same steps without checkpointing the gradients fail.
+    import functools
+
+    checkpoint = torch.utils.checkpoint.checkpoint
+    monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", functools.partial(checkpoint, preserve_rng_state=False))
+    output = run_checkpoint(mode, 3)
+    assert _variants(output) <= {"no_checkpoint", "reentrant.no_checkpoint"} and output.measurement["failed"]
+    assert output.measurement["failures"][0]["direction"] in ("grad", "grad_norm")
+
+
+def test_the_dropout_runs_must_draw_the_same_masks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plain and the checkpointed dropout runs seed the generators alike before every
+    # micro-batch: unseeded, their masks differ and every gradient does.
+    mode = train_run.Mode
+    monkeypatch.setattr(train_run, "Mode", lambda *args, dropout_seed=None, **kwargs: mode(*args, **kwargs))
+    output = run_checkpoint("fp32.checkpoint", 1)
+    assert _variants(output) == {"no_checkpoint"} and failures(output) > 40  # the failures kept are the first six
+
+
+def test_a_wrong_recomputation_is_caught_in_the_checkpoint_modes_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuprobe.worker import simulate
+
+    # The observation keeps the first failures only: the same-device comparisons are counted here.
+    judge_run, same_device = train_run.judge_run, []
+
+    def counting(tally: Any, variant: str, *args: Any, **kwargs: Any) -> None:
+        before = sum(tally.failed.values())
+        judge_run(tally, variant, *args, **kwargs)
+        if kwargs.get("recompute"):
+            same_device.append((variant, sum(tally.failed.values()) - before))
+
+    monkeypatch.setattr(train_run, "judge_run", counting)
+
+    # The recomputed MLP activation zeroed: the backward reads values the forward never had.
+    fault = _fault("recompute-zeros", "transformer", "zeros", ["recompute"])
+    simulate.activate({"source": "test", "fault": [dict(fault, description="x")]}, torch, "cpu")
+    try:
+        broken = {mode: run_checkpoint(mode, 1) for mode in CHECKPOINT_MODES}
+        plain = run_direct("transformer", "bf16", 1)
+    finally:
+        simulate.deactivate()
+    assert failures(plain) == 0
+    for mode, output in broken.items():
+        measurement = output.measurement
+        assert classify(measurement) != "pass", mode
+        first = measurement["failures"][0]
+        # Step 1's gradient norm (within bf16's bound in bf16), then the MLP's output weight,
+        # whose gradient reads the activation.
+        assert (first["variant"], first["sample"]) == ("float64", 1) and first["direction"] in ("grad_norm", "grad")
+        assert any(f["output"] == "mlp_out.weight" and f["direction"] == "grad" for f in measurement["failures"])
+    # Both checkpointed dropout runs of both modes, against the same steps without checkpointing.
+    assert [variant for variant, failed in same_device if failed > 0] == ["no_checkpoint", "reentrant.no_checkpoint"] * 2

@@ -153,6 +153,7 @@ const AMD_NAME_ISA: &[(&str, &str)] = &[
     ("MI325X", "gfx942"),
     ("MI300X", "gfx942"),
     ("MI300A", "gfx942"),
+    ("MI250X", "gfx90a"),
     ("MI250", "gfx90a"),
     ("MI210", "gfx90a"),
     ("MI100", "gfx908"),
@@ -160,11 +161,19 @@ const AMD_NAME_ISA: &[(&str, &str)] = &[
 
 /// The one ISA an AMD marketing name belongs to, when the name says it unambiguously
 /// (`AMD Radeon RX 9070 XT` → `gfx1201`); `None` for names this table does not know.
+/// A fragment matches only where the model number ends: laptop parts append a letter to
+/// a desktop number and are another chip (`RX 6800M` is gfx1031, `RX 6800S` gfx1032,
+/// while `RX 6800` is gfx1030).
 pub fn amd_isa_from_name(name: &str) -> Option<&'static str> {
     let name = name.to_ascii_uppercase();
     AMD_NAME_ISA
         .iter()
-        .find(|(fragment, _)| name.contains(&fragment.to_ascii_uppercase()))
+        .find(|(fragment, _)| {
+            let fragment = fragment.to_ascii_uppercase();
+            name.match_indices(&fragment).any(|(at, _)| {
+                !name[at + fragment.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())
+            })
+        })
         .map(|(_, isa)| *isa)
 }
 

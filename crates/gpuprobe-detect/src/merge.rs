@@ -199,7 +199,7 @@ pub(crate) fn derive_gpu_facts(gpu: &mut GpuInfo) {
     let device_id = pci_device_id(gpu);
     if gpu.vendor == Vendor::Amd {
         if gpu.is_apu.is_none()
-            && let Some(isa_name) = gpu.effective_isa().map(str::to_owned)
+            && let Some(isa_name) = amd_hardware_isa(gpu)
         {
             gpu.is_apu = isa::is_apu(&isa_name, device_id);
         }
@@ -223,6 +223,27 @@ pub(crate) fn derive_gpu_facts(gpu: &mut GpuInfo) {
                 .map(str::to_owned);
         }
     }
+}
+
+/// The ISA an AMD GPU's hardware is: the native ISA, else the one its PCI device id or
+/// marketing name belongs to, else the runtime's. The runtime ISA comes last because an
+/// `HSA_OVERRIDE_GFX_VERSION` changes it: a Radeon 680M (gfx1035, an APU) run as gfx1030
+/// is still an APU.
+pub(crate) fn amd_hardware_isa(gpu: &GpuInfo) -> Option<String> {
+    gpu.native_isa
+        .clone()
+        .or_else(|| {
+            pci_device_id(gpu)
+                .and_then(isa::amd_device)
+                .map(|d| d.isa.to_owned())
+        })
+        .or_else(|| {
+            gpu.name
+                .as_deref()
+                .and_then(isa::amd_isa_from_name)
+                .map(str::to_owned)
+        })
+        .or_else(|| gpu.runtime_isa.clone())
 }
 
 /// Merges what the Python worker reported (interpreter, torch build, torch's device list)

@@ -483,14 +483,47 @@ fn nothing_tested_finding(results: &[ProbeResult], fingerprint: &Fingerprint) ->
         severity: Severity::Warning,
         layer: FindingLayer::Framework,
         title: "nothing could be tested".into(),
-        explanation: "No probe produced a result; the reasons below say what is missing (a GPU visible to the framework, a working PyTorch with GPU support, a runtime library).".into(),
+        explanation: "No probe produced a result; the reasons below say what is missing (a GPU visible to the framework, a working PyTorch with GPU support, a runtime library). Name a Python whose PyTorch to test with --python PATH; without a GPU, --device cpu runs the self-test (gpuprobe and PyTorch on the CPU).".into(),
         confidence: Confidence::Observed,
         evidence,
         remedies: Vec::new(),
         citations: Vec::new(),
-        next_steps: vec!["gpuprobe env   (what gpuprobe can see of this machine)".into()],
+        next_steps: first_run_steps(results, fingerprint),
         related: Vec::new(),
     })
+}
+
+/// What to run when nothing could be tested: another interpreter when this one has no
+/// usable PyTorch, the CPU self-test when no GPU is there (unless the run was on the CPU
+/// already), and `env` to see what gpuprobe sees.
+fn first_run_steps(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<String> {
+    let torch_unusable = fingerprint
+        .python
+        .as_ref()
+        .is_none_or(|python| python.torch.is_none());
+    let torch_sees_no_gpu = fingerprint
+        .python
+        .as_ref()
+        .and_then(|python| python.torch.as_ref())
+        .is_some_and(|torch| !torch.gpu_available);
+    let on_the_cpu_already =
+        !results.is_empty() && results.iter().all(|r| r.device == DeviceRef::Cpu);
+    let no_gpu = (fingerprint.gpus.is_empty() || torch_sees_no_gpu) && !on_the_cpu_already;
+    let mut steps = Vec::new();
+    match (torch_unusable, no_gpu) {
+        (true, true) => steps.push(
+            "gpuprobe check --python PATH --device cpu   (PATH: a Python with PyTorch; no GPU here, so the self-test on the CPU)".to_string(),
+        ),
+        (true, false) => steps.push(
+            "gpuprobe check --python PATH   (PATH: a Python whose PyTorch to test)".to_string(),
+        ),
+        (false, true) => steps.push(
+            "gpuprobe check --device cpu   (no GPU here: the self-test, gpuprobe and this PyTorch on the CPU)".to_string(),
+        ),
+        (false, false) => {}
+    }
+    steps.push("gpuprobe env   (what gpuprobe can see of this machine)".into());
+    steps
 }
 
 /// Puts the findings of the three sources into one list: a lint finding that is the
@@ -826,6 +859,66 @@ ZeroDivisionError: division by zero"#;
                 &Fingerprint::default()
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_first_run_that_tested_nothing_says_which_option_to_pass() {
+        use gpuprobe_model::fingerprint::{PythonEnv, TorchInfo};
+        let not_tested = |device: DeviceRef| {
+            vec![ProbeResult::new(
+                ProbeId::new("copy.x"),
+                device,
+                Layer::Framework,
+                Verdict::NotTested {
+                    reason: "import torch failed".into(),
+                },
+            )]
+        };
+        let steps = |results: &[ProbeResult], fingerprint: &Fingerprint| {
+            diagnose(results, fingerprint)
+                .into_iter()
+                .find(|f| f.id == "DIAG-NOTHING-TESTED")
+                .unwrap()
+                .next_steps
+        };
+        // No torch and no GPU: another interpreter, on the CPU.
+        let no_torch = Fingerprint {
+            python: Some(PythonEnv {
+                executable: "/usr/bin/python3".into(),
+                torch_error: Some("import torch failed".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let got = steps(&not_tested(DeviceRef::Gpu(0)), &no_torch);
+        assert!(
+            got[0].starts_with("gpuprobe check --python PATH --device cpu"),
+            "{got:?}"
+        );
+        assert!(got[1].starts_with("gpuprobe env"), "{got:?}");
+        // Already on the CPU: only the interpreter is wrong.
+        let got = steps(&not_tested(DeviceRef::Cpu), &no_torch);
+        assert!(
+            got[0].starts_with("gpuprobe check --python PATH   "),
+            "{got:?}"
+        );
+        // A PyTorch that sees no GPU: the self-test.
+        let mut cpu_torch = no_torch.clone();
+        cpu_torch.python.as_mut().unwrap().torch = Some(TorchInfo {
+            version: "2.11.0+cpu".into(),
+            ..Default::default()
+        });
+        let got = steps(&not_tested(DeviceRef::Gpu(0)), &cpu_torch);
+        assert!(
+            got[0].starts_with("gpuprobe check --device cpu   "),
+            "{got:?}"
+        );
+        let finding = diagnose(&not_tested(DeviceRef::Gpu(0)), &cpu_torch).remove(0);
+        assert!(
+            finding.explanation.contains("--device cpu"),
+            "{}",
+            finding.explanation
         );
     }
 }

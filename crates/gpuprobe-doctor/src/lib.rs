@@ -26,6 +26,7 @@ pub mod repro;
 pub mod schedule;
 pub mod session;
 pub mod stack;
+pub mod suggest;
 #[cfg(test)]
 mod test_support;
 

@@ -277,7 +277,9 @@ pub fn candidates(kind: LibraryKind, cfg: &SearchConfig) -> Vec<Candidate> {
     }
     if let Some(paths) = cfg.var("LD_LIBRARY_PATH") {
         for entry in paths.split(':').filter(|e| !e.is_empty()) {
-            out.push(dir(PathBuf::from(entry), "LD_LIBRARY_PATH"));
+            if !is_build_tool_dir(Path::new(entry)) {
+                out.push(dir(PathBuf::from(entry), "LD_LIBRARY_PATH"));
+            }
         }
     }
     if cfg.dynamic_linker {
@@ -288,6 +290,20 @@ pub fn candidates(kind: LibraryKind, cfg: &SearchConfig) -> Vec<Candidate> {
         }
     }
     dedup_candidates(out)
+}
+
+/// Whether `dir` is one that `cargo run` and `cargo test` put on `LD_LIBRARY_PATH` for
+/// their own sake: a directory in a Cargo build directory (one holding Cargo's
+/// `CACHEDIR.TAG` and `.rustc_info.json`: `target/debug`, `target/debug/deps`) or in a Rust
+/// toolchain (`…/lib/rustlib/…`, or the toolchain's `lib` beside it). No GPU runtime lives
+/// there: searching them only lengthens the list of places a runtime was looked for.
+fn is_build_tool_dir(dir: &Path) -> bool {
+    let in_cargo_target = dir.ancestors().any(|ancestor| {
+        ancestor.join("CACHEDIR.TAG").is_file() && ancestor.join(".rustc_info.json").is_file()
+    });
+    let in_toolchain = dir.components().any(|c| c.as_os_str() == "rustlib")
+        || dir.join("rustlib").join("components").is_file();
+    in_cargo_target || in_toolchain
 }
 
 fn dedup_candidates(list: Vec<Candidate>) -> Vec<Candidate> {
@@ -605,6 +621,48 @@ mod tests {
                 Candidate::Soname { name } => format!("soname:{name}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn directories_only_cargo_puts_on_the_search_path_are_not_searched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("target");
+        let debug_deps = target.join("debug").join("deps");
+        std::fs::create_dir_all(&debug_deps).unwrap();
+        std::fs::write(
+            target.join("CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55\n",
+        )
+        .unwrap();
+        std::fs::write(target.join(".rustc_info.json"), "{}").unwrap();
+        let toolchain_lib = tmp.path().join("toolchains").join("stable").join("lib");
+        let rustlib = toolchain_lib.join("rustlib");
+        let host_lib = rustlib.join("x86_64-unknown-linux-gnu").join("lib");
+        std::fs::create_dir_all(&host_lib).unwrap();
+        std::fs::write(rustlib.join("components"), "rustc\n").unwrap();
+        // A directory named `target` that is no Cargo build directory stays.
+        let not_cargo = tmp.path().join("project").join("target").join("debug");
+        std::fs::create_dir_all(&not_cargo).unwrap();
+        let path = [
+            target.join("debug"),
+            debug_deps,
+            host_lib,
+            toolchain_lib,
+            not_cargo.clone(),
+            PathBuf::from("/usr/local/nvidia/lib64"),
+        ]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+        let cfg = cfg_with(&[("LD_LIBRARY_PATH", &path)]);
+        assert_eq!(
+            dirs(&candidates(LibraryKind::CudaDriver, &cfg)),
+            vec![
+                not_cargo.display().to_string(),
+                "/usr/local/nvidia/lib64".to_string()
+            ]
+        );
     }
 
     #[test]

@@ -123,6 +123,10 @@ struct Eval {
     /// Whether a condition that singles the entry out held: anything but the GPU vendor and
     /// the OS, which hold for every machine of a kind.
     specific_held: bool,
+    /// Whether a kernel-release condition held. It singles out an entry about a GPU only
+    /// when the GPU is shown: a kernel release is on every Linux paste, with or without
+    /// the GPU the entry is about.
+    kernel_held: bool,
 }
 
 impl Eval {
@@ -153,6 +157,12 @@ impl Eval {
     /// OS).
     fn held_broad(&mut self, text: String) {
         self.held.push(text);
+    }
+
+    /// The kernel release held (see `kernel_held`).
+    fn held_kernel(&mut self, text: String) {
+        self.held.push(text);
+        self.kernel_held = true;
     }
 
     fn failed(&mut self, text: String) {
@@ -272,10 +282,11 @@ pub fn match_entry(entry: &KbEntry, fp: &Fingerprint, results: &[ProbeResult]) -
     // Suspicion needs a fact that singles the entry out: an entry whose only held
     // conditions are the GPU vendor and the OS would be suspected on every such machine
     // (every NVIDIA host, every Linux paste whose GPU the logs do not show).
-    if status == MatchStatus::Suspected
-        && !eval.specific_held
-        && hints.is_empty()
-        && hint_logs.is_empty()
+    // A kernel release singles out an entry about a GPU only where the paste shows a GPU
+    // (a CPU-only collect_env shows the kernel and no GPU).
+    let gpu_unseen = conditions.has_gpu_conditions() && fp.gpus.is_empty();
+    let singled_out = eval.specific_held || (eval.kernel_held && !gpu_unseen);
+    if status == MatchStatus::Suspected && !singled_out && hints.is_empty() && hint_logs.is_empty()
     {
         return None;
     }
@@ -591,7 +602,15 @@ fn eval_condition(eval: &mut Eval, condition: ConditionRef<'_>, group: &Group<'_
             group.on_gpu(|gpu| eval_override_sibling(eval, wanted, facts, &gpu.label, gpu.native))
         }
         C::Os(wanted) => eval_os(eval, facts, wanted),
-        C::Kernel(range) => eval_range_dotted(eval, "kernel release", range, facts.kernel()),
+        C::Kernel(range) => {
+            let mut kernel = Eval::default();
+            eval_range_dotted(&mut kernel, "kernel release", range, facts.kernel());
+            for text in kernel.held {
+                eval.held_kernel(text);
+            }
+            eval.failed.extend(kernel.failed);
+            eval.unchecked.extend(kernel.unchecked);
+        }
         C::Rocm(range) => eval_range_dotted(eval, "ROCm version", range, facts.rocm()),
         C::Hip(range) => eval_range_dotted(eval, "HIP version", range, facts.hip()),
         C::Torch(range) => eval_torch(eval, facts, range),
@@ -644,6 +663,7 @@ fn eval_alternatives(
             eval.held.push(format!("one of the alternatives: {text}"));
         }
         eval.specific_held |= held.specific_held;
+        eval.kernel_held |= held.kernel_held;
     } else if groups.iter().any(|g| g.truth() == Truth::Unchecked) {
         let reasons: Vec<String> = groups
             .iter()

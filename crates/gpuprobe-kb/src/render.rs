@@ -304,10 +304,79 @@ pub fn render_entry(entry: &KbEntry) -> String {
         }
     }
     let _ = writeln!(out, "citations");
-    for citation in &entry.citations {
+    for citation in citation_lines(&entry.citations) {
         let _ = writeln!(out, "  {citation}");
     }
     terminal_safe(&out).into_owned()
+}
+
+/// `owner/repo#N`, `owner/repo PR #N` or `repo PR #N` (any words after): the repository's
+/// owner (when named), name and the number.
+fn named_reference(citation: &str) -> Option<(Option<&str>, &str, &str)> {
+    let first = citation.split_whitespace().next()?;
+    let (place, number) = match first.split_once('#') {
+        Some((place, number)) => (place, number),
+        None => {
+            let rest = citation[first.len()..].trim_start();
+            let number = rest.strip_prefix("PR #")?.split_whitespace().next()?;
+            (first, number)
+        }
+    };
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match place.split_once('/') {
+        Some((owner, repo)) => Some((Some(owner), repo, number)),
+        None => Some((None, place, number)),
+    }
+}
+
+/// `https://github.com/OWNER/REPO/{pull,issues}/N` (a fragment or query allowed): owner,
+/// repository and number.
+fn github_url(citation: &str) -> Option<(&str, &str, &str)> {
+    let path = citation.strip_prefix("https://github.com/")?;
+    let mut parts = path.split('/');
+    let (owner, repo, kind, number) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if !matches!(kind, "pull" | "issues") {
+        return None;
+    }
+    let number = number.split(['#', '?']).next()?;
+    Some((owner, repo, number))
+}
+
+/// The citations, one line each, a reference and its URL on one line: an entry cites a
+/// GitHub issue or pull request both by name and by address, which are the same source.
+pub fn citation_lines(citations: &[String]) -> Vec<String> {
+    let urls: Vec<Option<(&str, &str, &str)>> = citations.iter().map(|c| github_url(c)).collect();
+    let mut joined = vec![false; citations.len()];
+    let mut lines = Vec::new();
+    for (i, citation) in citations.iter().enumerate() {
+        if urls[i].is_some() {
+            continue;
+        }
+        let address = named_reference(citation).and_then(|(owner, repo, number)| {
+            urls.iter().position(|url| {
+                url.is_some_and(|(o, r, n)| {
+                    n == number
+                        && r.eq_ignore_ascii_case(repo)
+                        && owner.is_none_or(|owner| o.eq_ignore_ascii_case(owner))
+                })
+            })
+        });
+        match address {
+            Some(j) if !joined[j] => {
+                joined[j] = true;
+                lines.push(format!("{citation} — {}", citations[j]));
+            }
+            _ => lines.push(citation.clone()),
+        }
+    }
+    for (i, citation) in citations.iter().enumerate() {
+        if urls[i].is_some() && !joined[i] {
+            lines.push(citation.clone());
+        }
+    }
+    lines
 }
 
 /// Each match with its status, the conditions that held, what could not be checked and the
@@ -379,7 +448,73 @@ pub fn render_matches(matches: &[KbMatch]) -> String {
                 let _ = writeln!(out, "    → {}{setting}{qualifier}", w.description);
             }
         }
-        let _ = writeln!(out, "    cite: {}", m.entry.citations.join("; "));
+        let _ = writeln!(
+            out,
+            "    cite: {}",
+            citation_lines(&m.entry.citations).join("; ")
+        );
     }
     terminal_safe(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_cited_by_name_and_by_address_is_listed_once() {
+        let citations: Vec<String> = [
+            "ROCm/rocm-systems PR #10639",
+            "ROCm/rocMLIR PR #2457",
+            "pytorch/pytorch#12345 (closed)",
+            "rocm-systems PR #11617",
+            "https://github.com/ROCm/rocm-systems/pull/10639",
+            "https://github.com/pytorch/pytorch/issues/12345#issuecomment-1",
+            "https://github.com/ROCm/rocm-systems/pull/11617",
+            "https://rocm.docs.amd.com/en/latest/",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            citation_lines(&citations),
+            [
+                "ROCm/rocm-systems PR #10639 — https://github.com/ROCm/rocm-systems/pull/10639",
+                "ROCm/rocMLIR PR #2457",
+                "pytorch/pytorch#12345 (closed) — https://github.com/pytorch/pytorch/issues/12345#issuecomment-1",
+                "rocm-systems PR #11617 — https://github.com/ROCm/rocm-systems/pull/11617",
+                "https://rocm.docs.amd.com/en/latest/",
+            ]
+        );
+    }
+
+    #[test]
+    fn kb_show_lists_no_source_twice() {
+        let kb = KnowledgeBase::load_embedded().kb;
+        for entry in kb.entries() {
+            let lines = citation_lines(&entry.citations);
+            for url in entry
+                .citations
+                .iter()
+                .filter(|c| c.starts_with("https://github.com/"))
+            {
+                let n = lines.iter().filter(|l| l.contains(url.as_str())).count();
+                assert_eq!(n, 1, "{} cites {url} {n} times: {lines:?}", entry.id);
+            }
+            assert!(lines.len() <= entry.citations.len());
+        }
+        let entry = kb.entries().find(|e| e.id == "RKB-001").unwrap();
+        let shown = render_entry(entry);
+        assert_eq!(
+            shown.matches("rocm-systems/pull/10639").count(),
+            1,
+            "{shown}"
+        );
+        assert_eq!(shown.matches("PR #10639").count(), 1, "{shown}");
+        assert!(
+            shown.contains(
+                "ROCm/rocm-systems PR #10639 — https://github.com/ROCm/rocm-systems/pull/10639"
+            ),
+            "{shown}"
+        );
+    }
 }

@@ -9,6 +9,7 @@
 //! → [`Verdict`] (the judgement, made in Rust) → [`Finding`] (what it means) → [`Report`].
 
 pub mod build_info;
+pub mod command_line;
 pub mod env_vars;
 pub mod exit;
 pub mod fault_text;

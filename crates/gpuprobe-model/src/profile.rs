@@ -636,6 +636,23 @@ pub struct FixAccount {
     pub notes: Vec<String>,
 }
 
+impl FixAccount {
+    /// The outcome in a few words, as the targets bear it out: a partly cured search
+    /// whose uncured targets all did not reproduce says so (nothing "remains" failing:
+    /// the profile's `still_failing` is empty, and those targets are under `flaky`).
+    pub fn outcome_words(&self) -> &'static str {
+        let none_left_failing = self
+            .targets
+            .iter()
+            .all(|t| t.status != TargetStatus::NotCured);
+        if self.outcome == FixOutcome::PartlyCured && none_left_failing {
+            "some failures cured; the others did not reproduce, so no cure could be proven"
+        } else {
+            self.outcome.describe()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

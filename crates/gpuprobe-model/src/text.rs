@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 /// Whether `c` must not reach a terminal as itself: C0 controls (line break and tab are
 /// judged by the caller), DEL, C1 controls, and the Unicode characters that reorder or hide
 /// text (bidirectional embeddings, overrides and isolates; line and paragraph separators).
-fn is_unsafe(c: char) -> bool {
+pub(crate) fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

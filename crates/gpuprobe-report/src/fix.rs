@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use comfy_table::presets::NOTHING;
 use comfy_table::{ContentArrangement, Table};
+use gpuprobe_model::command_line::{StackOptions, shell_word};
 use gpuprobe_model::finding::Cost;
 use gpuprobe_model::profile::{CandidateTrial, FixAccount, FixOutcome, TargetStatus};
 use gpuprobe_model::text::terminal_safe;
@@ -73,8 +74,15 @@ fn trial_result(trial: &CandidateTrial, failures: usize, style: Style) -> String
     parts.join(" · ")
 }
 
-/// Renders the account.
+/// Renders the account, its `use it:` line with no options of the search's stack.
 pub fn render(account: &FixAccount, style: Style) -> String {
+    render_for(account, style, &StackOptions::default())
+}
+
+/// Renders the account; the `use it:` line carries `run_options` (the search's
+/// `--python`), so that, run as printed, `run` compares the profile with the stack it was
+/// proven on.
+pub fn render_for(account: &FixAccount, style: Style, run_options: &StackOptions) -> String {
     let mut out = String::new();
     if account.simulated {
         let _ = writeln!(out, "{}", style.banner(" SIMULATED "));
@@ -284,9 +292,11 @@ pub fn render(account: &FixAccount, style: Style) -> String {
     if let Some(profile) = &account.profile {
         let _ = writeln!(out, "\nprofile: {profile}");
         if !account.chosen.is_empty() {
+            let quoted = shell_word(profile);
+            let run = run_options.carry(&format!("gpuprobe run --profile {quoted}"));
             let _ = writeln!(
                 out,
-                "  use it: gpuprobe run --profile {profile} -- <your command>   ·   gpuprobe profile export {profile} --format env"
+                "  use it: {run} -- <your command>   ·   gpuprobe profile export {quoted} --format env"
             );
         }
     }
@@ -299,7 +309,7 @@ pub fn render(account: &FixAccount, style: Style) -> String {
         "exit {} ({}: {}){sim}",
         account.exit_code,
         account.exit_status.describe(),
-        account.outcome.describe()
+        account.outcome_words()
     );
     let _ = writeln!(
         out,
@@ -338,9 +348,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn says_what_cured_what_broke_and_simulated() {
-        let account = FixAccount {
+    fn account() -> FixAccount {
+        FixAccount {
             tool_version: "0.1.0".into(),
             build: None,
             started_at: "2026-11-22T10:00:00Z".into(),
@@ -418,7 +427,12 @@ mod tests {
             exit_code: 0,
             profile: Some("/tmp/p.toml".into()),
             notes: vec![],
-        };
+        }
+    }
+
+    #[test]
+    fn says_what_cured_what_broke_and_simulated() {
+        let account = account();
         let text = render(&account, Style::PLAIN);
         assert!(text.starts_with(" SIMULATED "), "{text}");
         assert!(
@@ -436,5 +450,48 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("exit 0 (all passed: every reproducible failure cured) · SIMULATED"));
+    }
+
+    #[test]
+    fn the_use_line_runs_the_profile_against_the_stack_it_was_proven_on() {
+        let mut account = account();
+        account.profile = Some("/tmp/my fixes/p.toml".into());
+        let options = StackOptions {
+            python: Some("/opt/venv/bin/python".into()),
+            // Options `run` does not take stay out of its line.
+            device: Some("cpu".into()),
+            simulate: Some("h2d-zeros".into()),
+            tier: None,
+        };
+        let text = render_for(&account, Style::PLAIN, &options);
+        assert!(
+            text.contains(
+                "use it: gpuprobe run --python /opt/venv/bin/python --profile '/tmp/my fixes/p.toml' -- <your command>   ·   gpuprobe profile export '/tmp/my fixes/p.toml' --format env"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_partial_cure_whose_other_failures_did_not_reproduce_says_so() {
+        let mut account = account();
+        let mut flaky = account.targets[0].clone();
+        flaky.failure.at = at("copy.h2d.pageable.tiny.blocking");
+        flaky.status = TargetStatus::Flaky;
+        flaky.cured_by.clear();
+        account.targets.push(flaky);
+        account.outcome = FixOutcome::PartlyCured;
+        account.exit_status = ExitStatus::ProblemsFound;
+        account.exit_code = 1;
+        let text = render(&account, Style::PLAIN);
+        assert!(!text.contains("some remain"), "{text}");
+        assert!(
+            text.contains("some failures cured; the others did not reproduce"),
+            "{text}"
+        );
+        // A target nothing cured still "remains".
+        account.targets[1].status = TargetStatus::NotCured;
+        let text = render(&account, Style::PLAIN);
+        assert!(text.contains("some failures cured, some remain"), "{text}");
     }
 }

@@ -987,7 +987,7 @@ fn fix_view(account: &FixAccount) -> FixView {
         .collect();
     FixView {
         simulated: account.simulated,
-        outcome: account.outcome.describe().to_string(),
+        outcome: account.outcome_words().to_string(),
         stack: account.stack.describe(),
         targets: account
             .targets

@@ -64,7 +64,9 @@ pub fn render(results: &[ProbeResult], style: Style) -> String {
         "to".into(),
         "where".into(),
     ];
-    header.extend(methods.iter().map(|m| m.to_string()));
+    // Each method column is a call (`.to()`, `.half()`): named as one, it is not taken for
+    // the target dtype's column (`to`).
+    header.extend(methods.iter().map(|m| format!(".{m}()")));
     table.set_header(header);
     for ((device, from, to, place), cells) in &rows {
         let mut row = vec![
@@ -88,4 +90,37 @@ pub fn render(results: &[ProbeResult], style: Style) -> String {
     );
     let _ = writeln!(out, "{table}");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
+
+    #[test]
+    fn each_column_is_named_once_and_methods_read_as_calls() {
+        let results: Vec<ProbeResult> =
+            ["dtype.bf16.fp32.to.device", "dtype.bf16.fp32.float.device"]
+                .iter()
+                .map(|id| {
+                    ProbeResult::new(
+                        ProbeId::new(*id),
+                        DeviceRef::Cpu,
+                        Layer::Framework,
+                        Verdict::Pass,
+                    )
+                })
+                .collect();
+        let text = render(&results, Style::PLAIN);
+        let header = text.lines().find(|l| l.contains("from")).unwrap();
+        let words: Vec<&str> = header
+            .split(|c: char| c.is_whitespace() || c == '│')
+            .filter(|w| !w.is_empty())
+            .collect();
+        assert_eq!(
+            words,
+            ["device", "from", "to", "where", ".float()", ".to()"],
+            "{text}"
+        );
+    }
 }

@@ -126,11 +126,13 @@ fn exit_line(report: &Report, style: Style, counts: Option<&str>) -> String {
     } else {
         String::new()
     };
-    let describe = if thin && report.exit_status == gpuprobe_model::ExitStatus::NothingTested {
-        "too little could be tested"
-    } else {
-        report.exit_status.describe()
-    };
+    // Exit 4 with some verdicts (too few, or a named GPU with none) tested something.
+    let describe =
+        if summary.judged > 0 && report.exit_status == gpuprobe_model::ExitStatus::NothingTested {
+            "too little could be tested"
+        } else {
+            report.exit_status.describe()
+        };
     let counts = counts.map(|c| format!(": {c}")).unwrap_or_default();
     let exit_line = format!(
         "exit {} ({describe}){counts}{coverage}{sim}{report_path}",
@@ -187,16 +189,32 @@ fn header(report: &Report, style: Style) -> String {
             ))
         );
     }
-    let devices: std::collections::BTreeSet<_> = report.results.iter().map(|r| r.device).collect();
     let _ = writeln!(
         out,
-        "{} tier  ·  {} probe runs on {} device(s)  ·  {:.1} s",
+        "{} tier  ·  {}  ·  {:.1} s",
         report.tier.name(),
-        report.results.len(),
-        devices.len(),
+        count_words(&report.results),
         report.wall_s
     );
     out
+}
+
+/// How many probe runs the report holds, and on how many devices. When none could run,
+/// it says so: "on 1 device(s)" beside "no GPU found" would name a device that was only
+/// planned.
+fn count_words(results: &[gpuprobe_model::ProbeResult]) -> String {
+    let ran = results
+        .iter()
+        .any(|r| r.verdict.is_judged() || r.verdict.is_problem());
+    if !ran && !results.is_empty() {
+        return format!("{} probe runs planned, none could run", results.len());
+    }
+    let devices: std::collections::BTreeSet<_> = results.iter().map(|r| r.device).collect();
+    format!(
+        "{} probe runs on {} device(s)",
+        results.len(),
+        devices.len()
+    )
 }
 
 fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
@@ -521,6 +539,41 @@ mod tests {
             next_steps: Vec::new(),
             related: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_count_line_names_no_device_when_nothing_ran() {
+        use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
+        use gpuprobe_model::verdict::{ProbeResult, Verdict};
+        let with = |verdict: Verdict| {
+            vec![
+                ProbeResult::new(
+                    ProbeId::new("copy.x"),
+                    DeviceRef::Gpu(0),
+                    Layer::Framework,
+                    Verdict::NotTested {
+                        reason: "no GPU".into(),
+                    },
+                ),
+                ProbeResult::new(
+                    ProbeId::new("copy.y"),
+                    DeviceRef::Gpu(0),
+                    Layer::Framework,
+                    verdict,
+                ),
+            ]
+        };
+        let nothing = with(Verdict::NotTested {
+            reason: "no GPU".into(),
+        });
+        assert_eq!(
+            count_words(&nothing),
+            "2 probe runs planned, none could run"
+        );
+        assert_eq!(
+            count_words(&with(Verdict::Pass)),
+            "2 probe runs on 1 device(s)"
+        );
     }
 
     #[test]

@@ -144,10 +144,11 @@ pub fn resolve_explicit(
     }
 }
 
-/// How long an interpreter may take to print its version when `--python` is checked; one
-/// that takes longer (a cold network file system) is given the benefit of the doubt, and
-/// the workers' own start-up limit applies to it.
-const VERSION_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long an interpreter may take to print its version when `--python` is checked. One
+/// that does not answer in time is refused: every worker, the catalogue query and the
+/// fingerprint would each wait minutes on it only to report nothing. A Python answers this
+/// in well under a second; the margin is for a cold network file system.
+pub const VERSION_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the check runs: prints a marker and the version, using nothing but `sys`.
 const VERSION_CHECK: &str =
@@ -157,13 +158,23 @@ const VERSION_CHECK: &str =
 /// executable file ([`resolve_explicit`]) and run as a Python. Returns the choice to use.
 ///
 /// "Runs as a Python" is generous on purpose: a program that prints the version, that is
-/// killed by a signal, that takes too long, or whose error output names Python (`Fatal
-/// Python error`, a missing module) is an interpreter, perhaps a broken one, and what
-/// breaks it is a finding the workers report. Refused are files that cannot be executed at
-/// all and programs that run, fail and never mention Python (`/bin/true`, `ls`).
+/// killed by a signal, or whose error output names Python (`Fatal Python error`, a missing
+/// module) is an interpreter, perhaps a broken one, and what breaks it is a finding the
+/// workers report. Refused are files that cannot be executed at all, programs that run,
+/// fail and never mention Python (`/bin/true`, `ls`), and programs that give no answer
+/// within [`VERSION_CHECK_TIMEOUT`] (a hung interpreter).
 pub fn validate_explicit(
     path: &Path,
     env: &BTreeMap<String, String>,
+) -> Result<PythonChoice, BadInterpreter> {
+    validate_explicit_within(path, env, VERSION_CHECK_TIMEOUT)
+}
+
+/// [`validate_explicit`] with the time the interpreter is given to answer.
+fn validate_explicit_within(
+    path: &Path,
+    env: &BTreeMap<String, String>,
+    limit: Duration,
 ) -> Result<PythonChoice, BadInterpreter> {
     let executable = resolve_explicit(path, env)?;
     let bad = |reason: String| BadInterpreter {
@@ -199,7 +210,7 @@ pub fn validate_explicit(
         })
     })
     .collect();
-    let deadline = Instant::now() + VERSION_CHECK_TIMEOUT;
+    let deadline = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -214,7 +225,11 @@ pub fn validate_explicit(
     let Some(status) = status else {
         crate::process::kill_group(child.id());
         let _ = child.wait();
-        return Ok(choice);
+        return Err(bad(format!(
+            "gave no answer within {} s when asked for its version: a hung interpreter \
+             (or a file system this slow; try again once it is warm)",
+            limit.as_secs_f64()
+        )));
     };
     let output: String = readers
         .into_iter()
@@ -547,6 +562,24 @@ mod tests {
         if Path::new("/usr/bin/python3").exists() {
             assert_eq!(real.unwrap().chosen_by, "--python");
         }
+    }
+
+    #[test]
+    fn an_interpreter_that_does_not_answer_in_time_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let hung = dir.path().join("hung-python");
+        fs::write(&hung, "#!/bin/sh\nsleep 30\n").unwrap();
+        fs::set_permissions(&hung, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let started = Instant::now();
+        let err =
+            validate_explicit_within(&hung, &env(&[]), Duration::from_millis(300)).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10), "waited on it");
+        assert!(
+            err.to_string()
+                .contains("gave no answer within 0.3 s when asked for its version"),
+            "{err}"
+        );
+        assert!(VERSION_CHECK_TIMEOUT <= Duration::from_secs(10));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! `results.jsonl` gets one line per probe result, written and synced the moment the result
 //! is known. A run killed at any point keeps every finished result, and `--resume` finishes
-//! it from there. A torn last line (the kill landed mid-write) is ignored on reading.
+//! it from there. A torn last line (the kill landed mid-write) is ignored on reading and
+//! cut off before a resume appends ([`RunDir::repair_results`]).
 //!
 //! `stack.json` records what the plan cannot know in advance: the torch version the run's
 //! first Python worker reported, and what each `--replan` changed. `--resume` compares it
@@ -151,6 +152,41 @@ impl RunDir {
         Ok(())
     }
 
+    /// Cuts a torn last line of `results.jsonl` (a kill that landed mid-write) before more
+    /// results are appended: appended to, the fragment would swallow the next result's
+    /// line, both would be unreadable, and every later resume would run that probe again.
+    /// Every complete line is kept, and a last result whole but for its newline gets one.
+    /// Returns whether a fragment was cut.
+    pub fn repair_results(&self) -> Result<bool, RunnerError> {
+        let path = self.path.join(RESULTS_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(RunnerError::io("cannot read", &path, e)),
+        };
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let tail = &bytes[complete..];
+        if tail.iter().all(u8::is_ascii_whitespace) {
+            return Ok(false);
+        }
+        let file = File::options()
+            .append(true)
+            .open(&path)
+            .map_err(|e| RunnerError::io("cannot open", &path, e))?;
+        let whole = serde_json::from_slice::<ProbeResult>(tail).is_ok();
+        if whole {
+            (&file)
+                .write_all(b"\n")
+                .map_err(|e| RunnerError::io("cannot append to", &path, e))?;
+        } else {
+            file.set_len(complete as u64)
+                .map_err(|e| RunnerError::io("cannot truncate", &path, e))?;
+        }
+        file.sync_data()
+            .map_err(|e| RunnerError::io("cannot sync", &path, e))?;
+        Ok(!whole)
+    }
+
     /// Every result recorded so far; a torn or foreign line is skipped and counted.
     pub fn load_results(&self) -> Result<(Vec<ProbeResult>, usize), RunnerError> {
         let path = self.path.join(RESULTS_FILE);
@@ -212,6 +248,33 @@ mod tests {
         let (results, skipped) = RunDir::open(run.path()).unwrap().load_results().unwrap();
         assert_eq!(results.len(), 2);
         assert_eq!(skipped, 1);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_before_appending_and_complete_lines_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&dir.path().join("run")).unwrap();
+        assert!(!run.repair_results().unwrap(), "no results file yet");
+        run.append_result(&result("a.b")).unwrap();
+        let path = run.path().join(RESULTS_FILE);
+        let mut f = File::options().append(true).open(&path).unwrap();
+        f.write_all(br#"{"probe":"a.d","dev"#).unwrap();
+        assert!(run.repair_results().unwrap());
+        run.append_result(&result("a.d")).unwrap();
+        let (results, skipped) = run.load_results().unwrap();
+        let ids: Vec<&str> = results.iter().map(|r| r.probe.as_str()).collect();
+        assert_eq!((ids, skipped), (vec!["a.b", "a.d"], 0));
+        // A last result whole but for its newline is kept, and ends its line.
+        let whole = serde_json::to_string(&result("a.e")).unwrap();
+        f.write_all(whole.as_bytes()).unwrap();
+        assert!(!run.repair_results().unwrap());
+        run.append_result(&result("a.f")).unwrap();
+        let (results, skipped) = run.load_results().unwrap();
+        assert_eq!((results.len(), skipped), (4, 0));
+        // Nothing to repair: nothing changes.
+        let before = fs::read(&path).unwrap();
+        assert!(!run.repair_results().unwrap());
+        assert_eq!(fs::read(&path).unwrap(), before);
     }
 
     #[test]

@@ -198,10 +198,13 @@ fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
             .as_ref()
             .and_then(|r| r.summary)
             .or_else(|| recorded_results(path));
+        // A memtest runs no tier: its plan records its probe's (soak, the tier that never
+        // selects it), which is no tier the user asked for.
         let tier = report
             .as_ref()
             .and_then(|r| r.tier)
-            .or(plan.and_then(|p| p.tier));
+            .or(plan.and_then(|p| p.tier))
+            .filter(|_| parsed.command != "memtest");
         // A memtest writes no report: its one result is the end of it.
         let finished = report.is_some()
             || (parsed.command == "memtest" && verdicts.as_ref().is_some_and(|v| v.total > 0));

@@ -141,9 +141,12 @@ pub(crate) fn exit_status_and_message(err: &anyhow::Error) -> (ExitStatus, Strin
     let mut message = String::new();
     for cause in err.chain() {
         let text = cause.to_string();
+        // A message that shows its cause on one line (`visible_line`) holds the cause's
+        // line breaks as escapes: the cause is there all the same.
+        let already_shown = message.contains(&text) || message.contains(&*visible_line(&text));
         if message.is_empty() {
             message = text;
-        } else if !message.contains(&text) {
+        } else if !already_shown {
             message.push_str(": ");
             message.push_str(&text);
         }
@@ -166,6 +169,19 @@ mod tests {
         let (status, text) = exit_status_and_message(&err);
         assert_eq!(status, ExitStatus::UsageError);
         assert_eq!(text, "kb match: cannot read /r.json: gone");
+    }
+
+    #[test]
+    fn a_cause_shown_on_one_line_is_not_shown_again() {
+        let path = std::env::temp_dir().join(format!("gpuprobe-bad-{}.toml", std::process::id()));
+        std::fs::write(&path, "profile_version = 1\n[env\nX=1\n").unwrap();
+        let source = crate::profiles::load(&path).unwrap_err();
+        let _ = std::fs::remove_file(&path);
+        let err = anyhow::Error::new(CliError::Profile { source });
+        let (status, text) = exit_status_and_message(&err);
+        assert_eq!(status, ExitStatus::UsageError);
+        assert_eq!(text.matches("is not a valid profile").count(), 1, "{text}");
+        assert!(!text.contains('\n'), "{text}");
     }
 
     #[test]

@@ -332,7 +332,9 @@ fn package_line(line: &str) -> Option<(String, String)> {
         .or_else(|| line.strip_prefix("[pip]"))
         .or_else(|| line.strip_prefix("[conda]"))?;
     let rest = rest.trim();
-    if rest.starts_with("Could not") || rest.is_empty() {
+    // collect_env's placeholders for an empty or unreadable list.
+    if rest.starts_with("Could not") || rest.starts_with("No relevant packages") || rest.is_empty()
+    {
         return None;
     }
     if let Some((name, version)) = rest.split_once("==") {
@@ -341,6 +343,10 @@ fn package_line(line: &str) -> Option<(String, String)> {
     let mut words = rest.split_whitespace();
     let name = words.next()?;
     let version = words.next()?;
+    // A conda row's second column is a version; a line of words is not a package.
+    if !version.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
     Some((name.to_owned(), version.to_owned()))
 }
 

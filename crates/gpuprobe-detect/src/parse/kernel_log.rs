@@ -97,7 +97,9 @@ fn patterns() -> &'static Patterns {
             faulty_client: re(r"Faulty UTCL2 client ID: ([A-Za-z0-9_]+)(?: \((0x[0-9a-fA-F]+)\))?"),
             fault_field: re(r"\b(MORE_FAULTS|WALKER_ERROR|PERMISSION_FAULTS|MAPPING_ERROR|RW): (0x[0-9a-fA-F]+)"),
             ring_timeout: re(r"\bring (\S+) timeout(?:, signaled seq=(\d+), emitted seq=(\d+))?"),
-            gpu_reset: re(r"\b(GPU reset(?:\(\d+\))?(?: begin| succeeded| failed)?|GPU recovery disabled|ASIC reset failed|GPU reset end|Mode\d reset|BACO reset)"),
+            // `VRAM is lost due to GPU reset!` is tried first: it names what the reset cost.
+            // `MODE1 reset` (soc15/nv/soc21) and `GPU mode1 reset` differ in case.
+            gpu_reset: re(r"\b(VRAM is lost due to GPU reset|GPU reset(?:\(\d+\))?(?: begin| succeeded| failed)?|GPU recovery disabled|ASIC reset failed|GPU reset end|(?i:mode\d) reset|BACO reset)"),
             mes_msg: re(r"MES failed to respond to msg=(\S+)"),
             mes_other: re(r"(?i)\bMES\b.*\b(fail\w*|timeout|timed out|unrecoverable|hang)\b"),
             queue_evicted: re(r"queue evicted|Freeing queue vital buffer"),

@@ -53,6 +53,17 @@ pub struct Gpu {
     pub columns: BTreeMap<String, String>,
 }
 
+impl Gpu {
+    /// Whether the row says which GPU it is (PCI address, device id, ISA or name); rows of
+    /// the 5.x concise table show only rocm-smi's own number and readings.
+    pub fn identified(&self) -> bool {
+        self.pci_bus.is_some()
+            || self.device_id.is_some()
+            || self.gfx_version.is_some()
+            || self.name.is_some()
+    }
+}
+
 /// Parsed rocm-smi output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RocmSmi {
@@ -285,11 +296,7 @@ impl RocmSmi {
     /// `GFX VER` is read from the KFD topology, so it is the native ISA.
     pub fn apply(&self, fp: &mut Fingerprint) {
         for row in &self.gpus {
-            if row.pci_bus.is_none()
-                && row.device_id.is_none()
-                && row.gfx_version.is_none()
-                && row.name.is_none()
-            {
+            if !row.identified() {
                 continue;
             }
             let mut gpu = GpuInfo::new(Vendor::Amd);

@@ -412,14 +412,17 @@ impl Triager {
     }
 }
 
-/// An AMD GPU whose pasted logs give no ISA (an amd-smi or rocm-smi dashboard, a Windows
-/// `collect_env`) gets the one its PCI device id or marketing name belongs to, so that the
-/// knowledge base can rule out other architectures' issues instead of suspecting them all.
-/// Where the ISA came from is kept in `extra` (`gpu.<bus or index>.native_isa_from`).
+/// An AMD GPU whose pasted logs give no native ISA (an amd-smi or rocm-smi dashboard, a
+/// Windows `collect_env`, a rocminfo, whose agent name is the runtime's ISA) gets the one
+/// its PCI device id or marketing name belongs to, so that the knowledge base can rule out
+/// other architectures' issues instead of suspecting them all. A rocminfo agent that
+/// reports another ISA than its chip id's was overridden (`HSA_OVERRIDE_GFX_VERSION`): the
+/// two then differ, as they do on a live machine. Where the ISA came from is kept in
+/// `extra` (`gpu.<bus or index>.native_isa_from`).
 fn infer_native_isa(fp: &mut Fingerprint) {
     let mut provenance = Vec::new();
     for (position, gpu) in fp.gpus.iter_mut().enumerate() {
-        if gpu.vendor != Vendor::Amd || gpu.native_isa.is_some() || gpu.runtime_isa.is_some() {
+        if gpu.vendor != Vendor::Amd || gpu.native_isa.is_some() {
             continue;
         }
         let by_id = pci_device_id(gpu)
@@ -448,10 +451,14 @@ fn infer_native_isa(fp: &mut Fingerprint) {
 }
 
 /// Tools whose output proves the logs come from Linux: a kernel log, rocminfo (ROCr is
-/// Linux-only), debugfs, dkms, mokutil, procfs.
-const LINUX_ONLY: [ToolKind; 8] = [
+/// Linux-only), rocm-smi and amd-smi (both read the amdgpu driver's sysfs; AMD documents
+/// them for Linux only), debugfs, dkms, mokutil, procfs. A Windows paste cannot hold them,
+/// so Windows-only entries are ruled out rather than suspected.
+const LINUX_ONLY: [ToolKind; 10] = [
     ToolKind::KernelLog,
     ToolKind::Rocminfo,
+    ToolKind::RocmSmi,
+    ToolKind::AmdSmi,
     ToolKind::FirmwareInfo,
     ToolKind::DkmsStatus,
     ToolKind::Mokutil,
@@ -531,7 +538,24 @@ fn apply_block(tool: ToolKind, text: &str, fp: &mut Fingerprint) -> Applied {
                 rocm_smi::View::Hardware => "hardware table",
                 rocm_smi::View::Lines => "per-GPU lines",
             };
-            Ok((format!("{view}, {} GPU(s)", info.gpus.len()), notes))
+            // Rows that show no device id, ISA, PCI address or name (the 5.x concise
+            // table) are not taken as GPUs (rocm-smi's numbering is not the HIP index), so
+            // the summary does not count them as GPUs either.
+            let identified = info.gpus.iter().filter(|g| g.identified()).count();
+            let unidentified = info.gpus.len() - identified;
+            let mut summary = format!("{view}, {identified} GPU(s)");
+            if unidentified > 0 {
+                summary = if identified == 0 {
+                    format!("{view}, {unidentified} GPU row(s), none identified")
+                } else {
+                    format!("{summary} and {unidentified} row(s) not identified")
+                };
+                notes.push(format!(
+                    "{unidentified} GPU row(s) show no device id, ISA, PCI address or name, \
+                     so they are not listed as GPUs; `rocm-smi --showhw` shows them"
+                ));
+            }
+            Ok((summary, notes))
         }
         ToolKind::AmdSmi => {
             let info = amd_smi::parse(text).map_err(err)?;

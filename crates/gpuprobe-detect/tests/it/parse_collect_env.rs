@@ -487,3 +487,16 @@ fn wsl_kernel_sets_wsl() {
         Some("5.15.153.1-microsoft-standard-WSL2")
     );
 }
+
+/// collect_env prints `No relevant packages` for an empty pip or conda list: not a package
+/// called `No` at version `relevant`.
+#[test]
+fn no_relevant_packages_is_not_a_package() {
+    let text = "PyTorch version: 2.1.2\nIs debug build: False\n\nVersions of relevant libraries:\n[pip3] No relevant packages\n[conda] No relevant packages\n[conda] pytorch-cuda              12.1                 ha16c6d3_5    pytorch\n";
+    let info = gpuprobe_detect::parse::collect_env::parse(text).expect("parses");
+    assert!(!info.packages.contains_key("No"), "{:?}", info.packages);
+    assert_eq!(
+        info.packages.get("pytorch-cuda").map(String::as_str),
+        Some("12.1")
+    );
+}

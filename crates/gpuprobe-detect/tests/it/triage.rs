@@ -524,3 +524,80 @@ fn a_tail_part_keeps_the_input_line_numbers_and_events_are_summarised_per_class(
     assert_eq!(summary.kept[0].line, 1);
     assert_eq!(outcome.fingerprint.host.os.as_deref(), Some("linux"));
 }
+
+/// rocm-smi 5.x's concise table numbers its rows but shows no device id, ISA or PCI
+/// address: the rows are not GPUs of the fingerprint, and the summary does not count them
+/// as GPUs either (it said "2 GPU(s)" beside a GPU list of none).
+#[test]
+fn rocm_smi_rows_without_identity_are_not_counted_as_gpus() {
+    let outcome = triage(&[TriageInput {
+        name: "rocm-smi.txt".to_owned(),
+        text: fixture("rocm-smi/w7900-gfx1100-plus-igpu-rocm-issue2681.txt"),
+    }]);
+    assert!(outcome.fingerprint.gpus.is_empty());
+    let block = &outcome.recognized[0];
+    assert_eq!(block.tool, ToolKind::RocmSmi);
+    assert_eq!(
+        block.summary,
+        "concise table, 2 GPU row(s), none identified"
+    );
+    assert!(
+        block.notes.iter().any(|n| n.contains("not listed as GPUs")),
+        "{:?}",
+        block.notes
+    );
+    // rocm-smi reads the amdgpu driver's sysfs: a Linux tool.
+    assert_eq!(outcome.fingerprint.host.os.as_deref(), Some("linux"));
+    // Rows that say which GPU they are still count.
+    let showhw = triage(&[TriageInput {
+        name: "showhw.txt".to_owned(),
+        text: fixture("rocm-smi/showhw-gfx90a-2xMI210-rocm-issue5315.txt"),
+    }]);
+    assert_eq!(showhw.recognized[0].summary, "hardware table, 2 GPU(s)");
+    assert_eq!(showhw.fingerprint.gpus.len(), 2);
+}
+
+/// amdgpu's reset messages each make their own class: `MODE1 reset` (any case) and
+/// `VRAM is lost due to GPU reset!`, which was counted as a plain "GPU reset".
+#[test]
+fn gpu_reset_messages_name_what_the_reset_did() {
+    let text = "\
+[ 1021.442915] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=1872345, emitted seq=1872347
+[ 1021.443512] amdgpu 0000:03:00.0: amdgpu: GPU reset begin!. Source:  1
+[ 1021.701233] amdgpu 0000:03:00.0: amdgpu: MODE1 reset
+[ 1021.701455] amdgpu 0000:03:00.0: amdgpu: GPU mode1 reset
+[ 1022.122388] [drm] VRAM is lost due to GPU reset!
+";
+    let outcome = triage(&[TriageInput {
+        name: "dmesg.txt".to_owned(),
+        text: text.to_owned(),
+    }]);
+    let labels: Vec<&str> = outcome
+        .kernel_log
+        .classes
+        .iter()
+        .map(|c| c.label.as_str())
+        .collect();
+    assert_eq!(
+        labels,
+        vec![
+            "ring_timeout ring gfx_0.0.0",
+            "gpu_reset GPU reset begin on 0000:03:00.0",
+            "gpu_reset MODE1 reset on 0000:03:00.0",
+            "gpu_reset mode1 reset on 0000:03:00.0",
+            "gpu_reset VRAM is lost due to GPU reset",
+        ]
+    );
+}
+
+/// Laptop parts append a letter to a desktop model number and are another chip: the
+/// marketing-name table does not read `RX 6800M` as the RX 6800's gfx1030.
+#[test]
+fn marketing_names_match_whole_model_numbers() {
+    use gpuprobe_detect::isa::amd_isa_from_name;
+    assert_eq!(amd_isa_from_name("AMD Radeon RX 6800 XT"), Some("gfx1030"));
+    assert_eq!(amd_isa_from_name("AMD Radeon RX 6800M"), None);
+    assert_eq!(amd_isa_from_name("AMD Radeon RX 6800S"), None);
+    assert_eq!(amd_isa_from_name("AMD Instinct MI250X"), Some("gfx90a"));
+    assert_eq!(amd_isa_from_name("AMD Radeon 780M"), Some("gfx1103"));
+}

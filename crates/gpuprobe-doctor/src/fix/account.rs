@@ -340,7 +340,13 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
             .cost
             .as_ref()
             .map(|c| format!("{} ({})", c.summary(), c.method)),
-        evidence: account.run_dir.clone(),
+        // Absolute: the profile is read from anywhere (`run --profile`, another shell),
+        // and a path relative to where the fix ran would name nothing there.
+        evidence: account.run_dir.as_deref().map(|dir| {
+            std::path::absolute(dir)
+                .map(|path| path.display().to_string())
+                .unwrap_or_else(|_| dir.to_string())
+        }),
         proven_on: account.stack.clone(),
         settings,
     }
@@ -478,5 +484,19 @@ mod tests {
         let profile = profile(&account, &result, "2026-11-22T10:00:00Z");
         assert!(profile.env.is_empty() && profile.simulated);
         assert_eq!(profile.still_failing, vec!["dtype.bf16.fp32.to.device"]);
+    }
+
+    #[test]
+    fn the_profile_names_its_evidence_by_an_absolute_path() {
+        let result = nothing_to_try(&[failure("dtype.bf16.fp32.to.device")]);
+        let header = AccountHeader {
+            tool_version: "0.1.0".into(),
+            run_dir: Some("runs/fix-1".into()),
+            ..AccountHeader::default()
+        };
+        let account = build(header, &CandidateSet::default(), result.clone());
+        let profile = profile(&account, &result, "2026-11-22T10:00:00Z");
+        let expected = std::env::current_dir().unwrap().join("runs/fix-1");
+        assert_eq!(profile.evidence, Some(expected.display().to_string()));
     }
 }

@@ -178,6 +178,21 @@ pub(crate) fn validate(
         if !from.join(REPORT_FILE).is_file() {
             return Err(FixError::FromUnfinished { from: from.clone() });
         }
+        // A report that is no report (cut short, edited) is refused here too, not once
+        // the fix's directory exists.
+        let report_path = from.join(REPORT_FILE);
+        let text =
+            std::fs::read_to_string(&report_path).map_err(|source| FixError::ReportUnreadable {
+                path: report_path.clone(),
+                dir: from.clone(),
+                source,
+            })?;
+        serde_json::from_str::<gpuprobe_model::Report>(&text).map_err(|source| {
+            FixError::NotAReport {
+                path: report_path,
+                source,
+            }
+        })?;
     }
     if let Some(path) = &options.profile_out {
         (host.check_writable_file)(path).map_err(|reason| FixError::ProfileOut { reason })?;

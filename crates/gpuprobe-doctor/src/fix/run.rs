@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use gpuprobe_model::command_line::StackOptions;
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec, Rule};
 use gpuprobe_model::profile::{FixAccount, FixOutcome, ProbeRef};
 use gpuprobe_model::text::visible_line;
@@ -229,6 +230,22 @@ pub struct Finished {
     pub account: FixAccount,
     /// `fix.json` as written (pretty JSON, without the final newline).
     pub json: String,
+    /// The options a `gpuprobe run --profile` of its profile needs to be compared with the
+    /// stack the search ran on (the search's `--python`).
+    pub run_options: StackOptions,
+}
+
+impl Finished {
+    /// With the options of `options` that a suggested `run` must repeat.
+    fn suggesting_for(mut self, options: &FixOptions) -> Finished {
+        self.run_options.python = options.session.python.as_ref().map(|path| {
+            std::path::absolute(path)
+                .unwrap_or_else(|_| path.clone())
+                .display()
+                .to_string()
+        });
+        self
+    }
 }
 
 /// The line a signal prints once a fix has a directory: the trials done are kept.
@@ -256,6 +273,7 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
     {
         return Err(FixError::Unfinished { dir: fix_dir });
     }
+    let created_here = !fix_dir.exists();
     std::fs::create_dir_all(&fix_dir).map_err(|source| FixError::CreateDir {
         dir: fix_dir.clone(),
         source,
@@ -266,8 +284,15 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
         .map_err(FixError::RunDir)?;
     let journal = Journal::create(&fix_dir.join(JOURNAL_FILE))?;
     let start = match &options.from {
-        Some(dir) => start_from(dir, options, &work, host)?,
-        None => start_with_check(options, &fix_dir, host, &started_at)?,
+        Some(dir) => start_from(dir, options, &work, host),
+        None => start_with_check(options, &fix_dir, host, &started_at),
+    };
+    let start = match start {
+        Ok(start) => start,
+        Err(err) => {
+            abandon_unstarted(&fix_dir, created_here, &err);
+            return Err(err);
+        }
     };
     let resumed = Resumed {
         journal,
@@ -277,6 +302,30 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
     search_from(
         start, options, explicit, &fix_dir, host, started, started_at, resumed,
     )
+    .map(|finished| finished.suggesting_for(options))
+}
+
+/// After a usage error (exit 2) that came before the starting check was planned (an
+/// `--only` that matches nothing, a `--from` run that cannot be read), nothing was tested
+/// and nothing can be resumed: the fix's directory is removed when this fix made it, so
+/// that `runs list` does not show a run that never was "in progress" and `runs prune`
+/// does not keep it for ever (docs/hostile-input.md). A directory that was there before
+/// loses only the files that made it a fix's.
+fn abandon_unstarted(fix_dir: &Path, created_here: bool, err: &FixError) {
+    let planned = fix_dir
+        .join(gpuprobe_runner::runs::FIX_CHECK_DIR)
+        .join(PLAN_FILE)
+        .exists();
+    if err.exit_status() != ExitStatus::UsageError || planned {
+        return;
+    }
+    if created_here {
+        let _ = std::fs::remove_dir_all(fix_dir);
+    } else {
+        for name in [OPTIONS_FILE, JOURNAL_FILE] {
+            let _ = std::fs::remove_file(fix_dir.join(name));
+        }
+    }
 }
 
 /// The journal a search records into, and what it held when resuming.
@@ -354,6 +403,7 @@ pub fn resume(
     search_from(
         start, &options, explicit, dir, host, started, started_at, resumed,
     )
+    .map(|finished| finished.suggesting_for(&options))
 }
 
 /// The search from a starting point, recorded in (and, when resuming, replayed from) the
@@ -410,8 +460,10 @@ fn search_from(
     };
 
     if failures.is_empty() {
-        let nothing_tested =
-            session::exit_status_for(&start.report.results, &[]) == ExitStatus::NothingTested;
+        // The report's own exit 4 also counts: a GPU named with `--device` that got no
+        // verdict leaves nothing to fix there, but nothing proven either.
+        let nothing_tested = start.report.exit_status == ExitStatus::NothingTested
+            || session::exit_status_for(&start.report.results, &[]) == ExitStatus::NothingTested;
         header.wall_s = started.elapsed().as_secs_f64();
         let mut account = account::nothing_to_fix(header);
         if nothing_tested {
@@ -421,6 +473,9 @@ fn search_from(
             account.notes.push(
                 "nothing could be tested in the starting run (see its report for why)".into(),
             );
+            if let Some(untested) = session::untested_gpus_note(&start.report.notes) {
+                account.notes.push(untested.to_string());
+            }
         }
         return finish(account, fix_dir);
     }
@@ -592,7 +647,11 @@ fn finish(account: FixAccount, fix_dir: &Path) -> Result<Finished, FixError> {
     let path = fix_dir.join(ACCOUNT_FILE);
     std::fs::write(&path, format!("{json}\n"))
         .map_err(|source| FixError::WriteAccount { path, source })?;
-    Ok(Finished { account, json })
+    Ok(Finished {
+        account,
+        json,
+        run_options: StackOptions::default(),
+    })
 }
 
 /// Throughput probes (measure rule, Python, not a start-up check) for the devices with

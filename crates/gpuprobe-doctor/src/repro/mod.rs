@@ -423,6 +423,11 @@ fn read_tail(path: &Path) -> String {
     String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
+/// `path` from the root, against the working directory when it is relative.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// `PYTHONPATH` with `first` in front of what the user had.
 fn pythonpath(first: &Path, env: &BTreeMap<String, String>) -> std::ffi::OsString {
     let mut paths = vec![first.to_path_buf()];
@@ -440,17 +445,20 @@ pub fn make(
     env: &BTreeMap<String, String>,
     runs_root: &Path,
 ) -> Result<Repro, ReproError> {
-    let run_dir = locate_run(options.run_dir.as_deref(), runs_root)?;
+    // The script runs from `out` with the simulation's site on PYTHONPATH: a relative
+    // `--run` or `--out` would name another place there, and the script would run without
+    // the simulation it says was installed.
+    let run_dir = absolute(&locate_run(options.run_dir.as_deref(), runs_root)?);
     let report_path = run_dir.join(REPORT_FILE);
     let report: Report = parse(&report_path, &read(&report_path)?)?;
     let plan_path = run_dir.join(PLAN_FILE);
     let plan_bytes = read(&plan_path)?;
     let plan: RunPlan = parse(&plan_path, &plan_bytes)?;
     let result = select(&report, &options.probe, options.device.as_deref())?.clone();
-    let out = options
-        .out
-        .clone()
-        .unwrap_or_else(|| run_dir.join(REPRO_DIR).join(result.probe.as_str()));
+    let out = options.out.as_deref().map_or_else(
+        || run_dir.join(REPRO_DIR).join(result.probe.as_str()),
+        absolute,
+    );
     std::fs::create_dir_all(&out).map_err(|source| ReproError::Unwritable {
         path: out.clone(),
         source,

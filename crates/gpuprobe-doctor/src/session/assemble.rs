@@ -5,11 +5,11 @@
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
+use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv, TorchInfo};
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec};
 use gpuprobe_model::protocol::WorkerEvent;
 use gpuprobe_model::report::{Report, Summary, Timings};
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use gpuprobe_model::{ExitStatus, REPORT_SCHEMA_VERSION};
 use gpuprobe_runner::rundir::REPORT_FILE;
 use gpuprobe_runner::{PythonChoice, RunDir};
@@ -64,7 +64,14 @@ pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError
         ..Default::default()
     });
     let fingerprint_joined = Instant::now();
-    if let Some(python_env) = python_env_from(python.as_ref(), &execution.hellos) {
+    // A resumed run whose probes were all done before has no new hello: the torch its
+    // results were made with is the one its first worker recorded.
+    let recorded_torch = run_dir.read_stack().ok().and_then(|stack| stack.torch);
+    if let Some(python_env) = python_env_from(
+        python.as_ref(),
+        &execution.hellos,
+        recorded_torch.as_deref(),
+    ) {
         gpuprobe_detect::merge_python(&mut fingerprint, python_env);
     }
     // Kernel lines printed during the probes are events of this machine too: parsed, they
@@ -78,18 +85,31 @@ pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError
     let knowledge = gpuprobe_kb::KnowledgeBase::load_embedded();
     let matches = gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results);
     let kb_findings: Vec<_> = matches.iter().map(|m| m.to_finding()).collect();
-    let findings = crate::diagnose::assemble(
+    let mut findings = crate::diagnose::assemble(
         crate::diagnose::diagnose(&results, &fingerprint),
         kb_findings,
         gpuprobe_kb::lint(&fingerprint),
     );
+    // Copied as printed, a suggested command must test this run's stack.
+    crate::suggest::carry_into(&mut findings, &crate::suggest::stack_options(&plan));
     let summary = Summary::of(&results);
     let mut exit_status = exit_status_for(&results, &findings);
-    if let Some(absent) = absent_listed_gpus(&device_request, &execution.hellos) {
+    let absent = absent_listed_gpus(&device_request, &execution.hellos);
+    if let Some(absent) = &absent {
         // A GPU index past what the framework sees is a wrong argument, not a stack that
         // could not be tested: exit 2, with the results of the devices that do exist kept.
         notes.push(absent.to_string());
         exit_status = ExitStatus::UsageError;
+    }
+    let missing = absent.as_ref().map_or(&[][..], |a| a.missing.as_slice());
+    if let Some(untested) = untested_listed_gpus(&device_request, &results, missing) {
+        // A GPU asked for by name that got no verdict at all (a framework that sees no GPU,
+        // a driver that is not there) was not tested: the other devices passing must not
+        // read as "all passed".
+        notes.push(untested);
+        if exit_status == ExitStatus::AllPassed {
+            exit_status = ExitStatus::NothingTested;
+        }
     }
     let seconds = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64();
     let prepare_s = seconds(started, probes_started);
@@ -225,10 +245,71 @@ pub fn absent_listed_gpus(
     (!missing.is_empty()).then_some(AbsentGpus { missing, seen })
 }
 
+/// The note on GPUs named with `--device` (other than `missing`, already said to be
+/// absent) on which no probe run got a verdict: every run there NOT-TESTED (or SKIP), none
+/// passed or found a problem. It names them and says why, from the first NOT-TESTED reason.
+pub fn untested_listed_gpus(
+    request: &DeviceRequest,
+    results: &[ProbeResult],
+    missing: &[u32],
+) -> Option<String> {
+    let DeviceRequest::Listed(listed) = request else {
+        return None;
+    };
+    let mut untested: Vec<u32> = Vec::new();
+    let mut reason: Option<String> = None;
+    for device in listed {
+        let DeviceRef::Gpu(index) = device else {
+            continue;
+        };
+        if missing.contains(index) || untested.contains(index) {
+            continue;
+        }
+        let on_device: Vec<&ProbeResult> = results.iter().filter(|r| r.device == *device).collect();
+        let not_tested = on_device
+            .iter()
+            .find(|r| matches!(r.verdict, Verdict::NotTested { .. }));
+        let verdict_given = on_device
+            .iter()
+            .any(|r| r.verdict.is_judged() || r.verdict.is_problem());
+        if let (Some(first), false) = (not_tested, verdict_given) {
+            untested.push(*index);
+            reason.get_or_insert_with(|| first.verdict.detail());
+        }
+    }
+    if untested.is_empty() {
+        return None;
+    }
+    let indices: Vec<String> = untested.iter().map(u32::to_string).collect();
+    let names: Vec<String> = untested
+        .iter()
+        .map(|i| DeviceRef::Gpu(*i).torch_name())
+        .collect();
+    Some(format!(
+        "{ABSENT_GPUS_NOTE}{}{UNTESTED_GPUS_WORDS}{}: {}",
+        indices.join(","),
+        names.join(", "),
+        reason.unwrap_or_default()
+    ))
+}
+
+/// What the note on untested GPUs says after their indices ([`untested_listed_gpus`]).
+const UNTESTED_GPUS_WORDS: &str = ": nothing could be tested on ";
+
+/// The note on named GPUs that got no verdict among a report's notes, also in a report
+/// read back from disk.
+pub fn untested_gpus_note(notes: &[String]) -> Option<&str> {
+    notes
+        .iter()
+        .map(String::as_str)
+        .find(|note| note.starts_with(ABSENT_GPUS_NOTE) && note.contains(UNTESTED_GPUS_WORDS))
+}
+
 /// The interpreter and framework as the Python workers reported them.
 fn python_env_from(
     python: Option<&PythonChoice>,
     hellos: &[engine::HelloRecord],
+    recorded_torch: Option<&str>,
 ) -> Option<PythonEnv> {
     let choice = python?;
     let mut python_env = PythonEnv {
@@ -259,6 +340,17 @@ fn python_env_from(
         python_env.torch = torch.clone();
         python_env.torch_error = unusable.clone();
         python_env.packages = packages.clone();
+    } else if let Some(version) = recorded_torch {
+        // Its build (CUDA or HIP) from the interpreter's torch files, when they are still
+        // those of that version.
+        let files = crate::stack::torch_files(&choice.executable)
+            .filter(|files| files.version.as_deref() == Some(version));
+        python_env.torch = Some(TorchInfo {
+            version: version.to_string(),
+            cuda: files.as_ref().and_then(|f| f.cuda.clone()),
+            hip: files.and_then(|f| f.hip),
+            ..Default::default()
+        });
     }
     Some(python_env)
 }
@@ -349,6 +441,50 @@ mod tests {
     }
 
     #[test]
+    fn a_listed_gpu_that_got_no_verdict_is_named_as_untested() {
+        use gpuprobe_model::probe::{Layer, ProbeId};
+        let on = |device, verdict| {
+            ProbeResult::new(ProbeId::new("a.b"), device, Layer::Framework, verdict)
+        };
+        let not_tested = || Verdict::NotTested {
+            reason: "torch sees no usable GPU".into(),
+        };
+        let request = DeviceRequest::Listed(vec![DeviceRef::Cpu, DeviceRef::Gpu(5)]);
+        let results = [
+            on(DeviceRef::Cpu, Verdict::Pass),
+            on(DeviceRef::Cpu, Verdict::Pass),
+            on(DeviceRef::Cpu, Verdict::Pass),
+            on(DeviceRef::Gpu(5), not_tested()),
+        ];
+        let note = untested_listed_gpus(&request, &results, &[]);
+        assert_eq!(
+            note.as_deref(),
+            Some("--device 5: nothing could be tested on cuda:5: torch sees no usable GPU")
+        );
+        let notes = vec!["resumed run".to_string(), note.clone().unwrap()];
+        assert_eq!(untested_gpus_note(&notes), note.as_deref());
+        assert_eq!(absent_gpus_note(&notes), None);
+        // Said to be absent already; or asked for as "every GPU"; or tested.
+        assert_eq!(untested_listed_gpus(&request, &results, &[5]), None);
+        assert_eq!(
+            untested_listed_gpus(&DeviceRequest::All, &results, &[]),
+            None
+        );
+        let tested = [
+            on(DeviceRef::Gpu(5), Verdict::Pass),
+            on(DeviceRef::Gpu(5), not_tested()),
+        ];
+        assert_eq!(untested_listed_gpus(&request, &tested, &[]), None);
+        let failed = [on(
+            DeviceRef::Gpu(5),
+            Verdict::Error {
+                message: "x".into(),
+            },
+        )];
+        assert_eq!(untested_listed_gpus(&request, &failed, &[]), None);
+    }
+
+    #[test]
     fn exit_status_rules() {
         use gpuprobe_model::probe::{Layer, ProbeId};
         use gpuprobe_model::verdict::Verdict;
@@ -408,5 +544,21 @@ mod tests {
             ExitStatus::ProblemsFound,
             "a problem is reported whatever else was not tested"
         );
+    }
+
+    #[test]
+    fn a_resume_without_new_workers_keeps_the_torch_its_results_were_made_with() {
+        let choice = PythonChoice {
+            executable: "/venv/bin/python".into(),
+            chosen_by: "--python".into(),
+        };
+        let env = python_env_from(Some(&choice), &[], Some("2.11.0+cu130")).unwrap();
+        assert_eq!(
+            env.torch.map(|t| t.version).as_deref(),
+            Some("2.11.0+cu130")
+        );
+        // A worker's hello, when there is one, says more than the recorded version.
+        let env = python_env_from(Some(&choice), &[python_hello(0, true, 1)], Some("old")).unwrap();
+        assert_eq!(env.torch.unwrap().cuda.as_deref(), Some("13.0"));
     }
 }

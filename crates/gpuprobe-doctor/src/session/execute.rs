@@ -73,7 +73,9 @@ pub fn execute(
         mut notes,
         python,
     } = prepared;
+    let cut = run_dir.repair_results().map_err(SessionError::RunDir)?;
     let (previous, torn) = run_dir.load_results().map_err(SessionError::RunDir)?;
+    let torn = torn + usize::from(cut);
     if torn > 0 {
         notes.push(format!(
             "{torn} unreadable line(s) in results.jsonl were ignored (a run killed mid-write)"

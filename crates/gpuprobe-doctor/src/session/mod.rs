@@ -30,7 +30,7 @@ use gpuprobe_model::report::Report;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
 use gpuprobe_runner::{PythonChoice, RunDir, RunnerError};
 
-pub use assemble::{absent_gpus_note, exit_status_for};
+pub use assemble::{absent_gpus_note, exit_status_for, untested_gpus_note};
 pub use execute::{Collector, execute, spawn_collector};
 pub use options::{
     DeviceRequest, SessionOptions, applies_to, gpu_present, parse_devices, supervisor_config,

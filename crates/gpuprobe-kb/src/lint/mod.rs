@@ -43,6 +43,10 @@ const ROCR_FLAGS: &str =
     "ROCm/rocm-systems projects/rocr-runtime/runtime/hsa-runtime/core/util/flag.h";
 const CLR_FLAGS: &str = "ROCm/rocm-systems projects/clr/rocclr/utils/flags.hpp";
 const AMDGPU_DRV: &str = "ROCm/amdgpu drivers/gpu/drm/amd/amdgpu/amdgpu_drv.c";
+const AMDGPU_JOB: &str =
+    "torvalds/linux drivers/gpu/drm/amd/amdgpu/amdgpu_job.c (amdgpu_job_timedout)";
+const AMDGPU_DEVICE: &str =
+    "torvalds/linux drivers/gpu/drm/amd/amdgpu/amdgpu_device.c (amdgpu_device_gpu_recover)";
 const TORCH_ALLOC: &str = "pytorch/pytorch c10/core/AllocatorConfig.cpp";
 const TORCH_CUDA_NOTES: &str = "https://pytorch.org/docs/stable/notes/cuda.html";
 
@@ -392,6 +396,24 @@ pub const RULES: &[LintRule] = &[
             "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/install/prerequisites.html",
             "ROCm/ROCm#5051 (comments 5, 9)"
         ]
+    ),
+    rule!(
+        "LINT-KERNEL-VRAM-LOST",
+        Error,
+        System,
+        "A pasted kernel log shows a GPU reset that lost the GPU's memory, or one that failed",
+        "A pasted kernel log has amdgpu's \"VRAM is lost due to GPU reset!\" or a failed reset (\"GPU reset(N) failed\", \"ASIC reset failed\"). Not on the live machine, where the probes say whether the GPU computes now.",
+        "Restart the processes that used the GPU (reboot after a failed reset), then find what hung it: the job's ring and process are in the ring-timeout line before the reset; gpuprobe check on that stack shows whether results are wrong as well.",
+        &[AMDGPU_DEVICE, AMDGPU_JOB]
+    ),
+    rule!(
+        "LINT-KERNEL-GPU-RESET",
+        Warning,
+        System,
+        "A pasted kernel log shows a GPU hang: a ring timeout or a GPU reset",
+        "A pasted kernel log has amdgpu's \"ring <name> timeout\" or a GPU reset (\"GPU reset begin!\", \"MODE1 reset\", \"BACO reset\", \"GPU recovery disabled\") and no lost memory. Not on the live machine.",
+        "The job that hung failed; its process is named in the line after the ring timeout. Run gpuprobe check on that stack to see whether results are wrong as well.",
+        &[AMDGPU_JOB, AMDGPU_DRV]
     ),
     rule!(
         "LINT-CONTAINER-UID",

@@ -19,6 +19,7 @@ pub(super) fn check_all(facts: &Facts<'_>, sink: &mut Sink) {
     check_kernel_params(facts, sink);
     check_stack(facts, sink);
     check_devices(facts, sink);
+    check_gpu_resets(facts, sink);
 }
 
 fn unset(name: &str, why: &str) -> Remedy {
@@ -68,6 +69,7 @@ fn torch_covers(facts: &Facts<'_>, isa: &GfxIsa) -> Option<bool> {
 
 fn check_override(facts: &Facts<'_>, sink: &mut Sink) {
     let Some((value, decoded)) = facts.arch_override() else {
+        check_override_at_work(facts, sink);
         return;
     };
     let set = setting_evidence(OVERRIDE_VAR, value);
@@ -163,6 +165,153 @@ fn check_override(facts: &Facts<'_>, sink: &mut Sink) {
                 Vec::new(),
             );
         }
+    }
+}
+
+/// Pasted logs seldom show the environment, but they show an override at work: a GPU whose
+/// runtime ISA (rocminfo's agent name, torch's gcnArchName) differs from its hardware's
+/// (KFD's `GFX VER`, or the ISA its PCI device id or marketing name belongs to). libhsakmt
+/// reports the override in place of the real ISA, so the runtime ISA is what it decodes to,
+/// and the override rules judge it as they judge a variable that is shown. Only pasted logs:
+/// on the live machine the variable itself is read.
+fn check_override_at_work(facts: &Facts<'_>, sink: &mut Sink) {
+    if facts.is_live() || facts.is_windows() {
+        return;
+    }
+    for (index, gpu, native) in amd_gpus(facts) {
+        let runtime = gpu.runtime_isa.as_deref().and_then(GfxIsa::parse);
+        let (Some(native), Some(runtime)) = (native, runtime) else {
+            continue;
+        };
+        if native == runtime {
+            continue;
+        }
+        let key = gpu.pci_bus.clone().unwrap_or_else(|| index.to_string());
+        let basis = facts
+            .fp
+            .extra
+            .get(&format!("gpu.{key}.native_isa_from"))
+            .map(|basis| format!(" (from its {basis})"))
+            .unwrap_or_default();
+        let evidence = vec![
+            Evidence::new("condition", format!("GPU {index} runtime ISA {runtime}")),
+            Evidence::new(
+                "condition",
+                format!("GPU {index} native ISA {native}{basis}"),
+            ),
+        ];
+        let at_work = format!(
+            "GPU {index} is {native} but runs as {runtime}: an arch override ({OVERRIDE_VAR}) is in effect"
+        );
+        let why = format!(
+            "The runtime reports {runtime} while the hardware is {native}{basis}; libhsakmt does that only for {OVERRIDE_VAR} (or its per-device form)."
+        );
+        let remove = |reason: &str| vec![unset(OVERRIDE_VAR, reason)];
+        if let Some(reason) = harmful(&native, &runtime) {
+            sink.emit(
+                "LINT-OVERRIDE-HARMFUL",
+                format!("{at_work}, mapping it to an ISA known to fail: {reason}"),
+                why,
+                evidence,
+                remove("known to fail on this GPU"),
+            );
+        } else if torch_covers(facts, &native) == Some(true) {
+            sink.emit(
+                "LINT-OVERRIDE-NATIVE-SUPPORTED",
+                format!("{at_work}, although the installed torch supports {native}"),
+                why,
+                evidence,
+                remove("the wheel supports the real ISA"),
+            );
+        } else if !runtime.is_sibling_of(&native) {
+            sink.emit(
+                "LINT-OVERRIDE-CROSS-ISA",
+                format!("{at_work}, mapping it to another ISA generation"),
+                format!("{why} {native} and {runtime} differ in major or minor version, so their code objects are not ISA-compatible."),
+                evidence,
+                remove("not ISA-compatible"),
+            );
+        } else {
+            sink.emit(
+                "LINT-OVERRIDE-SIBLING",
+                format!("{at_work}, mapping it to its ISA-compatible sibling"),
+                why,
+                evidence,
+                Vec::new(),
+            );
+        }
+    }
+}
+
+/// What the GPU-reset events of a pasted kernel log say, in words and with their lines.
+/// Only pasted logs: a live machine's log of this boot may hold a reset that is long past,
+/// and the probes say whether the GPU computes right now.
+fn check_gpu_resets(facts: &Facts<'_>, sink: &mut Sink) {
+    if facts.is_live() {
+        return;
+    }
+    let events = &facts.fp.kernel_events;
+    let first_of = |kind: &str, what: &dyn Fn(&str) -> bool| {
+        events
+            .iter()
+            .find(|e| e.kind == kind && what(e.details.get("what").map_or("", String::as_str)))
+    };
+    let lost = first_of("gpu_reset", &|w| w.starts_with("VRAM is lost"));
+    let failed = first_of("gpu_reset", &|w| w.contains("failed"));
+    let timeout = first_of("ring_timeout", &|_| true);
+    let reset = first_of("gpu_reset", &|w| w != "GPU recovery disabled");
+    let recovery_off = first_of("gpu_reset", &|w| w == "GPU recovery disabled");
+    let line = |event: &gpuprobe_model::fingerprint::KernelEvent| {
+        Evidence::new("log", event.line.trim().to_string())
+    };
+    let device = [lost, failed, timeout, reset]
+        .into_iter()
+        .flatten()
+        .find_map(|e| e.pci_bus.clone())
+        .map(|bus| format!(" {bus}"))
+        .unwrap_or_default();
+    if lost.is_some() || failed.is_some() {
+        let what = match (lost, failed) {
+            (Some(_), Some(_)) => "was reset and lost its memory (VRAM), and a reset failed",
+            (Some(_), None) => "was reset and lost its memory (VRAM)",
+            _ => "could not be reset (a GPU reset failed)",
+        };
+        let evidence: Vec<Evidence> = [timeout, lost, failed]
+            .into_iter()
+            .flatten()
+            .map(line)
+            .collect();
+        sink.emit(
+            "LINT-KERNEL-VRAM-LOST",
+            format!("Kernel log: GPU{device} {what}"),
+            "Every buffer on the GPU was gone after the reset: the processes using it lost their work and must be restarted; a failed reset leaves the GPU unusable until a reboot.".to_string(),
+            evidence,
+            Vec::new(),
+        );
+    } else if timeout.is_some() || reset.is_some() || recovery_off.is_some() {
+        let what = match (timeout, reset) {
+            (Some(t), Some(_)) => format!(
+                "a job on ring {} timed out and the GPU was reset",
+                t.details.get("ring").map_or("?", String::as_str)
+            ),
+            (Some(t), None) => format!(
+                "a job on ring {} timed out",
+                t.details.get("ring").map_or("?", String::as_str)
+            ),
+            _ => "the GPU was reset".to_string(),
+        };
+        let evidence: Vec<Evidence> = [timeout, reset.or(recovery_off)]
+            .into_iter()
+            .flatten()
+            .map(line)
+            .collect();
+        sink.emit(
+            "LINT-KERNEL-GPU-RESET",
+            format!("Kernel log: GPU{device} hung: {what}"),
+            "The driver stops a job that runs past its timeout (amdgpu.lockup_timeout) and resets the GPU; the process that submitted it gets an error, and work on the GPU at that moment is lost.".to_string(),
+            evidence,
+            Vec::new(),
+        );
     }
 }
 

@@ -155,6 +155,9 @@ const COVERED: &[&str] = &[
     "LINT-IGPU-FIRST",
     "LINT-APU-CARVEOUT",
     "LINT-DEVICE-NODES",
+    // Fired and kept quiet in `triage_findings` (pasted kernel logs, through triage).
+    "LINT-KERNEL-VRAM-LOST",
+    "LINT-KERNEL-GPU-RESET",
     "LINT-CONTAINER-UID",
 ];
 

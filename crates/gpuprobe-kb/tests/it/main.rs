@@ -14,4 +14,5 @@ mod matching;
 mod render;
 mod schema;
 mod signatures;
+mod triage_findings;
 mod versions;

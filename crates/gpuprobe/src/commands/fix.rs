@@ -72,7 +72,7 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
         write!(
             stdout,
             "{}",
-            gpuprobe_report::fix::render(&finished.account, style)
+            gpuprobe_report::fix::render_for(&finished.account, style, &finished.run_options)
         )?;
         stdout.flush()?;
     }

@@ -1,6 +1,7 @@
 //! `check` end to end on the CPU: every probe passes with no fault, and every simulation
 //! preset is detected and classified.
 
+use gpuprobe_model::probe::DeviceRef;
 use gpuprobe_model::verdict::{FailClass, Verdict};
 use gpuprobe_model::{ExitStatus, Severity};
 
@@ -187,6 +188,60 @@ fn an_only_pattern_outside_the_tier_says_which_tier_has_it() {
     );
     // Nothing ran: no run directory is left behind to look like one.
     assert!(!dir.path().join("run").exists());
+}
+
+/// A GPU named with `--device` that got no verdict is not "all passed" because the CPU
+/// beside it passed: exit 4 with a note that names it and says why (exit 2, "no such GPU",
+/// where the framework sees GPUs and this index is past them).
+#[test]
+fn a_listed_gpu_that_could_not_be_tested_is_not_all_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = gpuprobe()
+        .args([
+            "check", "--json", "--device", "cpu,97", "--only", "copy.d2d",
+        ])
+        .arg("--python")
+        .arg(python())
+        .arg("--run-dir")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice::<gpuprobe_model::Report>(&output.stdout).ok();
+    let report = expect_report(&output, report);
+    let cpu_passed = report
+        .results
+        .iter()
+        .any(|r| r.device == DeviceRef::Cpu && r.verdict == Verdict::Pass);
+    assert!(cpu_passed, "{:?}", report.results);
+    let says = |words: &str| report.notes.iter().any(|n| n.starts_with(words));
+    match output.status.code() {
+        Some(4) => assert!(
+            says("--device 97: nothing could be tested on cuda:97: "),
+            "{:?}",
+            report.notes
+        ),
+        Some(2) => assert!(says("--device 97: no such GPU"), "{:?}", report.notes),
+        code => panic!("exit {code:?}: {:?}", report.notes),
+    }
+    assert_eq!(Some(i32::from(report.exit_code)), output.status.code());
+    // `fix` from such a run has nothing proven to build on: not "nothing to fix".
+    let output = gpuprobe()
+        .args(["fix", "--json", "--device", "cpu,97", "--only", "copy.d2d"])
+        .arg("--python")
+        .arg(python())
+        .arg("--run-dir")
+        .arg(dir.path().join("fix"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    match output.status.code() {
+        Some(4) => assert!(
+            stdout.contains("--device 97: nothing could be tested on cuda:97: "),
+            "{stdout}"
+        ),
+        Some(2) => {}
+        code => panic!("fix exit {code:?}: {stdout}"),
+    }
 }
 
 /// The report says where the time went: the phases add up to no more than the wall time, and

@@ -598,6 +598,58 @@ fn fix_usage_errors_exit_2() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a gpuprobe run"));
 }
 
+/// A fix refused before its starting check (an `--only` that matches nothing, a `--from`
+/// run whose report is broken) leaves no run directory: none for `runs list` to show as
+/// in progress, none for `runs prune` to keep.
+#[test]
+fn a_fix_refused_before_it_starts_leaves_no_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let broken = dir.path().join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("plan.json"), "{}").unwrap();
+    std::fs::write(broken.join("report.json"), "{\"results\": [").unwrap();
+    let only = ["fix", "--device", "cpu", "--only", "no.such.probe"];
+    let from = ["fix", "--from", broken.to_str().unwrap()];
+    for (args, says) in [
+        (
+            &only[..],
+            "--only no.such.probe matches no probe in any tier",
+        ),
+        (&from[..], "report.json is not a gpuprobe report"),
+    ] {
+        let output = gpuprobe()
+            .args(args)
+            .arg("--python")
+            .arg(python())
+            .env("XDG_STATE_HOME", &state)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        let runs: Vec<_> = std::fs::read_dir(state.join("gpuprobe/runs"))
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        assert!(runs.is_empty(), "{args:?} left {runs:?}");
+    }
+    // A directory named with --run-dir that was there before stays, without the fix's files.
+    let given = dir.path().join("given");
+    std::fs::create_dir_all(&given).unwrap();
+    let output = gpuprobe()
+        .args(only)
+        .arg("--python")
+        .arg(python())
+        .arg("--run-dir")
+        .arg(&given)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(given.is_dir());
+    assert!(!given.join("fix-options.json").exists());
+    assert!(!given.join("trials.jsonl").exists());
+}
+
 /// The field-note symptoms that no setting cured for their reporters (bf16→fp32 zeros,
 /// randn zeros, a GPU page-fault abort): the search tries the candidates, says that none
 /// cured them, and the profile records them as still failing, with no settings.

@@ -27,6 +27,7 @@ mod repro;
 mod resume_and_interrupt;
 mod run;
 mod runs;
+mod suggested_commands;
 mod support;
 mod triage;
 mod triage_kb;

@@ -477,3 +477,36 @@ fn the_real_generator_makes_a_script_that_reproduces_the_simulated_failure() {
     assert_eq!(alone.status.code(), Some(0), "{alone_out}{alone_err}");
     assert!(alone_out.contains("NOT REPRODUCED"), "{alone_out}");
 }
+
+/// A relative `--run` and `--out` are taken from the working directory: the script, which
+/// runs from the output directory, still finds the simulation it is said to run under.
+#[test]
+fn relative_run_and_out_paths_keep_the_simulation_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(simulated_run())
+        .arg(dir.path().join("run"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = gpuprobe()
+        .args(["repro", PROBE, "--run", "run", "--out", "out", "--python"])
+        .arg(python())
+        .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("REPRODUCED"), "{stdout}");
+    assert!(!stdout.contains("NOT REPRODUCED"), "{stdout}");
+    let out = dir.path().join("out");
+    let issue = std::fs::read_to_string(out.join("ISSUE.md")).unwrap();
+    assert!(issue.contains(": **REPRODUCED**."), "{issue}");
+    // The directory to run the script from is named in full.
+    assert!(
+        stdout.contains(&format!("cd {}", out.display())),
+        "{stdout}"
+    );
+}

@@ -273,6 +273,39 @@ fn a_resumed_run_mostly_not_tested_says_so_and_does_not_pass() {
     assert!(report.summary.mostly_not_tested, "{:?}", report.summary);
 }
 
+/// A run killed while it wrote a result leaves a torn last line: the resume cuts it before
+/// appending, so every line of the journal reads back and each planned probe has one result.
+#[test]
+fn a_torn_last_result_line_is_cut_before_the_resume_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_cut_to_one_pass(dir.path());
+    let results = run.join("results.jsonl");
+    let mut journal = std::fs::read(&results).unwrap();
+    journal.extend_from_slice(br#"{"probe":"copy.h2d.pageable.16x16.blocking","dev"#);
+    std::fs::write(&results, journal).unwrap();
+    let output = resume(&run, &["--json"]);
+    let report = serde_json::from_slice::<Report>(&output.stdout).ok();
+    let report = expect_report(&output, report);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_complete(&report, &run);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("1 unreadable line(s) in results.jsonl")),
+        "{:?}",
+        report.notes
+    );
+    let journal = std::fs::read_to_string(&results).unwrap();
+    assert!(journal.ends_with('\n'));
+    let unreadable: Vec<&str> = journal
+        .lines()
+        .filter(|l| serde_json::from_str::<ProbeResult>(l).is_err())
+        .collect();
+    assert!(unreadable.is_empty(), "{unreadable:?}");
+    assert_eq!(journal.lines().count(), planned(&run));
+}
+
 /// Processes whose command line mentions `text`, with their pids.
 fn processes_mentioning(text: &str) -> Vec<i32> {
     std::fs::read_dir("/proc")

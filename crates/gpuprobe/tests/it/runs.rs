@@ -242,7 +242,17 @@ fn list_shows_each_run_with_its_state_verdicts_exit_and_size_and_nothing_else() 
         ]
     );
     let tiers: Vec<Value> = (0..5).map(|i| field(i, "tier")).collect();
-    assert_eq!(tiers, ["quick", "soak", "quick", "standard", "quick"]);
+    // A memtest runs no tier (its plan records its probe's, soak): none is shown.
+    assert_eq!(
+        tiers,
+        [
+            Value::from("quick"),
+            Value::Null,
+            Value::from("quick"),
+            Value::from("standard"),
+            Value::from("quick")
+        ]
+    );
     // Exit codes where the run recorded one: the fix's account and the finished check.
     let exits: Vec<Value> = (0..5).map(|i| field(i, "exit_code")).collect();
     assert_eq!(

@@ -24,7 +24,12 @@ const JOURNAL_SDMA0: &str = "journalctl/gfx1100-pagefault-SDMA0-kernel6.18-rocm-
 /// not show and the test sets; `client` replaces the faulting client.
 fn gfx1201_fault_paste(client: &str) -> Fingerprint {
     let read = |relative: &str| std::fs::read_to_string(fixture_path(relative)).expect("fixture");
-    let rocminfo = read(ROCMINFO_GFX1100).replace("gfx1100", "gfx1201");
+    // The chip id and name move to an RX 9070 XT (0x7550) too: a gfx1201 agent on a
+    // gfx1100 chip would be an override at work, which triage reports as such.
+    let rocminfo = read(ROCMINFO_GFX1100)
+        .replace("gfx1100", "gfx1201")
+        .replace("29772(0x744c)", "30032(0x7550)")
+        .replace("Radeon RX 7900 XTX", "Radeon RX 9070 XT");
     let journal = read(JOURNAL_SDMA0)
         .replace("0000:0b:00.0", "0000:03:00.0")
         .replace("SDMA0 (0xd)", client);

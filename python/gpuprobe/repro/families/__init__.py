@@ -74,4 +74,6 @@ NOT_REBUILT: dict[str, str] = {
     _P + "nn_run:run_autocast": "autocast probes are not rebuilt as a script yet",
     _P + "nn_run:run_vae": "the VAE probes run a small model; not rebuilt as a script yet",
     _P + "sweep_coverage:run_opdb": "sweep.opdb reports which operators the database offers; it computes nothing to reproduce",
+    _P + "optim_run:run_clip": "gradient-clipping cases are not rebuilt as a script yet",
+    _P + "train_run:run_checkpoint": "the activation-checkpointing modes are not rebuilt as a script yet",
 }

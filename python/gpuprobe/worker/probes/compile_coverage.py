@@ -47,13 +47,13 @@ def markdown(torch: Any) -> str:
         f"Torch {numbers['torch']}, {numbers['entries']} database entries, declarations for CUDA devices, in "
         f"{compile_specs.CHUNKS} programs a dtype:",
         "",
-        "| dtype | passes | entries compiled | with backward | with `out=` | with in-place | left out (why) |",
+        "| dtype | passes it may run (the full tier runs `compiled` in every dtype, each other pass in one dtype a program) | entries compiled | with backward | with `out=` | with in-place | left out (why) |",
         "|---|---|---|---|---|---|---|",
     ]
     from gpuprobe.worker.probes import compile_run
 
     for short, row in numbers["dtypes"].items():
-        passes = compile_specs.FULL_PASSES.get(short, compile_run.PASS_NAMES)
+        passes = compile_run.dtype_passes(short)
         left = "; ".join(f"{count} {reason}" for reason, count in sorted(row["excluded"].items())) or "none"
         lines.append(
             f"| `{short}` | {', '.join(passes)} | {row['compiled']} | {row['backward']} | {row['out']} | "

@@ -26,23 +26,41 @@ SWEEP_RULE: dict[str, Any] = {"kind": "sweep"}
 #: program keeps one probe's compiles within its time limit on a busy host.
 CHUNKS = 24
 #: Dtypes of the full tier: the floating dtypes training runs in (Inductor computes half
-#: precision in float32 registers, its own code path) and the integer and index kernels.
-FULL_DTYPES = ("fp32", "bf16", "fp16", "i64")
+#: precision in float32 registers, its own code path), the integer and index kernels, and
+#: booleans (masks and comparisons).
+FULL_DTYPES = ("fp32", "bf16", "fp16", "i64", "bool")
 #: Passes of the full tier's programs in a dtype (every pass where not named). float16 takes
 #: Inductor's half-precision path that bfloat16's programs already drive in every pass (both
 #: compute in float32 registers); its own arithmetic is judged in the passes that compile
 #: new code for it (and the gradient seeds and value classes, whose half-precision
 #: arithmetic is its own): the on-disk cache makes the others cost little, but an empty
 #: cache pays about 40 s a program (bench/RESULTS.md).
+#: These are the passes a dtype *may* run: the full tier spreads them over its dtypes
+#: (``COVERING``), and a program runs its dtype's share.
 FULL_PASSES: dict[str, tuple[str, ...]] = {
     "fp16": ("compiled", "dynamic", "sum_grad", "fused", "values"),
     # No gradients in an integer dtype: every pass but the gradient seed's.
     "i64": ("compiled", "dynamic", "noncontig", "channels_last", "values", "out", "out_noncontig", "inplace", "inplace_view", "inplace_alias"),
+    # Boolean inputs: Inductor's own loads, stores and promotions of bool (a comparison's
+    # result, a mask, a cumulative sum of bools into another dtype); no value classes (two
+    # values) and no gradients.
+    "bool": ("compiled", "dynamic", "noncontig", "out", "inplace"),
 }
-#: The full family spreads over as many lanes as the sweep (one per two host cores, at most
-#: 8: ``sweep_specs.lane_count``): compiling is host work, and on the H200 eight processes
-#: compiled 72 programs in 420 s on an empty cache (bench/RESULTS.md); four would take
-#: twice that.
+#: Passes every program runs in every dtype of the full tier: the compiled call, forward and
+#: backward, the baseline of each entry in each dtype. Every other pass runs in ONE of the
+#: dtypes that may run it, a different one from program to program (``compile_run.covering_passes``):
+#: the product of 24 programs × 4 dtypes × 12 passes was 936 compiles, which on an empty
+#: Inductor cache took the H200's 16 cores past the full tier's ten minutes by itself
+#: (bench/RESULTS.md); the covering compiles 24 × (5 + 12) = 408 with booleans and ``inplace_output`` and still
+#: drives every entry in every pass and in every dtype, and every pass in every dtype (on
+#: other programs). The run's seed chooses the placement (``--seed`` moves every pass to
+#: another dtype), so a run is reproducible from its seed and a few seeds cover the whole
+#: product.
+COVERING_EVERY_DTYPE: tuple[str, ...] = ("compiled",)
+#: The full family spreads over one lane per two host cores, at most ``MAX_LANES``
+#: (``lane_count``): compiling is host work, and on the H200 eight processes compiled 72
+#: programs in 420 s on an empty cache (bench/RESULTS.md); four would take twice that.
+MAX_LANES = 8
 #: The standard tier's program: one entry of each kind of kernel Inductor generates:
 #: pointwise, a reduction and a Welford variance, a scan, softmax and layer norm (persistent
 #: reductions), gather and index_add (indexing and atomics), pooling, a matrix product
@@ -98,8 +116,9 @@ def probe(program: str, dtype: str, tier: str, lane: str) -> ProbeDef:
         what = "the standard program (one or two entries of each kind of kernel Inductor generates)"
     else:
         params["chunk"] = int(program[1:])
-        if dtype in FULL_PASSES:
-            params["passes"] = list(FULL_PASSES[dtype])
+        # Which of the dtype's passes run is chosen when the probe runs, from the run's seed
+        # (``compile_run.covering_passes``): each pass in one dtype per program.
+        params["covering"] = True
         what = f"program {program} of the operator database (1/{CHUNKS} of its entries, by a hash of the key)"
     return ProbeDef(
         f"compile.{program}.{dtype}",
@@ -116,9 +135,14 @@ def probe(program: str, dtype: str, tier: str, lane: str) -> ProbeDef:
     )
 
 
-def specs() -> list[ProbeDef]:
-    from gpuprobe.worker.probes.sweep_specs import lane_count
+def lane_count() -> int:
+    """How many side lanes the full tier's programs spread over on this host."""
+    import os
 
+    return max(1, min(MAX_LANES, (os.cpu_count() or 1) // 2))
+
+
+def specs() -> list[ProbeDef]:
     lanes = lane_count()
     out = [probe("standard", dtype, "standard", "compile-1") for dtype in STANDARD_DTYPES]
     index = 0

@@ -30,6 +30,13 @@ leave parameters and state bit for bit as they were and halve the scale; a finit
 equal the same optimizer's step on the unscaled gradients; the scale doubles after
 ``growth_interval`` clean steps.
 
+``run_clip`` drives ``torch.nn.utils.clip_grad_norm_`` and ``clip_grad_value_`` in each
+implementation (``foreach`` False, True, None) on the same parameter lists: the returned total
+norm against the float64 ``p``-norm of the per-tensor norms and the clipped gradients against
+``g·min(max_norm/(total + 1e-6), 1)``, within ``clip_bounds`` (exact for the infinity norm, bit
+for bit where nothing is clipped or a value is clamped); a NaN or an infinity in one gradient
+must give a NaN or infinite norm, and ``error_if_nonfinite`` must raise where the CPU does.
+
 **The bound.** An element of a parameter after step ``t`` may differ from the float64
 reference by ``C·u·Σ_{s≤t} |R_s| + max(C·u, E)·Σ_{s≤t} M_s + t·tiny``, where ``u`` is the unit
 roundoff of the parameter's dtype (fp32 2^-24, bf16 2^-8, fp16 2^-11), ``R_s`` the element's
@@ -1930,3 +1937,559 @@ def _state_snapshot(torch: Any, optimizer: Any, params: list[Any]) -> dict[str, 
             elif isinstance(value, (int, float)):
                 out[f"{key}[{index}]"] = torch.tensor([float(value)], dtype=torch.float64)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient clipping.
+
+#: ``clip_grad_norm_``'s norm types: the Euclidean norm training scripts clip by, the 1-norm,
+#: the infinity norm (a maximum, reduced by kernels of its own) and a fractional one (p < 1 is
+#: not a norm, but the function takes it, and its power 1/p doubles the sum's relative error).
+CLIP_NORM_TYPES = (2.0, 1.0, math.inf, 0.5)
+#: ``max_norm`` as a multiple of the float64 total norm: below it (every gradient is scaled by
+#: about a quarter) and above it (the coefficient clamps to 1: no gradient may change).
+CLIP_MAX_NORMS: tuple[tuple[str, float], ...] = (("clip", 0.25), ("noclip", 2.0))
+#: The implementations, by the ``foreach`` argument: a kernel per tensor
+#: (``linalg.vector_norm``, ``mul_``, ``clamp_``), the multi-tensor kernels (``_foreach_norm``,
+#: ``_foreach_mul_``, ``_foreach_clamp_min_``/``_max_``), and PyTorch's choice for the device.
+CLIP_IMPLEMENTATIONS: tuple[tuple[str, bool | None], ...] = (("forloop", False), ("foreach", True), ("default", None))
+#: ``clip_grad_value_``'s limit: exact in every dtype, above ``GRAD_FLOOR`` and below most
+#: gradients (``|g| = 1/4 + |z|`` exceeds it with probability 0.62), so that it both clips
+#: and leaves elements alone.
+CLIP_VALUE = 0.75
+#: ``C`` of the clipping bounds (``clip_bounds``).
+CLIP_ROUNDING_FACTOR = 8.0
+#: The non-finite values planted in one gradient element: the returned norm must be NaN for
+#: a NaN and +Inf for an infinity (of either sign), and ``error_if_nonfinite=True`` must raise.
+CLIP_NONFINITE: tuple[tuple[str, float], ...] = (("nan", math.nan), ("-inf", -math.inf))
+#: PyTorch's message when ``error_if_nonfinite`` refuses to clip.
+NONFINITE_REFUSAL = "non-finite"
+
+
+@dataclass
+class ClipList:
+    """One parameter list of the clipping probe: its values, the device parameters (made once,
+    their gradients reset for every case) and which of them carry a gradient."""
+
+    suffix: str
+    param_set: ParamSet
+    params: list[Any]
+    #: Indices of the parameters with a gradient, in order.
+    with_grad: list[int]
+    #: The float64 gradients of those parameters (the same values as the device's).
+    grads64: list[Any]
+    #: The unit roundoff of the gradients' dtypes: each element's, and the largest.
+    unit: Any
+    largest_unit: float
+    #: The dtype ``clip_grad_norm_`` returns the total norm in (the promoted dtype of the
+    #: per-tensor norms, each in its gradient's dtype).
+    result_dtype: Any
+    offsets: list[int]
+    shapes: list[tuple[int, ...]]
+
+
+def clip_bounds(norm_type: float, largest_unit: float, largest_numel: int) -> float:
+    """The relative error allowed in a finite total norm: ``max(1, 1/p)·C·(u + u₃₂·√N)``.
+
+    ``u`` is the largest unit roundoff among the gradients' dtypes: each per-tensor norm is
+    returned in its gradient's dtype (one rounding) and the total in the promoted dtype (one
+    more). ``u₃₂·√N`` is the float32 accumulation of the largest tensor's N terms (the kernels
+    accumulate half-precision sums in float32): non-negative terms, summed in blocks whose
+    serial runs are far shorter than √N on every backend. ``1/p`` for a fractional norm: the
+    sum's relative error is raised to the power 1/p. An infinity norm is a maximum of values
+    the dtype holds: exact (bound 0)."""
+    if math.isinf(norm_type):
+        return 0.0
+    growth = max(1.0, 1.0 / norm_type)
+    return growth * CLIP_ROUNDING_FACTOR * (largest_unit + UNIT_ROUNDOFF["float32"] * math.sqrt(max(1, largest_numel)))
+
+
+def _overflow_edge(torch: Any, dtype: Any) -> float:
+    """The smallest magnitude that rounds to infinity in ``dtype`` (round to nearest: the
+    largest finite value plus half its spacing)."""
+    info = torch.finfo(dtype)
+    return float(info.max) * (1.0 + float(info.eps) / 2.0)
+
+
+@dataclass
+class ClipExpectation:
+    """The float64 answer of one ``clip_grad_norm_`` case."""
+
+    #: The total norm as the dtypes hold it: +inf where a per-tensor norm or the total
+    #: overflows its dtype.
+    total: float
+    #: The relative error allowed in the total norm.
+    relative: float
+    #: The clipping coefficient ``min(max_norm / (total + 1e-6), 1)``.
+    coefficient: float
+    #: Some norm lies within its bound of its dtype's overflow edge: whether it overflows is
+    #: a rounding's choice; not judged.
+    near_overflow: bool = False
+
+
+def clip_expectation(
+    torch: Any, clip_list: ClipList, keep: list[int], norm_type: float, max_norm: float
+) -> ClipExpectation:
+    """The total norm of the gradients ``keep`` (positions in ``clip_list.with_grad``) in
+    float64, the formula PyTorch documents (the ``norm_type``-norm of the per-tensor norms),
+    and the clipping coefficient for ``max_norm``."""
+    grads = [clip_list.grads64[k] for k in keep]
+    dtypes = [getattr(torch, clip_list.param_set.dtypes[clip_list.with_grad[k]]) for k in keep]
+    largest_numel = max((g.numel() for g in grads), default=1)
+    relative = clip_bounds(norm_type, clip_list.largest_unit, max(largest_numel, len(grads)))
+    norms = [float(torch.linalg.vector_norm(g, norm_type)) if g.numel() else 0.0 for g in grads]
+    near = False
+    overflow = False
+    for norm, dtype in zip(norms, dtypes):
+        edge = _overflow_edge(torch, dtype)
+        near = near or abs(norm - edge) <= relative * edge
+        overflow = overflow or norm >= edge
+    total = float(torch.linalg.vector_norm(torch.tensor(norms, dtype=torch.float64), norm_type)) if norms else 0.0
+    edge = _overflow_edge(torch, clip_list.result_dtype)
+    near = near or abs(total - edge) <= relative * edge
+    if overflow or total >= edge:
+        total = math.inf
+    coefficient = min(max_norm / (total + 1e-6), 1.0)
+    return ClipExpectation(total, relative, coefficient, near)
+
+
+def _clip_list(torch: Any, suffix: str, specs: tuple[ParamSpec, ...], dtype_name: str, seed: int, device: Any) -> ClipList:
+    param_set = make_param_set(torch, specs, dtype_name, seed, 1)
+    params = make_params(torch, param_set, device)
+    with_grad = [i for i, spec in enumerate(param_set.specs) if spec.has_grad]
+    grads64 = [param_set.grads[0][i].double() for i in with_grad]
+    dtypes = [param_set.dtypes[i] for i in with_grad]
+    result_dtype = getattr(torch, dtypes[0])
+    for name in dtypes[1:]:
+        result_dtype = torch.promote_types(result_dtype, getattr(torch, name))
+    offsets = [0]
+    for i in with_grad:
+        offsets.append(offsets[-1] + param_set.specs[i].numel)
+    counts = torch.tensor([param_set.specs[i].numel for i in with_grad], dtype=torch.int64)
+    unit = torch.repeat_interleave(torch.tensor([UNIT_ROUNDOFF[d] for d in dtypes], dtype=torch.float64), counts)
+    return ClipList(
+        suffix,
+        param_set,
+        params,
+        with_grad,
+        grads64,
+        unit,
+        max(UNIT_ROUNDOFF[d] for d in dtypes),
+        result_dtype,
+        offsets,
+        [param_set.specs[i].shape for i in with_grad],
+    )
+
+
+def _clip_simulation(
+    torch: Any, method: str, dtype_name: str, implementation: str, direction: str, grads: list[Any]
+) -> None:
+    """Under fault simulation, corrupts the clipped gradients in place for a fault about op
+    ``optim`` with ``method`` ``clip_grad_norm`` or ``clip_grad_value``, ``variants`` the
+    implementation (``forloop``, ``foreach``, ``default``) or the direction (``norm_type=2``,
+    ``value``)."""
+    engine = simulate.engine()
+    if engine is None or not engine.wants("optim"):
+        return
+    call = simulate.CallInfo(
+        op="optim", method=method, dtype=dtype_name, on_device=True, variant=implementation, direction=direction
+    )
+    fault = engine.decide(call)
+    if fault is None:
+        return
+    if fault.effect not in _CORRUPTING:
+        engine.apply(fault, call, None)  # raises, crashes or hangs as the effect says
+        return
+    with torch.no_grad():
+        for grad in grads:
+            if grad.numel() > 0:
+                engine.apply(fault, call, grad)
+
+
+def _norm_label(norm_type: float) -> str:
+    return "inf" if math.isinf(norm_type) else f"{norm_type:g}"
+
+
+def run_clip(ctx: ProbeContext, dtype: str, mixed: bool = False, layouts: bool = False, many: int = 112) -> ProbeOutput:
+    """``torch.nn.utils.clip_grad_norm_`` and ``clip_grad_value_`` on gradients in ``dtype``,
+    in each implementation, against float64 (module docstring of the section, docs/probes.md):
+    the optimizer probes' main list and zero-gradient list (``mixed``: also the mixed-dtype list,
+    ``layouts``: the gradient-layout list), each norm type, ``max_norm`` below and above the
+    total norm, ``error_if_nonfinite`` on finite gradients; then a NaN and an infinity in one
+    gradient, with and without ``error_if_nonfinite``."""
+    torch = ctx.torch
+    dtype_name = DTYPES[dtype]
+    tally = Tally()
+    seed = ctx.derive_seed("clip") % (2**31)
+    budget = float(ctx.options.get("optim_budget_s", DEFAULT_BUDGET_S))
+    started = time.monotonic()
+    lists = [("", stress_list(many)), ("+zero_grads", zero_grad_list())]
+    if mixed:
+        lists.append(("+mixed_dtypes", mixed_list()))
+    if layouts:
+        lists.append(("+grad_layouts", grad_layout_list()))
+    empty_inf = _empty_inf_norm_refused(torch)
+    if empty_inf:
+        tally.notes.append(
+            f"clip_grad_norm_ with norm_type=inf raises on an empty gradient on the CPU too ({empty_inf}): "
+            "empty gradients are left out of the infinity-norm cases"
+        )
+    sample = 0
+    for suffix, specs in lists:
+        if tally.context_lost:
+            break
+        clip_list = _clip_list(torch, suffix, specs, dtype_name, seed, ctx.device)
+        print(f"gpuprobe optim: clip_grad {dtype}{suffix}", file=sys.stderr, flush=True)
+        for norm_type in CLIP_NORM_TYPES:
+            keep = list(range(len(clip_list.with_grad)))
+            if math.isinf(norm_type) and empty_inf:
+                keep = [k for k in keep if clip_list.grads64[k].numel() > 0]
+            total64 = clip_expectation(torch, clip_list, keep, norm_type, 1.0).total
+            for limit_name, ratio in CLIP_MAX_NORMS:
+                # An overflowed norm has no finite multiple: the limit is then the float64 norm's.
+                finite_total = total64 if math.isfinite(total64) else _float64_total(torch, clip_list, keep, norm_type)
+                max_norm = ratio * finite_total
+                expectation = clip_expectation(torch, clip_list, keep, norm_type, max_norm)
+                flags = [False, True] if (norm_type, limit_name) == (2.0, "clip") else [False]
+                for implementation, foreach in CLIP_IMPLEMENTATIONS:
+                    for error_if_nonfinite in flags:
+                        if tally.context_lost or time.monotonic() - started > budget:
+                            tally.not_run += 1
+                            continue
+                        variant = f"{implementation}+norm_type={_norm_label(norm_type)}+{limit_name}"
+                        variant += ("+error_if_nonfinite" if error_if_nonfinite else "") + suffix
+                        _clip_norm_case(
+                            ctx, tally, clip_list, keep, norm_type, max_norm, expectation,
+                            implementation, foreach, error_if_nonfinite, variant, sample,
+                        )  # fmt: skip
+                sample += 1
+        for implementation, foreach in CLIP_IMPLEMENTATIONS:
+            if tally.context_lost or time.monotonic() - started > budget:
+                tally.not_run += 1
+                continue
+            _clip_value_case(ctx, tally, clip_list, implementation, foreach, f"{implementation}+value{suffix}", sample)
+        sample += 1
+    nonfinite = _clip_list(torch, "+nonfinite", scaler_param_specs(), dtype_name, seed, ctx.device)
+    for kind, value in CLIP_NONFINITE:
+        for norm_type in CLIP_NORM_TYPES:
+            for implementation, foreach in CLIP_IMPLEMENTATIONS:
+                for error_if_nonfinite in (False, True) if norm_type == 2.0 else (False,):
+                    if tally.context_lost or time.monotonic() - started > budget:
+                        tally.not_run += 1
+                        continue
+                    variant = f"{implementation}+norm_type={_norm_label(norm_type)}+{kind}"
+                    variant += "+error_if_nonfinite" if error_if_nonfinite else ""
+                    _clip_nonfinite_case(
+                        ctx, tally, nonfinite, norm_type, value, implementation, foreach, error_if_nonfinite,
+                        empty_inf, variant, sample,
+                    )  # fmt: skip
+            sample += 1
+    if tally.context_lost:
+        ctx.restart_worker = tally.context_lost
+    _skip_when_nothing_judged(tally, f"gradient clipping of {dtype_name} gradients")
+    metrics = {
+        "dtype": dtype_name,
+        "implementations": ",".join(name for name, _ in CLIP_IMPLEMENTATIONS),
+        "norm_types": ",".join(_norm_label(p) for p in CLIP_NORM_TYPES),
+        "lists": ",".join(suffix.lstrip("+") or "main" for suffix, _ in lists) + ",nonfinite",
+        "rounding_factor": CLIP_ROUNDING_FACTOR,
+        "seed": seed,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    return tally.output("clip_grad", "", dtype_name, "float64", metrics)
+
+
+def _float64_total(torch: Any, clip_list: ClipList, keep: list[int], norm_type: float) -> float:
+    grads = [clip_list.grads64[k] for k in keep]
+    norms = [float(torch.linalg.vector_norm(g, norm_type)) if g.numel() else 0.0 for g in grads]
+    return float(torch.linalg.vector_norm(torch.tensor(norms, dtype=torch.float64), norm_type))
+
+
+def _empty_inf_norm_refused(torch: Any) -> str:
+    """Why ``clip_grad_norm_`` with the infinity norm refuses an empty gradient on the CPU
+    (every implementation: a maximum has no identity), or "" when it takes one."""
+    param = torch.zeros(0, requires_grad=True)
+    param.grad = torch.zeros(0)
+    try:
+        torch.nn.utils.clip_grad_norm_([param], 1.0, norm_type=math.inf, foreach=False)
+    except RuntimeError as exc:
+        return _error_text(exc, 120)
+    return ""
+
+
+def _clip_grads(clip_list: ClipList, keep: list[int] | None = None) -> list[Any]:
+    """The gradient tensors of ``keep`` (positions in ``with_grad``; default: every one)."""
+    indices = clip_list.with_grad if keep is None else [clip_list.with_grad[k] for k in keep]
+    return [clip_list.params[i].grad for i in indices]
+
+
+def _clip_structure(clip_list: ClipList) -> Finding | None:
+    """A parameter without a gradient must still have none after clipping."""
+    for index, (param, spec) in enumerate(zip(clip_list.params, clip_list.param_set.specs)):
+        if not spec.has_grad and param.grad is not None:
+            return Finding(STRUCTURE, f"param[{index}].grad", "clipping gave a gradient to a parameter that had none")
+    return None
+
+
+def _clip_describe(clip_list: ClipList, keep: list[int]) -> Callable[[int], str]:
+    def describe(position: int) -> str:
+        index = clip_list.with_grad[keep[position]]
+        spec = clip_list.param_set.specs[index]
+        layout = "" if spec.layout == "contiguous" else f" {spec.layout}"
+        grad_layout = "" if spec.grad_layout == "param" else f" grad_{spec.grad_layout}"
+        zeros = f" zero_grads={spec.grad_zeros}" if spec.grad_zeros else ""
+        return f"param[{index}].grad {tuple(spec.shape)}{layout}{grad_layout} {clip_list.param_set.dtypes[index]}{zeros}"
+
+    return describe
+
+
+def _keep_layout(torch: Any, clip_list: ClipList, keep: list[int]) -> tuple[list[int], list[tuple[int, ...]], Any]:
+    """Offsets, shapes and per-element unit roundoff of the gradients ``keep``."""
+    offsets = [0]
+    shapes = []
+    units = []
+    for k in keep:
+        start, stop = clip_list.offsets[k], clip_list.offsets[k + 1]
+        offsets.append(offsets[-1] + stop - start)
+        shapes.append(clip_list.shapes[k])
+        units.append(clip_list.unit[start:stop])
+    return offsets, shapes, torch.cat(units) if units else torch.zeros(0, dtype=torch.float64)
+
+
+def _clip_norm_case(
+    ctx: ProbeContext,
+    tally: Tally,
+    clip_list: ClipList,
+    keep: list[int],
+    norm_type: float,
+    max_norm: float,
+    expectation: ClipExpectation,
+    implementation: str,
+    foreach: bool | None,
+    error_if_nonfinite: bool,
+    variant: str,
+    sample: int,
+) -> None:
+    """One ``clip_grad_norm_`` call on finite gradients: the returned total norm within its
+    bound (exactly for the infinity norm), every clipped gradient within the coefficient's
+    bound, and bit for bit unchanged where the coefficient clamps to 1."""
+    torch = ctx.torch
+    param_set = clip_list.param_set
+    params = [clip_list.params[i] for i in range(len(clip_list.params)) if i not in _left_out(clip_list, keep)]
+    try:
+        set_grads(torch, clip_list.params, param_set, 0, ctx.device)
+        total = torch.nn.utils.clip_grad_norm_(
+            params, max_norm, norm_type=norm_type, error_if_nonfinite=error_if_nonfinite, foreach=foreach
+        )
+        grads = _clip_grads(clip_list, keep)
+        direction = f"norm_type={_norm_label(norm_type)}"
+        _clip_simulation(torch, "clip_grad_norm", param_set.dtypes[0], implementation, direction, grads)
+        ctx.sync()
+        found = _flat(torch, grads)
+        total_found = float(total.detach().double().cpu())
+    except Exception as exc:  # noqa: BLE001 - classified: refused, device error or lost context
+        _classify_step_error(ctx, tally, variant, sample, exc)
+        return
+    if expectation.near_overflow:
+        tally.unjudge("near_overflow", f"{variant}: a norm within its bound of the dtype's largest value")
+        return
+    finding = _judge_total(torch, total_found, expectation, "total_norm")
+    direction = "total_norm"
+    if finding is None and math.isfinite(expectation.total):
+        finding = _judge_clipped(torch, clip_list, keep, found, expectation, tally.worst)
+        direction = "grads"
+    elif finding is None:
+        # The norm overflowed the dtype, as it must (judged above): the coefficient is then
+        # max_norm over an infinity in half precision, whose rounding is the dtype's affair.
+        note = "where the total norm overflows the gradients' dtype, only the norm (+Inf) is judged, not the gradients"
+        if note not in tally.notes:
+            tally.notes.append(note)
+    if finding is None:
+        finding = _clip_structure(clip_list)
+        direction = "grads"
+    tally.record(variant, direction, sample, finding)
+
+
+def _left_out(clip_list: ClipList, keep: list[int]) -> set[int]:
+    """Parameters with a gradient that ``keep`` leaves out of a call (empty gradients of the
+    infinity norm)."""
+    kept = {clip_list.with_grad[k] for k in keep}
+    return {i for i in clip_list.with_grad if i not in kept}
+
+
+def _judge_total(torch: Any, found: float, expectation: ClipExpectation, what: str) -> Finding | None:
+    expected = expectation.total
+    if math.isinf(expected):
+        if found == math.inf:
+            return None
+        return Finding(
+            WRONG_VALUE, what, "the total norm overflows the dtype in float64 but came back finite or NaN",
+            expected=_fmt(expected), found=_fmt(found),
+        )  # fmt: skip
+    allowed = expectation.relative * abs(expected)
+    return compare_flat(
+        torch,
+        torch.tensor([found], dtype=torch.float64),
+        torch.tensor([expected], dtype=torch.float64),
+        torch.tensor([allowed], dtype=torch.float64),
+        [0, 1],
+        lambda _i: what,
+        [()],
+        what,
+    )
+
+
+def _judge_clipped(
+    torch: Any, clip_list: ClipList, keep: list[int], found: Any, expectation: ClipExpectation, worst: list[float]
+) -> Finding | None:
+    """The clipped gradients against ``g·coefficient`` in float64: each element may be off by
+    ``(relative + C·u)·|g·coefficient|`` (the coefficient inherits the total norm's error and
+    is rounded twice in the total's dtype; the product rounds to the element's dtype). Where
+    the coefficient clamps to 1 (``max_norm`` above the norm by more than that error), the
+    gradients must come back bit for bit."""
+    offsets, shapes, unit = _keep_layout(torch, clip_list, keep)
+    original = torch.cat([clip_list.grads64[k].reshape(-1) for k in keep]) if keep else torch.zeros(0, dtype=torch.float64)
+    expected = original * expectation.coefficient
+    if expectation.coefficient >= 1.0:
+        allowed = torch.zeros_like(expected)
+    else:
+        allowed = (expectation.relative + CLIP_ROUNDING_FACTOR * unit) * expected.abs()
+    return compare_flat(torch, found, expected, allowed, offsets, _clip_describe(clip_list, keep), shapes, "grads", worst)
+
+
+def _clip_value_case(
+    ctx: ProbeContext,
+    tally: Tally,
+    clip_list: ClipList,
+    implementation: str,
+    foreach: bool | None,
+    variant: str,
+    sample: int,
+) -> None:
+    """One ``clip_grad_value_`` call: a clamp to ±``CLIP_VALUE``, exact in every dtype (the
+    limit is a dtype value), so the gradients must equal float64's clamp bit for bit."""
+    torch = ctx.torch
+    keep = list(range(len(clip_list.with_grad)))
+    try:
+        set_grads(torch, clip_list.params, clip_list.param_set, 0, ctx.device)
+        torch.nn.utils.clip_grad_value_(clip_list.params, CLIP_VALUE, foreach=foreach)
+        grads = _clip_grads(clip_list, keep)
+        _clip_simulation(torch, "clip_grad_value", clip_list.param_set.dtypes[0], implementation, "value", grads)
+        ctx.sync()
+        found = _flat(torch, grads)
+    except Exception as exc:  # noqa: BLE001 - classified: refused, device error or lost context
+        _classify_step_error(ctx, tally, variant, sample, exc)
+        return
+    offsets, shapes, _unit = _keep_layout(torch, clip_list, keep)
+    original = torch.cat([g.reshape(-1) for g in clip_list.grads64])
+    expected = original.clamp(-CLIP_VALUE, CLIP_VALUE)
+    finding = compare_flat(
+        torch, found, expected, torch.zeros_like(expected), offsets, _clip_describe(clip_list, keep), shapes, "grads"
+    )
+    if finding is None:
+        finding = _clip_structure(clip_list)
+    tally.record(variant, "grads", sample, finding)
+
+
+def _clip_nonfinite_case(
+    ctx: ProbeContext,
+    tally: Tally,
+    clip_list: ClipList,
+    norm_type: float,
+    value: float,
+    implementation: str,
+    foreach: bool | None,
+    error_if_nonfinite: bool,
+    empty_inf: str,
+    variant: str,
+    sample: int,
+) -> None:
+    """One gradient element made ``value`` (NaN or −Inf): the returned norm must be NaN for a
+    NaN and +Inf for an infinity; with ``error_if_nonfinite`` the call must raise, as it does on
+    the CPU, and leave every gradient as it was."""
+    torch = ctx.torch
+    keep = list(range(len(clip_list.with_grad)))
+    if math.isinf(norm_type) and empty_inf:
+        keep = [k for k in keep if clip_list.grads64[k].numel() > 0]
+    params = [clip_list.params[i] for i in range(len(clip_list.params)) if i not in _left_out(clip_list, keep)]
+    target = next(i for i in clip_list.with_grad if clip_list.param_set.specs[i].numel > 2)
+
+    def plant(grads_of: list[Any]) -> None:
+        with torch.no_grad():
+            grads_of[target].view(-1)[1] = value
+
+    raised: str | None = None
+    try:
+        set_grads(torch, clip_list.params, clip_list.param_set, 0, ctx.device)
+        plant([p.grad for p in clip_list.params])
+        before = _flat(torch, _clip_grads(clip_list, keep))
+        try:
+            total = torch.nn.utils.clip_grad_norm_(
+                params, 1.0, norm_type=norm_type, error_if_nonfinite=error_if_nonfinite, foreach=foreach
+            )
+            ctx.sync()
+            total_found = float(total.detach().double().cpu())
+        except RuntimeError as exc:
+            if NONFINITE_REFUSAL not in str(exc):
+                raise
+            raised = _error_text(exc)
+            total_found = math.nan
+        after = _flat(torch, _clip_grads(clip_list, keep))
+    except Exception as exc:  # noqa: BLE001 - classified: refused, device error or lost context
+        _classify_step_error(ctx, tally, variant, sample, exc)
+        return
+    finding: Finding | None = None
+    direction = "total_norm"
+    if error_if_nonfinite:
+        cpu_raises = _cpu_refuses_nonfinite(torch, clip_list, keep, target, value, norm_type, foreach)
+        if raised is None and not cpu_raises:
+            tally.unjudge("cpu_does_not_raise", f"{variant}: error_if_nonfinite does not raise on the CPU either")
+            return
+        if raised is None:
+            finding = Finding(
+                WRONG_VALUE, "error_if_nonfinite",
+                f"clip_grad_norm_ clipped gradients holding {_fmt(value)} (total norm {_fmt(total_found)}) where "
+                "error_if_nonfinite=True must raise, as it does on the CPU",
+                expected="RuntimeError", found=_fmt(total_found),
+            )  # fmt: skip
+        else:
+            same = (after == before) | (torch.isnan(after) & torch.isnan(before))
+            if not bool(same.all()):
+                finding = Finding(
+                    WRONG_VALUE, "grads",
+                    f"clip_grad_norm_ raised ({raised}) but changed {int((~same).sum())} gradient elements",
+                    bad_elements=int((~same).sum()), elements=after.numel(),
+                )  # fmt: skip
+                direction = "grads"
+    else:
+        want_nan = math.isnan(value)
+        ok = math.isnan(total_found) if want_nan else total_found == math.inf
+        if not ok:
+            finding = Finding(
+                WRONG_VALUE if math.isfinite(total_found) else NONFINITE_INVENTED,
+                "total_norm",
+                f"the total {_norm_label(norm_type)}-norm of gradients holding {_fmt(value)} came back {_fmt(total_found)}",
+                expected="nan" if want_nan else "inf",
+                found=_fmt(total_found),
+            )
+    tally.record(variant, direction, sample, finding)
+
+
+def _cpu_refuses_nonfinite(
+    torch: Any, clip_list: ClipList, keep: list[int], target: int, value: float, norm_type: float, foreach: bool | None
+) -> bool:
+    """Whether the same call on the CPU, in the same dtypes, raises for a non-finite norm."""
+    grads = []
+    for k in keep:
+        index = clip_list.with_grad[k]
+        grad = clip_list.param_set.grads[0][index].clone()
+        if index == target:
+            grad.view(-1)[1] = value
+        param = torch.zeros_like(grad, requires_grad=True)
+        param.grad = grad
+        grads.append(param)
+    try:
+        torch.nn.utils.clip_grad_norm_(grads, 1.0, norm_type=norm_type, error_if_nonfinite=True, foreach=foreach)
+    except RuntimeError as exc:
+        return NONFINITE_REFUSAL in str(exc)
+    return False

@@ -3,7 +3,9 @@ and GradScaler's skip, unscale and growth rules.
 
 Id grammar: ``optim.<optimizer>.<dtype>`` (``optim.adamw.bf16``) for every optimizer of
 ``torch.optim`` with a foreach or fused implementation, dtype ``fp32``, ``bf16`` or ``fp16``
-(the parameters' and gradients' dtype); ``optim.gradscaler.<dtype>``. Rule ``sweep``: each
+(the parameters' and gradients' dtype); ``optim.gradscaler.<dtype>``; ``optim.clip_grad.<dtype>``
+(``torch.nn.utils.clip_grad_norm_`` and ``clip_grad_value_``: each case is one call, named
+``foreach+norm_type=2+clip+mixed_dtypes`` in ``variant``, its direction the quantity judged). Rule ``sweep``: each
 case (implementation × configuration, named ``fused+weight_decay=0.1+amsgrad`` in the
 observation's ``variant``) is judged after every step (``direction`` ``step<N>``).
 
@@ -116,6 +118,29 @@ def scaler_probe(dtype: str) -> ProbeDef:
     return _side(definition)
 
 
+def clip_probe(dtype: str) -> ProbeDef:
+    """``optim.clip_grad.<dtype>``: the mixed-dtype and gradient-layout lists in the fp32 probe
+    (neither depends on the probe's dtype)."""
+    extra = dtype == "fp32"
+    lists = "the optimizer probes' main list (123 gradients) and zero-gradient list"
+    if extra:
+        lists += ", a list of float32, bfloat16 and float16 gradients and one with other strides than their parameters"
+    return _side(
+        ProbeDef(
+            f"optim.clip_grad.{dtype}",
+            "full",
+            SWEEP_RULE,
+            f"torch.nn.utils.clip_grad_norm_ and clip_grad_value_ on {dtype} gradients with foreach=False, True and "
+            f"None: norm types 2, 1, inf and 0.5, max_norm below and above the total norm, on {lists}; the returned "
+            "total norm and the clipped gradients against float64; a NaN and an infinity in one gradient (the norm "
+            "NaN or Inf; error_if_nonfinite=True raises and leaves the gradients alone)",
+            f"{_RUN}:run_clip",
+            {"dtype": dtype, "mixed": extra, "layouts": extra},
+            timeout_s=TIMEOUT_S,
+        )
+    )
+
+
 def _side(definition: ProbeDef) -> ProbeDef:
     return ProbeDef(
         definition.id,
@@ -131,13 +156,15 @@ def _side(definition: ProbeDef) -> ProbeDef:
 
 
 def specs() -> list[ProbeDef]:
-    """The standard probes first, then every optimizer × dtype and GradScaler's others."""
+    """The standard probes first, then every optimizer × dtype, GradScaler's others and the
+    gradient-clipping probes."""
     out = [optimizer_probe(*_standard_optimizer()), scaler_probe(STANDARD_SCALER[0])]
     for name, class_name in OPTIMIZERS:
         for dtype in DTYPES:
             if (name, dtype) != STANDARD_OPTIMIZER:
                 out.append(optimizer_probe(name, class_name, dtype))
     out.extend(scaler_probe(dtype) for dtype in DTYPES if dtype != STANDARD_SCALER[0])
+    out.extend(clip_probe(dtype) for dtype in DTYPES)
     return out
 
 

@@ -637,12 +637,17 @@ def _large_batch_fits(torch: Any, info: Any, sample: Any, first: Any, dtype_name
 
 def _output_elements(torch: Any, info: Any, sample: Any) -> int | None:
     """The elements of every output of the sample as given, computed on the CPU, or None
-    where the CPU does not compute it."""
-    from torch.utils._pytree import tree_leaves  # type: ignore
+    where the CPU does not compute it. The call takes copies: an op that updates an
+    argument in place (``native_batch_norm``'s running statistics in training) would
+    otherwise change the sample, whose digest the reference then no longer finds."""
+    from torch.utils._pytree import tree_leaves, tree_map  # type: ignore
+
+    def copy(value: Any) -> Any:
+        return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
     try:
         with torch.no_grad():
-            result = info(sample.input, *sample.args, **sample.kwargs)
+            result = info(tree_map(copy, sample.input), *tree_map(copy, list(sample.args)), **tree_map(copy, dict(sample.kwargs)))
     except Exception:  # noqa: BLE001 - not a sample the CPU computes: no large shape of it
         return None
     return sum(t.numel() for t in tree_leaves(result) if isinstance(t, torch.Tensor))
@@ -813,9 +818,10 @@ def reference_indices(torch: Any, info: Any, samples: list[Any], plain: int, dty
     return sorted({usable[round(i * step)] for i in range(REFERENCE_SAMPLES)})
 
 
-def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None) -> Callable[[Any], Any]:
+def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None, length: Any = None) -> Callable[[Any], Any]:
     """The transform as a function of one tensor; ``dtype`` is the sample's own dtype, whose
-    extremes the value classes inject (the reference's tensor is float64 by then)."""
+    extremes the value classes inject (the reference's tensor is float64 by then).
+    ``length`` replaces a large shape's size (the device-time estimate's smaller run)."""
     if transform in ("noncontig", "inplace_noncontig"):
         return lambda x: torch.stack([x, x], dim=-1)[..., 0] if x.dim() >= 1 and x.numel() > 0 else x
     if transform == "transposed":
@@ -846,7 +852,7 @@ def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None) -> C
         return lambda x: x[:1]
     if transform in ("tail257", "tail192", "large_reduced"):
         # large_reduced: LARGE_REDUCED, a literal because the repro script copies this alone.
-        length = {"tail257": 257, "tail192": 192, "large_reduced": 524289}[transform]
+        length = length or {"tail257": 257, "tail192": 192, "large_reduced": 524289}[transform]
 
         def widen(x: Any) -> Any:
             index = torch.arange(length, device=x.device) % x.shape[-1]
@@ -857,22 +863,45 @@ def _transform_fn(torch: Any, transform: str, seed: int, dtype: Any = None) -> C
 
         def tile(x: Any) -> Any:
             # LARGE_BATCH rows (a literal, as above), the sample's rows repeated.
-            index = torch.arange(65537, device=x.device) % x.shape[0]
+            index = torch.arange(length or 65537, device=x.device) % x.shape[0]
             return x[index]
 
         return tile
     return lambda x: x
 
 
-def _argument_fn(torch: Any, transform: str, dim: int) -> Callable[[Any], Any]:
-    """A targeted transform (``TARGETED_TRANSFORMS``) as a function of its one tensor."""
-    if transform == "arg_empty":
-        return lambda x: x.narrow(dim, 0, 0)
-    if transform == "arg_size1":
-        return lambda x: x.narrow(dim, 0, 1)
+def _argument_fn(torch: Any, transform: str, dim: int, poisoned: bool = False, length: int | None = None) -> Callable[[Any], Any]:
+    """A targeted transform (``TARGETED_TRANSFORMS``) as a function of its one tensor.
+
+    ``poisoned``: a per-argument view keeps its own elements, while the rest of its base
+    (what a kernel reading past the view's end finds) is ``poison_value``. A plain view
+    keeps its storage, so a CPU kernel that reads past its end reads the original values in
+    every dtype and agrees with itself; only a changed neighbourhood shows the read."""
+    if transform in ARGUMENT_TRANSFORMS:
+        length = 0 if transform == "arg_empty" else 1
+        if not poisoned:
+            return lambda x: x.narrow(dim, 0, length)
+
+        def poison(x: Any) -> Any:
+            kept = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+            kept.narrow(dim, 0, length).fill_(True)
+            # ``where`` keeps the view's elements bit for bit, and a gradient reaches the leaf.
+            return torch.where(kept, x, torch.full_like(x, poison_value(torch, x.dtype))).narrow(dim, 0, length)
+
+        return poison
     if transform == "large_rhs":
-        return lambda x: x.index_select(dim, torch.arange(LARGE_RHS, device=x.device) % x.shape[dim])
+        return lambda x: x.index_select(dim, torch.arange(length or LARGE_RHS, device=x.device) % x.shape[dim])
     raise CaseError(f"transform {transform!r} does not target one argument")
+
+
+def poison_value(torch: Any, dtype: Any) -> Any:
+    """What ``_argument_fn`` writes beside a poisoned view: NaN in floating and complex
+    dtypes, the dtype's largest value in integer ones (far from any sample's), True in bool."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return int(torch.iinfo(dtype).max)
 
 
 def dense_inputs() -> bool:
@@ -959,6 +988,8 @@ def materialize(
     upcast: bool,
     contiguous: bool = False,
     dtype_name: str = "float32",
+    poisoned: bool = False,
+    large_length: int | None = None,
 ) -> tuple[Any, list[Any], Any]:
     """The call's (input, args, kwargs) on ``device``, and the leaves gradients are taken for.
 
@@ -966,6 +997,8 @@ def materialize(
     complex128) and dtype arguments equal to the sample's dtype become float64.
     ``contiguous`` copies every transformed tensor into a contiguous one (the second
     reference, which tells a layout-dependent CPU result from a device bug).
+    ``poisoned`` builds a per-argument case's view from a poisoned base
+    (``_argument_fn``); ``large_length`` gives a ``large_*`` case another size.
     """
     from torch.utils._pytree import tree_map  # type: ignore
 
@@ -977,10 +1010,10 @@ def materialize(
         if position >= len(tensors):
             raise CaseError(f"the sample has no tensor {position}")
         targets = {id(tensors[position])}
-        fn = _argument_fn(torch, case.transform, dim)
+        fn = _argument_fn(torch, case.transform, dim, poisoned, large_length)
     else:
         targets = _targets(torch, sample, case.transform, dtype_name)
-        fn = _transform_fn(torch, case.transform, seed, sample_dtype)
+        fn = _transform_fn(torch, case.transform, seed, sample_dtype, large_length)
     # The device side only: the reference keeps the layout, which decides whether a view is
     # valid input at all.
     dense = not upcast and case.transform in LAYOUT_TRANSFORMS and dense_inputs()
@@ -1117,6 +1150,7 @@ def run_case(
     contiguous: bool = False,
     dtype_name: str = "float32",
     functional: bool = False,
+    poisoned: bool = False,
 ) -> list[Any]:
     """Computes one case; returns the flat list of results (outputs, or gradients).
 
@@ -1129,7 +1163,7 @@ def run_case(
     from torch.utils._pytree import tree_leaves  # type: ignore
 
     (call_input, args, kwargs), leaves, sample_dtype = materialize(
-        torch, sample, case, seed, device=device, upcast=upcast, contiguous=contiguous, dtype_name=dtype_name
+        torch, sample, case, seed, device=device, upcast=upcast, contiguous=contiguous, dtype_name=dtype_name, poisoned=poisoned
     )
     if case.transform in CALL_VARIANTS and not functional:
         with torch.no_grad():

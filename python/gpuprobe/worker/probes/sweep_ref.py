@@ -14,7 +14,10 @@ tensor a targeted transform changes). Modes of a request: ``reference`` (float64
 inputs in the case's layout), ``same_dtype``
 (the sample's dtype: the yardstick of the oracle, never the truth),
 ``reference_contiguous`` (float64 from contiguous copies: a second opinion when a layout
-transform differs, since the CPU's strided kernels have bugs of their own) and
+transform differs, since the CPU's strided kernels have bugs of their own),
+``same_dtype_poisoned`` (a per-argument case in the sample's dtype twice, from the same
+generator state: ``outputs`` with the targeted view cut from a base poisoned beside it,
+``plain`` as usual; where they differ, the CPU kernel reads past the view's end) and
 ``variant_same_dtype`` (a call variant's own outputs on the CPU in the sample's dtype: in
 every other mode a call variant returns the functional call's values, after the CPU's
 variant has shown the call is valid). When the
@@ -136,7 +139,7 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
     try:
         with _default_dtype(torch, torch.float64 if reference and sweep_db.is_exact_dtype(request["dtype"]) else None):
 
-            def compute(functional: bool) -> list[Any]:
+            def compute(functional: bool, poisoned: bool = False) -> list[Any]:
                 return sweep_cases.run_case(
                     torch,
                     info,
@@ -148,8 +151,19 @@ def handle(torch: Any, request: dict[str, Any], cache: dict[Any, Any]) -> dict[s
                     contiguous=mode == "reference_contiguous",
                     dtype_name=request["dtype"],
                     functional=functional,
+                    poisoned=poisoned,
                 )
 
+            if mode == "same_dtype_poisoned":
+                # Both runs from the same generator state: a random op draws the same.
+                sweep_cases.seed_everything(torch, request["seed"])
+                plain = [_transferable(torch, o) for o in compute(False)]
+                sweep_cases.seed_everything(torch, request["seed"])
+                try:
+                    poisoned = compute(False, poisoned=True)
+                except Exception as exc:  # noqa: BLE001 - raising on the poison is reading it
+                    return {"ok": True, "outputs": None, "plain": plain, "poisoned_error": error_text(exc)}
+                return {"ok": True, "outputs": [_transferable(torch, o) for o in poisoned], "plain": plain}
             outputs = compute(False)
             if case.transform in sweep_cases.CALL_VARIANTS and mode != "variant_same_dtype":
                 # The CPU's own variant decides whether the call is valid (it raised above

@@ -13,7 +13,10 @@ judges every output (or gradient) with ``sweep_oracle``. What can happen to a ca
   returns values: ``invalid_accepted``, reported and not counted as wrong math;
 - both reject the input: right;
 - the reference cannot be had (unsupported in float64, crashed, timed out, built different
-  inputs): the case is not judged and the reason is counted; never blamed on the device.
+  inputs): the case is not judged and the reason is counted; never blamed on the device;
+- a per-argument case whose CPU result reads past the argument's view
+  (``_reads_outside_argument``), or a large case estimated to take minutes on the device
+  (``_large_case_skip``): not judged, the reason counted.
 
 TF32 is switched off while a probe runs: float32 is judged as float32 (TF32 is a
 documented reduced-precision mode, enabled by default for cuDNN convolutions).
@@ -42,6 +45,13 @@ REFERENCE_TIMEOUT_S = 60.0
 MAX_ERROR_INPUTS = 16
 #: The case variant of an error input (not an input transform: the database builds it).
 ERROR_INPUT = "error_input"
+#: Estimated device seconds above which a ``large_*`` case is not run (``_large_case_skip``).
+#: A probe has up to about six large cases, and the supervisor declares a probe hung after
+#: 240 s: six cases at this estimate stay well within that, and one case alone cannot
+#: spend the probe's time budget many times over. An entry whose device implementation
+#: loops over a batch one matrix at a time on the host (a library call and a
+#: synchronisation each) takes minutes at 65,537 matrices: slowness, not a fault.
+LARGE_CASE_BUDGET_S = 15.0
 
 
 def _output_name(index: int, backward: bool) -> str:
@@ -174,6 +184,9 @@ class _Tally:
         self.swallowed_examples: list[str] = []
         self.error_inputs = 0
         self.error_inputs_rejected = 0
+        #: Device seconds of each sample's base forward call (``_large_case_skip``); None
+        #: where it raised.
+        self.base_seconds: dict[int, float | None] = {}
 
     def unjudge(self, kind: str, text: str) -> None:
         self.unjudged[kind] = self.unjudged.get(kind, 0) + 1
@@ -279,6 +292,13 @@ def _run_one(
 ) -> None:
     torch = ctx.torch
     sample = samples[case.sample]
+    if case.transform in sweep_cases.LARGE_TRANSFORMS:
+        skipped = _large_case_skip(ctx, info, sample, case, seed, dtype_name, tally.base_seconds)
+        if skipped is not None:
+            # Counted as unjudged; the reason is a note of its own (slowness, not a fault).
+            tally.unjudged["large_too_slow"] = tally.unjudged.get("large_too_slow", 0) + 1
+            tally.notes.append(skipped)
+            return
     # A sample of the reference inputs' own may hold NaN or Inf itself: judged as if injected.
     held = sweep_cases.held_nonfinite(torch, sample, dtype_name) if plain is not None and case.sample >= plain else (False, False)
     where = _case_name(torch, samples, case)
@@ -391,6 +411,9 @@ def _run_one(
         if len(tally.refused_examples) < 3:
             tally.refused_examples.append(f"{where}: {device_error}"[:200])
         return
+    if device_error is not None and _reads_outside_argument(torch, reference, request):
+        tally.unjudge("argument_undefined", f"{where}: {_READS_OUTSIDE}"[:200])
+        return
     tally.cases += 1
     if device_error is not None:
         tally.device_error_count += 1
@@ -420,6 +443,9 @@ def _run_one(
         tally.unjudge(verdict, where)
         return
     index, failure = verdict
+    if failure.cls != sweep_oracle.NONFINITE_SWALLOWED and _reads_outside_argument(torch, reference, request):
+        tally.unjudge("argument_undefined", f"{where}: {_READS_OUTSIDE}"[:200])
+        return
     if failure.cls == sweep_oracle.NONFINITE_SWALLOWED:
         # A finding of its own, not wrong math: counted and reported in the notes.
         tally.passed += 1
@@ -461,6 +487,120 @@ def _run_one(
     if case.argument is not None:
         failure.detail = f"{_argument_label(torch, sample, case)}: {failure.detail}"
     _record(tally, case, failure.cls, failure, _output_name(index, case.backward))
+
+
+def _large_growth(torch: Any, sample: Any, case: sweep_cases.Case, dtype_name: str) -> tuple[int, int, tuple[str, str]] | None:
+    """The size a ``large_*`` case grows (the sample's rows of a batch, elements along the
+    last dimension, right-hand sides), the size it grows it to, and its unit in words (one, many); None where it cannot be told."""
+    if case.transform == "large_rhs":
+        if case.argument is None:
+            return None
+        tensors = sweep_cases.tensors_of(torch, sample)
+        if case.argument[0] >= len(tensors) or tensors[case.argument[0]].dim() == 0:
+            return None
+        size, target, unit = int(tensors[case.argument[0]].shape[-1]), sweep_cases.LARGE_RHS, ("right-hand side", "right-hand sides")
+    else:
+        first = sweep_cases.primary(torch, sample, dtype_name)
+        if first is None or first.dim() == 0:
+            return None
+        if case.transform == "large_batch":
+            size, target, unit = int(first.shape[0]), sweep_cases.LARGE_BATCH, ("row of a batch", "rows of a batch")
+        else:
+            size, target, unit = int(first.shape[-1]), sweep_cases.LARGE_REDUCED, ("element along the last dimension", "elements along the last dimension")
+    return (size, target, unit) if 1 <= size < target else None
+
+
+#: Device seconds the estimate's second, intermediate-size run is meant to take at most.
+LARGE_CALIBRATION_S = 0.5
+
+
+def _large_case_skip(
+    ctx: ProbeContext,
+    info: Any,
+    sample: Any,
+    case: sweep_cases.Case,
+    seed: int,
+    dtype_name: str,
+    base_seconds: dict[int, float | None],
+) -> str | None:
+    """Why a ``large_*`` case is not run, or None to run it.
+
+    The sample's base forward call is timed on the device (synchronised; the second of two
+    calls, so that a library's lazy initialisation does not count) and extrapolated
+    linearly by the factor the transform grows the work (``_large_growth``). A linear
+    estimate overstates well-batched kernels, whose small call is mostly launch latency,
+    and is right for implementations that loop over the batch on the host (a library call
+    and a synchronisation per matrix), the ones that take minutes. So an estimate past
+    ``LARGE_CASE_BUDGET_S`` is checked once more: the case at an intermediate size meant to
+    take about ``LARGE_CALIBRATION_S`` (a batched kernel, where the device switches to one,
+    runs there too), timed the same way, and the line through both points extrapolated to
+    the full size. Past the budget still, the case is not run: unjudged, never a failure."""
+    growth = _large_growth(ctx.torch, sample, case, dtype_name)
+    if growth is None:
+        return None
+    size, target, unit = growth
+    if case.sample not in base_seconds:
+        base_seconds[case.sample] = _time_call(ctx, info, sample, sweep_cases.Case(case.sample, "base", False), seed, dtype_name)
+    seconds = base_seconds[case.sample]
+    if seconds is None:
+        return None  # the base call raised: the case gives its own verdict
+    estimate = seconds * target / size
+    if estimate <= LARGE_CASE_BUDGET_S:
+        return None
+    middle = min(target - 1, max(2 * size, int(target * LARGE_CALIBRATION_S / estimate)))
+    if middle > size:
+        between = _time_call(ctx, info, sample, case, seed, dtype_name, large_length=middle)
+        if between is not None:
+            slope = max(0.0, between - seconds) / (middle - size)
+            estimate = seconds + slope * (target - size)
+            if estimate <= LARGE_CASE_BUDGET_S:
+                return None
+    return (
+        f"{case.transform} not run (sample {case.sample}): {_count(size, unit)} took {_duration(seconds)} on the device, "
+        f"{target:,} would take about {_duration(estimate)} (more than {LARGE_CASE_BUDGET_S:.0f} s): slowness, not a fault"
+    )
+
+
+def _time_call(
+    ctx: ProbeContext,
+    info: Any,
+    sample: Any,
+    case: sweep_cases.Case,
+    seed: int,
+    dtype_name: str,
+    large_length: int | None = None,
+) -> float | None:
+    """Seconds of a case's forward call on the device (its inputs already there), the
+    second of two; None where the call raises."""
+    torch = ctx.torch
+    try:
+        (call_input, args, kwargs), _leaves, _dtype = sweep_cases.materialize(
+            torch, sample, case, seed, device=ctx.device, upcast=False, dtype_name=dtype_name, large_length=large_length
+        )
+        seconds = 0.0
+        for _ in range(2):
+            started = time.perf_counter()
+            with torch.no_grad():
+                info(call_input, *args, **kwargs)
+            ctx.sync()
+            seconds = time.perf_counter() - started
+        return seconds
+    except Exception:  # noqa: BLE001 - the case itself runs and says what is wrong
+        return None
+
+
+def _count(number: int, unit: tuple[str, str]) -> str:
+    """``1 row of a batch``, ``4 rows of a batch``."""
+    return f"{number:,} {unit[0] if number == 1 else unit[1]}"
+
+
+def _duration(seconds: float) -> str:
+    """``3.9 ms``, ``64 s``."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
 
 
 def _argument_label(torch: Any, sample: Any, case: sweep_cases.Case) -> str:
@@ -631,6 +771,58 @@ def _argument_undefined(
     return sweep_oracle.compare_leaf(torch, same, wanted, dtype_name=dtype_name, atol=atol, rtol=rtol) is not None
 
 
+#: The unjudged note of a per-argument case whose CPU result reads past the argument.
+_READS_OUTSIDE = "the CPU's result changes when the memory beside the argument's view changes (it is read past its end)"
+
+
+def _reads_outside_argument(torch: Any, reference: sweep_ref.ReferenceProcess, request: dict[str, Any]) -> bool:
+    """Whether a per-argument case (``ARGUMENT_TRANSFORMS``) reads memory outside its
+    argument: the CPU's same-dtype result changes when the elements of the argument's base
+    outside the view are poisoned (``sweep_ref``'s ``same_dtype_poisoned``; NaN, or a far
+    integer) and the view's own are not. Then the case has no defined result: every device
+    reads whatever lies there (a view keeps its storage, so the CPU reads the original
+    values in float64 and in the probe's dtype alike, and agrees with itself; the GPU's
+    memory holds something else). A CPU that cannot say (the reference fails) leaves the
+    finding standing."""
+    if request["transform"] not in sweep_cases.ARGUMENT_TRANSFORMS:
+        return False
+    reply = reference.compute({**request, "mode": "same_dtype_poisoned"}, REFERENCE_TIMEOUT_S)
+    if not reply.get("ok"):
+        return False
+    if reply.get("poisoned_error") is not None:
+        return True  # the plain input computes, the poisoned one raises
+    return not same_bits(torch, reply["plain"], reply["outputs"])
+
+
+def same_bits(torch: Any, first: list[Any], second: list[Any]) -> bool:
+    """Whether two lists of results are the same bit for bit, NaN equal to NaN (any
+    payload) and the sign of zero told apart."""
+    if len(first) != len(second):
+        return False
+    for a, b in zip(first, second):
+        if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+            return False
+        if not isinstance(a, torch.Tensor):
+            if a != b and not (isinstance(a, float) and isinstance(b, float) and a != a and b != b):
+                return False
+            continue
+        if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+            return False
+        if a.is_complex():
+            a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
+        if not a.is_floating_point():
+            if not torch.equal(a, b):
+                return False
+            continue
+        nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+        if not torch.equal(nan_a, nan_b):
+            return False
+        a, b = a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0)
+        if not torch.equal(a, b) or not torch.equal(torch.signbit(a), torch.signbit(b)):
+            return False
+    return True
+
+
 def _range_limited(transform: str, failure: sweep_oracle.LeafFailure, found: Any, torch: Any) -> bool:
     """Whether a failure is the range of the dtype speaking, not the device: a dtype's
     largest or lowest value (``max``, ``lowest``; ``intmax``/``intmin`` in a floating
@@ -768,6 +960,10 @@ _DECLARED = (
     ("notimplementederror: could not run", "unsupported_on_device"),
     ("only supports dimensions whose sizes are powers of two", "unsupported_on_device"),
     ("to be on cpu", "host_argument"),
+    # An allocation the device cannot satisfy is its size, not its arithmetic (the message
+    # keeps the size asked for: on the H200, ``linalg.eigvalsh`` of 65,537 matrices of 5×5
+    # asked for 17-68 GiB, beside cuSOLVER's refusal of the same batch in ``eigh``).
+    ("out of memory. tried to allocate", "out_of_memory"),
 )
 
 

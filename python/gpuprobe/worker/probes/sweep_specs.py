@@ -33,12 +33,15 @@ from gpuprobe.worker.probes import sweep_db
 _RUN = "gpuprobe.worker.probes.sweep_run"
 #: The sweep's own rule (``Rule::Sweep``): the judge reads the failure classes it observed.
 SWEEP_RULE: dict[str, Any] = {"kind": "sweep"}
-#: Side lanes of the full sweep: one per two host cores (each lane is a worker and its
+#: Side lanes of the full sweep: three per four host cores (each lane is a worker and its
 #: reference process, which take turns: one busy core a lane), between 1 and ``MAX_LANES``.
 #: Every dtype of the database (integer, boolean and complex too) doubled the sweep's
 #: probes: on the H200 (16 cores) six lanes spent 2,093 probe-seconds in 510 s, the
-#: slowest lane holding 496 of them (bench/RESULTS.md).
-MAX_LANES = 8
+#: slowest lane holding 496 of them; with every axis, eight lanes spent about 3,900
+#: probe-seconds beside the rest of the full tier and needed about 500 s (bench/RESULTS.md):
+#: the host's cores, not the lanes, bound the tier, and more, smaller lanes leave fewer
+#: cores idle at the end.
+MAX_LANES = 12
 #: Time limit of one sweep probe: its case budget (20 s) plus the reference process's start.
 TIMEOUT_S = 240.0
 
@@ -87,7 +90,7 @@ DTYPE_ORDER = tuple(sweep_db.DTYPES)
 
 def lane_count() -> int:
     """How many side lanes the full sweep spreads over on this host."""
-    return max(1, min(MAX_LANES, (os.cpu_count() or 1) // 2))
+    return max(1, min(MAX_LANES, (os.cpu_count() or 1) * 3 // 4))
 
 
 #: Lanes the standard subset is split over. Its lane was the standard tier's last (database

@@ -82,6 +82,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 
@@ -151,6 +152,15 @@ BOUND_CAP = 0.5
 #: rounds the same operands, so its error is the same draw, up to rounding ties and the
 #: order of its sums (measured on the CPU: 1.0 times the emulated error).
 REGION_NOISE_FACTOR = 2.0
+#: The checkpoint modes' steps against the same steps without checkpointing on the same device
+#: (``judge_recomputation``), norm-wise in units of the mode's u: the recomputation is the
+#: same arithmetic on the same values (on the CPU the two agree bit for bit), so they may
+#: differ only where the device's backward sums in another order (atomic additions in an
+#: attention backward: float32-level differences, which under autocast can flip a rounding
+#: to bf16 downstream). A dropout mask not replayed moves gradients by tens of percent.
+RECOMPUTE_FACTORS = {"float32": 2**6, "half": 2**2}
+#: Dropout probability in the block for the checkpoint modes' same-device comparison.
+CHECKPOINT_DROPOUT = 0.1
 #: The GradScaler's initial scale leaves at least this factor between the reference's
 #: largest backward value times the scale and float16's largest finite value.
 SCALER_HEADROOM = 8.0
@@ -160,6 +170,12 @@ DEFAULT_SCALE = 2.0**16
 #: The initial scale where the reference's backward could not be watched (no dispatch
 #: modes): small enough for values up to 16 with the headroom above.
 FALLBACK_SCALE = 2.0**9
+
+
+def recompute_tolerance(dtype_name: str) -> float:
+    """The norm-wise relative bound of a checkpointed step against the same step without
+    checkpointing on the same device (``RECOMPUTE_FACTORS``)."""
+    return RECOMPUTE_FACTORS["float32" if dtype_name == "float32" else "half"] * UNIT_ROUNDOFF[dtype_name]
 
 
 def tolerance(dtype_name: str, quantity: str) -> float:
@@ -217,22 +233,52 @@ class TinyTransformer(nn.Module):
     #: Whether ``forward`` also returns the head's input and its logits, detached: what the
     #: nested modes' region check starts from.
     expose_head = False
+    #: Activation checkpointing (the checkpoint modes): None, off; else the block runs under
+    #: ``torch.utils.checkpoint.checkpoint`` with this ``use_reentrant``.
+    checkpoint_reentrant: bool | None = None
+    #: Dropout after the attention's output projection and the MLP's activation (0: none, as
+    #: in the float64 reference; the checkpoint modes' same-device comparison turns it on).
+    dropout = 0.0
+    #: Fault simulation of the checkpoint modes: called with the MLP's hidden activation when
+    #: the block runs again in the backward (a recomputation), returns what the block uses.
+    on_recompute: Callable[[torch.Tensor], torch.Tensor] | None = None
+    _block_runs = 0
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> Any:
-        batch, seq = tokens.shape
-        width, heads = self.WIDTH, self.HEADS
+        seq = tokens.shape[1]
         positions = torch.arange(seq, device=tokens.device)
         h = self.token(tokens) + self.position(positions)
-        q, k, v = self.qkv(self.attn_norm(h)).view(batch, seq, 3, heads, width // heads).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        h = h + self.attn_out(attended.transpose(1, 2).reshape(batch, seq, width))
-        h = h + self.mlp_out(F.gelu(self.mlp_in(self.mlp_norm(h))))
+        if self.checkpoint_reentrant is None:
+            h = self.block(h)
+        else:
+            self._block_runs = 0
+            h = torch.utils.checkpoint.checkpoint(self.block, h, use_reentrant=self.checkpoint_reentrant)
         x = self.final_norm(h)
         logits = self.head(x) if self.head_region is None else self.head_region(x, self.head.weight, self.head.bias)
         loss = self.loss(logits, targets)
         if self.expose_head:
             return loss, x.detach(), logits.detach()
         return loss
+
+    def block(self, h: torch.Tensor) -> torch.Tensor:
+        """The pre-norm block: attention and MLP, each added to the residual stream."""
+        batch, seq, width = h.shape
+        heads = self.HEADS
+        q, k, v = self.qkv(self.attn_norm(h)).view(batch, seq, 3, heads, width // heads).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        attention = self.attn_out(attended.transpose(1, 2).reshape(batch, seq, width))
+        if self.dropout:
+            attention = F.dropout(attention, self.dropout, training=True)
+        h = h + attention
+        hidden = F.gelu(self.mlp_in(self.mlp_norm(h)))
+        if self.dropout:
+            hidden = F.dropout(hidden, self.dropout, training=True)
+        if self.on_recompute is not None:
+            # The first run is the forward; any later one before the next forward recomputes.
+            self._block_runs += 1
+            if self._block_runs > 1:
+                hidden = self.on_recompute(hidden)
+        return h + self.mlp_out(hidden)
 
     @classmethod
     def loss(cls, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -432,6 +478,23 @@ class _Faults:
             for t in tensors:
                 t.copy_(self.engine.apply(fault, call, t.detach().clone()))
 
+    def recomputed(self, t: torch.Tensor) -> torch.Tensor:
+        """Direction ``recompute`` (checkpoint modes): ``t``, an activation the block computes
+        again in the backward, with the fault's effect; out of place, so that autograd keeps
+        the graph it saved (the corruption reaches what the backward reads, not the graph)."""
+        if self.engine is None:
+            return t
+        call = simulate.CallInfo(
+            op="train", method=self.model, dtype=self.dtype_name, on_device=True, variant=self.variant, direction="recompute"
+        )
+        fault = self.engine.decide(call)
+        if fault is None:
+            return t
+        if fault.effect in ("exception", "crash", "hang", "oom"):
+            self.engine.apply(fault, call, None)
+        bad = self.engine.apply(fault, call, t.detach().clone())
+        return t + (bad - t.detach())
+
 
 def _peak_tracker() -> Any:
     """A dispatch mode that records the largest finite magnitude of every floating value
@@ -585,6 +648,9 @@ class Mode:
     #: Nested modes: the dtype the inner region (the vocabulary head) computes in (float32:
     #: autocast disabled there); None: no inner region.
     inner: torch.dtype | None = None
+    #: Checkpoint modes' dropout runs: the RNG seed of each micro-batch's forward is derived
+    #: from this (the caller forks the generators); None: the generators are not touched.
+    dropout_seed: int | None = None
 
 
 def train(
@@ -628,6 +694,9 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             losses = []
             for micro, (inputs, targets) in enumerate(parts):
+                if mode.dropout_seed is not None:
+                    # Every run of the same steps draws the same dropout masks.
+                    torch.manual_seed(mode.dropout_seed + 1000 * step + micro)
                 if micro and faults is not None:
                     # The partial sum the next micro-batch's backward accumulates into.
                     faults.apply("accumulate", [p.grad for p in params if p.grad is not None])
@@ -956,15 +1025,18 @@ def judge_run(
     dtype_name: str,
     scale: float | None,
     per_step_updates: bool = True,
+    recompute: bool = False,
 ) -> None:
     """Every case of ``subject`` against ``yardstick`` (the float64 ``reference`` itself,
     or eager on the device). Half-precision bounds come from ``noise``, the reference's
     steps with autocast's rounding emulated: each case's bound is the larger of the
     dtype's floor (``tolerance``) and ``NOISE_FACTOR`` times the error that rounding made
-    in the same quantity; a case whose bound would pass ``BOUND_CAP`` is not judged."""
-    half = dtype_name != "float32"
-    # Both sides of an eager yardstick store float32 parameters.
-    rounding_sides = 2.0 if variant == "eager" else 1.0
+    in the same quantity; a case whose bound would pass ``BOUND_CAP`` is not judged.
+    ``recompute``: the yardstick is the same steps without checkpointing on the device, every
+    bound ``recompute_tolerance``."""
+    half = dtype_name != "float32" and not recompute
+    # Both sides of a device yardstick store float32 parameters.
+    rounding_sides = 2.0 if variant == "eager" or recompute else 1.0
     steps = min(subject.steps_done, yardstick.steps_done)
     for step in range(steps):
         if scale is not None:
@@ -986,7 +1058,7 @@ def judge_run(
                     sweep_oracle.LeafFailure(sweep_oracle.STRUCTURE, "a gradient is missing on one side and non-zero on the other"),
                 )
             continue
-        bound = tolerance(dtype_name, q.direction)
+        bound = recompute_tolerance(dtype_name) if recompute else tolerance(dtype_name, q.direction)
         if half:
             if noise is None or noise.steps_done < steps:
                 bound = max(bound, BOUND_CAP)
@@ -1182,6 +1254,19 @@ def parse_mode(mode: str) -> tuple[str, bool]:
     return precision, compiled
 
 
+def parse_checkpoint(mode: str) -> tuple[str, bool]:
+    """(the mode without ``.checkpoint``, whether it has it)."""
+    if mode.endswith(train_specs.CHECKPOINT_SUFFIX):
+        return mode[: -len(train_specs.CHECKPOINT_SUFFIX)], True
+    return mode, False
+
+
+def run_checkpoint(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
+    """The activation-checkpointing modes (``fp32.checkpoint``, ``bf16.checkpoint``): ``run``,
+    which adds the recomputation's runs and comparisons (``judge_recomputation``)."""
+    return run(ctx, model=model, mode=mode)
+
+
 def run_nested(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
     """The nested-autocast modes (``bf16.inner_fp32``, ``bf16.inner_fp16``, compiled or
     not): ``run``, which adds the inner region's check."""
@@ -1192,7 +1277,10 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
     """Runs ``STEPS`` training steps of ``model`` in ``mode`` on the device under test and
     judges them against float64 on the CPU (and, compiled, against eager; nested, the inner
     region against float64 from its own inputs)."""
-    precision, inner_name, compiled = parse_nested(mode)
+    base_mode, checkpointed = parse_checkpoint(mode)
+    precision, inner_name, compiled = parse_nested(base_mode)
+    if checkpointed and (compiled or inner_name is not None or model not in train_specs.CHECKPOINT_MODELS):
+        raise ValueError(f"train mode {mode!r} of {model!r}: checkpointing is an eager mode of the transformer")
     kind = MODELS[model]
     dtype_name = dict(train_specs.PRECISIONS)[precision] or "float32"
     autocast = getattr(torch, dtype_name) if precision != "fp32" else None
@@ -1271,12 +1359,14 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
                 )
                 noise = None
         device_mode = Mode(ctx.device, autocast=autocast, scale=scale, inner=inner)
+        faults = _Faults(model, dtype_name, mode.removesuffix(train_specs.COMPILE_SUFFIX))
+        device_model = copy.deepcopy(initial).to(ctx.device)
         eager = train(
-            copy.deepcopy(initial).to(ctx.device),
+            _checkpointed(device_model, False, faults) if checkpointed else device_model,
             kind,
             device_batches,
             device_mode,
-            faults=_Faults(model, dtype_name, mode.removesuffix(train_specs.COMPILE_SUFFIX)),
+            faults=faults,
             progress=f"{model} {mode.removesuffix(train_specs.COMPILE_SUFFIX)} eager",
         )
         metrics["eager_s"] = round(eager.seconds, 3)
@@ -1295,8 +1385,12 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
             metrics["graph_breaks"] = subject.graph_breaks
             if subject.graph_breaks:
                 tally.notes.append(f"Dynamo broke the compiled model into {subject.graphs} graphs ({subject.graph_breaks} graph breaks)")
+        if checkpointed:
+            runs = recomputation_runs(ctx, initial, kind, device_batches, device_mode, faults, seed("dropout"), model, mode)
     metrics["reference_s"] = round(reference.seconds, 3)
     judge_run(tally, "float64", subject, reference, reference, noise, dtype_name, scale)
+    if checkpointed:
+        judge_recomputation(tally, runs, reference, noise, dtype_name, metrics)
     if inner is not None:
         judge_region(tally, subject, batches[0][1], inner)
     _report_error(ctx, tally, subject, mode)
@@ -1309,6 +1403,110 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
     if not ctx.is_gpu and compiled:
         tally.notes.append("on the CPU, torch.compile generates C++ (Inductor's CPU backend), not Triton")
     return _output(tally, model, mode, dtype_name, metrics, started)
+
+
+def _checkpointed(model: nn.Module, reentrant: bool, faults: _Faults | None, dropout: float = 0.0) -> nn.Module:
+    """The transformer with its block under ``checkpoint(use_reentrant=reentrant)``, dropout
+    ``dropout``, and the ``recompute`` fault simulation where a fault is active."""
+    model.checkpoint_reentrant = reentrant
+    model.dropout = dropout
+    if faults is not None and faults.engine is not None:
+        model.on_recompute = faults.recomputed
+    return model
+
+
+@contextlib.contextmanager
+def _forked_rng(device: torch.device) -> Any:
+    """The host's and ``device``'s random generators restored after the block (the dropout
+    runs seed them)."""
+    devices = []
+    if device.type == "cuda":
+        devices = [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=devices):
+        yield
+
+
+def recomputation_runs(
+    ctx: ProbeContext,
+    initial: nn.Module,
+    kind: ModelKind,
+    batches: list[Batch],
+    device_mode: Mode,
+    faults: _Faults,
+    dropout_seed: int,
+    model: str,
+    mode: str,
+) -> dict[str, Trajectory]:
+    """The checkpoint modes' further runs on the device: ``reentrant`` (``use_reentrant=True``,
+    no dropout; against float64); and, with dropout in the block and the generators seeded
+    alike before every micro-batch, ``plain`` (no checkpointing), ``non_reentrant`` and
+    ``reentrant_dropout`` (checkpointed: the recomputation must replay the masks)."""
+    dropout_mode = Mode(
+        device_mode.device, autocast=device_mode.autocast, scale=device_mode.scale, dropout_seed=dropout_seed
+    )
+    out = {
+        "reentrant": train(
+            _checkpointed(copy.deepcopy(initial).to(ctx.device), True, faults),
+            kind,
+            batches,
+            device_mode,
+            faults=faults,
+            progress=f"{model} {mode} use_reentrant=True",
+        )
+    }
+    with _forked_rng(ctx.device):
+        plain = copy.deepcopy(initial).to(ctx.device)
+        plain.dropout = CHECKPOINT_DROPOUT
+        out["plain"] = train(plain, kind, batches, dropout_mode, progress=f"{model} {mode} dropout, not checkpointed")
+        for name, reentrant in (("non_reentrant", False), ("reentrant_dropout", True)):
+            out[name] = train(
+                _checkpointed(copy.deepcopy(initial).to(ctx.device), reentrant, faults, CHECKPOINT_DROPOUT),
+                kind,
+                batches,
+                dropout_mode,
+                faults=faults,
+                progress=f"{model} {mode} dropout, use_reentrant={reentrant}",
+            )
+    return out
+
+
+#: The variants of the checkpoint modes' further comparisons: (run, yardstick run or None
+#: for float64, variant).
+RECOMPUTATION_CASES = (
+    ("reentrant", None, "reentrant.float64"),
+    ("non_reentrant", "plain", "no_checkpoint"),
+    ("reentrant_dropout", "plain", "reentrant.no_checkpoint"),
+)
+
+
+def judge_recomputation(
+    tally: _Tally,
+    runs: dict[str, Trajectory],
+    reference: Trajectory,
+    noise: Trajectory | None,
+    dtype_name: str,
+    metrics: dict[str, Any],
+) -> None:
+    """The reentrant run against float64 (as the subject is); the checkpointed dropout runs
+    against the same steps without checkpointing on the device, within
+    ``recompute_tolerance`` (variants ``no_checkpoint``, ``reentrant.no_checkpoint``)."""
+    metrics["checkpoint"] = "use_reentrant=False,True"
+    metrics["checkpoint_dropout"] = CHECKPOINT_DROPOUT
+    metrics["recompute_bound"] = recompute_tolerance(dtype_name)
+    for name, yardstick_name, variant in RECOMPUTATION_CASES:
+        run, yardstick = runs[name], runs[yardstick_name] if yardstick_name else reference
+        for what, failed in ((variant, run), (f"{variant} yardstick", yardstick)):
+            if failed.error is not None:
+                if is_device_fault(failed.error) and failed is run:
+                    tally.device_error(variant, failed.error_step, failed.error)
+                tally.unjudge(f"{name}_failed" if failed is run else "no_checkpoint_failed")
+                tally.notes.append(f"{what} failed at step {failed.error_step}: {failed.error}")
+                break
+        else:
+            if yardstick_name is None:
+                judge_run(tally, variant, run, reference, reference, noise, dtype_name, None)
+            else:
+                judge_run(tally, variant, run, yardstick, reference, None, dtype_name, None, recompute=True)
 
 
 def _report_error(ctx: ProbeContext, tally: _Tally, subject: Trajectory, mode: str) -> None:

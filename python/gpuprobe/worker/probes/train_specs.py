@@ -15,7 +15,11 @@ Id grammar: ``train.<model>.<mode>``:
 - nested autocast regions (transformer only): ``bf16.inner_fp32`` (the vocabulary head in
   an inner ``torch.autocast(enabled=False)`` region, float32, inside the outer bf16
   autocast) and ``bf16.inner_fp16`` (the head in an inner ``torch.autocast(float16)``
-  region), each also with ``.compile``.
+  region), each also with ``.compile``;
+- activation checkpointing (transformer only): ``fp32.checkpoint`` and ``bf16.checkpoint``, the
+  block under ``torch.utils.checkpoint.checkpoint`` (``use_reentrant=False``, and ``True`` as
+  a second run), judged against float64 like the other modes and, with dropout on, against
+  the same steps without checkpointing on the same device (``train_run.run_checkpoint``).
 
 Every probe runs ``STEPS`` steps (forward, backward, ``clip_grad_norm_``, optimizer step)
 on fixed seeded batches, one of them accumulating two micro-batches' gradients into
@@ -50,6 +54,12 @@ NESTED_OUTER = "bf16"
 #: The models that have the nested modes: the transformer's head is where training code puts
 #: a region of its own precision (logits in float32).
 NESTED_MODELS = ("transformer",)
+#: Activation checkpointing: the mode suffix, the models and precisions that have it. The
+#: transformer only: the conv net's batch normalization would update its running statistics
+#: again in the recomputation (PyTorch documents the double update), a difference by design.
+CHECKPOINT_SUFFIX = ".checkpoint"
+CHECKPOINT_MODELS = ("transformer",)
+CHECKPOINT_PRECISIONS = ("fp32", "bf16")
 #: The standard tier's probe: the step most users run (bf16 autocast, eager).
 STANDARD = ("transformer", "bf16")
 LANE = "train"
@@ -116,6 +126,25 @@ def _probe(model: str, precision: str, compiled: bool) -> ProbeDef:
     )
 
 
+def _checkpoint_probe(model: str, precision: str) -> ProbeDef:
+    mode = precision + CHECKPOINT_SUFFIX
+    return ProbeDef(
+        probe_id(model, mode),
+        "full",
+        SWEEP_RULE,
+        f"3 training steps (step 2 accumulating 2 micro-batches) of {_WHAT[model]} {_MODE_WHAT[precision]}, the block "
+        "under torch.utils.checkpoint.checkpoint (use_reentrant=False, and True): every step against float64 on the "
+        "CPU; with dropout in the block, the checkpointed steps' gradients and updates against the same steps without "
+        "checkpointing on the device (the recomputation replays the forward and its dropout masks)",
+        f"{_RUN}:run_checkpoint",
+        {"model": model, "mode": mode},
+        timeout_s=EAGER_TIMEOUT_S,
+        placement="side",
+        lane=LANE,
+        isolated=True,
+    )
+
+
 def nested_modes() -> list[str]:
     """The nested modes' precisions (``bf16.inner_fp32``, ``bf16.inner_fp16``)."""
     return [f"{NESTED_OUTER}.{inner}" for inner, _dtype in INNER_REGIONS]
@@ -131,4 +160,6 @@ def specs() -> list[ProbeDef]:
             if model in NESTED_MODELS:
                 for nested in nested_modes():
                     out.append(_probe(model, nested, compiled))
+        if not compiled:
+            out.extend(_checkpoint_probe(model, p) for model in CHECKPOINT_MODELS for p in CHECKPOINT_PRECISIONS)
     return out
