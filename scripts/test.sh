@@ -6,7 +6,7 @@
 # of the Python tests (or the reverse). The script ends with one summary line per half and
 # exits non-zero when either half failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT

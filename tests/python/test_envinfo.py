@@ -70,3 +70,47 @@ def test_interpreter_facts() -> None:
     assert info["build"] == sys.version.replace("\n", " ")
     assert info["bits"] in (32, 64)
     assert info["platform"]
+
+
+def _fake_torch(*, cudnn: tuple[int, ...] | None, nccl: object, compiled: bool = True) -> SimpleNamespace:
+    """A torch with only what ``loaded_libraries`` asks: cuDNN's availability and runtime
+    version, whether CUDA is compiled in, and NCCL's version (an exception is raised)."""
+
+    def nccl_version() -> object:
+        if isinstance(nccl, Exception):
+            raise nccl
+        return nccl
+
+    return SimpleNamespace(
+        backends=SimpleNamespace(cudnn=SimpleNamespace(is_available=lambda: cudnn is not None, version=lambda: None)),
+        _C=SimpleNamespace(_cudnn=SimpleNamespace(getRuntimeVersion=lambda: cudnn)),
+        cuda=SimpleNamespace(_is_compiled=lambda: compiled, nccl=SimpleNamespace(version=nccl_version)),
+    )
+
+
+def test_loaded_libraries_absent_on_a_cpu_only_torch() -> None:
+    """A CPU-only torch has no cuDNN and no NCCL: both keys are absent, nothing raises."""
+    cpu_only = _fake_torch(cudnn=None, nccl=AttributeError("no _nccl_version"), compiled=False)
+    assert envinfo.loaded_libraries(cpu_only) == {}
+
+
+def test_loaded_libraries_present_each_on_its_own() -> None:
+    """The runtime versions torch loaded, as text; NCCL failing never hides cuDNN."""
+    both = _fake_torch(cudnn=(9, 1, 0), nccl=(2, 21, 5, "a0"))
+    assert envinfo.loaded_libraries(both) == {"cudnn_runtime": "9.1.0", "nccl_runtime": "2.21.5.a0"}
+    no_nccl = _fake_torch(cudnn=(9, 1, 0), nccl=RuntimeError("built without NCCL"))
+    assert envinfo.loaded_libraries(no_nccl) == {"cudnn_runtime": "9.1.0"}
+
+
+def test_loaded_libraries_of_the_real_torch() -> None:
+    """The test interpreter's torch: whatever it loaded is reported with the runtime's own
+    numbers (PyPI's CUDA wheel brings cuDNN and NCCL even on a machine without a GPU)."""
+    import torch
+
+    loaded = envinfo.loaded_libraries(torch)
+    if torch.backends.cudnn.is_available():
+        assert loaded["cudnn_runtime"] == ".".join(str(p) for p in torch._C._cudnn.getRuntimeVersion())
+    else:
+        assert "cudnn_runtime" not in loaded
+    assert set(loaded) <= {"cudnn_runtime", "nccl_runtime"}
+    assert {k: v for k, v in envinfo.torch_info(torch).items() if k in loaded} == loaded

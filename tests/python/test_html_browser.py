@@ -5,7 +5,7 @@ made no network request but its own file, logged no console error and threw no e
 Full-page screenshots are saved to $GPUPROBE_SCREENSHOT_DIR (default: the test's temporary
 directory).
 
-Chromium is Debian's ``chromium`` package (``.ci/run`` installs it when absent); $CHROMIUM
+Chromium is Debian's ``chromium`` package (``scripts/python-test-env.sh`` installs it when absent); $CHROMIUM
 names another binary. Without one the tests skip and say why.
 """
 
@@ -253,7 +253,7 @@ def chromium() -> str:
     if binary is None:
         pytest.skip(
             "Chromium is not installed, so the HTML report cannot be opened in a browser: "
-            "install Debian's `chromium` package (.ci/run does when it runs as root) or set $CHROMIUM"
+            "install Debian's `chromium` package (scripts/test.sh does when it runs as root) or set $CHROMIUM"
         )
     return binary
 

@@ -632,6 +632,9 @@ fn torch_build_rows(out: &mut Out, t: &TorchInfo) {
     if !flags.is_empty() {
         out.row("Build", flags.join(" · "));
     }
+    if let Some(loaded) = loaded_libraries(t) {
+        out.row("Loaded", loaded);
+    }
     if let Some(b) = &t.build {
         let mut built = Vec::new();
         for (label, value) in [
@@ -650,6 +653,28 @@ fn torch_build_rows(out: &mut Out, t: &TorchInfo) {
         if !built.is_empty() {
             out.row("Built with", built.join(" · "));
         }
+    }
+}
+
+/// The DNN and collective libraries torch loaded at run time (which may differ from those it
+/// was built with, "Built with"): cuDNN and NCCL, MIOpen and RCCL on a ROCm build. A
+/// CPU-only torch has neither, and says so; a GPU build that reported none shows no row.
+fn loaded_libraries(t: &TorchInfo) -> Option<String> {
+    let (dnn, collective) = if t.hip.is_some() {
+        ("MIOpen", "RCCL")
+    } else {
+        ("cuDNN", "NCCL")
+    };
+    let loaded: Vec<String> = [(dnn, &t.cudnn_runtime), (collective, &t.nccl_runtime)]
+        .into_iter()
+        .filter_map(|(label, version)| version.as_ref().map(|v| format!("{label} {v}")))
+        .collect();
+    if !loaded.is_empty() {
+        Some(loaded.join(" · "))
+    } else if t.cuda.is_none() && t.hip.is_none() {
+        Some(format!("no {dnn} or {collective} (a CPU-only torch)"))
+    } else {
+        None
     }
 }
 

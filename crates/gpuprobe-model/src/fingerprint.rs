@@ -565,6 +565,15 @@ pub struct TorchInfo {
     /// Where torch's shared libraries are (`.../site-packages/torch/lib`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lib_dir: Option<String>,
+    /// The cuDNN (MIOpen on ROCm) this torch loaded, asked of torch
+    /// (`torch._C._cudnn.getRuntimeVersion()`, `9.26.0`): a host may have two installed.
+    /// Absent on a CPU-only torch or where torch cannot load one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudnn_runtime: Option<String>,
+    /// The NCCL (RCCL on ROCm) this torch loaded (`torch.cuda.nccl.version()`, `2.30.7`).
+    /// Absent on a CPU-only torch or a build without NCCL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_runtime: Option<String>,
 }
 
 /// What torch was built with, from `torch._C._show_config()`: versions of the libraries

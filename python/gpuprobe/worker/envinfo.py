@@ -173,6 +173,43 @@ def _build_facts(torch: Any, info: dict[str, Any]) -> None:
         info["build"] = config
 
 
+def _version_text(parts: Any) -> str | None:
+    """``9.26.0`` from a version tuple such as ``(9, 26, 0)`` or ``(2, 30, 7, "a0")``."""
+    if not isinstance(parts, (tuple, list)) or not parts:
+        return None
+    return ".".join(str(part) for part in parts)
+
+
+def loaded_libraries(torch: Any) -> dict[str, str]:
+    """The cuDNN and NCCL that this torch loaded, asked of torch itself (MIOpen and RCCL on a
+    ROCm build): a host may have two of each installed, and only torch knows which one its
+    process resolved. Absent where torch has none (a CPU-only build, a build without NCCL)
+    or cannot load it; each is asked on its own, so one failing never hides the other."""
+    out: dict[str, str] = {}
+    try:
+        cudnn = torch.backends.cudnn
+        if cudnn.is_available():
+            # The runtime library's own (major, minor, patch); version()'s integer packs them
+            # differently across cuDNN 8 and 9, so it is only the fallback.
+            runtime = getattr(getattr(torch._C, "_cudnn", None), "getRuntimeVersion", None)
+            text = _version_text(runtime()) if runtime is not None else None
+            if text is None and cudnn.version() is not None:
+                text = str(cudnn.version())
+            if text:
+                out["cudnn_runtime"] = text
+    except Exception:  # noqa: BLE001 - a broken cuDNN must not break the worker
+        pass
+    try:
+        nccl = getattr(torch.cuda, "nccl", None)
+        if nccl is not None and bool(torch.cuda._is_compiled()):
+            text = _version_text(nccl.version())
+            if text:
+                out["nccl_runtime"] = text
+    except Exception:  # noqa: BLE001 - a build without NCCL raises here
+        pass
+    return out
+
+
 def torch_version_tuple(version: str) -> tuple[int, int]:
     """(major, minor) of a torch version string such as ``2.10.0a0+rocm7.11``."""
     match = re.match(r"^\s*(\d+)\.(\d+)", version)
@@ -288,6 +325,7 @@ def torch_info(torch: Any) -> dict[str, Any]:
         # CUDA with the variable unset; the device queries above initialised it.
         info["cuda_module_loading"] = os.environ.get("CUDA_MODULE_LOADING", "")
     _build_facts(torch, info)
+    info.update(loaded_libraries(torch))
     conf = allocator_conf(version, bool(hip), torch=torch)
     if conf is not None:
         info["allocator_conf"] = conf

@@ -141,3 +141,49 @@ fn many_kernel_events_are_summarised_per_class() {
     );
     assert!(section[3].contains("client TCP\\x1b]0;x\\x07"), "{text}");
 }
+
+/// The cuDNN and NCCL torch loaded are shown apart from those it was built with; a CPU-only
+/// torch says it has neither; a ROCm build names MIOpen and RCCL.
+#[test]
+fn loaded_dnn_and_collective_libraries_are_shown() {
+    let mut fp = nvidia_host_fingerprint();
+    fp.python = Some(gpuprobe_model::fingerprint::PythonEnv {
+        torch: Some(gpuprobe_model::fingerprint::TorchInfo {
+            version: "2.11.0+cu130".into(),
+            cuda: Some("13.0".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let loaded_row = |fp: &Fingerprint| {
+        render_text(fp)
+            .lines()
+            .find(|l| l.trim_start().starts_with("Loaded "))
+            .map(|l| l.trim().to_owned())
+    };
+    let torch = fp.python.as_mut().unwrap().torch.as_mut().unwrap();
+    torch.cudnn_runtime = Some("9.26.0".into());
+    torch.nccl_runtime = Some("2.30.7".into());
+    let row = loaded_row(&fp).expect("a Loaded row");
+    assert!(row.ends_with("cuDNN 9.26.0 · NCCL 2.30.7"), "{row}");
+
+    // A GPU build that reported neither (an older worker's report): no claim either way.
+    let torch = fp.python.as_mut().unwrap().torch.as_mut().unwrap();
+    torch.cudnn_runtime = None;
+    torch.nccl_runtime = None;
+    assert_eq!(loaded_row(&fp), None);
+
+    let torch = fp.python.as_mut().unwrap().torch.as_mut().unwrap();
+    torch.cuda = None;
+    let row = loaded_row(&fp).expect("a Loaded row");
+    assert!(
+        row.ends_with("no cuDNN or NCCL (a CPU-only torch)"),
+        "{row}"
+    );
+
+    let torch = fp.python.as_mut().unwrap().torch.as_mut().unwrap();
+    torch.hip = Some("7.2".into());
+    torch.cudnn_runtime = Some("3.5.1".into());
+    let row = loaded_row(&fp).expect("a Loaded row");
+    assert!(row.ends_with("MIOpen 3.5.1"), "{row}");
+}
