@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use gpuprobe_model::finding::{Confidence, Evidence, Finding, FindingLayer, Severity};
 use gpuprobe_model::fingerprint::Fingerprint;
+use gpuprobe_model::observation::Measurement;
 use gpuprobe_model::probe::{DeviceRef, Layer};
 use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
 
@@ -77,7 +78,74 @@ pub fn diagnose(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<Findi
     if let Some(finding) = nothing_tested_finding(results, fingerprint) {
         findings.push(finding);
     }
+    if let Some(finding) = nonfinite_swallowed_finding(results) {
+        findings.push(finding);
+    }
     findings
+}
+
+/// Sweep probes whose NaN or infinity in a decomposition's input came back as finite
+/// numbers, listed at most this many in the finding's evidence.
+const SWALLOWED_LISTED: usize = 6;
+
+/// A finding of its own, below a wrong value, for the sweep's `nonfinite_swallowed` class: a
+/// decomposition or solver given a NaN or infinity returned only finite numbers. Nothing
+/// promises NaN propagation there (LAPACK, cuSOLVER, MAGMA), so the probes pass; but a job
+/// that relies on a NaN showing up downstream would not see it, which is worth knowing.
+fn nonfinite_swallowed_finding(results: &[ProbeResult]) -> Option<Finding> {
+    let swallowing: Vec<(&ProbeResult, u64)> = results
+        .iter()
+        .filter_map(|result| match &result.observation.as_ref()?.measurement {
+            Measurement::Sweep(stats) if stats.nonfinite_swallowed > 0 => {
+                Some((result, stats.nonfinite_swallowed))
+            }
+            _ => None,
+        })
+        .collect();
+    let first = swallowing.first()?;
+    let cases: u64 = swallowing.iter().map(|(_, n)| n).sum();
+    let mut evidence: Vec<Evidence> = swallowing
+        .iter()
+        .take(SWALLOWED_LISTED)
+        .map(|(result, n)| {
+            let example = result
+                .observation
+                .as_ref()
+                .and_then(|o| o.notes.iter().find(|note| note.contains("looks valid")))
+                .map(|note| format!(": {note}"))
+                .unwrap_or_default();
+            Evidence::new(
+                "probe",
+                format!(
+                    "{} on {}: {n} case(s){example}",
+                    result.probe, result.device
+                ),
+            )
+        })
+        .collect();
+    if swallowing.len() > SWALLOWED_LISTED {
+        evidence.push(Evidence::new(
+            "probe",
+            format!("and {} more probe(s)", swallowing.len() - SWALLOWED_LISTED),
+        ));
+    }
+    Some(Finding {
+        id: "DIAG-NONFINITE-SWALLOWED".into(),
+        source: "diagnosis".into(),
+        severity: Severity::Info,
+        layer: layer_of(first.0.layer),
+        title: format!(
+            "a NaN or infinity given to a decomposition or solver came back as finite numbers ({cases} case(s) in {} probe(s))",
+            swallowing.len()
+        ),
+        explanation: "Given a matrix that holds a NaN or an infinity, these decompositions or solvers returned only finite numbers: the result looks valid but is meaningless. No linear-algebra library (LAPACK, cuSOLVER, MAGMA) promises to propagate NaN, so this is not counted as a wrong result; a job that counts on a NaN in its inputs showing up downstream should check its inputs (torch.isfinite) before such calls.".into(),
+        confidence: Confidence::Observed,
+        evidence,
+        remedies: Vec::new(),
+        citations: Vec::new(),
+        next_steps: Vec::new(),
+        related: Vec::new(),
+    })
 }
 
 fn class_summary(failed: &[&ProbeResult]) -> String {
@@ -919,6 +987,49 @@ ZeroDivisionError: division by zero"#;
             finding.explanation.contains("--device cpu"),
             "{}",
             finding.explanation
+        );
+    }
+
+    #[test]
+    fn a_decomposition_that_swallowed_a_nan_is_an_info_finding_and_a_clean_run_has_none() {
+        use gpuprobe_model::observation::{Observation, SweepStats};
+
+        let mut swallowing = result("sweep.linalg.svd.fp32", Layer::Framework, Verdict::Pass);
+        swallowing.observation = Some(Observation {
+            probe: ProbeId::new("sweep.linalg.svd.fp32"),
+            device: DeviceRef::Gpu(0),
+            measurement: Measurement::Sweep(Box::new(SweepStats {
+                nonfinite_swallowed: 2,
+                ..SweepStats::default()
+            })),
+            metrics: BTreeMap::new(),
+            notes: vec![
+                "nonfinite_swallowed: 2 case(s): the result looks valid but is meaningless".into(),
+            ],
+        });
+        let clean = result("sweep.add.fp32", Layer::Framework, Verdict::Pass);
+        let fingerprint = Fingerprint::default();
+        let findings = diagnose(&[swallowing, clean.clone()], &fingerprint);
+        let found: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.id == "DIAG-NONFINITE-SWALLOWED")
+            .collect();
+        assert_eq!(found.len(), 1, "{findings:?}");
+        assert_eq!(found[0].severity, Severity::Info);
+        assert!(
+            found[0].title.contains("2 case(s) in 1 probe(s)"),
+            "{}",
+            found[0].title
+        );
+        assert!(
+            found[0].evidence[0].text.contains("looks valid"),
+            "{:?}",
+            found[0].evidence
+        );
+        assert!(
+            diagnose(&[clean], &fingerprint)
+                .iter()
+                .all(|f| f.id != "DIAG-NONFINITE-SWALLOWED")
         );
     }
 }
