@@ -66,7 +66,7 @@ fn measurement_name(measurement: &Measurement) -> &'static str {
 
 /// The sweep's verdict: wrong values fail (the class of the first wrong case, all-zero and
 /// zero-only outputs told apart), a device error where the reference computes is an
-/// error, everything else passes (inputs the device accepts and the CPU rejects, a NaN
+/// error, a probe that judged no case is not tested (with the reasons), everything else passes (inputs the device accepts and the CPU rejects, a NaN
 /// that a decomposition turned into finite numbers, and cases without a usable reference,
 /// are counted and named in the observation's notes).
 fn judge_sweep(stats: &SweepStats) -> Verdict {
@@ -117,6 +117,27 @@ fn judge_sweep(stats: &SweepStats) -> Verdict {
             ),
         };
         return Verdict::Error { message };
+    }
+    if stats.cases == 0 {
+        // Nothing was compared: a PASS would say the operator was checked. Why not is in
+        // the unjudged reasons (the CPU has no kernel for the reference, every case was
+        // refused, the samples did not apply).
+        let mut reasons: Vec<String> = stats
+            .unjudged
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        if stats.refused > 0 {
+            reasons.push(format!("refused {}", stats.refused));
+        }
+        let why = if reasons.is_empty() {
+            String::from("no case applied")
+        } else {
+            reasons.join(", ")
+        };
+        return Verdict::NotTested {
+            reason: format!("{label} {}: no case could be judged ({why})", stats.dtype),
+        };
     }
     Verdict::Pass
 }
@@ -833,6 +854,35 @@ mod tests {
         assert_eq!(
             judge(&rule, &obs(Measurement::Sweep(Box::new(stats)))).fail_class(),
             Some(FailClass::NanInf)
+        );
+    }
+
+    #[test]
+    fn a_sweep_probe_that_judged_no_case_is_not_tested_with_its_reasons() {
+        let rule = spec(Rule::Sweep);
+        let stats = SweepStats {
+            op: "torch.ops.aten._flash_attention_forward".into(),
+            dtype: "float16".into(),
+            unjudged: std::collections::BTreeMap::from([("unsupported".to_string(), 31)]),
+            ..SweepStats::default()
+        };
+        let Verdict::NotTested { reason } = judge(&rule, &obs(Measurement::Sweep(Box::new(stats))))
+        else {
+            panic!("nothing compared is not a pass")
+        };
+        assert!(
+            reason.contains("no case could be judged (unsupported 31)"),
+            "{reason}"
+        );
+        let refused = SweepStats {
+            op: "x".into(),
+            refused: 2,
+            ..SweepStats::default()
+        };
+        let verdict = judge(&rule, &obs(Measurement::Sweep(Box::new(refused))));
+        assert!(
+            matches!(&verdict, Verdict::NotTested { reason } if reason.contains("refused 2")),
+            "{verdict:?}"
         );
     }
 }
