@@ -608,12 +608,20 @@ class Composed(_WrappedEntry):
         return tree_map(lambda v: _affine(torch, v, EPILOGUE), result)
 
 
+#: Entries whose documentation leaves open whether the result is a view of the input or a
+#: copy ("you should not depend on the copying vs. viewing behavior", ``torch.reshape``;
+#: ``flatten`` "may return the original object, a view, or copy"; ``ravel`` "a copy is made
+#: only if needed"): after a write into their output, whether the input changed is not
+#: specified, so ``WritesOutputs`` returns their outputs only.
+VIEW_OR_COPY = frozenset({"reshape", "reshape_as", "flatten", "ravel"})
+
+
 class WritesOutputs(_WrappedEntry):
     """An entry whose floating outputs are then written in place (``EPILOGUE`` as
     ``mul_``/``add_``), returning its outputs and its input afterwards: where an output
     aliases the input (the input itself, a view of it: ``dropout`` in eval mode,
-    ``contiguous`` of a contiguous tensor, ``reshape``, ``squeeze``, ...), eager's write
-    reaches the input, and compiled code must write it there too."""
+    ``contiguous`` of a contiguous tensor, ``squeeze``, ...), eager's write reaches the
+    input, and compiled code must write it there too (``VIEW_OR_COPY``: not judged there)."""
 
     def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
         from torch.utils._pytree import tree_leaves  # type: ignore
@@ -626,6 +634,8 @@ class WritesOutputs(_WrappedEntry):
             if isinstance(value, torch.Tensor) and value.is_floating_point() and id(value) not in written:
                 written.add(id(value))
                 value.mul_(EPILOGUE[0]).add_(EPILOGUE[1])
+        if self._info.name in VIEW_OR_COPY:
+            return result
         return (result, x)
 
 
