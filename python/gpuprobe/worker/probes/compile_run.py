@@ -1105,33 +1105,18 @@ def _gaps_changed(torch: Any, call: _Call, seed: int, found: Any, eager: Any) ->
     """Whether the compiled call changed elements between the view's (a failure), or eager
     did too (``"eager"``: not judged), or neither (None)."""
     want = gap_values(torch, tuple(found.shape), found.dtype, seed)
-    if _bits_equal(torch, found, want):
+    if sweep_oracle.same_bits(torch, found, want):
         return None
-    if not _bits_equal(torch, eager, want):
+    if not sweep_oracle.same_bits(torch, eager, want):
         return "eager"
     return sweep_oracle.masked_failure(
         torch,
         sweep_oracle.WRONG_VALUE,
-        _bits_differ(torch, found, want),
+        sweep_oracle.bits_differ(torch, found, want),
         found,
         want,
         f"{{count}} of {found.numel()} elements between the view's changed: the in-place write reached memory the view does not cover",
     )
-
-
-def _bits_differ(torch: Any, a: Any, b: Any) -> Any:
-    if a.dtype == torch.bool:
-        return a != b
-    if a.is_floating_point() or a.is_complex():
-        real_a = torch.view_as_real(a) if a.is_complex() else a
-        real_b = torch.view_as_real(b) if b.is_complex() else b
-        differ = (real_a != real_b) & ~(torch.isnan(real_a) & torch.isnan(real_b))
-        return differ.reshape(a.shape + (2,)).any(-1) if a.is_complex() else differ
-    return a != b
-
-
-def _bits_equal(torch: Any, a: Any, b: Any) -> bool:
-    return tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype and not bool(_bits_differ(torch, a, b).any())
 
 
 def _range_limited(call: _Call, failure: sweep_oracle.LeafFailure, found: Any, torch: Any) -> bool:

@@ -878,15 +878,15 @@ def _argument_fn(torch: Any, transform: str, dim: int, poisoned: bool = False, l
     keeps its storage, so a CPU kernel that reads past its end reads the original values in
     every dtype and agrees with itself; only a changed neighbourhood shows the read."""
     if transform in ARGUMENT_TRANSFORMS:
-        length = 0 if transform == "arg_empty" else 1
+        kept_length = 0 if transform == "arg_empty" else 1
         if not poisoned:
-            return lambda x: x.narrow(dim, 0, length)
+            return lambda x: x.narrow(dim, 0, kept_length)
 
         def poison(x: Any) -> Any:
             kept = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
-            kept.narrow(dim, 0, length).fill_(True)
+            kept.narrow(dim, 0, kept_length).fill_(True)
             # ``where`` keeps the view's elements bit for bit, and a gradient reaches the leaf.
-            return torch.where(kept, x, torch.full_like(x, poison_value(torch, x.dtype))).narrow(dim, 0, length)
+            return torch.where(kept, x, torch.full_like(x, poison_value(torch, x.dtype))).narrow(dim, 0, kept_length)
 
         return poison
     if transform == "large_rhs":

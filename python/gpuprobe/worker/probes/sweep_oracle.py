@@ -140,6 +140,22 @@ def masked_failure(torch: Any, cls: str, mask: Any, found: Any, expected: Any, d
     )
 
 
+def bits_differ(torch: Any, a: Any, b: Any) -> Any:
+    """The elements of two tensors of one dtype and shape that differ bit for bit (a mask of
+    their shape): NaN equal to NaN whatever its payload, the sign of zero told apart."""
+    if not (a.is_floating_point() or a.is_complex()):
+        return a != b
+    real_a = torch.view_as_real(a.resolve_conj()) if a.is_complex() else a
+    real_b = torch.view_as_real(b.resolve_conj()) if b.is_complex() else b
+    differ = ((real_a != real_b) | (torch.signbit(real_a) != torch.signbit(real_b))) & ~(torch.isnan(real_a) & torch.isnan(real_b))
+    return differ.any(-1) if a.is_complex() else differ
+
+
+def same_bits(torch: Any, a: Any, b: Any) -> bool:
+    """Whether two tensors have one dtype and shape and no element that ``bits_differ``."""
+    return a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape) and not bool(bits_differ(torch, a, b).any())
+
+
 def as_comparable(torch: Any, value: Any) -> Any:
     """A dense, real, CPU tensor for a tensor leaf (sparse → dense, complex → real pairs)."""
     value = dense_on_host(torch, value)
