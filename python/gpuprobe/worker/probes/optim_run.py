@@ -1331,17 +1331,23 @@ def _simulation_hook(
             variant=implementation,
             direction=f"step{step}",
         )
-        fault = engine.decide(call)
-        if fault is None:
-            return
-        if fault.effect not in _CORRUPTING:
-            engine.apply(fault, call, None)  # raises, crashes or hangs as the effect says
-            return
-        for param in params:
-            if param.numel() > 0:
-                engine.apply(fault, call, param.data)
+        _apply_fault(engine, call, [param.data for param in params])
 
     return hook
+
+
+def _apply_fault(engine: Any, call: Any, tensors: list[Any]) -> None:
+    """Applies the fault ``engine`` decides for ``call``, if any: one that corrupts values to
+    each non-empty tensor in place, any other where it is (it raises, crashes or hangs)."""
+    fault = engine.decide(call)
+    if fault is None:
+        return
+    if fault.effect not in _CORRUPTING:
+        engine.apply(fault, call, None)  # raises, crashes or hangs as the effect says
+        return
+    for tensor in tensors:
+        if tensor.numel() > 0:
+            engine.apply(fault, call, tensor)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2094,16 +2100,8 @@ def _clip_simulation(
     call = simulate.CallInfo(
         op="optim", method=method, dtype=dtype_name, on_device=True, variant=implementation, direction=direction
     )
-    fault = engine.decide(call)
-    if fault is None:
-        return
-    if fault.effect not in _CORRUPTING:
-        engine.apply(fault, call, None)  # raises, crashes or hangs as the effect says
-        return
     with torch.no_grad():
-        for grad in grads:
-            if grad.numel() > 0:
-                engine.apply(fault, call, grad)
+        _apply_fault(engine, call, grads)
 
 
 def _norm_label(norm_type: float) -> str:
