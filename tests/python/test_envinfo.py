@@ -3,6 +3,8 @@ read the way collect_env reads it, the relevant-distribution list, the interpret
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -114,3 +116,103 @@ def test_loaded_libraries_of_the_real_torch() -> None:
         assert "cudnn_runtime" not in loaded
     assert set(loaded) <= {"cudnn_runtime", "nccl_runtime"}
     assert {k: v for k, v in envinfo.torch_info(torch).items() if k in loaded} == loaded
+
+
+def _conda_prefix(tmp_path: Path) -> Path:
+    """A fake conda environment: records as conda writes them (a current one with a full
+    channel URL, an older one with ``schannel``), an irrelevant one, and broken ones."""
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    records = {
+        "pytorch-2.1.0-py3.10_cuda12.1_cudnn8.9.2_0.json": {
+            "name": "pytorch", "version": "2.1.0", "build": "py3.10_cuda12.1_cudnn8.9.2_0",
+            "channel": "https://conda.anaconda.org/pytorch/linux-64", "subdir": "linux-64",
+            "files": ["lib/python3.10/site-packages/torch/__init__.py"],
+        },
+        "cudatoolkit-11.8.0-h6a678d5_0.json": {
+            "name": "cudatoolkit", "version": "11.8.0", "build": "h6a678d5_0",
+            "schannel": "nvidia", "channel": "https://conda.anaconda.org/nvidia/linux-64",
+        },
+        "nccl-2.18.5.1-h6103f9b_0.json": {
+            "name": "nccl", "version": "2.18.5.1", "build": "h6103f9b_0",
+            "channel": "https://user:secret@conda.example.com/t/tk-123/conda-forge/linux-64",
+            "subdir": "linux-64",
+        },
+        "numpy-1.26.0-py310h5f9d8c6_0.json": {
+            "name": "numpy", "version": "1.26.0", "build": "py310h5f9d8c6_0",
+            "channel": "https://repo.anaconda.com/pkgs/main/linux-64", "subdir": "linux-64",
+        },
+        "openssl-3.0.12-h7f8727e_0.json": {"name": "openssl", "version": "3.0.12", "build": "h7f8727e_0"},
+    }
+    for file_name, record in records.items():
+        (meta / file_name).write_text(json.dumps(record))
+    (meta / "cudnn-8.9.2.26-cuda12_0.json").write_text('{"name": "cudnn", "version": ')
+    (meta / "magma-cuda121-2.6.1-1.json").write_text('["not", "an", "object"]')
+    (meta / "history").write_text("==> 2024-01-01 <==\n")
+    return tmp_path
+
+
+def test_conda_records_are_read_marked_and_broken_ones_skipped_with_a_note(tmp_path: Path) -> None:
+    conda = envinfo.conda_environment(str(_conda_prefix(tmp_path)))
+    assert conda is not None
+    assert conda["prefix"] == str(tmp_path)
+    assert conda["packages"] == {
+        "pytorch": {"version": "2.1.0", "build": "py3.10_cuda12.1_cudnn8.9.2_0", "channel": "pytorch"},
+        "cudatoolkit": {"version": "11.8.0", "build": "h6a678d5_0", "channel": "nvidia"},
+        # Credentials in a channel URL never reach the report.
+        "nccl": {
+            "version": "2.18.5.1", "build": "h6103f9b_0", "channel": "https://conda.example.com/conda-forge",
+        },
+        "numpy": {"version": "1.26.0", "build": "py310h5f9d8c6_0", "channel": "pkgs/main"},
+    }
+    assert conda["skipped"] == [
+        "cudnn-8.9.2.26-cuda12_0.json: not JSON: Expecting value: line 1 column 30 (char 29)",
+        "magma-cuda121-2.6.1-1.json: not a JSON object",
+    ]
+    # A venv or a system Python has no conda-meta: no conda facts at all.
+    assert envinfo.conda_environment(str(tmp_path / "conda-meta")) is None
+
+
+def test_conda_reads_are_capped_and_only_regular_files_are_opened(tmp_path: Path, monkeypatch) -> None:
+    prefix = _conda_prefix(tmp_path)
+    meta = prefix / "conda-meta"
+    # A framework's record lists every file it installed: longer than the cap, and real.
+    # conda writes its keys sorted, so the channel comes before the long file lists.
+    files = [f"lib/python3.10/site-packages/torch/file{i}.py" for i in range(40000)]
+    torch_record = {"build": "py3.10_cuda12.1_cudnn8.9.2_0", "channel": "https://conda.anaconda.org/pytorch/linux-64",
+                    "files": files, "name": "pytorch", "version": "2.1.0"}
+    (meta / "pytorch-2.1.0-py3.10_cuda12.1_cudnn8.9.2_0.json").write_text(json.dumps(torch_record, sort_keys=True))
+    assert (meta / "pytorch-2.1.0-py3.10_cuda12.1_cudnn8.9.2_0.json").stat().st_size > envinfo.CONDA_RECORD_MAX_BYTES
+    (meta / "cuda-garbage.json").write_bytes(b"{" + b" " * (2 << 20))
+    (meta / "cuda-nvcc-12.1.105-0.json").write_bytes(b"\0" * (2 << 20))
+    os.mkfifo(meta / "cuda-version-12.1-h1d6eff3_3.json")  # would block a plain open()
+    os.symlink("/dev/zero", meta / "libcublas-12.1.0.26-0.json")  # would never end
+    conda = envinfo.conda_environment(str(prefix))
+    assert conda is not None
+    assert conda["packages"]["pytorch"] == {
+        "version": "2.1.0", "build": "py3.10_cuda12.1_cudnn8.9.2_0", "channel": "pytorch",
+    }
+    assert "cuda-garbage.json: larger than 1 MiB and not named name-version-build.json" in conda["skipped"]
+    assert "cuda-nvcc-12.1.105-0.json: larger than 1 MiB and not a JSON object" in conda["skipped"]
+    assert "cuda-version-12.1-h1d6eff3_3.json: not a regular file" in conda["skipped"]
+    assert "libcublas-12.1.0.26-0.json: not a regular file" in conda["skipped"]
+    monkeypatch.setattr(envinfo, "CONDA_MAX_RECORDS", 3)
+    capped = envinfo.conda_environment(str(prefix))
+    assert capped is not None
+    assert f"{len(list(meta.glob('*.json'))) - 3} record(s) beyond the first 3 not read" in capped["skipped"]
+
+
+def test_conda_only_packages_join_the_package_list_and_metadata_wins(tmp_path: Path, monkeypatch) -> None:
+    prefix = _conda_prefix(tmp_path)
+    monkeypatch.setattr(envinfo.sys, "prefix", str(prefix))
+    monkeypatch.setattr(envinfo, "package_versions", lambda: {"torch": "2.1.0", "NumPy": "1.26.4"})
+    packages, conda = envinfo.package_facts()
+    assert conda is not None and conda["prefix"] == str(prefix)
+    # What imports is what the metadata says: pip's numpy wins over conda's record.
+    assert packages == {
+        "torch": "2.1.0", "NumPy": "1.26.4", "pytorch": "2.1.0", "cudatoolkit": "11.8.0", "nccl": "2.18.5.1",
+    }
+    assert conda["packages"]["numpy"]["version"] == "1.26.0"
+    # Outside conda, the list is the metadata's alone.
+    monkeypatch.setattr(envinfo.sys, "prefix", str(tmp_path / "venv"))
+    assert envinfo.package_facts() == ({"torch": "2.1.0", "NumPy": "1.26.4"}, None)

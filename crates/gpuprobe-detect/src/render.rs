@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::{
-    ComponentVersion, CpuDetails, DriverSource, GpuInfo, KernelEvent, LibraryInfo, TorchInfo,
-    Vendor,
+    ComponentVersion, CondaEnv, CpuDetails, DriverSource, GpuInfo, KernelEvent, LibraryInfo,
+    TorchInfo, Vendor,
 };
 use gpuprobe_model::text::visible_line;
 
@@ -594,14 +594,61 @@ fn python_section(out: &mut Out, fp: &Fingerprint, absent: Absent) {
         None => out.row("Interpreter", absent.text("not inspected")),
     }
     if let Some(p) = &fp.python {
+        // A package conda installed is listed with conda's, in conda's own spelling.
+        let by_conda = |name: &str, version: &str| {
+            p.conda
+                .as_ref()
+                .and_then(|c| c.packages.get(name))
+                .is_some_and(|record| record.version == version)
+        };
         let packages: Vec<String> = p
             .packages
             .iter()
+            .filter(|(n, v)| !by_conda(n, v))
             .map(|(n, v)| format!("{n}=={v}"))
             .collect();
         if !packages.is_empty() {
             out.row("Packages", wrap(&packages, 88));
         }
+        if let Some(conda) = &p.conda {
+            conda_rows(out, conda);
+        }
+    }
+}
+
+/// The conda environment: its prefix, the packages conda installed as conda names them
+/// (`channel::name=version=build`), and the records that could not be read.
+fn conda_rows(out: &mut Out, conda: &CondaEnv) {
+    out.row(
+        "Conda",
+        format!(
+            "{} · {} relevant package(s) installed by conda",
+            visible_line(&conda.prefix),
+            conda.packages.len()
+        ),
+    );
+    let specs: Vec<String> = conda
+        .packages
+        .iter()
+        .map(|(name, record)| {
+            let channel = if record.channel.is_empty() {
+                String::new()
+            } else {
+                format!("{}::", record.channel)
+            };
+            let build = if record.build.is_empty() {
+                String::new()
+            } else {
+                format!("={}", record.build)
+            };
+            visible_line(&format!("{channel}{name}={}{build}", record.version)).into_owned()
+        })
+        .collect();
+    if !specs.is_empty() {
+        out.row("", wrap(&specs, 88));
+    }
+    for skipped in &conda.skipped {
+        out.row("", format!("skipped {}", visible_line(skipped)));
     }
 }
 

@@ -85,6 +85,7 @@ fn hello(unusable: Option<String>, packages: BTreeMap<String, String>) -> Worker
         torch: None,
         unusable,
         packages,
+        conda: None,
         simulated: false,
     }
 }

@@ -36,5 +36,5 @@ pub use entry::KbEntry;
 pub use kb::{EntryOrigin, KbError, KnowledgeBase, Loaded};
 pub use lint::{LintRule, lint};
 pub use matcher::{KbMatch, MatchStatus, ResultEvidence, match_all, match_entry};
-pub use render::{render_entry, render_list, render_matches};
+pub use render::{render_entry, render_list, render_list_within, render_matches};
 pub use validate::Diagnostic;

@@ -12,6 +12,18 @@ use crate::matcher::{KbMatch, MatchStatus};
 
 /// One line per entry: id, kind, severity, status, title.
 pub fn render_list(kb: &KnowledgeBase) -> String {
+    render_list_within(kb, None)
+}
+
+/// The fewest columns a title keeps when [`render_list_within`] wraps it.
+const MIN_TITLE: usize = 24;
+
+/// [`render_list`] fitted to `width` columns: a title that does not fit wraps at spaces,
+/// its continuation lines indented to the title column, so ids, kinds, severities and
+/// statuses stay one per row and a row's first line still starts with its id. `None` keeps
+/// every title whole; a width that would leave a title fewer than 24 columns gives it 24
+/// (the line runs past so narrow a terminal rather than into a column of single words).
+pub fn render_list_within(kb: &KnowledgeBase, width: Option<usize>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -19,15 +31,22 @@ pub fn render_list(kb: &KnowledgeBase) -> String {
         "id", "kind", "severity", "status"
     );
     for entry in kb.entries() {
-        let _ = writeln!(
-            out,
-            "{:<9} {:<12} {:<8} {:<12} {}",
+        let columns = format!(
+            "{:<9} {:<12} {:<8} {:<12} ",
             entry.id,
             entry.kind.name(),
             severity_name(entry.severity),
             entry.status.name(),
-            entry.title
         );
+        let indent = columns.chars().count();
+        let room = width.map_or(usize::MAX, |w| w.saturating_sub(indent).max(MIN_TITLE));
+        // Made visible before it is measured: an escaped control character is wider.
+        let title = gpuprobe_model::text::visible_line(&entry.title);
+        let title = gpuprobe_model::text::wrap_words(&title, room, room);
+        let _ = writeln!(out, "{columns}{}", title.first().map_or("", String::as_str));
+        for more in title.iter().skip(1) {
+            let _ = writeln!(out, "{:indent$}{more}", "");
+        }
     }
     let _ = writeln!(out, "{} known issues", kb.len());
     terminal_safe(&out).into_owned()

@@ -486,9 +486,46 @@ pub struct PythonEnv {
     pub torch_error: Option<String>,
     /// Installed distributions relevant to GPU work and their versions, read from their
     /// metadata (never imported): torch*, numpy, triton, the NVIDIA and ROCm wheels,
-    /// accelerate, transformers, ... (`docs/fingerprint.md` lists the patterns).
+    /// accelerate, transformers, ... (`docs/fingerprint.md` lists the patterns). In a conda
+    /// environment, joined by the relevant packages conda installed that no distribution
+    /// metadata lists (`cudatoolkit`, `cudnn`, `nccl`, `pytorch`); [`PythonEnv::conda`] says
+    /// which packages conda installed.
     #[serde(default)]
     pub packages: BTreeMap<String, String>,
+    /// The conda environment the interpreter belongs to, when its `sys.prefix` has a
+    /// `conda-meta` directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conda: Option<CondaEnv>,
+}
+
+/// A conda environment, read from the `conda-meta/*.json` records conda writes for each
+/// package it installs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CondaEnv {
+    /// The environment's prefix (the interpreter's `sys.prefix`).
+    pub prefix: String,
+    /// The GPU-relevant packages conda installed (the patterns of [`PythonEnv::packages`],
+    /// and `cuda`, `magma`, `soumith` as collect_env's conda list), name → record.
+    #[serde(default)]
+    pub packages: BTreeMap<String, CondaPackage>,
+    /// Records that could not be read, each with why (`cudnn-9.1.json: not JSON: ...`):
+    /// broken, not a regular file, longer than 1 MiB without a `name-version-build.json`
+    /// name, or beyond the first 5,000.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// One package conda installed, as `conda list` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CondaPackage {
+    /// Its version (`11.8.0`).
+    pub version: String,
+    /// Its build string, which names what it was built for (`py3.10_cuda12.1_cudnn8.9.2_0`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub build: String,
+    /// The channel it came from (`pytorch`, `nvidia`, `conda-forge`, `pkgs/main`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub channel: String,
 }
 
 /// The interpreter's build and platform as the worker reports them (the `hello` event's

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::{Interpreter, TorchInfo};
+use crate::fingerprint::{CondaEnv, Interpreter, TorchInfo};
 use crate::observation::Observation;
 use crate::probe::{DeviceRef, ProbeId, ProbeSpec};
 
@@ -122,6 +122,9 @@ pub enum WorkerEvent {
         /// Other package versions (numpy, accelerate, safetensors).
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         packages: BTreeMap<String, String>,
+        /// The conda environment of the interpreter, when it is one (Python workers).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conda: Option<Box<CondaEnv>>,
         /// Whether fault simulation is active in this worker.
         #[serde(default)]
         simulated: bool,
@@ -318,6 +321,29 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(hello, WorkerEvent::Hello { torch: None, .. }));
+    }
+
+    #[test]
+    fn a_hello_carries_the_conda_environment_and_older_ones_have_none() {
+        let hello: WorkerEvent = serde_json::from_str(
+            r#"{"event":"hello","protocol":1,"pid":5,"worker":"python",
+                "packages":{"torch":"2.1.0","cudatoolkit":"11.8.0"},
+                "conda":{"prefix":"/opt/conda/envs/x","skipped":["a.json: not JSON: x"],
+                         "packages":{"cudatoolkit":{"version":"11.8.0","build":"h6a678d5_0","channel":"nvidia"}}}}"#,
+        )
+        .unwrap();
+        let WorkerEvent::Hello {
+            conda: Some(conda), ..
+        } = hello
+        else {
+            panic!("no conda: {hello:?}");
+        };
+        assert_eq!(conda.packages["cudatoolkit"].channel, "nvidia");
+        assert_eq!(conda.skipped, ["a.json: not JSON: x"]);
+        let older: WorkerEvent =
+            serde_json::from_str(r#"{"event":"hello","protocol":1,"pid":5,"worker":"python"}"#)
+                .unwrap();
+        assert!(matches!(older, WorkerEvent::Hello { conda: None, .. }));
     }
 
     #[test]

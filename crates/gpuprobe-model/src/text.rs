@@ -20,6 +20,11 @@
 //! JSON output needs neither: serde escapes control characters in strings.
 //!
 //! Every function here is total and allocation-free when the text is already clean.
+//!
+//! Two more helpers fit text that is already safe to the terminal's width, for every
+//! renderer alike: [`display_width`] counts the columns a line takes (characters, not
+//! bytes, and not gpuprobe's own colour sequences), and [`wrap_words`] breaks text into
+//! lines of a given number of columns.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -112,6 +117,91 @@ fn sgr_len(text: &str) -> Option<usize> {
     (body.as_bytes().get(params) == Some(&b'm')).then_some(2 + params + 1)
 }
 
+/// The columns `text` takes on a terminal: its characters, not counting the SGR colour
+/// sequences gpuprobe's styling writes.
+pub fn display_width(text: &str) -> usize {
+    let mut width = 0;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b'
+            && let Some(len) = sgr_len(rest)
+        {
+            rest = &rest[len..];
+            continue;
+        }
+        width += 1;
+        rest = &rest[c.len_utf8()..];
+    }
+    width
+}
+
+/// `text` (one line) broken at spaces into lines of at most `first` columns for the first
+/// line and `rest` for the others, columns counted as [`display_width`] counts them. A word
+/// longer than a line is cut where the line ends, never inside a colour sequence; the
+/// spaces at a break are dropped, those inside a line kept. Text that fits comes back as
+/// one line, unchanged; empty text as no line.
+pub fn wrap_words(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let (first, rest) = (first.max(1), rest.max(1));
+    if display_width(text) <= first {
+        return if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![text.to_owned()]
+        };
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut used = 0;
+    let limit = |lines: &Vec<String>| if lines.is_empty() { first } else { rest };
+    for word in text.split(' ') {
+        if used > 0 && used + 1 + display_width(word) > limit(&lines) {
+            lines.push(std::mem::take(&mut line).trim_end().to_owned());
+            used = 0;
+        }
+        if used > 0 {
+            line.push(' ');
+            used += 1;
+        }
+        let mut word = word;
+        while display_width(word) > 0 {
+            if used >= limit(&lines) {
+                lines.push(std::mem::take(&mut line).trim_end().to_owned());
+                used = 0;
+            }
+            let (head, tail) = split_columns(word, limit(&lines) - used);
+            used += display_width(head);
+            line.push_str(head);
+            word = tail;
+        }
+        // What is left is colour sequences alone: they end the word.
+        line.push_str(word);
+    }
+    if !line.trim_end().is_empty() {
+        lines.push(line.trim_end().to_owned());
+    }
+    lines
+}
+
+/// `text` split after `columns` visible characters; a colour sequence goes with the
+/// character after it, so none is cut.
+fn split_columns(text: &str, columns: usize) -> (&str, &str) {
+    let mut taken = 0;
+    let mut at = 0;
+    while at < text.len() {
+        let rest = &text[at..];
+        if let Some(len) = rest.starts_with('\x1b').then(|| sgr_len(rest)).flatten() {
+            at += len;
+            continue;
+        }
+        if taken == columns {
+            break;
+        }
+        taken += 1;
+        at += rest.chars().next().map_or(1, char::len_utf8);
+    }
+    text.split_at(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +245,44 @@ mod tests {
         assert_eq!(terminal_safe("\x1b[31"), "\\x1b[31");
     }
 
+    #[test]
+    fn width_counts_characters_and_not_colour_sequences() {
+        assert_eq!(display_width("\x1b[1;31m✖\x1b[0m framework"), 11);
+        assert_eq!(display_width("ü…→"), 3);
+        // An ESC that starts no colour is a character like any other.
+        assert_eq!(display_width("\x1b[2J"), 4);
+    }
+
+    #[test]
+    fn words_wrap_at_spaces_and_a_long_word_is_cut() {
+        assert_eq!(wrap_words("one two three", 20, 20), ["one two three"]);
+        assert_eq!(wrap_words("one two three", 7, 5), ["one two", "three"]);
+        assert_eq!(wrap_words("one  two three", 8, 8), ["one  two", "three"]);
+        assert_eq!(
+            wrap_words("a /very/long/path/to/lib.so b", 8, 8),
+            ["a", "/very/lo", "ng/path/", "to/lib.s", "o b"]
+        );
+        assert_eq!(wrap_words("ü ü ü ü", 3, 3), ["ü ü", "ü ü"]);
+        assert!(wrap_words("", 5, 5).is_empty());
+    }
+
+    #[test]
+    fn colour_takes_no_columns_and_is_never_cut() {
+        let red = |t: &str| format!("\x1b[1;31m{t}\x1b[0m");
+        let text = format!("cures 1/1 · {}", red("BREAKS copy.d2d"));
+        assert_eq!(
+            wrap_words(&text, 18, 18),
+            ["cures 1/1 · \x1b[1;31mBREAKS", "copy.d2d\x1b[0m"]
+        );
+        assert_eq!(
+            wrap_words(&red("abcdef"), 4, 4),
+            ["\x1b[1;31mabcd", "ef\x1b[0m"]
+        );
+        for line in wrap_words(&red(&"word ".repeat(30)), 7, 7) {
+            assert!(display_width(&line) <= 7, "{line:?}");
+        }
+    }
+
     proptest! {
         #[test]
         fn no_control_character_survives(text in any::<String>()) {
@@ -171,6 +299,16 @@ mod tests {
                     prop_assert!(!is_unsafe(c) || c == '\n' || c == '\t');
                 }
             }
+        }
+
+        #[test]
+        fn wrapped_lines_fit_and_keep_every_word(text in "[a-zü \x1b\\[1;m]{0,200}", width in 1usize..40) {
+            let lines = wrap_words(&text, width, width);
+            for line in &lines {
+                prop_assert!(display_width(line) <= width, "{line:?}");
+            }
+            let words = |t: &str| t.split(' ').filter(|w| !w.is_empty()).collect::<String>();
+            prop_assert_eq!(words(&lines.join(" ")), words(&text));
         }
 
         #[test]

@@ -1,6 +1,7 @@
 //! How gpuprobe's output meets the terminal, decided once per process (`docs/cli.md`):
 //! whether to colour (`--color`, `NO_COLOR`, `CLICOLOR_FORCE`, `CLICOLOR`, `TERM`, `CI`),
-//! how wide tables may be (the terminal, then `COLUMNS`, then 100 columns), how progress
+//! how wide tables may be (the terminal, then `COLUMNS`, then 100 columns) and free text
+//! (the same, but only on a terminal or under `COLUMNS`), how progress
 //! shows (a bar on a terminal, a line per finished family elsewhere, nothing with
 //! `--quiet`), and the writers for stdout and stderr: anstream streams, which strip
 //! gpuprobe's colours where they are not wanted, behind the terminal guard.
@@ -77,12 +78,15 @@ pub const DEFAULT_WIDTH: u16 = 100;
 pub fn width(terminal: Option<u16>, env: &BTreeMap<String, String>) -> u16 {
     terminal
         .filter(|&columns| columns > 0)
-        .or_else(|| {
-            env.get(env_vars::COLUMNS)
-                .and_then(|v| v.trim().parse::<u16>().ok())
-                .filter(|&columns| columns > 0)
-        })
+        .or_else(|| columns(env))
         .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// `COLUMNS`, when it is a positive integer.
+fn columns(env: &BTreeMap<String, String>) -> Option<u16> {
+    env.get(env_vars::COLUMNS)
+        .and_then(|v| v.trim().parse::<u16>().ok())
+        .filter(|&columns| columns > 0)
 }
 
 /// How progress is shown while probes run.
@@ -108,6 +112,11 @@ pub struct Console {
     pub stderr_color: bool,
     /// Columns for tables on stdout.
     pub width: u16,
+    /// Columns for free text and for listings read a line at a time (`check`'s findings,
+    /// `fix`'s account, `kb list`): [`Console::width`] on a terminal or where `COLUMNS`
+    /// sets it; none in a pipe or a file without `COLUMNS`, so that their lines stay whole
+    /// for `grep`, `awk` and logs, as they always were.
+    pub text_width: Option<u16>,
     /// How progress shows on stderr.
     pub progress: ProgressMode,
 }
@@ -128,6 +137,8 @@ impl Console {
             stdout_color: wants_color(when, stdout_terminal, env),
             stderr_color: wants_color(when, stderr_terminal, env),
             width: width(terminal_width.filter(|_| stdout_terminal), env),
+            text_width: (stdout_terminal || columns(env).is_some())
+                .then(|| width(terminal_width.filter(|_| stdout_terminal), env)),
             progress: match (quiet, stderr_terminal) {
                 (true, _) => ProgressMode::Off,
                 (false, true) => ProgressMode::Bar,
@@ -155,6 +166,7 @@ impl Console {
         TerminalOptions {
             style: self.stdout_style(),
             width: Some(self.width),
+            text_width: self.text_width,
             quiet: self.quiet,
             ..TerminalOptions::default()
         }
@@ -348,6 +360,25 @@ mod tests {
         assert_eq!(piped.width, 120);
         let shown = Console::decide(ColorWhen::Auto, false, (true, true), Some(80), &columns);
         assert_eq!(shown.width, 80);
+    }
+
+    #[test]
+    fn free_text_is_fitted_on_a_terminal_or_to_columns_and_whole_in_a_bare_pipe() {
+        let decide = |terminals, env: &BTreeMap<String, String>| {
+            Console::decide(ColorWhen::Auto, false, terminals, Some(80), env).text_width
+        };
+        assert_eq!(decide((true, true), &env(&[])), Some(80));
+        assert_eq!(
+            decide((false, true), &env(&[("COLUMNS", "120")])),
+            Some(120)
+        );
+        assert_eq!(decide((false, true), &env(&[])), None);
+        assert_eq!(decide((false, true), &env(&[("COLUMNS", "wide")])), None);
+        // A terminal of 0 columns: COLUMNS, else the default.
+        let zero = |env: &BTreeMap<String, String>| {
+            Console::decide(ColorWhen::Auto, false, (true, true), Some(0), env).text_width
+        };
+        assert_eq!(zero(&env(&[])), Some(DEFAULT_WIDTH));
     }
 
     #[test]

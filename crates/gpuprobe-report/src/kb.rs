@@ -57,9 +57,10 @@ pub fn show(entry: &KbEntry, style: Style) -> String {
     terminal_safe(&out).into_owned()
 }
 
-/// `kb list`: the table, its header in bold and each severity coloured.
-pub fn list(kb: &KnowledgeBase, style: Style) -> String {
-    let text = gpuprobe_kb::render_list(kb);
+/// `kb list`: the table fitted to `width` columns (titles wrap under the title column;
+/// `None` keeps them whole), its header in bold and each severity coloured.
+pub fn list(kb: &KnowledgeBase, style: Style, width: Option<u16>) -> String {
+    let text = gpuprobe_kb::render_list_within(kb, width.map(usize::from));
     let mut lines = text.split_inclusive('\n');
     let Some(header) = lines.next() else {
         return text;
@@ -71,7 +72,8 @@ pub fn list(kb: &KnowledgeBase, style: Style) -> String {
         if header.ends_with('\n') { "\n" } else { "" }
     );
     for line in lines {
-        // Ids, kinds and severities are ASCII, so the header's byte offset is the row's.
+        // Ids, kinds and severities are ASCII, so the header's byte offset is the row's. A
+        // wrapped title's continuation line is blank there, and left as it is.
         let cell = column.and_then(|at| {
             let rest = line.get(at..)?;
             let word = rest.split(' ').next()?;
@@ -137,7 +139,7 @@ mod tests {
     #[test]
     fn plain_views_are_the_knowledge_base_text_unchanged() {
         let kb = builtin();
-        assert_eq!(list(&kb, Style::PLAIN), gpuprobe_kb::render_list(&kb));
+        assert_eq!(list(&kb, Style::PLAIN, None), gpuprobe_kb::render_list(&kb));
         let entry = kb.get("RKB-001").unwrap();
         assert_eq!(show(entry, Style::PLAIN), gpuprobe_kb::render_entry(entry));
     }
@@ -156,7 +158,7 @@ mod tests {
             shown.contains("\n\u{1b}[1mapplies when\u{1b}[0m\n"),
             "{shown}"
         );
-        let listed = list(&kb, COLOR);
+        let listed = list(&kb, COLOR, None);
         let row = listed.lines().find(|l| l.starts_with("RKB-001 ")).unwrap();
         assert!(row.contains(" \u{1b}[1;31merror\u{1b}[0m "), "{row}");
         // Without the escapes, the text is the plain one.
@@ -165,6 +167,26 @@ mod tests {
             .replace_all(&listed, "")
             .into_owned();
         assert_eq!(stripped, gpuprobe_kb::render_list(&kb));
+    }
+
+    #[test]
+    fn the_list_fits_80_columns_and_stays_whole_at_200() {
+        use crate::test_support::{widest, words};
+        let kb = builtin();
+        let whole = list(&kb, COLOR, None);
+        assert!(widest(&whole) > 100, "the built-in titles run long");
+        assert!(widest(&whole) <= 200);
+        assert_eq!(list(&kb, COLOR, Some(200)), whole);
+        let narrow = list(&kb, COLOR, Some(80));
+        assert!(widest(&narrow) <= 80, "{narrow}");
+        // Every entry still has one row that starts with its id and carries its severity.
+        for entry in kb.entries() {
+            let row = narrow
+                .lines()
+                .find(|l| l.starts_with(&format!("{} ", entry.id)));
+            assert!(row.is_some_and(|r| r.contains("\u{1b}[")), "{}", entry.id);
+        }
+        assert_eq!(words(&narrow), words(&whole));
     }
 
     #[test]

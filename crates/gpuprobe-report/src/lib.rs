@@ -5,6 +5,7 @@
 //! - [`json`]: the machine-readable report and its published JSON Schema;
 //! - [`guard`]: the terminal guard every line gpuprobe prints passes through;
 //! - [`matrix`]: the measured dtype-conversion matrix;
+//! - [`fit`]: lines that are not tables, wrapped to the width tables are fitted to;
 //! - [`fix`]: the account of a workaround search (`gpuprobe fix`);
 //! - [`profile`]: a `fix` profile for people (`gpuprobe profile show`);
 //! - [`progress`]: the lines printed above the progress bar as probes finish;
@@ -19,6 +20,7 @@
 pub mod bundle;
 pub mod console;
 pub mod env;
+pub mod fit;
 pub mod fix;
 pub mod guard;
 pub mod html;

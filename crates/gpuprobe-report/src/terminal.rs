@@ -12,6 +12,7 @@ use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
 use gpuprobe_model::text::{terminal_safe, visible_line};
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
+use crate::fit;
 use crate::style::Style;
 
 /// Options for the terminal view.
@@ -21,8 +22,11 @@ pub struct TerminalOptions {
     pub all: bool,
     /// Colours.
     pub style: Style,
-    /// Terminal width, when known.
+    /// Terminal width, when known: the probe table is fitted to it.
     pub width: Option<u16>,
+    /// Width the findings are wrapped to (`None`: each line whole; see
+    /// [`crate::console::Console::text_width`]).
+    pub text_width: Option<u16>,
     /// Append the measured dtype-conversion matrix ([`crate::matrix`]).
     pub matrix: bool,
     /// Append where the run's time went ([`crate::timings`]), when the report has it.
@@ -37,6 +41,7 @@ impl Default for TerminalOptions {
             all: false,
             style: Style::PLAIN,
             width: None,
+            text_width: None,
             matrix: false,
             timings: false,
             quiet: false,
@@ -60,7 +65,11 @@ pub fn render(report: &Report, options: TerminalOptions) -> String {
     out.push_str(&results_table(&report.results, options));
     if !report.findings.is_empty() {
         out.push('\n');
-        out.push_str(&render_findings(&report.findings, style));
+        out.push_str(&render_findings_within(
+            &report.findings,
+            style,
+            options.text_width,
+        ));
     }
     for note in &report.notes {
         let _ = writeln!(
@@ -376,10 +385,25 @@ fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
     out
 }
 
-/// Renders findings: symbol, layer, title, evidence, what to do.
+/// Renders findings: symbol, layer, title, evidence, what to do; every line whole (a file,
+/// a bundle, a view that fits nothing to a width).
 pub fn render_findings(findings: &[Finding], style: Style) -> String {
+    render_findings_within(findings, style, None)
+}
+
+/// Where a finding's lines start: under its title, after the symbol and the layer.
+const FINDING_TEXT: usize = 13;
+
+/// Renders findings fitted to `width` columns: a line that does not fit wraps, its
+/// continuation indented under its text (two columns deeper for a piece of evidence, a
+/// remedy or a step, so that each still reads as one item); `None` keeps every line whole.
+pub fn render_findings_within(findings: &[Finding], style: Style, width: Option<u16>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", style.bold("findings"));
+    let lead = " ".repeat(FINDING_TEXT);
+    let item = FINDING_TEXT + 2;
+    let plain = |text: &str| text.to_string();
+    let dim = |text: &str| style.dim(text);
     for finding in findings {
         let symbol = match finding.severity {
             gpuprobe_model::Severity::Error => style.bad(finding.severity.symbol()),
@@ -390,44 +414,34 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
             gpuprobe_model::Confidence::Suspected => " (suspected)",
             _ => "",
         };
-        let _ = writeln!(
-            out,
-            " {symbol} {:<9} {} [{}]{confidence}",
-            finding.layer.name(),
-            visible_line(&finding.title),
-            visible_line(&finding.id)
-        );
+        out.push_str(&fit::hanging(
+            &format!(" {symbol} {:<9} ", finding.layer.name()),
+            FINDING_TEXT,
+            &format!(
+                "{} [{}]{confidence}",
+                visible_line(&finding.title),
+                visible_line(&finding.id)
+            ),
+            width,
+            plain,
+        ));
         if finding.confidence == gpuprobe_model::Confidence::Suspected && finding.source == "kb" {
             // A suspicion is short: which of its conditions the facts matched, which could
             // not be checked, and where to read more.
             for line in suspicion_lines(finding) {
-                let _ = writeln!(out, "   {:<9} {}", "", style.dim(&line));
+                out.push_str(&fit::hanging(&lead, item, &line, width, dim));
             }
             continue;
         }
         for evidence in finding.evidence.iter().take(4) {
-            let _ = writeln!(
-                out,
-                "   {:<9} {}",
-                "",
-                style.dim(&format!(
-                    "{}: {}",
-                    evidence.kind,
-                    shorten_evidence(&evidence.text)
-                ))
-            );
+            let text = format!("{}: {}", evidence.kind, shorten_evidence(&evidence.text));
+            out.push_str(&fit::hanging(&lead, item, &text, width, dim));
         }
         if finding.evidence.len() > 4 {
-            let _ = writeln!(
-                out,
-                "   {:<9} {}",
-                "",
-                style.dim(&{
-                    let more = finding.evidence.len() - 4;
-                    let pieces = if more == 1 { "piece" } else { "pieces" };
-                    format!("… {more} more {pieces} of evidence in the JSON report")
-                })
-            );
+            let more = finding.evidence.len() - 4;
+            let pieces = if more == 1 { "piece" } else { "pieces" };
+            let text = format!("… {more} more {pieces} of evidence in the JSON report");
+            out.push_str(&fit::hanging(&lead, item, &text, width, dim));
         }
         if !finding.remedies.is_empty() {
             let remedies: Vec<String> = finding
@@ -437,21 +451,16 @@ pub fn render_findings(findings: &[Finding], style: Style) -> String {
                 // The whole text: an action may quote an entry's own words.
                 .map(|r| visible_line(&r.described()).into_owned())
                 .collect();
-            let _ = writeln!(out, "   {:<9} to try: {}", "", remedies.join(" · "));
+            let text = format!("to try: {}", remedies.join(" · "));
+            out.push_str(&fit::hanging(&lead, item, &text, width, plain));
         }
         for step in &finding.next_steps {
-            let _ = writeln!(out, "   {:<9} → {}", "", visible_line(step));
+            let text = format!("→ {}", visible_line(step));
+            out.push_str(&fit::hanging(&lead, item, &text, width, plain));
         }
         if !finding.citations.is_empty() {
-            let _ = writeln!(
-                out,
-                "   {:<9} {}",
-                "",
-                style.dim(&format!(
-                    "source: {}",
-                    visible_line(&finding.citations.join("; "))
-                ))
-            );
+            let text = format!("source: {}", visible_line(&finding.citations.join("; ")));
+            out.push_str(&fit::hanging(&lead, item, &text, width, dim));
         }
     }
     terminal_safe(&out).into_owned()
@@ -639,6 +648,51 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    /// A finding with long lines of every kind: title, evidence, remedies, a step, sources.
+    fn long_finding() -> Finding {
+        let mut finding = finding_with(
+            "copy.h2d.pageable.4x4.blocking on cuda:0: all zeros: the whole output (16 elements) came back zero in 3 of 3 trials",
+        );
+        finding.title =
+            "4 copy probe(s) give wrong results on device cuda:0 (all zeros in 4 of 4 runs, every size)"
+                .into();
+        finding.evidence.push(Evidence::new(
+            "library",
+            format!(
+                "tried: {}",
+                "/opt/rocm-6.4.1/lib/libamdhip64.so.6.4.60401 ".repeat(3)
+            ),
+        ));
+        finding.remedies = vec![gpuprobe_model::Remedy {
+            description: "Turn the SDMA copy engine off for host-to-device copies (reported to help, not verified)".into(),
+            kind: "env".into(),
+            setting: Some("HSA_ENABLE_SDMA=0".into()),
+            cost: Default::default(),
+        }];
+        finding.next_steps =
+            vec!["gpuprobe check --only 'copy' --all   (re-run this family alone)".into()];
+        finding.citations = vec![
+            "ROCm/ROCm issue 5817 (host-to-device copies of pageable memory return zeros)".into(),
+            "ROCm/rocm-systems PR #10639".into(),
+        ];
+        finding
+    }
+
+    #[test]
+    fn findings_fit_80_columns_and_stay_whole_at_200() {
+        use crate::test_support::{widest, words};
+        let colour = Style { color: true };
+        let findings = [long_finding()];
+        let whole = render_findings(&findings, colour);
+        assert!(widest(&whole) > 120, "{whole}");
+        let narrow = render_findings_within(&findings, colour, Some(80));
+        assert!(widest(&narrow) <= 80, "{narrow}");
+        // Continuation lines sit under their item's text; nothing is lost but spaces.
+        assert!(narrow.contains("\n               "), "{narrow}");
+        assert_eq!(words(&narrow), words(&whole));
+        assert_eq!(render_findings_within(&findings, colour, Some(200)), whole);
     }
 
     #[test]

@@ -40,3 +40,22 @@ pub(crate) fn report(
         timings: None,
     }
 }
+
+/// The widest line of `text`, in terminal columns (characters, colour sequences not
+/// counted).
+pub(crate) fn widest(text: &str) -> usize {
+    text.lines()
+        .map(gpuprobe_model::text::display_width)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The words of `text` without its colour sequences, one space between each: what a
+/// wrapped rendering must keep of the whole one.
+pub(crate) fn words(text: &str) -> String {
+    let plain = regex::Regex::new("\u{1b}\\[[0-9;]*m")
+        .unwrap()
+        .replace_all(text, " ")
+        .into_owned();
+    plain.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -5,8 +5,9 @@
 //!
 //! Each is rendered as `gpuprobe_report::console` decides for a terminal of 80 and of 120
 //! columns (colour on; escapes shown as `␛` in the snapshot) and for a non-terminal (no
-//! colour, the default width). Only `check`'s table fits itself to the width; the other
-//! views never wrap, so their 80- and 120-column renderings must both equal one snapshot.
+//! colour, the default width). Only `check` fits itself to the width (its table, and on a
+//! terminal its findings); the other views never wrap, so their 80- and 120-column
+//! renderings must both equal one snapshot.
 //!
 //! The snapshots live in `tests/snapshots/`. A difference fails the test; `cargo insta
 //! review` (or `INSTA_UPDATE=always`) accepts a deliberate change. In CI (`CI=true`) insta

@@ -452,6 +452,7 @@ pub fn fetch_env(
                     torch,
                     unusable,
                     packages,
+                    conda,
                     ..
                 } = event
                 {
@@ -460,6 +461,7 @@ pub fn fetch_env(
                     env.torch = torch;
                     env.torch_error = unusable;
                     env.packages = packages;
+                    env.conda = conda.map(|conda| *conda);
                 }
             }
         }

@@ -6,9 +6,11 @@ or a GPU index out of range all come back as a reason the worker reports as ``un
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
+import stat
 import sys
 from typing import Any
 
@@ -42,6 +44,188 @@ def is_relevant_package(name: str) -> bool:
     """Whether a distribution name matches :data:`RELEVANT_PATTERNS`."""
     lower = name.lower()
     return any(pattern in lower for pattern in RELEVANT_PATTERNS)
+
+#: What makes a conda record relevant besides :data:`RELEVANT_PATTERNS`, matched against its
+#: name, version and build as collect_env matches ``conda list`` rows: collect_env's
+#: CONDA_PATTERNS (``cudatoolkit``, ``soumith``, ``magma``; its ``mkl`` is in
+#: RELEVANT_PATTERNS) and conda's CUDA packages and builds (``cuda-version``,
+#: ``pytorch-cuda``, ``libcublas``, ``cuda12*`` builds).
+CONDA_PATTERNS = ("cuda", "soumith", "magma")
+
+#: Bytes read of one ``conda-meta`` record at most; a longer record is skipped with a note.
+CONDA_RECORD_MAX_BYTES = 1 << 20
+
+#: ``conda-meta`` records looked at, at most; those past it are counted in a note.
+CONDA_MAX_RECORDS = 5000
+
+#: The hosts whose channel URLs conda shows by their path alone (``pytorch``, ``nvidia``).
+_CONDA_HOSTS = ("https://conda.anaconda.org/", "http://conda.anaconda.org/", "https://repo.anaconda.com/")
+
+
+def is_relevant_conda(text: str) -> bool:
+    """Whether a conda record (its ``name-version-build``) is reported."""
+    lower = text.lower()
+    return is_relevant_package(lower) or any(pattern in lower for pattern in CONDA_PATTERNS)
+
+
+#: The platform subdirectory that ends a channel URL (``linux-64``, ``noarch``).
+_CONDA_SUBDIR = re.compile(r"/(noarch|(linux|osx|win|emscripten|wasi|zos)-[a-z0-9_]+)$")
+
+
+def conda_channel(record: dict[str, Any]) -> str:
+    """A record's channel as ``conda list`` names it: ``schannel`` where the record has it,
+    else its ``channel`` URL without the platform subdirectory, without any credentials
+    (``user:password@``, ``/t/<token>``) and, on anaconda.org, without the host."""
+    short = record.get("schannel")
+    if isinstance(short, str) and short:
+        return short
+    url = record.get("channel")
+    if not isinstance(url, str):
+        return ""
+    url = re.sub(r"//[^/@]*@", "//", url.strip().rstrip("/"))
+    url = re.sub(r"/t/[^/]+", "", url)
+    subdir = record.get("subdir")
+    if isinstance(subdir, str) and subdir and url.endswith("/" + subdir):
+        url = url[: -len(subdir) - 1]
+    url = _CONDA_SUBDIR.sub("", url)
+    for host in _CONDA_HOSTS:
+        if url.startswith(host):
+            return url[len(host) :]
+    return url
+
+
+def _name_version_build(file_name: str) -> tuple[str, str, str] | None:
+    """(name, version, build) from a record's file name, which conda writes as
+    ``name-version-build.json`` (a version or a build never holds a ``-``; a name may)."""
+    parts = file_name[: -len(".json")].rsplit("-", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
+def _conda_record(path: str, file_name: str) -> tuple[dict[str, str] | None, str]:
+    """(name, version, build, channel) of one ``conda-meta`` record, or None and why not.
+
+    Only a regular file is opened (a FIFO would block, a device never end), and only
+    :data:`CONDA_RECORD_MAX_BYTES` of it are read. A longer record is a real one too (a
+    framework's lists every file it installed): its name, version and build then come from
+    its file name and its channel from the part read (conda writes the keys sorted, so
+    ``channel`` comes before the long ``files`` and ``paths_data``)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, "not a regular file"
+        with open(path, "rb") as handle:
+            data = handle.read(CONDA_RECORD_MAX_BYTES + 1)
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    if len(data) > CONDA_RECORD_MAX_BYTES:
+        return _long_conda_record(data, file_name)
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return None, f"not JSON: {first[:120]}"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    name, version = record.get("name"), record.get("version")
+    if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
+        return None, "no name or version"
+    build = record.get("build")
+    return {
+        "name": name,
+        "version": version,
+        "build": build if isinstance(build, str) else "",
+        "channel": conda_channel(record),
+    }, ""
+
+
+def _long_conda_record(head: bytes, file_name: str) -> tuple[dict[str, str] | None, str]:
+    """A record longer than :data:`CONDA_RECORD_MAX_BYTES`, from its first bytes and its
+    file name; None where the bytes are no JSON object or the name is no
+    ``name-version-build``."""
+    limit = f"larger than {CONDA_RECORD_MAX_BYTES // (1 << 20)} MiB"
+    text = head[:CONDA_RECORD_MAX_BYTES].decode("utf-8", errors="replace")
+    if not text.lstrip().startswith("{"):
+        return None, f"{limit} and not a JSON object"
+    parts = _name_version_build(file_name)
+    if parts is None:
+        return None, f"{limit} and not named name-version-build.json"
+    fields: dict[str, Any] = {}
+    for key in ("schannel", "channel"):
+        found = re.search(rf'"{key}"\s*:\s*"([^"\\]*)"', text)
+        if found:
+            fields[key] = found.group(1)
+    name, version, build = parts
+    return {"name": name, "version": version, "build": build, "channel": conda_channel(fields)}, ""
+
+
+def conda_environment(prefix: str | None = None) -> dict[str, Any] | None:
+    """The conda environment at ``prefix`` (default ``sys.prefix``): its relevant packages
+    from the ``conda-meta/*.json`` records conda writes for each package it installs, name →
+    version, build and channel, and the records that could not be read, each with why. None
+    where ``prefix`` has no ``conda-meta`` directory (a venv, a system Python).
+
+    Never raises: a broken or unreadable record is skipped with a note, one longer than
+    :data:`CONDA_RECORD_MAX_BYTES` is read that far (:func:`_conda_record`), and at most
+    :data:`CONDA_MAX_RECORDS` records are looked at."""
+    prefix = sys.prefix if prefix is None else prefix
+    meta = os.path.join(prefix, "conda-meta")
+    if not os.path.isdir(meta):
+        return None
+    packages: dict[str, dict[str, str]] = {}
+    skipped: list[str] = []
+    names: list[str] = []
+    beyond = 0
+    try:
+        with os.scandir(meta) as entries:
+            for entry in entries:
+                if not entry.name.endswith(".json"):
+                    continue
+                if len(names) < CONDA_MAX_RECORDS:
+                    names.append(entry.name)
+                else:
+                    beyond += 1
+    except OSError as exc:
+        skipped.append(f"conda-meta: unreadable: {exc.strerror or exc}")
+    if beyond:
+        skipped.append(f"{beyond} record(s) beyond the first {CONDA_MAX_RECORDS} not read")
+    for file_name in sorted(names):
+        # A record's file is named name-version-build.json: irrelevant ones are not opened.
+        if not is_relevant_conda(file_name[: -len(".json")]):
+            continue
+        record, why = _conda_record(os.path.join(meta, file_name), file_name)
+        if record is None:
+            skipped.append(f"{file_name}: {why}")
+            continue
+        if is_relevant_conda(f"{record['name']}-{record['version']}-{record['build']}"):
+            name = record.pop("name")
+            packages[name] = record
+    return {"prefix": prefix, "packages": packages, "skipped": skipped}
+
+
+def _package_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def package_facts() -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The hello event's ``packages`` and ``conda``: the relevant distributions (from their
+    metadata, :func:`package_versions`), joined in a conda environment by the packages conda
+    installed that no distribution metadata lists (``cudatoolkit``, ``cudnn``, ``nccl``,
+    ``pytorch`` beside pip's ``torch``): what imports is what the metadata says, so it wins
+    where both name a package. Conda's own records, marked as conda's, are the second item."""
+    versions = package_versions()
+    try:
+        conda = conda_environment()
+    except Exception as exc:  # noqa: BLE001 - a conda prefix must never break the worker
+        why = f"conda-meta: {type(exc).__name__}: {exc}"
+        conda = {"prefix": sys.prefix, "packages": {}, "skipped": [why]}
+    if conda is not None:
+        known = {_package_key(name) for name in versions}
+        for name, record in conda["packages"].items():
+            if _package_key(name) not in known:
+                versions[name] = record["version"]
+    return versions, conda
+
 
 #: The allocator-config variables, newest name first.
 ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")

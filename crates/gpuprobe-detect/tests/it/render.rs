@@ -187,3 +187,69 @@ fn loaded_dnn_and_collective_libraries_are_shown() {
     let row = loaded_row(&fp).expect("a Loaded row");
     assert!(row.ends_with("MIOpen 3.5.1"), "{row}");
 }
+
+/// A conda environment's packages are listed as conda names them, apart from pip's, with
+/// the records that could not be read; a package conda installed is not listed twice.
+#[test]
+fn conda_packages_are_shown_as_conda_names_them() {
+    use gpuprobe_model::fingerprint::{CondaEnv, CondaPackage, PythonEnv};
+    let mut fp = nvidia_host_fingerprint();
+    let record = |version: &str, build: &str, channel: &str| CondaPackage {
+        version: version.into(),
+        build: build.into(),
+        channel: channel.into(),
+    };
+    fp.python = Some(PythonEnv {
+        packages: [
+            ("torch", "2.1.0"),
+            ("numpy", "1.26.0"),
+            ("pytorch", "2.1.0"),
+            ("cudatoolkit", "11.8.0"),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect(),
+        conda: Some(CondaEnv {
+            prefix: "/opt/conda/envs/train".into(),
+            packages: [
+                (
+                    "pytorch",
+                    record("2.1.0", "py3.10_cuda12.1_cudnn8.9.2_0", "pytorch"),
+                ),
+                ("cudatoolkit", record("11.8.0", "h6a678d5_0", "nvidia")),
+                ("numpy", record("1.26.0", "", "")),
+            ]
+            .into_iter()
+            .map(|(n, r)| (n.to_owned(), r))
+            .collect(),
+            skipped: vec!["cudnn-9.1.json: not JSON: \u{1b}]0;x".into()],
+        }),
+        ..Default::default()
+    });
+    let text = render_text(&fp);
+    let row = |key: &str| {
+        text.lines()
+            .skip_while(|l| !l.trim_start().starts_with(key))
+            .take_while(|l| l.trim_start().starts_with(key) || l.starts_with("                "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let packages = row("Packages");
+    assert!(packages.ends_with("torch==2.1.0"), "{text}");
+    let conda = row("Conda");
+    assert!(
+        conda.contains("/opt/conda/envs/train · 3 relevant package(s) installed by conda"),
+        "{text}"
+    );
+    for spec in [
+        "nvidia::cudatoolkit=11.8.0=h6a678d5_0",
+        "numpy=1.26.0",
+        "pytorch::pytorch=2.1.0=py3.10_cuda12.1_cudnn8.9.2_0",
+    ] {
+        assert!(conda.contains(spec), "{spec}\n{text}");
+    }
+    assert!(
+        conda.contains("skipped cudnn-9.1.json: not JSON: \\x1b]0;x"),
+        "{text}"
+    );
+}

@@ -330,6 +330,7 @@ fn python_env_from(
                 torch,
                 unusable,
                 packages,
+                conda,
                 ..
             },
         ..
@@ -340,6 +341,7 @@ fn python_env_from(
         python_env.torch = torch.clone();
         python_env.torch_error = unusable.clone();
         python_env.packages = packages.clone();
+        python_env.conda = conda.as_deref().cloned();
     } else if let Some(version) = recorded_torch {
         // Its build (CUDA or HIP) from the interpreter's torch files, when they are still
         // those of that version.
@@ -388,6 +390,7 @@ mod tests {
                 torch: Some(torch),
                 unusable: (device >= seen).then(|| format!("cuda:{device} does not exist")),
                 packages: BTreeMap::new(),
+                conda: None,
                 simulated: false,
             },
         }

@@ -72,7 +72,12 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
         write!(
             stdout,
             "{}",
-            gpuprobe_report::fix::render_for(&finished.account, style, &finished.run_options)
+            gpuprobe_report::fix::render_for(
+                &finished.account,
+                style,
+                &finished.run_options,
+                gpuprobe_report::console::current().text_width,
+            )
         )?;
         stdout.flush()?;
     }

@@ -38,7 +38,9 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
     let (mut out, style) = (crate::output::stdout(), crate::output::stdout_style());
     match args.action {
         KbAction::List => {
-            write!(out, "{}", kb_view::list(&loaded.kb, style))?;
+            // Fitted to a terminal; piped, each entry stays one line for grep and awk.
+            let width = gpuprobe_report::console::current().text_width;
+            write!(out, "{}", kb_view::list(&loaded.kb, style, width))?;
             Ok(broken)
         }
         KbAction::Show { id } => {

@@ -148,6 +148,59 @@ fn env_lints_the_environment_without_probes() {
     );
 }
 
+/// An interpreter whose prefix is a conda environment: the packages conda installed reach
+/// the fingerprint marked as conda's, a broken record is skipped with a note, and `env`
+/// shows them as conda names them.
+#[test]
+fn env_reads_the_packages_of_a_conda_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("conda-env");
+    let created = std::process::Command::new(python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&prefix)
+        .status()
+        .unwrap();
+    assert!(created.success());
+    let meta = prefix.join("conda-meta");
+    std::fs::create_dir(&meta).unwrap();
+    std::fs::write(
+        meta.join("cudatoolkit-11.8.0-h6a678d5_0.json"),
+        r#"{"build": "h6a678d5_0", "channel": "https://conda.anaconda.org/nvidia/linux-64",
+            "name": "cudatoolkit", "version": "11.8.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        meta.join("cudnn-8.9.2.26-cuda12_0.json"),
+        r#"{"name": "cudnn", "#,
+    )
+    .unwrap();
+    let interpreter = prefix.join("bin/python");
+    let output = gpuprobe()
+        .args(["env", "--json", "--no-tools", "--python"])
+        .arg(&interpreter)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let fingerprint: gpuprobe_model::Fingerprint =
+        serde_json::from_value(report["fingerprint"].clone()).unwrap();
+    let python = fingerprint.python.expect("python facts");
+    assert_eq!(python.packages["cudatoolkit"], "11.8.0");
+    let conda = python.conda.expect("a conda environment");
+    assert_eq!(conda.packages["cudatoolkit"].channel, "nvidia");
+    assert_eq!(conda.skipped.len(), 1, "{:?}", conda.skipped);
+    assert!(conda.skipped[0].starts_with("cudnn-8.9.2.26-cuda12_0.json: not JSON"));
+    let text = gpuprobe()
+        .args(["env", "--no-tools", "--python"])
+        .arg(&interpreter)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("nvidia::cudatoolkit=11.8.0=h6a678d5_0"),
+        "{text}"
+    );
+}
+
 #[test]
 fn env_describes_this_machine() {
     let output = gpuprobe()

@@ -1,7 +1,8 @@
 //! The command-line conventions of `docs/cli.md`, end to end through the binary: progress
 //! lines when stderr is not a terminal (a line per finished family, per probe with `-v`,
 //! never a bar or a carriage return), `--quiet`, `--color` against `NO_COLOR` and
-//! `CLICOLOR_FORCE`, and the table width from `COLUMNS` (then 100). The decisions
+//! `CLICOLOR_FORCE`, the table width from `COLUMNS` (then 100), and free text (findings,
+//! `kb list`) fitted to `COLUMNS` but whole in a bare pipe. The decisions
 //! themselves are unit-tested in `gpuprobe_report::console`.
 
 use std::path::Path;
@@ -174,6 +175,42 @@ fn the_table_fits_columns_and_otherwise_100() {
         let width = table_width(&text);
         assert!((90..=100).contains(&width), "{unusable:?}: {width}\n{text}");
     }
+}
+
+/// The widest line of the findings block (from its heading to the exit line).
+fn findings_width(text: &str) -> usize {
+    text.lines()
+        .skip_while(|l| *l != "findings")
+        .take_while(|l| !l.starts_with("exit "))
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap()
+}
+
+#[test]
+fn findings_and_kb_list_fit_columns_and_stay_whole_in_a_bare_pipe() {
+    let narrow = report_at(Some("80"));
+    assert!(findings_width(&narrow) <= 80, "{narrow}");
+    // Piped without COLUMNS, free text keeps its lines whole (for grep and logs).
+    let piped = report_at(None);
+    assert!(findings_width(&piped) > 100, "{piped}");
+    let kb_list = |columns: Option<&str>| {
+        let mut command = gpuprobe();
+        command.env_remove("COLUMNS");
+        if let Some(columns) = columns {
+            command.env("COLUMNS", columns);
+        }
+        let output = command.args(["kb", "list"]).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+        stdout_of(&output)
+    };
+    let fitted = kb_list(Some("80"));
+    assert!(fitted.lines().all(|l| l.chars().count() <= 80), "{fitted}");
+    let whole = kb_list(None);
+    assert!(whole.lines().any(|l| l.chars().count() > 100), "{whole}");
+    // A row per entry: no continuation line.
+    assert!(!whole.lines().any(|l| l.starts_with(' ')), "{whole}");
+    assert!(fitted.lines().any(|l| l.starts_with(' ')), "{fitted}");
 }
 
 /// `gpuprobe report` of the fixture with stdout on a pseudo-terminal of `columns` columns

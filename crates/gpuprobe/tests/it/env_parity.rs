@@ -276,7 +276,8 @@ fn env_reports_every_fact_collect_env_reports() {
     }
     let python = fp.python.as_ref().expect("python facts");
     for (name, version) in &parsed.packages {
-        // conda lines fail here by design: env does not read conda environments yet.
+        // `[conda]` rows are conda's records, joined into the package list (a row matched
+        // only by its channel is not: docs/fingerprint.md, "Parity with collect_env").
         let found = python.packages.get(name);
         if found == Some(version) {
             compared += 1;
