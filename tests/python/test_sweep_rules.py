@@ -838,3 +838,48 @@ def test_a_large_case_estimated_past_the_budget_is_not_run(monkeypatch: pytest.M
     assert any("large_batch not run" in note and "65,537 would take about" in note for note in slow.notes), slow.notes
     fast = _probe_tally(monkeypatch, key, ("large_batch",))
     assert fast.cases == 1 and fast.passed == 1 and fast.unjudged == {}, vars(fast)
+
+
+# -- an out-of-memory error caused by other processes (faults.memory_taken_by_others) -------------
+
+OOM_CROWDED = (
+    "CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 139.80 GiB of which 220.50 MiB "
+    "is free. Process 14041 has 70.92 GiB memory in use."
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "crowded"),
+    [
+        (OOM_CROWDED, True),
+        # ROCm words it alike.
+        ("HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.98 GiB of which 1.32 GiB is free.", True),
+        # Enough was free and the allocation failed anyway: fragmentation or a wrong count, an error.
+        (OOM_CROWDED.replace("220.50 MiB", "12.00 GiB"), False),
+        ("CUDA out of memory.", False),
+        ("simulated: CUDA out of memory. Tried to allocate 1.00 GiB; the memory freed was not reclaimed", False),
+    ],
+)
+def test_an_allocation_larger_than_the_free_memory_is_not_judged(message: str, crowded: bool) -> None:
+    from gpuprobe.worker.faults import memory_taken_by_others
+
+    reason = memory_taken_by_others(message)
+    assert (reason is not None) == crowded, reason
+    if crowded:
+        assert "other processes held its memory" in reason
+
+
+@pytest.mark.parametrize("free", ["1.00 MiB", "40.00 GiB"])
+def test_the_worker_skips_a_probe_the_crowded_device_could_not_hold_and_reports_the_rest(free: str) -> None:
+    """The worker's rule, end to end under simulation: the same out-of-memory error is a
+    SKIP with its reason when less was free than asked for, an ERROR when enough was."""
+    from conftest import run_plan
+
+    message = OOM_CROWDED.replace("220.50 MiB", free)
+    fault = {"name": "crowded", "op": "elementwise", "effect": {"kind": "oom", "message": message}}
+    run = run_plan(["ops.elementwise.add.fp32"], simulate={"source": "test", "fault": [fault]}, timeout=240)
+    result = run.results()["ops.elementwise.add.fp32"]
+    if free == "1.00 MiB":
+        assert result["outcome"] == "skip" and "other processes held its memory" in result["reason"], result
+    else:
+        assert result["outcome"] == "error" and "OutOfMemoryError" in result["type"], result

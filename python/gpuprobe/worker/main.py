@@ -36,6 +36,7 @@ from gpuprobe import switches
 from gpuprobe.worker import bytecode, catalog, envinfo, simulate
 from gpuprobe.worker.context import ProbeContext, SkipProbe, device_context_problem
 from gpuprobe.worker.events import EventStream
+from gpuprobe.worker.faults import is_oom, memory_taken_by_others
 
 PROTOCOL_VERSION = 1
 #: What the supervisor writes on stdin to start a worker that waits (``protocol::START_LINE``).
@@ -100,6 +101,7 @@ def _hello(
     unusable: str | None,
     packages: dict[str, str],
     simulated: bool,
+    conda: dict[str, Any] | None = None,
 ) -> None:
     event: dict[str, Any] = {
         "event": "hello",
@@ -115,6 +117,8 @@ def _hello(
     }
     if unusable:
         event["unusable"] = unusable
+    if conda is not None:
+        event["conda"] = conda
     events.emit(event)
 
 
@@ -240,7 +244,8 @@ def _env_mode(events: EventStream) -> int:
     info = None
     if torch is not None:
         info, why = _torch_facts(torch)
-    _hello(events, torch_info=info, unusable=why, packages=envinfo.package_versions(), simulated=False)
+    packages, conda = envinfo.package_facts()
+    _hello(events, torch_info=info, unusable=why, packages=packages, simulated=False, conda=conda)
     events.emit({"event": "done"})
     return EXIT_OK
 
@@ -276,7 +281,8 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
         applied, why = apply_switches(torch)
     if why is None and engine is not None:
         simulate.activate_engine(engine, torch, device)
-    _hello(events, torch_info=info, unusable=why, packages=envinfo.package_versions(), simulated=simulated)
+    packages, conda = envinfo.package_facts()
+    _hello(events, torch_info=info, unusable=why, packages=packages, simulated=simulated, conda=conda)
     if applied:
         events.log(
             "info",
@@ -300,8 +306,29 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
         status = _run_probe(events, torch, device, plan, catalog.lookup(probe_id), probe_id, simulated)
         if status is not None:
             return status
+        give_back_cached_memory(torch, device)
     events.emit({"event": "done"})
     return EXIT_OK
+
+
+#: A lane's share of device memory between probes (the engine's ``MEMORY_PER_LANE``,
+#: lanes.rs, sizes lanes by it).
+LANE_MEMORY_BYTES = 2 << 30
+
+
+def give_back_cached_memory(torch: Any, device: str) -> None:
+    """Returns the caching allocator's unused blocks to the device when this worker holds
+    more than its lane's share: a probe that needed tens of GiB for a moment (a large batch
+    of a solver, a wide tensor) would otherwise keep them reserved for the rest of the lane,
+    and a probe beside it would fail to allocate 4 GiB on a 140 GiB device (seen on the H200:
+    two sweep workers held 71 and 35 GiB between probes)."""
+    if not device.startswith("cuda"):
+        return
+    try:
+        if torch.cuda.memory_reserved(device) > LANE_MEMORY_BYTES:
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - a release is an optimisation: a broken context is the next probe's to report
+        pass
 
 
 def apply_switches(torch: Any, environ: Mapping[str, str] | None = None) -> tuple[list[switches.Applied], str | None]:
@@ -374,13 +401,18 @@ def _run_probe(
                 except SkipProbe as skip:
                     result.update(outcome="skip", reason=str(skip))
                 except Exception as exc:  # noqa: BLE001 - every probe failure is reported
-                    result.update(
-                        outcome="error",
-                        type=type(exc).__name__,
-                        message=str(exc) or type(exc).__name__,
-                        traceback=traceback.format_exc(),
-                    )
-                    errored = True
+                    crowded = memory_taken_by_others(str(exc)) if is_oom(torch, exc) else None
+                    if crowded is not None:
+                        # Not this stack's fault: other processes held the device's memory.
+                        result.update(outcome="skip", reason=crowded)
+                    else:
+                        result.update(
+                            outcome="error",
+                            type=type(exc).__name__,
+                            message=str(exc) or type(exc).__name__,
+                            traceback=traceback.format_exc(),
+                        )
+                        errored = True
                 else:
                     notes = list(output.notes) + ctx.notes
                     observation: dict[str, Any] = {
