@@ -479,6 +479,78 @@ def autocast_compile_bwd_inner_disabled(device: str):
     return bad, "; ".join(parts)
 
 
+@case("autocast_dtype_compile_cache_reuse", 181564, "autocast x compile caches")
+def autocast_dtype_compile_cache_reuse(device: str):
+    """The same model compiled under autocast(bfloat16), then (Dynamo reset, a fresh module)
+    under autocast(float16), both training graphs on one Inductor cache: the float16 run's
+    logits must be float16 and equal eager float16's. A cache key that records only whether
+    autocast is on serves the bfloat16 graph to the float16 run."""
+    import tempfile
+
+    dev_type = "cuda" if device.startswith("cuda") else "cpu"
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpuprobe-autocast-cache-")
+    try:
+        torch.manual_seed(0)
+        base = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).to(device)
+        x = torch.randn(8, 32, device=device)
+
+        def logits(model, dtype, compiled):
+            _reset()
+            fn = torch.compile(model) if compiled else model
+            with torch.amp.autocast(dev_type, dtype=dtype):
+                out = fn(x)
+            out.float().sum().backward()
+            _sync(device)
+            return out.detach()
+
+        logits(copy.deepcopy(base), torch.bfloat16, True)  # fills the cache under bfloat16
+        eager = logits(copy.deepcopy(base), torch.float16, False)
+        compiled = logits(copy.deepcopy(base), torch.float16, True)
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+    rel = _maxdiff(compiled, eager) / (float(eager.abs().max()) or 1.0)
+    wrong = compiled.dtype != eager.dtype or rel > 4e-3
+    return wrong, (f"under autocast(float16) after a bfloat16 compile: compiled logits {compiled.dtype}, "
+                   f"eager {eager.dtype}; max rel diff {rel:.3g}")
+
+
+@case("default_dtype_compile_cache_reuse", 184405, "compile caches x default dtype")
+def default_dtype_compile_cache_reuse(device: str):
+    """A function that creates a tensor without a dtype, compiled under the float32 default
+    dtype, then (Dynamo reset) again after torch.set_default_dtype(torch.float64), on one
+    Inductor cache: the second must return float64, as eager does."""
+    import tempfile
+
+    saved_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    saved_dtype = torch.get_default_dtype()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpuprobe-default-dtype-cache-")
+    x = torch.randn(8, device=device, dtype=torch.float32)
+
+    def f(t):
+        return t * torch.linspace(0.5, 1.5, t.shape[0], device=t.device)
+
+    try:
+        _reset()
+        torch.compile(f)(x)
+        torch.set_default_dtype(torch.float64)
+        eager = f(x)
+        _reset()
+        compiled = torch.compile(f)(x)
+        _sync(device)
+    finally:
+        torch.set_default_dtype(saved_dtype)
+        if saved_dir is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved_dir
+    wrong = compiled.dtype != eager.dtype
+    return wrong, f"under default dtype float64 after a float32 compile: compiled {compiled.dtype}, eager {eager.dtype}"
+
+
 # ----------------------------------------------------------------------------------------
 # CUDA graphs
 # ----------------------------------------------------------------------------------------

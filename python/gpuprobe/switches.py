@@ -183,6 +183,13 @@ def _table() -> dict[str, Switch]:
             module="torch._inductor.config",
         ),
         Switch(
+            "torch._functorch.config.enable_autograd_cache",
+            ("False",),
+            "AOTAutograd's on-disk cache of compiled graphs off: every process compiles its training graphs again",
+            "attribute",
+            module="torch._functorch.config",
+        ),
+        Switch(
             "gpuprobe.inputs.contiguous",
             ("True",),
             "gpuprobe's operator sweep makes layout-transformed inputs contiguous before the call "

@@ -233,6 +233,76 @@ def test_the_catalogue_has_the_standard_program_and_every_chunk_of_every_dtype()
             assert probe.tier == "full" and probe.placement == "side" and probe.lane.startswith("compile-")
 
 
+@pytest.mark.parametrize(("cores", "lanes"), [(2, 1), (6, 3), (16, 8)])
+def test_lanes_hold_whole_chunks_balanced_by_weight_and_run_dtype_by_dtype(
+    monkeypatch: pytest.MonkeyPatch, cores: int, lanes: int
+) -> None:
+    """The full tier's placement on 1, 3 and 8 lanes: the same probes as ever, every dtype
+    of a chunk in one lane, the lanes' weights within one chunk of each other, and each
+    lane's probes float32 first, booleans last, heaviest chunk first within a dtype."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert compile_specs.lane_count() == lanes
+    probes = compile_specs.specs()
+    expected = {"compile.standard.fp32", "compile.ambient"} | {
+        f"compile.p{chunk:02d}.{dtype}" for dtype in compile_specs.FULL_DTYPES for chunk in range(compile_specs.CHUNKS)
+    }
+    assert len(probes) == len(expected) and {p.id for p in probes} == expected
+    assert next(p for p in probes if p.id == "compile.standard.fp32").lane == "compile-1"
+
+    assert next(p for p in probes if p.id == "compile.ambient").lane == "compile-ambient"
+
+    full = [p for p in probes if p.tier == "full" and "chunk" in p.params]
+    lanes_of_chunk: dict[int, set[str]] = {}
+    for p in full:
+        lanes_of_chunk.setdefault(p.params["chunk"], set()).add(p.lane)
+    assert all(len(names) == 1 for names in lanes_of_chunk.values()), lanes_of_chunk
+    lane_of_chunk = {chunk: next(iter(names)) for chunk, names in lanes_of_chunk.items()}
+    assert set(lane_of_chunk.values()) == {f"compile-{n}" for n in range(1, lanes + 1)}
+
+    totals = {name: 0.0 for name in set(lane_of_chunk.values())}
+    for chunk, name in lane_of_chunk.items():
+        totals[name] += compile_specs.chunk_weight(chunk)
+    heaviest_chunk = max(compile_specs.chunk_weight(c) for c in range(compile_specs.CHUNKS))
+    assert max(totals.values()) - min(totals.values()) <= heaviest_chunk, totals
+    # Longest processing time first guarantees more: the heaviest lane exceeds the lightest
+    # by at most the lightest chunk it holds (the last it took, when it was the lightest).
+    heaviest_lane = max(totals, key=lambda name: totals[name])
+    lightest_on_it = min(compile_specs.chunk_weight(c) for c, name in lane_of_chunk.items() if name == heaviest_lane)
+    assert max(totals.values()) - min(totals.values()) <= lightest_on_it, totals
+
+    dtype_rank = {dtype: i for i, dtype in enumerate(compile_specs.FULL_DTYPES)}
+    for name in totals:
+        order = [
+            (dtype_rank[p.params["dtype"]], -compile_specs.chunk_weight(p.params["chunk"]), p.params["chunk"])
+            for p in full
+            if p.lane == name
+        ]
+        assert order == sorted(order), name
+        assert [rank for rank, _, _ in order][0] == 0 and [rank for rank, _, _ in order][-1] == len(dtype_rank) - 1
+
+
+def test_lane_plan_is_longest_first_deterministic_and_counts_a_missing_chunk_as_the_median(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = compile_specs.lane_plan(8)
+    assert plan == compile_specs.lane_plan(8)
+    # The eight heaviest chunks open the eight lanes in order; the ninth joins the lightest.
+    heaviest = compile_specs.heaviest_first()
+    assert [plan[chunk] for chunk in heaviest[:8]] == list(range(1, 9))
+    assert plan[heaviest[8]] == plan[heaviest[7]]
+    assert set(compile_specs.lane_plan(1).values()) == {1}
+
+    weights = dict(compile_specs.CHUNK_WEIGHTS)
+    dropped = heaviest[0]
+    del weights[dropped]
+    monkeypatch.setattr(compile_specs, "CHUNK_WEIGHTS", weights)
+    median = sorted(weights.values())[len(weights) // 2]  # 23 weights: the middle one
+    assert compile_specs.chunk_weight(dropped) == median
+    assert sorted(compile_specs.lane_plan(8)) == list(range(compile_specs.CHUNKS))
+
+
 def test_docs_name_every_pass_dtype_and_exclusion() -> None:
     text = (REPO / "docs" / "probes.md").read_text(encoding="utf-8")
     section = text[text.index("### compile:") :]
@@ -412,7 +482,7 @@ def test_the_full_tier_covers_every_pass_in_one_dtype_a_program() -> None:
         assert all(per_dtype[d] == set(compile_run.dtype_passes(d)) for d in compile_specs.FULL_DTYPES)
     placements = {tuple(compile_run.covering_passes(0, "fp32", compile_run.covering_rotation(seed))) for seed in range(40)}
     assert len(placements) > 1
-    full = [p for p in compile_specs.specs() if p.tier == "full"]
+    full = [p for p in compile_specs.specs() if p.tier == "full" and p.id != "compile.ambient"]
     assert full and all(p.params.get("covering") is True and "passes" not in p.params for p in full)
 
 

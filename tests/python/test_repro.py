@@ -10,8 +10,10 @@ attention with masks, packed inputs and gradients), pipeline (DataLoader in the 
 and in workers, safetensors and torch.save reloads, Accelerate), sweep (forward, backward,
 a lost NaN, an operator the script looks up in PyTorch's database, a crash found from the
 worker's log), width (decorated, closure and lambda cases at the scaled-down CPU
-boundaries), optim (a fused optimizer step, GradScaler), graph (a graphed MLP training step,
-two graphs sharing a pool, on the CPU's eager stand-in) and train (the bf16 transformer).
+boundaries), compile (one entry of a program alone; compile.ambient's states in turn up to
+the failing one, with ``aot_eager``), optim (a fused optimizer step, GradScaler), graph (a
+graphed MLP training step, two graphs sharing a pool, on the CPU's eager stand-in) and train
+(the bf16 transformer).
 
 Not testable on a CPU, and why: copies between two GPUs (``copy.p2p``) and collectives
 (``dist``) need two devices (no script is made for them); the ``huge``/``large`` variants
@@ -541,8 +543,8 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     covered = 0
     for probe, definition in catalog.all_probes().items():
         recipe = families.RECIPES.get(definition.impl)
-        if definition.impl.endswith(("sweep_run:run_op", "compile_run:run_program")):
-            continue  # needs a real failing sample (the sweep and compile tests above and below)
+        if definition.impl.endswith(("sweep_run:run_op", "compile_run:run_program", "compile_ambient:run")):
+            continue  # needs a real failing sample or state (the sweep and compile tests above and below)
         if definition.impl.startswith(TRAINING_PATH_IMPLS):
             continue  # a failure names its case: test_every_training_path_probe_gives_a_script_that_compiles
         if definition.impl.endswith("width_run:run_width"):
@@ -628,6 +630,124 @@ def test_a_compiled_entry_reproduces_alone_only_under_simulation(tmp_path: Path)
 def test_compiled_out_and_inplace_passes_say_why_there_is_no_script(tmp_path: Path) -> None:
     made = generate(tmp_path, _compile_result("out"), make_plan(COMPILE_SPEC, ["compile.standard.fp32"], {}))
     assert made.returncode == 3 and "out= or in-place" in made.stderr, made.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# compile.ambient: the probe's states compiled in turn up to the failing one, that one judged.
+
+AMBIENT_PROBE = "compile.ambient"
+AMBIENT_SPEC: dict[str, Any] = {
+    "source": "test:ambient",
+    "fault": [
+        {"name": "ambient-f16", "op": "compile", "when": {"methods": ["ambient"], "variants": ["autocast_float16"]}, "effect": {"kind": "zeros"}}
+    ],
+}
+
+
+def _ambient_result(state: str, device: str = "cpu", verdict: str = "fail") -> dict[str, Any]:
+    """A compile.ambient failure under ``state``, its record made by the probe's own tally."""
+    from gpuprobe.worker.probes import compile_ambient, sweep_oracle
+
+    tally = compile_ambient._Tally()
+    tally.fail(state, "logits", sweep_oracle.LeafFailure(sweep_oracle.WRONG_VALUE, "dtype torch.bfloat16 where eager ...",
+                                                         expected="torch.float16", found="torch.bfloat16"))
+    measurement = {"kind": "sweep", "op": AMBIENT_PROBE, "cases": 1, "passed": 0, "failed": tally.failed,
+                   "failures": tally.failures, "errors": []}
+    event = {"probe": AMBIENT_PROBE, "device": device, "observation": {"measurement": measurement, "metrics": {}}}
+    return as_result(event, {"verdict": verdict}, {}, True)
+
+
+def _ambient_probe_result(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The probe's own failing result under ``AMBIENT_SPEC``, run in this process with
+    ``aot_eager`` (seconds; the worker would compile with Inductor)."""
+    import torch
+
+    from gpuprobe.worker import simulate
+    from gpuprobe.worker.context import ProbeContext
+    from gpuprobe.worker.probes import compile_ambient
+
+    monkeypatch.setitem(compile_ambient.COMPILE_OPTIONS, "backend", "aot_eager")
+    simulate.activate(AMBIENT_SPEC, torch, "cpu")
+    try:
+        out = compile_ambient.run(ProbeContext(torch, "cpu", SEED, AMBIENT_PROBE, {}))
+    finally:
+        simulate.deactivate()
+    event = {"probe": AMBIENT_PROBE, "device": "cpu", "observation": {"measurement": out.measurement, "metrics": out.metrics}}
+    return as_result(event, {"verdict": "fail", "class": "wrong_value"}, {}, True)
+
+
+def test_an_ambient_state_reproduces_after_the_states_before_it_only_under_simulation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The script compiles the probe's states in their order up to the failing one, in a
+    fresh cache directory, and judges that one with the probe's judge: on the healthy CPU it
+    passes; under the shim the fault the worker's compiled values met meets its values, and
+    it prints the element and values the probe recorded (the same seeded weights and batch).
+    ``aot_eager`` keeps it cheap (the script's backend override): the cache keys are the GPU
+    host's to test, with Inductor."""
+    result = _ambient_probe_result(monkeypatch)
+    first = result["observation"]["measurement"]["failures"][0]
+    assert first["variant"] == "autocast_float16", first
+    monkeypatch.setenv("GPUPROBE_REPRO_BACKEND", "aot_eager")
+    made = generate(tmp_path, result, make_plan(AMBIENT_SPEC, [AMBIENT_PROBE], {}))
+    assert made.returncode == 0, made.stderr
+    info = json.loads((tmp_path / "out" / "repro.json").read_text())
+    assert info["family"] == "compile" and info["needs"] == ["torch"] and info["crash_child"] is False
+    text = (tmp_path / "out" / "repro.py").read_text()
+    assert "JUDGED = 'autocast_float16'" in text and "SIMULATED_VARIANT = 'autocast_float16'" in text
+    assert "State(name='autocast_bfloat16'" in text and "autocast_bfloat16_again" not in text
+    faulty = check_script(tmp_path / "out" / "repro.py", AMBIENT_SPEC)
+    out = faulty.stdout
+    assert "caches: " in out and "(fresh; removed at exit)" in out and "{'backend': 'aot_eager'}" in out
+    # Each state before the judged one is compiled first, in the probe's order.
+    compiled = re.findall(r"compiled under (\w+) \(", out)
+    assert compiled == ["float32", "autocast_bfloat16", "autocast_float16"], out
+    assert re.search(r"logits +torch\.float16 +torch\.float16 ", out), out
+    assert f"autocast_float16, {first['output']}: {first['class']}: {first['detail']}" in out, (first, out)
+    assert f"expected {first['expected']}, found {first['found']}" in out, (first, out)
+
+
+def test_every_ambient_state_gives_a_script_that_compiles() -> None:
+    """A failure of each of the probe's states, on a GPU and on the CPU, and a crash (every
+    state, in a child): valid Python that imports no gpuprobe, in which pyflakes finds no
+    undefined name; the states before the failing one are the probe's, in its order."""
+    pyflakes_checker = pytest.importorskip("pyflakes.checker")
+    pyflakes_messages = pytest.importorskip("pyflakes.messages")
+    import ast
+
+    from gpuprobe.repro.generate import generate as make
+    from gpuprobe.worker.patterns import derive_seed
+    from gpuprobe.worker.probes import compile_ambient
+
+    plan = make_plan(None, [], {})
+    names = [s.name for s in compile_ambient.STATES]
+    for number, name in enumerate(names):
+        for device in ("cuda:0", "cpu"):
+            text, info = make(_ambient_result(name, device), plan)
+            compile(text, f"{AMBIENT_PROBE}/{name}/repro.py", "exec")
+            assert not re.search(r"^\s*(import|from)\s+gpuprobe", text, re.M)
+            assert re.findall(r"State\(name='(\w+)'", text) == names[: number + 1], name
+    text, info = make(_ambient_result(names[0], "cpu", "crash"), plan)
+    assert info["crash_child"] is True and re.findall(r"State\(name='(\w+)'", text) == names
+    # The probe's seed (``ctx.derive_seed("ambient")``), in the probe's own lines that use it.
+    assert f"AMBIENT_SEED = {derive_seed(SEED, AMBIENT_PROBE, 'ambient')}" in text
+    assert "manual_seed(AMBIENT_SEED % (2**31))" in text and "ctx" not in _case_section(text)
+    checker = pyflakes_checker.Checker(ast.parse(text), filename=f"{AMBIENT_PROBE}/repro.py")
+    undefined = [str(m) for m in checker.messages if isinstance(m, pyflakes_messages.UndefinedName)]
+    assert not undefined, undefined
+
+
+def test_an_ambient_failure_without_a_known_state_says_why() -> None:
+    from gpuprobe.repro.families import NoRepro
+    from gpuprobe.repro.generate import generate as make
+
+    plan = make_plan(None, [], {})
+    with pytest.raises(NoRepro, match="'float8' is not one of the probe's states"):
+        make(_ambient_result("float8"), plan)
+    result = _ambient_result("float32")
+    result["observation"]["measurement"]["failures"] = []
+    with pytest.raises(NoRepro, match="lists no failing state"):
+        make(result, plan)
 
 
 # ---------------------------------------------------------------------------------------------

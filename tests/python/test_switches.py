@@ -31,6 +31,8 @@ torch = pytest.importorskip("torch")
 HOOK_DIR = PACKAGE_DIR / "gpuprobe" / "startup"
 CUDNN_SDP_OFF = "torch.backends.cuda.enable_cudnn_sdp=False"
 PROBE_SIDE = "gpuprobe.inputs.contiguous"
+AOT_CACHE = "torch._functorch.config.enable_autograd_cache"
+AOT_CACHE_OFF = f"{AOT_CACHE}=False"
 
 
 @pytest.fixture(autouse=True)
@@ -204,6 +206,11 @@ def test_python_lines() -> None:
         == "import torch._dynamo; torch._dynamo.config.disable = True"
     )
     assert switches.python_import("torch._dynamo.config.disable") == "import torch._dynamo"
+    assert (
+        switches.python_line(AOT_CACHE, "False")
+        == "import torch._functorch.config; torch._functorch.config.enable_autograd_cache = False"
+    )
+    assert switches.python_import(AOT_CACHE) == "import torch._functorch.config"
     assert switches.python_import("torch.backends.cudnn.enabled") == "import torch"
     assert (
         switches.python_line("torch.backends.cuda.preferred_blas_library", "cublaslt")
@@ -390,6 +397,28 @@ def test_the_worker_helper() -> None:
     assert applied == [] and why == "framework switch refused: torch 1.0 has no torch.backends.cuda.enable_cudnn_sdp"
 
 
+def test_the_aotautograd_cache_switch_applies_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config module torch does not import by itself: the worker imports it, sets the
+    attribute and reads back False."""
+    monkeypatch.delenv("TORCHINDUCTOR_AUTOGRAD_CACHE", raising=False)
+    run = run_plan([], env_extra={switches.ENV_VAR: AOT_CACHE_OFF})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "unusable" not in run.hello, run.hello
+    messages = [log["message"] for log in run.of("log")]
+    assert f"framework switches applied: {AOT_CACHE_OFF} (reads back False)" in messages
+
+
+def test_the_aotautograd_cache_variable_beats_the_switch_and_the_trial_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TORCHINDUCTOR_AUTOGRAD_CACHE forces the setting whatever a program sets: with it at 1
+    the switch reads back True, so the trial tests nothing and says so."""
+    monkeypatch.setenv("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
+    run = run_plan([], env_extra={switches.ENV_VAR: AOT_CACHE_OFF})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.hello["unusable"] == f"framework switch refused: {AOT_CACHE_OFF}: set, but torch reads back True"
+
+
 # -- the simulation's live cures -------------------------------------------------------------------
 
 
@@ -483,6 +512,25 @@ def test_probe_side_switch_cures_a_sweep_layout_fault_live() -> None:
     call = simulate.CallInfo(op="sweep", method="add", variant="noncontig")
     assert engine.decide(call) is not None
     switches.apply(None, [(PROBE_SIDE, "True")])
+    assert engine.decide(call) is None
+
+
+def test_the_aotautograd_cache_switch_cures_a_compile_fault_live() -> None:
+    """A step compiled under float16 autocast that is wrong only while AOTAutograd's cache
+    is on (a cached graph of another setting served): cured the moment the switch is set."""
+    f = {
+        "name": "cached-graph",
+        "op": "compile",
+        "when": {"methods": ["ambient"], "variants": ["autocast_float16"]},
+        "effect": {"kind": "zeros"},
+        "cured_by": [AOT_CACHE_OFF],
+    }
+    engine = FaultEngine({"fault": [f]}, {})
+    engine.bind(torch)
+    call = simulate.CallInfo(op="compile", method="ambient", variant="autocast_float16", on_device=True)
+    switches._set(torch, SWITCHES[AOT_CACHE], "True")
+    assert engine.decide(call) is not None
+    switches.apply(torch, [(AOT_CACHE, "False")])
     assert engine.decide(call) is None
 
 

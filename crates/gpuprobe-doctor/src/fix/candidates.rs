@@ -131,7 +131,9 @@ fn relevant_families(entry_id: &str) -> Option<&'static [&'static str]> {
         "CAT-DETERMINISTIC-ALGORITHMS" => {
             Some(&["ops", "nn", "sweep", "width", "compile", "train", "optim"])
         }
-        "CAT-COMPILE-OFF" | "CAT-INDUCTOR-PRECISION-CASTS" => Some(&["compile", "train"]),
+        "CAT-COMPILE-OFF" | "CAT-INDUCTOR-PRECISION-CASTS" | "CAT-AOTAUTOGRAD-CACHE-OFF" => {
+            Some(&["compile", "train"])
+        }
         "CAT-INDUCTOR-CUDAGRAPHS-OFF" => Some(&["graph", "compile", "train"]),
         "CAT-PROBE-CONTIGUOUS" => Some(&["sweep"]),
         _ => None,
@@ -751,6 +753,17 @@ mod tests {
         assert!(!attention.iter().any(|n| n.starts_with("torch._dynamo")));
         let compiled = gather_for(&fp, &[failure("compile.p03.bf16")]);
         assert!(compiled.contains(&"torch._dynamo.config.disable=True".to_string()));
+        // A graph another process compiled and cached: tried for compiled and training
+        // failures, never for eager ones, and not on a torch older than the setting.
+        let cache_off = "torch._functorch.config.enable_autograd_cache=False".to_string();
+        assert!(compiled.contains(&cache_off), "{compiled:?}");
+        let training = gather_for(&fp, &[failure("train.convnet.fp16.compile")]);
+        assert!(training.contains(&cache_off), "{training:?}");
+        assert!(!attention.contains(&cache_off));
+        let before_setting =
+            gather_for(&nvidia_linux("2.4.1+cu124"), &[failure("compile.p03.bf16")]);
+        assert!(!before_setting.contains(&cache_off), "{before_setting:?}");
+        assert!(before_setting.contains(&"torch._dynamo.config.disable=True".to_string()));
         let copy = gather_for(&fp, &[failure("copy.h2d.pageable.tiny.nonblocking")]);
         assert!(!copy.iter().any(|n| n.starts_with("torch.")), "{copy:?}");
         // A torch older than the switch does not get it.

@@ -69,6 +69,7 @@ fn framework_switches_are_settings_with_python_lines() {
         "torch.backends.cuda.preferred_blas_library=cublaslt",
         "torch.use_deterministic_algorithms=warn_only",
         "torch._dynamo.config.disable=True",
+        "torch._functorch.config.enable_autograd_cache=False",
         "gpuprobe.inputs.contiguous=True",
     ] {
         assert!(catalogue.allows(setting), "{setting} should be allowed");
@@ -79,6 +80,7 @@ fn framework_switches_are_settings_with_python_lines() {
         "torch.backends.cuda.enable_cudnn_sdp=False;import os",
         "torch.cuda.memory.set_per_process_memory_fraction=0.5",
         "torch.backends.cudnn.enabled",
+        "torch._functorch.config.enable_autograd_cache=True",
         "os.system=True",
     ] {
         assert!(!catalogue.allows(setting), "{setting} should be refused");

@@ -1,8 +1,9 @@
 """Per-family recipes: how a probe's one failing case becomes plain torch code.
 
 One module per probe family (``copy``, ``dtype``, ``ops``, ``nn``, ``pipeline``, ``sweep``,
-``width``, ``compiled`` for the compile family, ``optim``, ``graph``, ``train``; the last three
-copy the probe's own code into the script with ``copied.Copier``), each a set of recipes:
+``width``, ``compiled`` for the compile family's programs, ``ambient`` for its
+``compile.ambient``, ``optim``, ``graph``, ``train``; the last four copy the probe's own code
+into the script with ``copied.Copier``), each a set of recipes:
 functions from a ``base.Case`` (the probe's catalogue
 definition, the plan seed, the observation) to a ``script.Recipe`` (the script's case
 section and its ``repro.json`` fields). ``script.render`` puts a recipe into the scaffold
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpuprobe.repro.families import compiled, copy, dtype, graph, nn, ops, optim, pipeline, sweep, train, width
+from gpuprobe.repro.families import ambient, compiled, copy, dtype, graph, nn, ops, optim, pipeline, sweep, train, width
 from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.ops import elementwise_cases
 from gpuprobe.repro.script import Recipe
@@ -39,6 +40,7 @@ RECIPES: dict[str, Callable[[Case], Recipe]] = {
     **sweep.RECIPES,
     **width.RECIPES,
     **compiled.RECIPES,
+    **ambient.RECIPES,
     **optim.RECIPES,
     **graph.RECIPES,
     **train.RECIPES,
