@@ -149,8 +149,7 @@ pub struct RunFiles {
 /// [`RunnerError::BadRunDir`](gpuprobe_runner::RunnerError::BadRunDir), a usage error.
 pub fn load_run(dir: &Path) -> Result<RunFiles, gpuprobe_runner::RunnerError> {
     use gpuprobe_runner::RunnerError;
-    use gpuprobe_runner::rundir::REPORT_FILE;
-    use gpuprobe_runner::runs::FIX_ACCOUNT_FILE;
+    use gpuprobe_runner::rundir::{FIX_ACCOUNT_FILE, REPORT_FILE};
     fn read<T: serde::de::DeserializeOwned>(
         dir: &Path,
         name: &str,

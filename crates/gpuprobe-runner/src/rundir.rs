@@ -20,14 +20,33 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::RunnerError;
 
-/// File names inside a run directory.
+// The layout: every name a run directory holds is defined here and nowhere else (a test
+// of the workspace's sources keeps it so).
+
+/// The plan: what the run was asked and every planned (probe, device).
 pub const PLAN_FILE: &str = "plan.json";
 /// Results, one JSON object per line.
 pub const RESULTS_FILE: &str = "results.jsonl";
-/// The final report.
+/// The final report; a `check` that has it is finished.
 pub const REPORT_FILE: &str = "report.json";
 /// What the run's probes ran under, as its workers reported it ([`RunStack`]).
 pub const STACK_FILE: &str = "stack.json";
+/// The directory of worker logs, made first in every run directory.
+pub const WORKERS_DIR: &str = "workers";
+/// The directory inside a `fix` run that holds its starting check, a run directory of its
+/// own.
+pub const FIX_CHECK_DIR: &str = "check";
+/// A `fix`'s account of its search; a `fix` that has it is finished.
+pub const FIX_ACCOUNT_FILE: &str = "fix.json";
+/// The options a `fix` was started with, for `--resume`.
+pub const FIX_OPTIONS_FILE: &str = "fix-options.json";
+/// A `fix`'s trial journal, one trial per line.
+pub const FIX_JOURNAL_FILE: &str = "trials.jsonl";
+/// The directory of a `fix`'s trial runs.
+pub const FIX_TRIALS_DIR: &str = "trials";
+/// Where a `fix` writes its profile unless told otherwise (`run --profile` may read it from
+/// there).
+pub const PROFILE_FILE: &str = "profile.toml";
 
 /// What a run's probes ran under, beyond its plan: kept so that a resume can tell whether it
 /// would continue under something else.
@@ -61,7 +80,7 @@ impl RunDir {
                         .into(),
             });
         }
-        fs::create_dir_all(path.join("workers"))
+        fs::create_dir_all(path.join(WORKERS_DIR))
             .map_err(|e| RunnerError::io("cannot create run directory", path, e))?;
         // Prove it is writable now rather than after the first probe.
         let probe = path.join(".write-test");
@@ -81,7 +100,7 @@ impl RunDir {
                 reason: format!("no {PLAN_FILE}: not a gpuprobe run directory"),
             });
         }
-        fs::create_dir_all(path.join("workers"))
+        fs::create_dir_all(path.join(WORKERS_DIR))
             .map_err(|e| RunnerError::io("cannot write in", path, e))?;
         Ok(RunDir {
             path: path.to_path_buf(),
@@ -95,7 +114,7 @@ impl RunDir {
 
     /// Where worker logs go.
     pub fn workers_dir(&self) -> PathBuf {
-        self.path.join("workers")
+        self.path.join(WORKERS_DIR)
     }
 
     /// Writes `name` as pretty JSON, atomically (temporary file, then rename).

@@ -29,7 +29,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::paths;
-use crate::rundir::{PLAN_FILE, REPORT_FILE, RESULTS_FILE};
+use crate::rundir::{
+    FIX_ACCOUNT_FILE, FIX_CHECK_DIR, PLAN_FILE, PROFILE_FILE, REPORT_FILE, RESULTS_FILE,
+    WORKERS_DIR,
+};
 
 /// Runs kept by the retention applied after each `check`, unless [`KEEP_ENV`] says otherwise.
 pub const DEFAULT_KEEP: usize = 20;
@@ -39,15 +42,6 @@ pub const KEEP_ENV: &str = env_vars::GPUPROBE_KEEP_RUNS;
 /// when its process cannot be seen. An hour is longer than any probe's timeout at the default
 /// scale, during which a live run writes at least a result or a worker log.
 const ACTIVE_WINDOW: Duration = Duration::from_secs(3600);
-/// Where `fix` writes its profile by default (`gpuprobe_doctor::fix`).
-const PROFILE_FILE: &str = "profile.toml";
-/// The account that marks a finished `fix` (`gpuprobe_doctor::fix` writes it).
-pub const FIX_ACCOUNT_FILE: &str = "fix.json";
-/// The directory inside a `fix` run that holds its starting check.
-pub const FIX_CHECK_DIR: &str = "check";
-/// The directory every run directory gets first.
-const WORKERS_DIR: &str = "workers";
-
 /// Whether a run is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -8,8 +8,7 @@ use gpuprobe_kb::KbMatch;
 use gpuprobe_model::probe::{ProbeSpec, Tier};
 use gpuprobe_model::report::Report;
 use gpuprobe_runner::RunDir;
-use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
-use gpuprobe_runner::runs::FIX_CHECK_DIR;
+use gpuprobe_runner::rundir::{FIX_CHECK_DIR, PLAN_FILE, REPORT_FILE, WORKERS_DIR};
 
 use super::options::FixOptions;
 use super::run::{FixError, FixHost};
@@ -61,7 +60,7 @@ pub(crate) fn resume_check(
     let supervisor = session::supervisor_config(
         options.session.timeout_scale,
         options.session.startup_timeout,
-        check_dir.join("workers"),
+        check_dir.join(WORKERS_DIR),
     );
     let collector = session::spawn_collector(&host.session.env);
     let prepared = session::prepare_existing(

@@ -20,8 +20,8 @@ use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Report, env_vars};
 use gpuprobe_runner::process::run_to_files;
-use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
-use gpuprobe_runner::runs::{FIX_ACCOUNT_FILE, FIX_CHECK_DIR, RunState, scan};
+use gpuprobe_runner::rundir::{FIX_ACCOUNT_FILE, FIX_CHECK_DIR, PLAN_FILE, REPORT_FILE};
+use gpuprobe_runner::runs::{RunState, scan};
 
 use crate::engine::RunPlan;
 
