@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import PACKAGE_DIR
+from conftest import PACKAGE_DIR, REPO
 from gpuprobe.worker import catalog, envinfo, patterns, stats
 from gpuprobe.worker.compare import CompareAccumulator
 from gpuprobe.worker.probes import copy_run, dtype_run
@@ -408,8 +409,6 @@ def test_python_m_gpuprobe_execs_the_binary_with_this_interpreter(tmp_path: Path
 
 
 def test_docs_counts_match_the_catalogue() -> None:
-    import re
-
     text = (PACKAGE_DIR.parent / "docs" / "probes.md").read_text(encoding="utf-8")
     families = {p.id.split(".")[0] for p in catalog.all_probes().values()}
     for family in families:
@@ -428,3 +427,133 @@ def test_docs_counts_match_the_catalogue() -> None:
     assert "## Judging" in text and "### statistical" in text
     for preset in sorted((PACKAGE_DIR.parent / "simulate" / "presets").glob("*.toml")):
         assert f"| `{preset.stem}` |" in text, preset.stem
+
+
+# -- documentation links -----------------------------------------------------------------------
+
+# Paths written from the repository root that documentation and doc comments point at.
+_REPO_PATH = re.compile(r"(?<![\w./:-])((?:crates|python|docs|bench|kb|fixtures|simulate|scripts)/[\w./-]*[\w/])(#[\w-]+)?")
+_MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_MD_NAME = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-]+\.md)\b")
+# Words that stand for a name the reader picks (`crates/gpuprobe/src/commands/NAME.rs`).
+_PLACEHOLDERS = {"NAME", "NNN", "TARGET"}
+# Files the build writes (ignored by git), and names of files a run writes, not the repository.
+_GENERATED = {"crates/gpuprobe-kb/BUILD_COMMIT"}
+_RUN_FILES = {"ISSUE.md"}
+# A docstring: the first string of a module, or one right after a `def ...:`/`class ...:` line.
+_DOCSTRING = re.compile(r'(?:\A|:\n)\s*[rRuU]?"""(.*?)"""', re.DOTALL)
+_SKIP_DIRS = {"target", ".git", ".venv", ".dev", "__pycache__", ".pytest_cache", ".whl"}
+
+
+def _repo_files(top: str, suffix: str = "") -> list[Path]:
+    found = []
+    for root, dirs, names in os.walk(REPO / top):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+        found += [Path(root) / n for n in names if n.endswith(suffix)]
+    return found
+
+
+def _heading_anchors(markdown: Path) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to dashes,
+    repeats numbered."""
+    anchors: set[str] = set()
+    fenced = False
+    for line in markdown.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (heading := re.match(r"#{1,6}\s+(.*?)\s*#*$", line)):
+            base = re.sub(r"[^\w\- ]", "", heading.group(1).lower()).replace(" ", "-")
+            anchor, n = base, 0
+            while anchor in anchors:
+                n += 1
+                anchor = f"{base}-{n}"
+            anchors.add(anchor)
+    return anchors
+
+
+def _unresolved(target: Path, anchor: str) -> str | None:
+    if not target.exists():
+        return "no such file"
+    if anchor and target.suffix == ".md" and anchor not in _heading_anchors(target):
+        return f"no heading #{anchor}"
+    return None
+
+
+def _repo_path_problems(text: str) -> list[str]:
+    """Each `crates/...`-style path in `text` that names nothing in the repository."""
+    problems = []
+    for match in _REPO_PATH.finditer(text):
+        path, anchor = match.group(1), (match.group(2) or "#")[1:]
+        placeholder = any(part in _PLACEHOLDERS for part in re.split(r"[/.-]", path))
+        # An upstream project's file, cited as `owner/repo path`.
+        upstream = re.search(r"\b[\w.-]+/[\w.-]+ `?$", text[: match.start()])
+        if placeholder or upstream or path.rstrip("/") in _GENERATED:
+            continue
+        rest = re.match(r"[\w./*-]*", text[match.end() :]).group(0)
+        if "*" in rest:  # a glob: something must match it
+            if not any(REPO.glob(path + rest)):
+                problems.append(f"{path}{rest}: matches nothing")
+        elif not re.match(r"[-.]*[<{$…]", text[match.end() :]) and (why := _unresolved(REPO / path, anchor)):
+            problems.append(f"{path}{match.group(2) or ''}: {why}")
+    return problems
+
+
+def _md_name_problems(text: str, known: set[str]) -> list[str]:
+    """Pages named without a repository path (`NOTES.md`, `notes/NOTES.md`) that no file of
+    the repository is."""
+    return [
+        f"{name}: no such page"
+        for name in _MD_NAME.findall(text)
+        if not _REPO_PATH.match(name) and name.rsplit("/", 1)[-1] not in known | _RUN_FILES
+    ]
+
+
+def _link_problems(text: str, known: set[str]) -> list[str]:
+    return _repo_path_problems(text) + _md_name_problems(text, known)
+
+
+def test_documentation_points_only_at_files_that_exist() -> None:
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "fixtures" / "README.md", REPO / "fuzz" / "README.md"]
+    pages += _repo_files("docs", ".md") + _repo_files("bench", ".md")
+    known = {p.name for p in _repo_files(".", ".md")}
+    problems: list[str] = []
+    for page in pages:
+        fenced = False
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                fenced = not fenced
+            if fenced:
+                continue  # example output, not links
+            where = f"{page.relative_to(REPO)}:{number}"
+            for link in _MD_LINK.findall(line):
+                if re.match(r"[a-z]+:", link):
+                    continue
+                path, _, anchor = link.partition("#")
+                if why := _unresolved((page.parent / path) if path else page, anchor):
+                    problems.append(f"{where}: ({link}): {why}")
+            problems += [f"{where}: {p}" for p in _link_problems(line, known)]
+    for source in _repo_files("crates", ".rs"):
+        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+            text = line.lstrip()
+            if text.startswith(("//!", "///")) and (found := _link_problems(text, known)):
+                problems += [f"{source.relative_to(REPO)}:{number}: {p}" for p in found]
+    for module in _repo_files("python", ".py"):
+        code = module.read_text(encoding="utf-8")
+        for doc in _DOCSTRING.finditer(code):
+            if found := _link_problems(doc.group(1), known):
+                number = code.count("\n", 0, doc.start(1)) + 1
+                problems += [f"{module.relative_to(REPO)}:{number}: {p}" for p in found]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_link_check_catches_a_missing_file_heading_or_page() -> None:
+    assert _repo_path_problems("see `docs/probes.md#judging` and `crates/gpuprobe/src/main.rs`") == []
+    known = {"README.md"}
+    assert _link_problems("see `docs/probes.md#nowhere`", known) == ["docs/probes.md#nowhere: no heading #nowhere"]
+    assert _link_problems("in `crates/gpuprobe-core/lib.rs`", known) == ["crates/gpuprobe-core/lib.rs: no such file"]
+    assert _link_problems("logs in `bench/nowhere/run1-*`", known) == ["bench/nowhere/run1-*: matches nothing"]
+    assert _link_problems("(NOTES.md §4), README.md", known) == ["NOTES.md: no such page"]
+    assert _link_problems("(`shared/notes/peers.md`)", known) == ["shared/notes/peers.md: no such page"]
+    # Placeholders, upstream files and what a run writes are not the repository's.
+    assert _link_problems("`crates/gpuprobe/src/commands/NAME.rs`, ROCm/amdsmi `docs/how-to/x.md`", known) == []
+    assert _link_problems("the run's `ISSUE.md`", known) == []

@@ -2,8 +2,9 @@
 //! the gfx table of [`gpuprobe_model::isa`], small PCI-id tables for AMD and NVIDIA parts,
 //! the libdrm `amdgpu.ids` marketing-name file, and NVIDIA compute capability by name.
 //!
-//! Sources: the gfx table and the chip ids are those of the project's known-issues
-//! research (§4); NVIDIA compute capabilities follow NVIDIA's "CUDA GPUs" list.
+//! Sources: the gfx table follows the ROCm documentation's compatibility lists and release
+//! history, the chip ids real tool output (`fixtures/`); NVIDIA compute capabilities follow
+//! NVIDIA's "CUDA GPUs" list.
 
 use gpuprobe_model::isa::{Integration, gfx_facts};
 
@@ -42,7 +43,7 @@ pub struct AmdDevice {
     pub name: &'static str,
 }
 
-/// AMD device ids seen in real tool output (known-issues §4) and a few well-known parts;
+/// AMD device ids seen in real tool output (`fixtures/`) and a few well-known parts;
 /// used to name a GPU when `amdgpu.ids` is absent and to detect ISA spoofing in logs.
 pub const AMD_DEVICES: &[AmdDevice] = &[
     AmdDevice {

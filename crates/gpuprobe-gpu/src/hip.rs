@@ -1,6 +1,6 @@
 //! The HIP runtime (`libamdhip64.so.N`), loaded at run time, and the HIP [`Backend`].
 //!
-//! ABI pitfalls handled here (rust-ecosystem.md §1.4):
+//! ABI pitfalls handled here (`docs/native.md`, "HIP ABI pitfalls handled"):
 //! - `hipDeviceProp_t` changed layout in ROCm 6.0 and `dlsym("hipGetDeviceProperties")` returns
 //!   the legacy layout. Device facts therefore come from `hipDeviceGetAttribute`,
 //!   `hipDeviceGetName` and `hipDeviceGetPCIBusId`; only the gcnArchName is read from the

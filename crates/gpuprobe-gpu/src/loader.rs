@@ -1,6 +1,7 @@
 //! Finding and opening the vendor runtime libraries at run time.
 //!
-//! The search follows where the libraries really live (rust-ecosystem.md §1.4): an explicit
+//! The search follows where the libraries really live (`docs/native.md`, "Finding the
+//! libraries", has the order and the file names): an explicit
 //! override, the ROCm install directories (`$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`,
 //! `/opt/rocm-*/lib` newest first), the user's `torch/lib` and `site-packages/nvidia/*/lib`
 //! (pip wheels, which lack unversioned symlinks), the CUDA toolkit directories for NVRTC,

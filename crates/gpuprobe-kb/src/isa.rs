@@ -1,8 +1,8 @@
 //! ISA questions the lint and the matcher ask (is it Instinct, a consumer generation, does a
 //! build target cover it). Names, `HSA_OVERRIDE_GFX_VERSION` values and the per-ISA facts
-//! (family, APU, Instinct, minimum ROCm; known-issues.md §4) live in [`gpuprobe_model::isa`],
-//! re-exported here; an override makes libhsakmt report another ISA than the real one
-//! (known-issues.md §2a, RKB-010).
+//! (family, APU, Instinct, minimum ROCm) live in [`gpuprobe_model::isa`], re-exported here;
+//! an override makes libhsakmt report another ISA than the real one
+//! (`kb/RKB-010-arch-override-wrong.toml`).
 
 pub use gpuprobe_model::isa::{GfxFacts, GfxIsa, OverrideError, decode_override, gfx_facts};
 

@@ -665,8 +665,8 @@ fn check_outcome(checker: &mut Checker, list: &str, outcome: &ProbeOutcome) {
     }
 }
 
-/// Settings the research shows to be false or folklore (known-issues.md §0, §2f). They must
-/// never be offered as a workaround.
+/// Settings public sources show to be false or folklore (listed in `docs/kb-format.md`). They
+/// must never be offered as a workaround.
 pub(crate) fn folklore(setting: &str, literal_arches: &[GfxIsa]) -> Option<String> {
     let (name, value) = match setting.split_once('=') {
         Some((name, value)) => (name.trim(), Some(value.trim())),
@@ -681,10 +681,10 @@ pub(crate) fn folklore(setting: &str, literal_arches: &[GfxIsa]) -> Option<Strin
         ("amdgpu.gttsize", _) => "amdgpu.gttsize is deprecated; use ttm.pages_limit",
         ("amd_iommu", Some("pt")) => "amd_iommu=pt is invalid (the option is iommu=pt)",
         ("amdgpu.mtype_local", _) => {
-            "amdgpu.mtype_local only affects MI300/MI350 local memory; it is not a fix (§0 MTYPE story)"
+            "amdgpu.mtype_local only affects MI300/MI350 local memory; it is not a fix"
         }
         ("amdgpu.noretry", Some("0")) => {
-            "amdgpu.noretry=0 enables retry; it is not a fix for RDNA faults (§0)"
+            "amdgpu.noretry=0 enables retry; it is not a fix for RDNA faults"
         }
         ("amdgpu.vm_update_mode", Some("0")) => "amdgpu.vm_update_mode=0 only forces the default",
         // A placeholder names no particular mapping (and cannot be tested); the rule that

@@ -133,8 +133,9 @@ pub enum Integration {
     Depends,
 }
 
-/// What is known about one ISA (known-issues.md §4): the one table the fingerprint (names,
-/// APU status) and the lint and matcher (Instinct, minimum ROCm) read.
+/// What is known about one ISA (`docs/fingerprint.md`, "Decoders worth knowing"): the one
+/// table the fingerprint (names, APU status) and the lint and matcher (Instinct, minimum
+/// ROCm) read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GfxFacts {
     /// ISA name (`gfx1151`).
@@ -172,7 +173,7 @@ impl fmt::Display for GfxFacts {
 
 use Integration::{Depends, Discrete, Integrated};
 
-/// The ISA table of known-issues.md §4.
+/// The ISA table, read through [`gfx_facts`].
 pub const GFX_TABLE: &[GfxFacts] = &[
     GfxFacts {
         isa: "gfx900",

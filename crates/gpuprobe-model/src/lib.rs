@@ -4,7 +4,7 @@
 //! serializes with serde and derives a JSON Schema, so the `--json` report, the worker
 //! protocol and the profile files all have one published shape.
 //!
-//! The flow the types follow is the one in DESIGN.md:
+//! The flow the types follow:
 //! [`ProbeSpec`] (what to run and how to judge it) → [`Observation`] (facts a probe measured)
 //! → [`Verdict`] (the judgement, made in Rust) → [`Finding`] (what it means) → [`Report`].
 

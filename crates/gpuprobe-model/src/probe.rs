@@ -85,7 +85,7 @@ impl Tier {
 }
 
 /// The layer of the stack a probe exercises; failures are attributed to the lowest layer
-/// where they appear (DESIGN.md "Layers").
+/// where they appear.
 #[derive(
     Debug,
     Clone,

@@ -6,7 +6,7 @@ use crate::observation::Observation;
 use crate::probe::{DeviceRef, Layer, ProbeId};
 
 /// How a wrong result was wrong. The classes point to different bug families, so they are
-/// kept apart (known-issues.md, probe design notes).
+/// kept apart (a KB entry matches on them: `docs/kb-format.md`, "Probe outcomes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailClass {

@@ -15,7 +15,9 @@
 //! - new kernel log lines seen while probes run ([`kmsg`]);
 //! - running a user's job for `gpuprobe run`, watched for crashes and hangs ([`job`]), with
 //!   the process-group and signal handling it shares with the probe supervisor
-//!   ([`process`]).
+//!   ([`process`]);
+//! - the one installer of signal handling: a signal cancels the supervisors and is passed
+//!   to `gpuprobe run`'s job, and the binary hears of it as an event ([`signals`]).
 //!
 //! It does not judge: workers report observations, and `gpuprobe-doctor` turns them into
 //! verdicts.
@@ -28,6 +30,7 @@ pub mod process;
 pub mod python;
 pub mod rundir;
 pub mod runs;
+pub mod signals;
 pub mod simulation;
 pub mod stamp;
 pub mod supervisor;

@@ -1,13 +1,12 @@
 //! Process groups and signals, for every process this crate supervises (probe workers and
-//! `gpuprobe run`'s job): killing a whole group, passing signals on to a group, handing it
-//! the terminal, and naming signals in messages.
+//! `gpuprobe run`'s job): killing a whole group, sending a signal to a group, handing it
+//! the terminal, and naming signals in messages. Signals this process receives are
+//! [`crate::signals`]'.
 //!
 //! Every child runs in a process group of its own, so whatever it starts (a compiler, a
 //! data loader) ends with it.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread;
 
 use nix::sys::signal::{SigSet, Signal, killpg};
@@ -17,7 +16,8 @@ use nix::unistd::Pid;
 /// (when the supervisor did not send it: the out-of-memory killer), SIGSEGV, SIGSYS.
 pub const CRASH_SIGNALS: &[i32] = &[4, 5, 6, 7, 8, 9, 11, 31];
 
-/// Signals a supervisor passes on to its child's process group.
+/// Signals a supervisor passes on to its child's process group (`gpuprobe run` watches
+/// them with [`crate::signals::Signals`]).
 pub const FORWARDED: &[Signal] = &[
     Signal::SIGINT,
     Signal::SIGTERM,
@@ -61,70 +61,6 @@ pub fn signal_group(leader: u32, signal: Signal) {
 /// Kills the process group led by `leader` at once.
 pub fn kill_group(leader: u32) {
     signal_group(leader, Signal::SIGKILL);
-}
-
-/// Signals passed on to a child's process group by a thread that waits for them (see
-/// [`SignalForwarding::install`]).
-#[derive(Debug)]
-pub struct SignalForwarding {
-    /// Process group of the running child (0: none).
-    group: AtomicI32,
-    /// The last signal passed on, 0 when none.
-    forwarded: AtomicI32,
-    /// Set once any forwarded signal arrived: start nothing more.
-    stop: AtomicBool,
-}
-
-impl SignalForwarding {
-    /// Blocks the [`FORWARDED`] signals in the calling process so every thread inherits the
-    /// mask, and starts a thread that waits for them and passes them to the current group.
-    /// Call it while the process still has a single thread. Child processes start with an
-    /// empty mask (the standard library resets it). When the mask cannot be set, nothing is
-    /// forwarded (the signals then act on this process as usual).
-    pub fn install() -> Arc<SignalForwarding> {
-        let state = Arc::new(SignalForwarding {
-            group: AtomicI32::new(0),
-            forwarded: AtomicI32::new(0),
-            stop: AtomicBool::new(false),
-        });
-        let mut wanted = SigSet::empty();
-        for signal in FORWARDED {
-            wanted.add(*signal);
-        }
-        let mut blocked = wanted;
-        // Blocked so that handing the terminal back from the background works.
-        blocked.add(Signal::SIGTTOU);
-        if blocked.thread_block().is_err() {
-            return state;
-        }
-        let shared = Arc::clone(&state);
-        thread::spawn(move || {
-            while let Ok(signal) = wanted.wait() {
-                shared.forwarded.store(signal as i32, Ordering::SeqCst);
-                shared.stop.store(true, Ordering::SeqCst);
-                let group = shared.group.load(Ordering::SeqCst);
-                if group > 0 {
-                    let _ = killpg(Pid::from_raw(group), signal);
-                }
-            }
-        });
-        state
-    }
-
-    /// Forwards to `group` from now on (0: to nobody).
-    pub fn set_group(&self, group: i32) {
-        self.group.store(group, Ordering::SeqCst);
-    }
-
-    /// The last signal passed on, 0 when none.
-    pub fn forwarded(&self) -> i32 {
-        self.forwarded.load(Ordering::SeqCst)
-    }
-
-    /// Whether any forwarded signal arrived (the user wants the work to stop).
-    pub fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
 }
 
 /// Unblocks every signal of the calling thread: what a re-executed child does before it

@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,8 @@ pub struct Cancel {
 #[derive(Debug, Default)]
 struct CancelState {
     cancelled: AtomicBool,
+    /// The signal that cancelled, 0 when none did ([`Cancel::cancel_by_signal`]).
+    signal: AtomicI32,
     /// Supervisors running now, so a caller can wait for their workers to be gone.
     active: AtomicUsize,
 }
@@ -98,9 +100,29 @@ impl Cancel {
         self.state.cancelled.store(true, Ordering::SeqCst);
     }
 
+    /// Cancels because `signal` came (Ctrl-C, SIGTERM), remembering the first such signal
+    /// so that whoever sees the run stop can say why; whether this was the first.
+    pub fn cancel_by_signal(&self, signal: i32) -> bool {
+        let first = self
+            .state
+            .signal
+            .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        self.cancel();
+        first
+    }
+
     /// Whether [`Cancel::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
         self.state.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// The first signal that cancelled ([`Cancel::cancel_by_signal`]), if one did.
+    pub fn signal(&self) -> Option<i32> {
+        match self.state.signal.load(Ordering::SeqCst) {
+            0 => None,
+            signal => Some(signal),
+        }
     }
 
     /// Waits until no supervisor sharing this flag runs (their workers are then ended and

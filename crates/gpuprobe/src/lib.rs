@@ -3,7 +3,9 @@
 //!
 //! Errors that are the user's to fix (a bad argument, an unreadable input, an unwritable
 //! directory) exit 2 with a one-line explanation; anything else that stops gpuprobe itself
-//! exits 3. Probe failures are results, not errors: they flow through the report.
+//! exits 3. Probe failures are results, not errors: they flow through the report. A command
+//! a signal stopped returns its interruption like an error, and leaves with 128 + the
+//! signal and the line that says how to finish it ([`interrupt`]).
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -14,6 +16,7 @@ use gpuprobe_model::ExitStatus;
 pub mod cli;
 mod commands;
 mod errors;
+mod interrupt;
 mod output;
 mod paths;
 mod progress;
@@ -51,6 +54,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Err(err) => {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
+            }
+            // Stopped by a signal: no error, but how to finish, and 128 + the signal.
+            if let Some(interrupted) = interrupt::interruption(&err) {
+                return ExitCode::from(interrupt::leave(interrupted));
             }
             let (status, message) = errors::exit_status_and_message(&err);
             // Errors quote paths, interpreter output and exception text.

@@ -2,8 +2,9 @@
 //! on a terminal, plain lines in a log (`gpuprobe_report::progress::ProgressLog`: a line
 //! per finished family, per probe with `--verbose`), nothing with `--quiet`.
 //!
-//! The bar on screen is also known to [`clear_active`], so that a Ctrl-C that ends gpuprobe
-//! from its signal thread leaves a clean line behind, not a half-drawn bar.
+//! The bar on screen is also known to [`clear_active`], so that gpuprobe leaving on a
+//! Ctrl-C ([`crate::interrupt`], from the main thread or, on a second signal, from the
+//! signal thread) leaves a clean line behind, not a half-drawn bar.
 
 use std::sync::Mutex;
 use std::time::Instant;

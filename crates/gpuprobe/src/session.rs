@@ -1,13 +1,13 @@
 //! The binary's side of a probe session, which `gpuprobe_doctor::session` plans, runs and
 //! reports: what the session takes from this process (the environment, the bytecode cache,
-//! the native probes this executable carries), and signal handling that clears the progress
-//! bar before gpuprobe leaves.
+//! the native probes this executable carries, the cancel flag its signal handling raises
+//! ([`crate::interrupt`])).
 
 use std::collections::BTreeMap;
 
-pub(crate) use gpuprobe_doctor::session::interrupt;
 use gpuprobe_doctor::session::{SessionHost, SessionOptions};
 use gpuprobe_model::probe::Tier;
+use gpuprobe_runner::supervisor::Cancel;
 
 use crate::cli::{SessionArgs, TierArg};
 use crate::paths;
@@ -22,19 +22,15 @@ pub(crate) fn tier_of(arg: TierArg) -> Tier {
     }
 }
 
-/// What a session takes from this process, with `env` as its environment.
-pub(crate) fn host(env: &BTreeMap<String, String>) -> SessionHost {
+/// What a session takes from this process, with `env` as its environment and `cancel` as
+/// the flag a signal raises ([`crate::interrupt::install`]).
+pub(crate) fn host(env: &BTreeMap<String, String>, cancel: Cancel) -> SessionHost {
     SessionHost {
         env: env.clone(),
         bytecode_cache: paths::bytecode_cache(env),
         native_catalog: gpuprobe_gpu::native_catalog(),
+        cancel,
     }
-}
-
-/// Takes over SIGINT and SIGTERM for the rest of the process ([`interrupt::install`]),
-/// clearing the progress bar before gpuprobe leaves. Must run while gpuprobe has one thread.
-pub(crate) fn install_interrupt(mode: interrupt::Mode) {
-    interrupt::install(mode, crate::progress::clear_active);
 }
 
 /// The one mapping of the options `check` and `fix` share into what their session runs;

@@ -413,8 +413,7 @@ def allocator_conf(
     is the answer: measured, not assumed. Otherwise the order measured on released torch
     applies: torch 2.11 (CUDA build) and 2.15 read PYTORCH_CUDA_ALLOC_CONF, then
     PYTORCH_HIP_ALLOC_CONF, then PYTORCH_ALLOC_CONF, without a deprecation warning (the
-    reverse order described for newer c10 sources in known-issues.md §2e is not what these
-    releases do); torch before 2.9 reads PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds)
+    reverse order that newer c10 sources describe is not what these releases do); torch before 2.9 reads PYTORCH_CUDA_ALLOC_CONF, then (ROCm builds)
     PYTORCH_HIP_ALLOC_CONF, and ignores PYTORCH_ALLOC_CONF.
     """
     env = os.environ if environ is None else environ

@@ -1,4 +1,4 @@
-//! The environment variables that matter to a GPU stack (research §2a–2d): ROCr
+//! The environment variables that matter to a GPU stack (`docs/fingerprint.md`, `env`): ROCr
 //! (`HSA_*`, `HSAKMT_*`, `ROCR_*`), HIP/CLR (`HIP_*`, `AMD_*`, `GPU_*`, `ROC_*`, `PAL_*`),
 //! PyTorch (`PYTORCH_*`, `TORCH_*`), math libraries (`MIOPEN_*`, `TENSILE_*`,
 //! `ROCBLAS_*`, `HIPBLASLT_*`), CUDA and NCCL/RCCL (`CUDA_*`, `NCCL_*`, `RCCL_*`,

@@ -32,7 +32,8 @@ use thiserror::Error;
 /// known issue names for an unsupported chip).
 pub const OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";
 
-/// Allocator-configuration variables; torch reads only one of them (known-issues §2e).
+/// Allocator-configuration variables; torch reads only one of them (`docs/lint.md`,
+/// `LINT-ALLOC-CONF-SHADOWED`).
 const ALLOC_CONF_VARS: &[&str] = &[
     "PYTORCH_ALLOC_CONF",
     "PYTORCH_CUDA_ALLOC_CONF",
@@ -874,7 +875,7 @@ mod tests {
 
     #[test]
     fn no_candidate_is_research_folklore() {
-        // known-issues §0: these must never be tried or recommended.
+        // Folklore (docs/kb-format.md lists it): these must never be tried or recommended.
         let catalogue = Catalogue::embedded();
         let fp = Fingerprint::default();
         let failures: Vec<ProbeResult> = ["copy.h2d.x", "ops.matmul.x", "nn.sdpa.x", "dist.p2p.x"]

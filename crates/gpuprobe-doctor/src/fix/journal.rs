@@ -10,7 +10,9 @@
 //! journal and runs (and records) only what comes after. The result is the one an
 //! uninterrupted run would have reached with the same outcomes.
 //!
-//! A line cut short by a kill (the trial that was being written) is dropped on resume, and
+//! A trial that a signal cut short has no outcome ([`Interrupted`]): it is never recorded,
+//! and the search stops there. A line cut short by a kill (the trial that was being
+//! written) is dropped on resume, and
 //! so is everything after a line that cannot be read. If the search asks for something the
 //! journal does not hold at that point (the candidates changed because the environment
 //! did), the rest of the journal is discarded from there and the search runs on.
@@ -25,6 +27,7 @@ use gpuprobe_model::verdict::ProbeResult;
 use serde::{Deserialize, Serialize};
 
 use super::search::{Phase, TrialOutcome, TrialRequest, TrialRunner};
+use crate::session::interrupt::Interrupted;
 
 /// Version of the [`TrialRecord`] line format.
 pub const JOURNAL_VERSION: u32 = 1;
@@ -270,13 +273,13 @@ impl<'a> Journaled<'a> {
 }
 
 impl TrialRunner for Journaled<'_> {
-    fn run(&mut self, request: &TrialRequest<'_>) -> TrialOutcome {
+    fn run(&mut self, request: &TrialRequest<'_>) -> Result<TrialOutcome, Interrupted> {
         if let Some(next) = self.pending.front()
             && next.answers(request)
             && let Some(record) = self.pending.pop_front()
         {
             self.replayed += 1;
-            return record.into_outcome();
+            return Ok(record.into_outcome());
         }
         if !self.pending.is_empty() {
             self.pending.clear();
@@ -289,13 +292,14 @@ impl TrialRunner for Journaled<'_> {
                 self.write_error = Some(e);
             }
         }
-        let outcome = self.inner.run(request);
+        // Cut short by a signal: nothing to record, and a resume runs it again.
+        let outcome = self.inner.run(request)?;
         if self.write_error.is_none()
             && let Err(e) = self.journal.append(&TrialRecord::new(request, &outcome))
         {
             self.write_error = Some(e);
         }
-        outcome
+        Ok(outcome)
     }
 }
 
@@ -304,19 +308,31 @@ mod tests {
     use super::*;
     use crate::fix::candidates::Candidate;
     use crate::fix::search::{SearchInput, SearchResult, search};
+    use crate::session::interrupt::Stopped;
     use gpuprobe_model::finding::Cost;
     use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
     use gpuprobe_model::verdict::{FailClass, Verdict};
 
     /// Probe `a` fails unless `FIX_A=1`, probe `b` unless `FIX_B=1`; `BREAKS=1` breaks the
-    /// sentinel `s`. Counts the trials it really runs.
+    /// sentinel `s`. Counts the trials it really runs; a signal cuts short trial
+    /// `signal_in`, when set.
     #[derive(Default)]
     struct Stack {
         ran: Vec<u32>,
+        signal_in: Option<u32>,
     }
 
     impl TrialRunner for Stack {
-        fn run(&mut self, request: &TrialRequest<'_>) -> TrialOutcome {
+        fn run(&mut self, request: &TrialRequest<'_>) -> Result<TrialOutcome, Interrupted> {
+            if self.signal_in == Some(request.number) {
+                return Err(Interrupted {
+                    signal: 2,
+                    stopped: Stopped::Fix {
+                        fix_dir: PathBuf::from("/fix"),
+                        trial: Some(request.number),
+                    },
+                });
+            }
             self.ran.push(request.number);
             let on = |s: &str| request.settings.iter().any(|c| c.describe() == s);
             let results = request
@@ -331,12 +347,12 @@ mod tests {
                     outcome(p.probe.as_str(), pass)
                 })
                 .collect();
-            TrialOutcome {
+            Ok(TrialOutcome {
                 results,
                 workers: 1,
                 elapsed_s: f64::from(request.number) * 0.25,
                 replayed: false,
-            }
+            })
         }
     }
 
@@ -367,6 +383,10 @@ mod tests {
     }
 
     fn run(runner: &mut dyn TrialRunner) -> SearchResult {
+        try_run(runner).expect("no signal")
+    }
+
+    fn try_run(runner: &mut dyn TrialRunner) -> Result<SearchResult, Interrupted> {
         let failures = vec![outcome("a", false), outcome("b", false)];
         let sentinels = vec![vec![ProbeRef {
             probe: ProbeId::new("s"),
@@ -451,6 +471,34 @@ mod tests {
             assert_eq!(again.len(), total, "k = {k}");
             assert_eq!(again[..k], lines[..k]);
         }
+    }
+
+    #[test]
+    fn a_trial_cut_short_by_a_signal_ends_the_search_unrecorded_and_a_resume_runs_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (full, lines) = uninterrupted(dir.path());
+        let path = dir.path().join("signal.jsonl");
+        let mut journal = Journal::create(&path).unwrap();
+        let mut stack = Stack {
+            signal_in: Some(3),
+            ..Stack::default()
+        };
+        let stopped = try_run(&mut Journaled::new(&mut stack, &mut journal, Vec::new()));
+        let interrupted = stopped.expect_err("the signal ends the search");
+        assert_eq!(interrupted.signal, 2);
+        // Nothing after the cut-short trial ran, and only the two finished are recorded.
+        assert_eq!(stack.ran, [1, 2]);
+        let recorded = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(recorded, format!("{}\n{}\n", lines[0], lines[1]));
+        let (mut journal, loaded) = Journal::resume(&path).unwrap();
+        let mut stack = Stack::default();
+        let resumed = run(&mut Journaled::new(
+            &mut stack,
+            &mut journal,
+            loaded.records,
+        ));
+        same(&resumed, &full);
+        assert_eq!(stack.ran.first(), Some(&3));
     }
 
     #[test]

@@ -42,7 +42,8 @@ use super::start::{Start, resume_check, start_from, start_with_check};
 use super::trials::{EngineTrials, remove_trial_dirs_after};
 use crate::engine;
 use crate::profile_file;
-use crate::session::{self, SessionError, SessionHost, SessionProgress, interrupt};
+use crate::session::interrupt::Interrupted;
+use crate::session::{self, SessionError, SessionHost, SessionProgress};
 
 /// What a fix takes from the process that runs it.
 pub struct FixHost<'a> {
@@ -211,6 +212,25 @@ pub enum FixError {
         #[source]
         source: std::io::Error,
     },
+    /// A signal stopped the fix (in its starting check or a trial); the trials finished are
+    /// journaled and `--resume` finishes it. The caller decides what is printed and leaves
+    /// with 128 + the signal (never an [`ExitStatus`]).
+    #[error("{0}")]
+    Interrupted(#[source] Interrupted),
+}
+
+impl FixError {
+    /// An interruption anywhere in the fix in `fix_dir` (its starting check included),
+    /// said as the fix's; any other error as it is.
+    fn in_fix(self, fix_dir: &Path) -> FixError {
+        match self {
+            FixError::Session(SessionError::Interrupted(interrupted))
+            | FixError::Interrupted(interrupted) => {
+                FixError::Interrupted(interrupted.in_fix(fix_dir.to_path_buf()))
+            }
+            other => other,
+        }
+    }
 }
 
 impl ClassifiedError for FixError {
@@ -218,6 +238,8 @@ impl ClassifiedError for FixError {
         match self {
             FixError::Session(err) => err.exit_status(),
             FixError::Serialize(_) => ExitStatus::InternalFailure,
+            // Not an exit status at all: the binary leaves with 128 + the signal first.
+            FixError::Interrupted(_) => ExitStatus::InternalFailure,
             _ => ExitStatus::UsageError,
         }
     }
@@ -248,14 +270,6 @@ impl Finished {
     }
 }
 
-/// The line a signal prints once a fix has a directory: the trials done are kept.
-fn set_leave_line(fix_dir: &Path) {
-    interrupt::set_leave_line(format!(
-        "gpuprobe: fix: interrupted; the trials done are kept; {}",
-        interrupt::fix_resume_hint(fix_dir)
-    ));
-}
-
 /// Starts a fix in `options.session.run_dir`: checks the options and the directory,
 /// records the options, makes the starting point, searches, writes the account and the
 /// profile.
@@ -279,7 +293,6 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
         source,
     })?;
     let work = RunDir::create(&fix_dir).map_err(FixError::RunDir)?;
-    set_leave_line(&fix_dir);
     work.write_json(FIX_OPTIONS_FILE, &Recorded::of(options, &started_at))
         .map_err(FixError::RunDir)?;
     let journal = Journal::create(&fix_dir.join(FIX_JOURNAL_FILE))?;
@@ -291,7 +304,7 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
         Ok(start) => start,
         Err(err) => {
             abandon_unstarted(&fix_dir, created_here, &err);
-            return Err(err);
+            return Err(err.in_fix(&fix_dir));
         }
     };
     let resumed = Resumed {
@@ -303,6 +316,7 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
         start, options, explicit, &fix_dir, host, started, started_at, resumed,
     )
     .map(|finished| finished.suggesting_for(options))
+    .map_err(|err| err.in_fix(&fix_dir))
 }
 
 /// After a usage error (exit 2) that came before the starting check was planned (an
@@ -363,7 +377,6 @@ pub fn resume(
     }
     let started_at = recorded.started_at.clone();
     let options = recorded.into_options(resume, dir)?;
-    set_leave_line(dir);
     let explicit = validate(&options, host)?;
     let started = Instant::now();
     let work = RunDir::create(dir).map_err(FixError::RunDir)?;
@@ -389,9 +402,10 @@ pub fn resume(
     // again from scratch.
     remove_trial_dirs_after(&dir.join(FIX_TRIALS_DIR), loaded.records.len() as u32);
     let start = match &options.from {
-        Some(from) => start_from(from, &options, &work, host)?,
-        None => resume_check(&options, dir, &work, host, &started_at)?,
-    };
+        Some(from) => start_from(from, &options, &work, host),
+        None => resume_check(&options, dir, &work, host, &started_at),
+    }
+    .map_err(|err| err.in_fix(dir))?;
     let resumed = Resumed {
         journal,
         records: loaded.records,
@@ -401,6 +415,7 @@ pub fn resume(
         start, &options, explicit, dir, host, started, started_at, resumed,
     )
     .map(|finished| finished.suggesting_for(&options))
+    .map_err(|err| err.in_fix(dir))
 }
 
 /// The search from a starting point, recorded in (and, when resuming, replayed from) the
@@ -569,7 +584,8 @@ fn search_from(
         },
         &mut runner,
         &mut on_trial,
-    );
+    )
+    .map_err(FixError::Interrupted)?;
     if let Some(err) = runner.write_error() {
         let line = format!(
             "{err}: trials from there on were not recorded, and a resumed fix would run them again"

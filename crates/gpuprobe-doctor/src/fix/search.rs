@@ -16,7 +16,9 @@
 //!    against the baseline's is the measured cost.
 //!
 //! Every trial counts against `max_runs`; one trial is kept for the verification. When the
-//! budget runs out the search says so and works with what it has.
+//! budget runs out the search says so and works with what it has. A trial that a signal
+//! cut short ends the search at once: its results are no outcome of the trial, and the
+//! search returns the interruption instead of a result.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,6 +31,7 @@ use gpuprobe_model::verdict::{ProbeResult, Verdict};
 
 use super::candidates::Candidate;
 use super::conflicts;
+use crate::session::interrupt::Interrupted;
 
 /// Which step of the search a trial belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -85,8 +88,8 @@ pub struct TrialOutcome {
 
 /// Runs trials. Each call must start fresh workers: settings are read at process start.
 pub trait TrialRunner {
-    /// Runs one trial.
-    fn run(&mut self, request: &TrialRequest<'_>) -> TrialOutcome;
+    /// Runs one trial; a trial a signal cut short has no outcome.
+    fn run(&mut self, request: &TrialRequest<'_>) -> Result<TrialOutcome, Interrupted>;
 }
 
 /// What the search reports as it goes (one line per trial, for the terminal).
@@ -307,7 +310,7 @@ impl Searcher<'_> {
         settings: &[SettingChange],
         targets: &[ProbeRef],
         others: &[ProbeRef],
-    ) -> Observed {
+    ) -> Result<Observed, Interrupted> {
         self.budget.trials += 1;
         let mut probes: Vec<ProbeRef> = targets.to_vec();
         for other in others {
@@ -321,7 +324,7 @@ impl Searcher<'_> {
             settings,
             probes: &probes,
         };
-        let outcome = self.runner.run(&request);
+        let outcome = self.runner.run(&request)?;
         self.budget.workers += outcome.workers;
         let observed = Observed::new(outcome);
         let summary = TrialSummary {
@@ -335,7 +338,7 @@ impl Searcher<'_> {
             replayed: observed.replayed,
         };
         (self.on_trial)(&summary);
-        observed
+        Ok(observed)
     }
 }
 
@@ -370,7 +373,7 @@ pub fn search(
     input: &SearchInput<'_>,
     runner: &mut dyn TrialRunner,
     on_trial: &mut dyn FnMut(&TrialSummary),
-) -> SearchResult {
+) -> Result<SearchResult, Interrupted> {
     let mut out = SearchResult::default();
     let mut searcher = Searcher {
         runner,
@@ -380,17 +383,17 @@ pub fn search(
             ..RunBudget::default()
         },
     };
-    let baseline = run_baseline(input, &mut searcher, &mut out);
-    let single_outcomes = try_singles(input, &mut searcher, &mut out, &baseline);
+    let baseline = run_baseline(input, &mut searcher, &mut out)?;
+    let single_outcomes = try_singles(input, &mut searcher, &mut out, &baseline)?;
     record_single_options(input, &single_outcomes, &mut out);
-    search_groups(input, &mut searcher, &mut out, &baseline, &single_outcomes);
+    search_groups(input, &mut searcher, &mut out, &baseline, &single_outcomes)?;
     let chosen_options = choose_cover(&out.options);
-    let verified = verify_chosen(input, &mut searcher, &mut out, &baseline, chosen_options);
+    let verified = verify_chosen(input, &mut searcher, &mut out, &baseline, chosen_options)?;
     record_targets(input, &mut out, &baseline.flaky, &verified.cured);
     out.chosen_options = verified.chosen_options;
     out.chosen = verified.chosen;
     out.budget = searcher.budget;
-    out
+    Ok(out)
 }
 
 /// Phase 1, the baseline: every failure, every sentinel alternative and the throughput probes,
@@ -400,7 +403,7 @@ fn run_baseline(
     input: &SearchInput<'_>,
     searcher: &mut Searcher<'_>,
     out: &mut SearchResult,
-) -> Baseline {
+) -> Result<Baseline, Interrupted> {
     let all_targets: Vec<ProbeRef> = input.failures.iter().map(key).collect();
     let sentinel_candidates: Vec<ProbeRef> = input.sentinels.iter().flatten().cloned().collect();
     let baseline = searcher.run(
@@ -408,7 +411,7 @@ fn run_baseline(
         &[],
         &all_targets,
         &[sentinel_candidates.as_slice(), input.measure].concat(),
-    );
+    )?;
     let reproduced: Vec<ProbeRef> = all_targets
         .iter()
         .filter(|t| !baseline.passed(t))
@@ -462,12 +465,12 @@ fn run_baseline(
         ));
     }
     out.reproduced = !reproduced.is_empty();
-    Baseline {
+    Ok(Baseline {
         observed: baseline,
         reproduced,
         flaky,
         sentinels: out.sentinels.clone(),
-    }
+    })
 }
 
 /// Phase 2, the singles: each candidate alone on the reproduced failures and the sentinels, while
@@ -477,7 +480,7 @@ fn try_singles(
     searcher: &mut Searcher<'_>,
     out: &mut SearchResult,
     baseline: &Baseline,
-) -> Vec<SingleOutcome> {
+) -> Result<Vec<SingleOutcome>, Interrupted> {
     let reproduced = &baseline.reproduced;
     let sentinels = &baseline.sentinels;
     let first_seen: BTreeMap<ProbeRef, &ProbeResult> =
@@ -516,7 +519,7 @@ fn try_singles(
             std::slice::from_ref(&candidate.change),
             reproduced,
             sentinels,
-        );
+        )?;
         trial.tried = true;
         trial.elapsed_s = Some(observed.elapsed_s);
         trial.cured = reproduced
@@ -543,7 +546,7 @@ fn try_singles(
         )));
         out.candidates.push(trial);
     }
-    single_outcomes
+    Ok(single_outcomes)
 }
 
 /// The proven single options: candidates that cured something and broke nothing.
@@ -575,7 +578,7 @@ fn search_groups(
     out: &mut SearchResult,
     baseline: &Baseline,
     single_outcomes: &[SingleOutcome],
-) {
+) -> Result<(), Interrupted> {
     let reproduced = &baseline.reproduced;
     let cured_by_singles: BTreeSet<ProbeRef> = out
         .options
@@ -603,13 +606,14 @@ fn search_groups(
             single_outcomes,
             &mut remaining,
             &baseline.sentinels,
-        );
+        )?;
     } else if !remaining.is_empty() && !reproduced.is_empty() && !input.candidates.is_empty() {
         out.notes.push(format!(
             "no group search: {} candidate(s) were tried alone without breaking a sentinel (two are needed)",
             pool.len()
         ));
     }
+    Ok(())
 }
 
 /// Phase 4, the cover: the best compatible set of the proven options over every curable failure.
@@ -633,7 +637,7 @@ fn verify_chosen(
     out: &mut SearchResult,
     baseline: &Baseline,
     mut chosen_options: Vec<CoverOption>,
-) -> Verified {
+) -> Result<Verified, Interrupted> {
     let reproduced = &baseline.reproduced;
     let sentinels = &baseline.sentinels;
     let mut chosen = union_changes(&chosen_options);
@@ -648,7 +652,7 @@ fn verify_chosen(
             &chosen,
             reproduced,
             &[sentinels.as_slice(), input.measure].concat(),
-        );
+        )?;
         let passed_now: BTreeSet<ProbeRef> = reproduced
             .iter()
             .filter(|t| verify.passed(t))
@@ -720,11 +724,11 @@ fn verify_chosen(
             chosen.clear();
         }
     }
-    Verified {
+    Ok(Verified {
         cured: cured_final,
         chosen_options,
         chosen,
-    }
+    })
 }
 
 /// The failures and what became of each: flaky, cured or not, which options cure it
@@ -808,7 +812,7 @@ fn group_search(
     single_outcomes: &[SingleOutcome],
     remaining: &mut Vec<ProbeRef>,
     sentinels: &[ProbeRef],
-) {
+) -> Result<(), Interrupted> {
     // Alternatives: pool candidates grouped by variable, in pool order.
     let mut by_variable: Vec<(String, Vec<usize>)> = Vec::new();
     for &i in pool {
@@ -836,14 +840,14 @@ fn group_search(
             out.notes.push(
                 "the run budget ran out before the group search could try every combination".into(),
             );
-            return;
+            return Ok(());
         }
         let changes: Vec<SettingChange> = config
             .iter()
             .map(|&i| input.candidates[i].change.clone())
             .collect();
         let trials_before = searcher.budget.trials;
-        let all_on = searcher.run(Phase::Group, &changes, remaining, sentinels);
+        let all_on = searcher.run(Phase::Group, &changes, remaining, sentinels)?;
         let cured: Vec<ProbeRef> = remaining
             .iter()
             .filter(|t| all_on.passed(t))
@@ -895,6 +899,8 @@ fn group_search(
         );
         let goal_list: Vec<ProbeRef> = goal.iter().cloned().collect();
         let mut exhausted = false;
+        // A trial a signal cut short stops ddmin like a spent budget, and the search.
+        let mut interrupted: Option<Interrupted> = None;
         let mut test = |subset: &[usize]| -> Option<bool> {
             let key = sorted(subset);
             if let Some((cured, broke)) = cache.get(&key) {
@@ -908,7 +914,13 @@ fn group_search(
                 .iter()
                 .map(|&i| input.candidates[i].change.clone())
                 .collect();
-            let observed = searcher.run(Phase::Group, &changes, &goal_list, sentinels);
+            let observed = match searcher.run(Phase::Group, &changes, &goal_list, sentinels) {
+                Ok(observed) => observed,
+                Err(stop) => {
+                    interrupted = Some(stop);
+                    return None;
+                }
+            };
             let cured: BTreeSet<ProbeRef> = goal_list
                 .iter()
                 .filter(|t| observed.passed(t))
@@ -920,6 +932,9 @@ fn group_search(
             Some(ok)
         };
         let (minimal, complete) = ddmin(config.clone(), &mut test);
+        if let Some(stop) = interrupted {
+            return Err(stop);
+        }
         if exhausted || !complete {
             searcher.budget.exhausted = true;
         }
@@ -965,6 +980,7 @@ fn group_search(
         });
         remaining.retain(|t| !goal.contains(t));
     }
+    Ok(())
 }
 
 fn sorted(items: &[usize]) -> Vec<usize> {
@@ -1239,7 +1255,7 @@ mod tests {
     }
 
     impl TrialRunner for Model {
-        fn run(&mut self, request: &TrialRequest<'_>) -> TrialOutcome {
+        fn run(&mut self, request: &TrialRequest<'_>) -> Result<TrialOutcome, Interrupted> {
             let on: Vec<String> = request.settings.iter().map(|s| s.describe()).collect();
             self.trials.push(on.clone());
             let has = |s: &str| on.iter().any(|o| o == s);
@@ -1262,12 +1278,12 @@ mod tests {
                     result(name, !active || cured || flaky_pass)
                 })
                 .collect();
-            TrialOutcome {
+            Ok(TrialOutcome {
                 results,
                 workers: 1,
                 elapsed_s: 1.0,
                 replayed: false,
-            }
+            })
         }
     }
 
@@ -1311,6 +1327,7 @@ mod tests {
             model,
             &mut |_| {},
         )
+        .expect("no signal in a model")
     }
 
     fn chosen(result: &SearchResult) -> Vec<String> {
@@ -1583,7 +1600,8 @@ mod tests {
             },
             &mut model,
             &mut |_| {},
-        );
+        )
+        .expect("no signal in a model");
         assert_eq!(result.sentinels, vec![at("copy.batch.list")]);
         assert!(
             result

@@ -62,6 +62,7 @@ pub(crate) fn resume_check(
         options.session.timeout_scale,
         options.session.startup_timeout,
         check_dir.join(WORKERS_DIR),
+        &host.session.cancel,
     );
     let collector = session::spawn_collector(&host.session.env);
     let prepared = session::prepare_existing(
@@ -126,6 +127,7 @@ pub(crate) fn start_from(
         options.session.timeout_scale,
         options.session.startup_timeout,
         work.workers_dir(),
+        &host.session.cancel,
     );
     let prepared = session::prepare_existing(
         dir,

@@ -10,7 +10,8 @@ use gpuprobe_runner::{RunDir, Task};
 
 use super::{TrialOutcome, TrialRequest, TrialRunner};
 use crate::engine::{self, EngineConfig};
-use crate::session::{interrupt, supervisor_config};
+use crate::session::interrupt::{Interrupted, Stopped};
+use crate::session::supervisor_config;
 
 /// The number a trial directory (`NN-<phase>`) carries.
 fn trial_number(name: &str) -> Option<u32> {
@@ -43,7 +44,7 @@ pub(crate) struct EngineTrials<'a> {
 }
 
 impl TrialRunner for EngineTrials<'_> {
-    fn run(&mut self, request: &TrialRequest<'_>) -> TrialOutcome {
+    fn run(&mut self, request: &TrialRequest<'_>) -> Result<TrialOutcome, Interrupted> {
         let started = Instant::now();
         let dir = self
             .trials_dir
@@ -58,7 +59,7 @@ impl TrialRunner for EngineTrials<'_> {
             Err(err) => {
                 // Every probe of the trial counts as not passing (no result came back).
                 (self.say)(&format!("trial {}: {err}", request.number));
-                return TrialOutcome::default();
+                return Ok(TrialOutcome::default());
             }
         };
         let _ = run_dir.write_json(
@@ -78,10 +79,13 @@ impl TrialRunner for EngineTrials<'_> {
                 config.settings.unset.push(name);
             }
         }
+        // The starting point's flag: the process's signal handling cancels it.
+        let cancel = self.base.supervisor.cancel.clone();
         config.supervisor = supervisor_config(
             self.timeout_scale,
             self.startup_timeout,
             run_dir.workers_dir(),
+            &cancel,
         );
         let tasks: Vec<Task> = request
             .probes
@@ -100,25 +104,24 @@ impl TrialRunner for EngineTrials<'_> {
             &mut |_, _, _| Vec::new(),
             &mut |_| {},
         );
-        if let Some(signal) = interrupt::interrupted() {
+        if let Some(interrupted) = Interrupted::of(&cancel, || Stopped::Fix {
+            fix_dir: self
+                .trials_dir
+                .parent()
+                .unwrap_or(&self.trials_dir)
+                .to_path_buf(),
+            trial: Some(request.number),
+        }) {
             // Cut short by Ctrl-C or SIGTERM: these results are no outcome of the trial and
-            // must not reach the journal, where a resume would replay them. Leave before the
-            // search sees them; the trials already recorded stay.
-            let fix_dir = self.trials_dir.parent().unwrap_or(&self.trials_dir);
-            interrupt::leave(
-                signal,
-                &format!(
-                    "gpuprobe: fix: interrupted in trial {}; {}",
-                    request.number,
-                    interrupt::fix_resume_hint(fix_dir)
-                ),
-            );
+            // must not reach the journal, where a resume would replay them. The search stops
+            // before it sees them; the trials already recorded stay.
+            return Err(interrupted);
         }
-        TrialOutcome {
+        Ok(TrialOutcome {
             workers: execution.hellos.len() as u32,
             results: execution.results,
             elapsed_s: started.elapsed().as_secs_f64(),
             replayed: false,
-        }
+        })
     }
 }

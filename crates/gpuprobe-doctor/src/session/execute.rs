@@ -14,8 +14,9 @@ use gpuprobe_runner::Task;
 use gpuprobe_runner::rundir::PLAN_FILE;
 
 use super::assemble::{self, Finished};
+use super::interrupt::{Interrupted, Stopped};
 use super::options::{DeviceRequest, applies_to};
-use super::{Completed, Prepared, SessionError, SessionProgress, interrupt};
+use super::{Completed, Prepared, SessionError, SessionProgress};
 use crate::engine::{self, Lane, LaneBudget, PlannedTask};
 
 /// Starts fingerprinting this machine in the background (tools, kernel log).
@@ -164,16 +165,15 @@ pub fn execute(
         plan.tasks.extend(added_tasks);
         let _ = run_dir.write_json(PLAN_FILE, &plan);
     }
-    if let Some(signal) = interrupt::interrupted() {
+    if let Some(interrupted) = Interrupted::of(&config.supervisor.cancel, || Stopped::Session {
+        command: plan.command.clone(),
+        done: previous.len() + execution.results.len(),
+        planned: plan.tasks.len(),
+        run_dir: run_dir.path().to_path_buf(),
+    }) {
         // The workers are stopped and every finished result is in the run directory; a
         // report of part of the plan would read as the whole, so none is made.
-        let done = previous.len() + execution.results.len();
-        let line = if plan.command == "check" {
-            interrupt::resume_line(done, plan.tasks.len(), run_dir.path())
-        } else {
-            "gpuprobe: interrupted; the workers are stopped".to_string()
-        };
-        interrupt::leave(signal, &line);
+        return Err(SessionError::Interrupted(interrupted));
     }
     for err in &execution.write_errors {
         notes.push(format!("could not record a result: {err}"));

@@ -9,7 +9,8 @@
 //!
 //! A resumed run continues only under what it ran under (interpreter, torch, gpuprobe):
 //! anything else is refused unless `--replan` asks to re-plan, which the report then says.
-//! A signal stops the workers and leaves the run resumable ([`interrupt`]).
+//! A signal stops the workers and leaves the run resumable: the session then returns
+//! [`SessionError::Interrupted`] ([`interrupt`]) and never prints or leaves the process.
 //!
 //! What belongs to the process that runs a session (where its caches are, the native
 //! probes it carries, how progress is drawn) comes in from the caller ([`SessionHost`],
@@ -28,6 +29,7 @@ use gpuprobe_kb::KbMatch;
 use gpuprobe_model::probe::{ProbeSpec, Tier};
 use gpuprobe_model::report::Report;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_runner::supervisor::Cancel;
 use gpuprobe_runner::{PythonChoice, RunDir, RunnerError};
 
 pub use assemble::{absent_gpus_note, exit_status_for, untested_gpus_note};
@@ -52,6 +54,10 @@ pub struct SessionHost {
     pub bytecode_cache: Option<PathBuf>,
     /// The native probes this gpuprobe carries (planned unless `--no-native`).
     pub native_catalog: Vec<ProbeSpec>,
+    /// The flag the process's signal handling cancels (`gpuprobe_runner::signals`): every
+    /// supervisor of the session watches it, and a session it stopped returns
+    /// [`SessionError::Interrupted`]. By default one that never is.
+    pub cancel: Cancel,
 }
 
 /// Told how the probes of a session advance (the binary draws a progress bar).
@@ -132,12 +138,18 @@ pub enum SessionError {
         /// What differs.
         differences: Vec<String>,
     },
+    /// A signal stopped the session; what it finished is recorded. The caller decides what
+    /// is printed and leaves with 128 + the signal (never an [`ExitStatus`]).
+    #[error("{0}")]
+    Interrupted(#[source] interrupt::Interrupted),
 }
 
 impl ClassifiedError for SessionError {
     fn exit_status(&self) -> ExitStatus {
         match self {
             SessionError::ExtractPackage(_) => ExitStatus::InternalFailure,
+            // Not an exit status at all: the binary leaves with 128 + the signal first.
+            SessionError::Interrupted(_) => ExitStatus::InternalFailure,
             _ => ExitStatus::UsageError,
         }
     }

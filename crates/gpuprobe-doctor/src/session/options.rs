@@ -10,7 +10,9 @@ use gpuprobe_detect::Root;
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec, Tier};
 use gpuprobe_runner::{PythonChoice, SupervisorConfig, python};
 
-use super::{SessionError, interrupt};
+use gpuprobe_runner::supervisor::Cancel;
+
+use super::SessionError;
 
 /// Which devices the user asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,11 +83,13 @@ impl SessionOptions {
     }
 }
 
-/// Supervisor limits for a session, logging into `log_dir`.
+/// Supervisor limits for a session, logging into `log_dir`, stopped when `cancel` is
+/// cancelled.
 pub fn supervisor_config(
     timeout_scale: f64,
     startup_timeout: f64,
     log_dir: PathBuf,
+    cancel: &Cancel,
 ) -> SupervisorConfig {
     SupervisorConfig {
         // The command line holds it to 1..=3600 s (cli::ranges): nothing is clamped here.
@@ -93,8 +97,9 @@ pub fn supervisor_config(
         between_probes_timeout: Duration::from_secs(120),
         timeout_scale,
         log_dir: Some(log_dir),
-        // Every session's workers stop on Ctrl-C once a command has installed the handler.
-        cancel: interrupt::cancel_token(),
+        // The host's flag: every session's workers stop on Ctrl-C once the binary has
+        // installed its signal handling.
+        cancel: cancel.clone(),
         ..SupervisorConfig::default()
     }
 }

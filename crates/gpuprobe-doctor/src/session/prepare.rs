@@ -36,6 +36,7 @@ pub fn prepare_check(
         options.timeout_scale,
         options.startup_timeout,
         dir.join(WORKERS_DIR),
+        &host.cancel,
     );
     prepare_resume(dir, options.python.as_deref(), replan, supervisor, host)
 }
@@ -140,6 +141,7 @@ pub fn prepare_new(
             options.timeout_scale,
             options.startup_timeout,
             run_dir.workers_dir(),
+            &host.cancel,
         ),
         options: worker_options(
             &options.probe_options,

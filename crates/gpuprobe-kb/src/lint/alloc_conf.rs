@@ -1,5 +1,6 @@
 //! PyTorch caching-allocator configuration: parsing `key:value,...` strings and working out
-//! which of the three variables a torch version actually reads (known-issues.md §2e).
+//! which of the three variables a torch version actually reads (`docs/lint.md`,
+//! `LINT-ALLOC-CONF-SHADOWED`).
 //!
 //! Only one variable is parsed, the first one found in the version's precedence order; the
 //! others are ignored, not merged.
@@ -7,7 +8,7 @@
 use crate::facts::Facts;
 use crate::version::Pep440Version;
 
-/// Keys PyTorch's allocator-config parser accepts: the research list (§2e) plus the keys
+/// Keys PyTorch's allocator-config parser accepts: the documented ones plus the keys
 /// present in torch 2.15's `libc10`/`libc10_cuda` (which reject other keys with
 /// "Unrecognized key").
 pub const KNOWN_KEYS: &[&str] = &[

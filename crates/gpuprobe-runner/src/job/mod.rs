@@ -3,7 +3,7 @@
 //! allows a fallback.
 //!
 //! - The job runs in its own process group. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the
-//!   supervisor are passed to that group ([`SignalForwarding`]); on a terminal the job's
+//!   supervisor are passed to that group ([`Signals`]); on a terminal the job's
 //!   group gets the terminal.
 //! - Its output is passed through unchanged, chunk by chunk, while it is scanned for the
 //!   fatal messages GPU stacks print ([`gpuprobe_model::fault_text::JOB_FATAL_MARKERS`]).
@@ -37,7 +37,7 @@ pub use summary::write_summary;
 
 use self::activity::ActivitySource;
 use self::watch::run_once;
-pub use crate::process::SignalForwarding;
+pub use crate::signals::Signals;
 
 /// The variables that hide every GPU from a process (CUDA, HIP and ROCr levels).
 pub const HIDE_GPUS: &[&str] = gpuprobe_model::env_vars::GPU_VISIBILITY_LISTS;
@@ -163,11 +163,7 @@ pub struct JobReport {
 /// `say`. `signals` must have been installed while the process had a single thread. The
 /// summary file, when asked for, is written at the end; a failure to write it is said, not
 /// returned: the job has run, and its exit code is what the caller must see.
-pub fn run_job(
-    options: &JobOptions,
-    signals: &SignalForwarding,
-    say: &mut dyn FnMut(&str),
-) -> JobReport {
+pub fn run_job(options: &JobOptions, signals: &Signals, say: &mut dyn FnMut(&str)) -> JobReport {
     if options.force_gpu && options.fallback_cpu {
         say("--force-gpu: the job stays on the GPU; --fallback cpu will not be used");
     }

@@ -19,9 +19,8 @@ use nix::sys::signal::Signal;
 use super::activity::ActivitySource;
 use super::exec::launcher;
 use super::{EnvChanges, JobError, JobOutcome, JobRun};
-use crate::process::{
-    CRASH_SIGNALS, Foreground, SignalForwarding, kill_group, signal_group, signal_words,
-};
+use crate::process::{CRASH_SIGNALS, Foreground, kill_group, signal_group, signal_words};
+use crate::signals::Signals;
 
 /// Runs the job once and watches it.
 pub(crate) fn run_once(
@@ -29,7 +28,7 @@ pub(crate) fn run_once(
     env: &EnvChanges,
     hang_timeout: Option<f64>,
     activity: &ActivitySource,
-    signals: &SignalForwarding,
+    signals: &Signals,
     device: &'static str,
     say: &mut dyn FnMut(&str),
 ) -> JobRun {

@@ -7,15 +7,17 @@ use std::time::SystemTime;
 
 use anyhow::Result;
 use gpuprobe_doctor::fix::options::{FixOptions, ResumeOptions};
+use gpuprobe_doctor::fix::run::FixError;
 use gpuprobe_doctor::fix::run::{self as fix, FixHost};
-use gpuprobe_doctor::session::{self as doctor, interrupt};
+use gpuprobe_doctor::session as doctor;
+use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible_line;
 
 use crate::cli::FixArgs;
 use crate::progress::TerminalProgress;
 use crate::session::{self, session_options};
-use crate::{output, paths, time};
+use crate::{interrupt, output, paths, time};
 
 use super::process_env;
 
@@ -25,7 +27,7 @@ use super::process_env;
 pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
     let shared = &args.session;
     // First, while gpuprobe has one thread: Ctrl-C stops the workers and clears the bar.
-    session::install_interrupt(interrupt::Mode::Leave);
+    let signals = interrupt::install();
     let env = process_env();
     doctor::validate_python(shared.python.as_deref(), &env)?;
     if shared.simulate.as_deref() == Some("list") {
@@ -34,23 +36,26 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
     }
     let mut progress = TerminalProgress::new(shared.verbose);
     let mut host = FixHost {
-        session: session::host(&env),
+        session: session::host(&env, signals.cancel_token()),
         progress: &mut progress,
         say: &say,
         now: || time::rfc3339(SystemTime::now()),
         check_writable_file: paths::check_writable_file,
     };
-    let finished = match &args.resume {
-        Some(dir) => fix::resume(
-            dir,
-            &ResumeOptions {
-                python: shared.python.clone(),
-                verbose: shared.verbose,
-            },
-            &mut host,
+    let (finished, fix_dir) = match &args.resume {
+        Some(dir) => (
+            fix::resume(
+                dir,
+                &ResumeOptions {
+                    python: shared.python.clone(),
+                    verbose: shared.verbose,
+                },
+                &mut host,
+            ),
+            dir.clone(),
         ),
-        None => fix::start(
-            &FixOptions {
+        None => {
+            let options = FixOptions {
                 session: session_options(shared, "fix", &env, Default::default()),
                 from: args.from.clone(),
                 max_runs: args.max_runs,
@@ -58,10 +63,19 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
                 sentinels: args.sentinels,
                 profile_out: args.profile_out.clone(),
                 verbose: shared.verbose,
-            },
-            &mut host,
-        ),
-    }?;
+            };
+            (fix::start(&options, &mut host), options.session.run_dir)
+        }
+    };
+    let finished = finished?;
+    // A signal that came once the last trial was over: the fix stops here as it would have
+    // in a trial (the interruption, reported by `crate::interrupt::leave`).
+    if let Some(interrupted) = Interrupted::of(&signals.cancel_token(), || Stopped::Fix {
+        fix_dir,
+        trial: None,
+    }) {
+        return Err(FixError::Interrupted(interrupted).into());
+    }
     if shared.json {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", finished.json)?;

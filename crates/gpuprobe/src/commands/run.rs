@@ -11,7 +11,10 @@ use std::io::Write;
 use anyhow::Result;
 use gpuprobe_model::profile::Profile;
 use gpuprobe_model::text::visible_line;
-use gpuprobe_runner::job::{self, EnvChanges, JobOptions, SignalForwarding, StartupHook};
+use gpuprobe_runner::job::{self, EnvChanges, JobOptions, StartupHook};
+use gpuprobe_runner::process::FORWARDED;
+use gpuprobe_runner::signals::Signals;
+use nix::sys::signal::Signal;
 
 use crate::cli::{FallbackArg, RunArgs};
 use crate::errors::CliError;
@@ -70,7 +73,9 @@ fn load_profile(args: &RunArgs, env: &BTreeMap<String, String>) -> Result<Option
 /// Runs `run`; returns the exit code to leave with.
 pub(super) fn run(args: RunArgs) -> Result<u8> {
     // First, while gpuprobe has a single thread: every later thread inherits the mask.
-    let signals = SignalForwarding::install();
+    // Every signal goes to the job, whose exit code is what gpuprobe leaves with; SIGTTOU
+    // is blocked so that the terminal can be taken back from the background.
+    let signals = Signals::install(FORWARDED, &[Signal::SIGTTOU], |_| {});
     if args.command.is_empty() {
         return Err(CliError::NoCommand.into());
     }

@@ -20,6 +20,7 @@ mod golden;
 mod gpu_faults;
 mod hostile_text;
 mod kb_native_ids;
+mod library_output;
 mod outputs_and_arguments;
 mod protocol;
 mod report;
