@@ -19,7 +19,10 @@ use std::time::SystemTime;
 use gpuprobe_model::text::{visible, visible_line};
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Fingerprint, Report};
-use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE, RESULTS_FILE};
+use gpuprobe_runner::rundir::{
+    FIX_ACCOUNT_FILE, FIX_CHECK_DIR, PLAN_FILE, PROFILE_FILE, REPORT_FILE, RESULTS_FILE,
+    WORKERS_DIR,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -41,11 +44,6 @@ const MAX_RESULTS_BYTES: u64 = 16 * 1024 * 1024;
 const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
 /// Kernel-log lines kept in `kernel-log.txt`.
 const MAX_KERNEL_LINES: usize = 2000;
-/// Where `fix` keeps its starting check and writes its profile and account.
-const FIX_CHECK_DIR: &str = "check";
-const FIX_PROFILE: &str = "profile.toml";
-const FIX_ACCOUNT: &str = "fix.json";
-const WORKERS_DIR: &str = "workers";
 
 /// Why no bundle was written.
 #[derive(Debug, thiserror::Error)]
@@ -502,8 +500,14 @@ fn collect(run_dir: &Path) -> Result<Collected, BundleError> {
         content: Content::Text(kernel_log),
     });
     if !check_rel.is_empty() {
-        text_item(&mut c, run_dir, FIX_PROFILE, FIX_PROFILE, MAX_PROFILE_BYTES);
-        json_item(&mut c, run_dir, FIX_ACCOUNT, FIX_ACCOUNT);
+        text_item(
+            &mut c,
+            run_dir,
+            PROFILE_FILE,
+            PROFILE_FILE,
+            MAX_PROFILE_BYTES,
+        );
+        json_item(&mut c, run_dir, FIX_ACCOUNT_FILE, FIX_ACCOUNT_FILE);
     }
     worker_logs(&mut c, run_dir, &rel(WORKERS_DIR));
     if !check_rel.is_empty() {
@@ -1035,11 +1039,11 @@ mod tests {
         )
         .unwrap();
         fs::write(
-            run.join(FIX_PROFILE),
+            run.join(PROFILE_FILE),
             "[settings]\nHSA_ENABLE_SDMA = \"0\"\n",
         )
         .unwrap();
-        fs::write(run.join(FIX_ACCOUNT), r#"{"trials": 3}"#).unwrap();
+        fs::write(run.join(FIX_ACCOUNT_FILE), r#"{"trials": 3}"#).unwrap();
         // A log that is a link to a file outside the run, and one that is a directory.
         let secret = dir.path().join("outside.txt");
         fs::write(&secret, "OUTSIDE-THE-RUN\n").unwrap();

@@ -134,63 +134,6 @@ pub fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
     .map_err(fail)
 }
 
-/// A finished run as the HTML report needs it: its report and, for a `fix` run, the
-/// account of the search.
-#[derive(Debug, Clone)]
-pub struct RunFiles {
-    /// `report.json`.
-    pub report: Report,
-    /// `fix.json`, when the run holds one.
-    pub fix: Option<FixAccount>,
-}
-
-/// Reads a finished run directory: `report.json` (required: a run that never finished has
-/// none) and `fix.json` when present. Reads only; a missing or broken file is a
-/// [`RunnerError::BadRunDir`](gpuprobe_runner::RunnerError::BadRunDir), a usage error.
-pub fn load_run(dir: &Path) -> Result<RunFiles, gpuprobe_runner::RunnerError> {
-    use gpuprobe_runner::RunnerError;
-    use gpuprobe_runner::rundir::REPORT_FILE;
-    use gpuprobe_runner::runs::FIX_ACCOUNT_FILE;
-    fn read<T: serde::de::DeserializeOwned>(
-        dir: &Path,
-        name: &str,
-    ) -> Result<Option<T>, RunnerError> {
-        let path = dir.join(name);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(RunnerError::io("cannot read", path, e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| RunnerError::BadRunDir {
-                path: dir.to_path_buf(),
-                reason: format!("{name} is not a gpuprobe report: {e}"),
-            })
-    }
-    if !dir.is_dir() {
-        return Err(RunnerError::BadRunDir {
-            path: dir.to_path_buf(),
-            reason: "no such directory".into(),
-        });
-    }
-    let fix = read::<FixAccount>(dir, FIX_ACCOUNT_FILE)?;
-    // A fix run reports on the check it started from, which may live in its own directory.
-    let mut report = read::<Report>(dir, REPORT_FILE)?;
-    if report.is_none()
-        && let Some(source) = fix.as_ref().and_then(|f| f.source_run.as_deref())
-    {
-        report = read::<Report>(Path::new(source), REPORT_FILE)?;
-    }
-    let report = report.ok_or_else(|| RunnerError::BadRunDir {
-        path: dir.to_path_buf(),
-        reason: format!(
-            "no {REPORT_FILE}: not a finished gpuprobe run (an interrupted check finishes with `gpuprobe check --resume`)"
-        ),
-    })?;
-    Ok(RunFiles { report, fix })
-}
-
 /// The most of a `repro`-written ISSUE.md shown on the page.
 const MAX_ISSUE_BYTES: u64 = 1 << 20;
 

@@ -1,50 +1,7 @@
-//! The JSON report and its schema, and reading a `report.json` back.
+//! The JSON report and its schema (reading one back is the runner's:
+//! `gpuprobe_runner::rundir::read_report_file`).
 
-use std::path::{Path, PathBuf};
-
-use gpuprobe_model::{ClassifiedError, ExitStatus, Report};
-
-/// A report file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadReportError {
-    /// It cannot be read.
-    #[error("cannot read {}: {source}", .path.display())]
-    Unreadable {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// It is not a report.
-    #[error("{} is not a gpuprobe report: {source}", .path.display())]
-    NotAReport {
-        /// The file.
-        path: PathBuf,
-        /// What the JSON reader said.
-        #[source]
-        source: serde_json::Error,
-    },
-}
-
-impl ClassifiedError for ReadReportError {
-    /// The file is the user's to fix or to point elsewhere.
-    fn exit_status(&self) -> ExitStatus {
-        ExitStatus::UsageError
-    }
-}
-
-/// Reads a report file (`report.json`, or a saved `check --json`).
-pub fn read(path: &Path) -> Result<Report, ReadReportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReadReportError::Unreadable {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| ReadReportError::NotAReport {
-        path: path.to_path_buf(),
-        source,
-    })
-}
+use gpuprobe_model::Report;
 
 /// The report as pretty JSON (what `check --json` prints and `report.json` holds).
 pub fn render(report: &Report) -> String {

@@ -14,20 +14,266 @@ use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
+use gpuprobe_model::Report;
+use gpuprobe_model::profile::FixAccount;
 use gpuprobe_model::verdict::ProbeResult;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::RunnerError;
 
-/// File names inside a run directory.
+// The layout: every name a run directory holds is defined here and nowhere else (a test
+// of the workspace's sources keeps it so).
+
+/// The plan: what the run was asked and every planned (probe, device).
 pub const PLAN_FILE: &str = "plan.json";
 /// Results, one JSON object per line.
 pub const RESULTS_FILE: &str = "results.jsonl";
-/// The final report.
+/// The final report; a `check` that has it is finished.
 pub const REPORT_FILE: &str = "report.json";
 /// What the run's probes ran under, as its workers reported it ([`RunStack`]).
 pub const STACK_FILE: &str = "stack.json";
+/// The directory of worker logs, made first in every run directory.
+pub const WORKERS_DIR: &str = "workers";
+/// The directory inside a `fix` run that holds its starting check, a run directory of its
+/// own.
+pub const FIX_CHECK_DIR: &str = "check";
+/// A `fix`'s account of its search; a `fix` that has it is finished.
+pub const FIX_ACCOUNT_FILE: &str = "fix.json";
+/// The options a `fix` was started with, for `--resume`.
+pub const FIX_OPTIONS_FILE: &str = "fix-options.json";
+/// A `fix`'s trial journal, one trial per line.
+pub const FIX_JOURNAL_FILE: &str = "trials.jsonl";
+/// The directory of a `fix`'s trial runs.
+pub const FIX_TRIALS_DIR: &str = "trials";
+/// Where a `fix` writes its profile unless told otherwise (`run --profile` may read it from
+/// there).
+pub const PROFILE_FILE: &str = "profile.toml";
+
+/// A run file that cannot be used: which file, and why. Every typed reader of a run
+/// directory ([`RunFiles`], [`read_report_file`]) answers with it; a command words it in its
+/// own terms where its documented message needs them.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFileError {
+    /// It cannot be read (it may not exist: [`RunFileError::is_missing`]).
+    #[error("cannot read {}: {source}", .path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not what gpuprobe writes there.
+    #[error("{} is not {what}: {source}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What it should have been ("a gpuprobe report").
+        what: &'static str,
+        /// What the JSON reader said.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl RunFileError {
+    /// The file.
+    pub fn path(&self) -> &Path {
+        match self {
+            RunFileError::Unreadable { path, .. } | RunFileError::Invalid { path, .. } => path,
+        }
+    }
+
+    /// Whether the file is simply not there.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, RunFileError::Unreadable { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+impl gpuprobe_model::ClassifiedError for RunFileError {
+    /// The file is the user's to fix or to point elsewhere.
+    fn exit_status(&self) -> gpuprobe_model::ExitStatus {
+        gpuprobe_model::ExitStatus::UsageError
+    }
+}
+
+/// What a report is called when one is not.
+const A_REPORT: &str = "a gpuprobe report";
+
+/// The one reader of a run file: its bytes, and `T` parsed from them.
+fn read_parsed<T: DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+) -> Result<(T, Vec<u8>), RunFileError> {
+    let bytes = fs::read(path).map_err(|source| RunFileError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let value = serde_json::from_slice(&bytes).map_err(|source| RunFileError::Invalid {
+        path: path.to_path_buf(),
+        what,
+        source,
+    })?;
+    Ok((value, bytes))
+}
+
+/// Reads a report file anywhere (`report.json`, or a saved `check --json`).
+pub fn read_report_file(path: &Path) -> Result<Report, RunFileError> {
+    read_parsed(path, A_REPORT).map(|(report, _)| report)
+}
+
+/// A run directory's files, read and never written (a reader neither makes the directory
+/// nor its `workers/`, as [`RunDir::open`] does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFiles {
+    path: PathBuf,
+}
+
+impl RunFiles {
+    /// The run directory at `path` (whatever it holds).
+    pub fn at(path: &Path) -> RunFiles {
+        RunFiles {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file or directory `name` of the layout in it.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// A `fix` run's starting check, a run directory of its own.
+    pub fn check_subrun(&self) -> RunFiles {
+        RunFiles::at(&self.path.join(FIX_CHECK_DIR))
+    }
+
+    /// Whether the run holds its report (a finished `check`).
+    pub fn has_report(&self) -> bool {
+        self.path.join(REPORT_FILE).is_file()
+    }
+
+    /// Whether the run holds its plan.
+    pub fn has_plan(&self) -> bool {
+        self.path.join(PLAN_FILE).is_file()
+    }
+
+    /// Whether the run holds a `fix` account (a finished `fix`).
+    pub fn has_fix_account(&self) -> bool {
+        self.path.join(FIX_ACCOUNT_FILE).exists()
+    }
+
+    /// `report.json`.
+    pub fn read_report(&self) -> Result<Report, RunFileError> {
+        read_report_file(&self.path.join(REPORT_FILE))
+    }
+
+    /// `report.json` as a partial view `T` (an older report still yields what it has).
+    pub fn read_report_as<T: DeserializeOwned>(&self) -> Result<T, RunFileError> {
+        read_parsed(&self.path.join(REPORT_FILE), A_REPORT).map(|(report, _)| report)
+    }
+
+    /// `plan.json` as `T` (the plan's type is the doctor's; a partial view reads what it
+    /// needs of it).
+    pub fn read_plan<T: DeserializeOwned>(&self) -> Result<T, RunFileError> {
+        self.read_plan_and_bytes().map(|(plan, _)| plan)
+    }
+
+    /// `plan.json` as `T`, and its bytes as they are on disk (a repro hands them on).
+    pub fn read_plan_and_bytes<T: DeserializeOwned>(&self) -> Result<(T, Vec<u8>), RunFileError> {
+        read_parsed(&self.path.join(PLAN_FILE), "a gpuprobe plan")
+    }
+
+    /// `fix.json`, a `fix`'s account (or a partial view of it).
+    pub fn read_fix_account<T: DeserializeOwned>(&self) -> Result<T, RunFileError> {
+        read_parsed(&self.path.join(FIX_ACCOUNT_FILE), "a gpuprobe fix account")
+            .map(|(account, _)| account)
+    }
+
+    /// Whether the run holds a `fix` profile (anything by that name, a link included: a
+    /// run holding one is never pruned).
+    pub fn holds_profile(&self) -> bool {
+        fs::symlink_metadata(self.path.join(PROFILE_FILE)).is_ok()
+    }
+
+    /// The `fix` profile's text.
+    pub fn read_profile(&self) -> Result<String, RunFileError> {
+        let path = self.path.join(PROFILE_FILE);
+        fs::read_to_string(&path).map_err(|source| RunFileError::Unreadable { path, source })
+    }
+
+    /// Every result recorded so far, a torn or foreign line skipped (none when there is
+    /// no results file).
+    pub fn recorded_results(&self) -> Option<Vec<ProbeResult>> {
+        let text = fs::read_to_string(self.path.join(RESULTS_FILE)).ok()?;
+        Some(
+            text.lines()
+                .filter_map(|line| serde_json::from_str(line).ok())
+                .collect(),
+        )
+    }
+}
+
+/// A finished run as `report` renders it: its report and, for a `fix` run, the account of
+/// its search.
+#[derive(Debug, Clone)]
+pub struct FinishedRun {
+    /// `report.json` (a `fix` run without one: the report of the run it started from).
+    pub report: Report,
+    /// `fix.json`, when the run holds one.
+    pub fix: Option<FixAccount>,
+}
+
+/// Reads a finished run directory: `report.json` (required: a run that never finished has
+/// none) and `fix.json` when present. Reads only; a missing or broken file is a
+/// [`RunnerError::BadRunDir`], a usage error.
+pub fn read_finished(dir: &Path) -> Result<FinishedRun, RunnerError> {
+    fn optional<T>(read: Result<T, RunFileError>, dir: &Path) -> Result<Option<T>, RunnerError> {
+        match read {
+            Ok(value) => Ok(Some(value)),
+            Err(e) if e.is_missing() => Ok(None),
+            Err(RunFileError::Unreadable { path, source }) => {
+                Err(RunnerError::io("cannot read", path, source))
+            }
+            Err(RunFileError::Invalid { path, source, .. }) => Err(RunnerError::BadRunDir {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "{} is not a gpuprobe report: {source}",
+                    path.file_name().unwrap_or_default().to_string_lossy()
+                ),
+            }),
+        }
+    }
+    if !dir.is_dir() {
+        return Err(RunnerError::BadRunDir {
+            path: dir.to_path_buf(),
+            reason: "no such directory".into(),
+        });
+    }
+    let run = RunFiles::at(dir);
+    let fix = optional(run.read_fix_account::<FixAccount>(), dir)?;
+    // A fix run reports on the check it started from, which may live in its own directory.
+    let mut report = optional(run.read_report(), dir)?;
+    if report.is_none()
+        && let Some(source) = fix.as_ref().and_then(|f| f.source_run.as_deref())
+    {
+        let source = Path::new(source);
+        report = optional(RunFiles::at(source).read_report(), source)?;
+    }
+    let report = report.ok_or_else(|| RunnerError::BadRunDir {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "no {REPORT_FILE}: not a finished gpuprobe run (an interrupted check finishes with `gpuprobe check --resume`)"
+        ),
+    })?;
+    Ok(FinishedRun { report, fix })
+}
 
 /// What a run's probes ran under, beyond its plan: kept so that a resume can tell whether it
 /// would continue under something else.
@@ -61,7 +307,7 @@ impl RunDir {
                         .into(),
             });
         }
-        fs::create_dir_all(path.join("workers"))
+        fs::create_dir_all(path.join(WORKERS_DIR))
             .map_err(|e| RunnerError::io("cannot create run directory", path, e))?;
         // Prove it is writable now rather than after the first probe.
         let probe = path.join(".write-test");
@@ -81,7 +327,7 @@ impl RunDir {
                 reason: format!("no {PLAN_FILE}: not a gpuprobe run directory"),
             });
         }
-        fs::create_dir_all(path.join("workers"))
+        fs::create_dir_all(path.join(WORKERS_DIR))
             .map_err(|e| RunnerError::io("cannot write in", path, e))?;
         Ok(RunDir {
             path: path.to_path_buf(),
@@ -95,7 +341,7 @@ impl RunDir {
 
     /// Where worker logs go.
     pub fn workers_dir(&self) -> PathBuf {
-        self.path.join("workers")
+        self.path.join(WORKERS_DIR)
     }
 
     /// Writes `name` as pretty JSON, atomically (temporary file, then rename).
@@ -303,6 +549,85 @@ mod tests {
         };
         run.write_stack(&stack).unwrap();
         assert_eq!(run.read_stack().unwrap(), stack);
+    }
+
+    /// The source of `text` outside `#[cfg(test)]` items and comments.
+    fn shipped_code(text: &str) -> String {
+        let mut kept = String::new();
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("#[cfg(test)]") {
+                // Skip the item that follows: to the end of its braces, or its `;`.
+                let mut depth = 0i32;
+                for item in lines.by_ref() {
+                    depth += item.matches('{').count() as i32 - item.matches('}').count() as i32;
+                    if depth <= 0 && (item.contains('}') || item.trim_end().ends_with(';')) {
+                        break;
+                    }
+                }
+                continue;
+            }
+            if trimmed.starts_with("//") {
+                continue;
+            }
+            kept.push_str(line);
+            kept.push('\n');
+        }
+        kept
+    }
+
+    #[test]
+    fn only_the_layout_names_a_run_directory_s_files() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let own = fs::canonicalize(file!().strip_prefix("crates/gpuprobe-runner/").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rundir.rs"),
+            |rel| Path::new(env!("CARGO_MANIFEST_DIR")).join(rel),
+        ))
+        .unwrap();
+        let mut pending: Vec<PathBuf> = fs::read_dir(&crates)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("src"))
+            .collect();
+        let mut offenders = Vec::new();
+        let mut scanned = 0;
+        while let Some(path) = pending.pop() {
+            if path.is_dir() {
+                pending.extend(fs::read_dir(&path).unwrap().flatten().map(|e| e.path()));
+                continue;
+            }
+            let is_test_file = path.file_name().is_some_and(|n| n == "tests.rs");
+            if path.extension().is_none_or(|e| e != "rs") || is_test_file {
+                continue;
+            }
+            scanned += 1;
+            if fs::canonicalize(&path).unwrap() == own {
+                continue;
+            }
+            let code = shipped_code(&fs::read_to_string(&path).unwrap());
+            for name in [PLAN_FILE, REPORT_FILE, FIX_ACCOUNT_FILE] {
+                if code.contains(&format!("\"{name}\"")) {
+                    offenders.push(format!("{}: \"{name}\"", path.display()));
+                }
+            }
+        }
+        assert!(
+            scanned > 50,
+            "the workspace's sources were not found ({scanned})"
+        );
+        assert!(
+            offenders.is_empty(),
+            "a run directory's file names are rundir.rs's constants: {offenders:?}"
+        );
+        // The scan sees what it looks for, outside test code only.
+        let sample = "let a = \"plan.json\";\n#[cfg(test)]\nmod t {\n    \"fix.json\"\n}\n// \"report.json\"\n";
+        let code = shipped_code(sample);
+        assert!(
+            code.contains("\"plan.json\"")
+                && !code.contains("fix.json")
+                && !code.contains("report.json")
+        );
     }
 
     #[test]

@@ -23,13 +23,11 @@ use std::time::{Duration, SystemTime};
 
 use gpuprobe_model::probe::Tier;
 use gpuprobe_model::report::Summary;
-use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ExitStatus, env_vars};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::paths;
-use crate::rundir::{PLAN_FILE, REPORT_FILE, RESULTS_FILE};
+use crate::rundir::{RunFiles, WORKERS_DIR};
 
 /// Runs kept by the retention applied after each `check`, unless [`KEEP_ENV`] says otherwise.
 pub const DEFAULT_KEEP: usize = 20;
@@ -39,15 +37,6 @@ pub const KEEP_ENV: &str = env_vars::GPUPROBE_KEEP_RUNS;
 /// when its process cannot be seen. An hour is longer than any probe's timeout at the default
 /// scale, during which a live run writes at least a result or a worker log.
 const ACTIVE_WINDOW: Duration = Duration::from_secs(3600);
-/// Where `fix` writes its profile by default (`gpuprobe_doctor::fix`).
-const PROFILE_FILE: &str = "profile.toml";
-/// The account that marks a finished `fix` (`gpuprobe_doctor::fix` writes it).
-pub const FIX_ACCOUNT_FILE: &str = "fix.json";
-/// The directory inside a `fix` run that holds its starting check.
-pub const FIX_CHECK_DIR: &str = "check";
-/// The directory every run directory gets first.
-const WORKERS_DIR: &str = "workers";
-
 /// Whether a run is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -121,21 +110,6 @@ struct Recorded {
     exit_code: Option<u8>,
 }
 
-fn read_json<T: DeserializeOwned>(path: &Path) -> Option<T> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
-/// Verdict counts of the results recorded so far (a torn or foreign line is skipped, as
-/// `RunDir::load_results` does).
-fn recorded_results(dir: &Path) -> Option<Summary> {
-    let text = std::fs::read_to_string(dir.join(RESULTS_FILE)).ok()?;
-    let results: Vec<ProbeResult> = text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
-    Some(Summary::of(&results))
-}
-
 /// Space on disk and the newest modification time of everything under `dir`. Links are
 /// counted as themselves, never followed; what cannot be read counts as nothing.
 fn usage(dir: &Path) -> (u64, SystemTime) {
@@ -175,12 +149,14 @@ fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
         return None;
     }
     let (bytes, newest) = usage(path);
+    let run = RunFiles::at(path);
+    let recorded_results = |run: &RunFiles| run.recorded_results().map(|r| Summary::of(&r[..]));
     let (recorded, finished, verdicts, tier) = if parsed.command == "fix" {
         // The account marks a finished search; the verdicts are its starting check's.
-        let account = read_json::<Recorded>(&path.join(FIX_ACCOUNT_FILE));
-        let check = path.join(FIX_CHECK_DIR);
-        let report = read_json::<Recorded>(&check.join(REPORT_FILE));
-        let plan = read_json::<Recorded>(&check.join(PLAN_FILE));
+        let account = run.read_fix_account::<Recorded>().ok();
+        let check = run.check_subrun();
+        let report = check.read_report_as::<Recorded>().ok();
+        let plan = check.read_plan::<Recorded>().ok();
         let verdicts = report
             .as_ref()
             .and_then(|r| r.summary)
@@ -192,12 +168,12 @@ fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
         let finished = account.is_some();
         (account, finished, verdicts, tier)
     } else {
-        let report = read_json::<Recorded>(&path.join(REPORT_FILE));
-        let plan = read_json::<Recorded>(&path.join(PLAN_FILE));
+        let report = run.read_report_as::<Recorded>().ok();
+        let plan = run.read_plan::<Recorded>().ok();
         let verdicts = report
             .as_ref()
             .and_then(|r| r.summary)
-            .or_else(|| recorded_results(path));
+            .or_else(|| recorded_results(&run));
         // A memtest runs no tier: its plan records its probe's (soak, the tier that never
         // selects it), which is no tier the user asked for.
         let tier = report
@@ -241,7 +217,7 @@ fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
             .exit_code
             .or(recorded.exit_status.map(ExitStatus::code)),
         bytes,
-        holds_profile: std::fs::symlink_metadata(path.join(PROFILE_FILE)).is_ok(),
+        holds_profile: run.holds_profile(),
         stamp: stamp.to_string(),
     })
 }

@@ -124,7 +124,7 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
         gpuprobe_runner::RunnerError,
         gpuprobe_report::html::HtmlError,
         gpuprobe_kb::KbError,
-        gpuprobe_report::json::ReadReportError,
+        gpuprobe_runner::rundir::RunFileError,
         gpuprobe_gpu::memtest::InjectionArgError,
         gpuprobe_detect::triage::read::TriageReadError,
         gpuprobe_report::bundle::BundleError,
@@ -161,7 +161,7 @@ mod tests {
     #[test]
     fn a_usage_error_deep_in_a_chain_decides_and_is_shown_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        let err = anyhow::Error::new(gpuprobe_report::json::ReadReportError::Unreadable {
+        let err = anyhow::Error::new(gpuprobe_runner::rundir::RunFileError::Unreadable {
             path: PathBuf::from("/r.json"),
             source: io,
         })

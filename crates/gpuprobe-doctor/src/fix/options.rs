@@ -4,19 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use gpuprobe_model::probe::Tier;
-use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
+use gpuprobe_runner::rundir::{FIX_OPTIONS_FILE, PLAN_FILE, REPORT_FILE};
 use serde::{Deserialize, Serialize};
 
 use super::candidates::{self, Candidate};
 use super::run::{FixError, FixHost};
 use crate::session::SessionOptions;
-
-/// The file holding the account in the fix's run directory.
-pub const ACCOUNT_FILE: &str = "fix.json";
-/// The options a fix was started with, for `--resume`.
-pub const OPTIONS_FILE: &str = "fix-options.json";
-/// The trial journal.
-pub const JOURNAL_FILE: &str = "trials.jsonl";
 
 /// What a fix was started with: every option that decides what it searches, so that
 /// `--resume` goes on with the same search.
@@ -98,7 +91,7 @@ impl Recorded {
             .into_iter()
             .find(|tier| tier.name().eq_ignore_ascii_case(&self.tier))
             .ok_or_else(|| FixError::UnknownTier {
-                path: dir.join(OPTIONS_FILE),
+                path: dir.join(FIX_OPTIONS_FILE),
                 tier: self.tier.clone(),
             })?;
         Ok(FixOptions {

@@ -25,17 +25,17 @@ use gpuprobe_model::profile::{FixAccount, FixOutcome, ProbeRef};
 use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
-use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
+use gpuprobe_runner::rundir::{
+    FIX_ACCOUNT_FILE, FIX_CHECK_DIR, FIX_JOURNAL_FILE, FIX_OPTIONS_FILE, FIX_TRIALS_DIR, PLAN_FILE,
+    PROFILE_FILE, REPORT_FILE,
+};
 use gpuprobe_runner::{RunDir, RunnerError};
 
 use super::SearchInput;
 use super::account::{self, AccountHeader};
 use super::candidates::{self, Candidate, CandidateContext, CandidateRefused, CandidateSet};
 use super::journal::{Journal, JournalError, Journaled, TrialRecord};
-use super::options::{
-    ACCOUNT_FILE, FixOptions, JOURNAL_FILE, OPTIONS_FILE, RECORDED_VERSION, Recorded,
-    ResumeOptions, validate,
-};
+use super::options::{FixOptions, RECORDED_VERSION, Recorded, ResumeOptions, validate};
 use super::search::{Phase, TrialSummary};
 use super::sentinels::{self, SentinelQuota};
 use super::start::{Start, resume_check, start_from, start_with_check};
@@ -157,7 +157,7 @@ pub enum FixError {
         version: u32,
     },
     /// `--resume` names a fix that has finished.
-    #[error("the fix in {} has finished: its account is {}", dir.display(), dir.join(ACCOUNT_FILE).display())]
+    #[error("the fix in {} has finished: its account is {}", dir.display(), dir.join(FIX_ACCOUNT_FILE).display())]
     Finished {
         /// The directory.
         dir: PathBuf,
@@ -278,10 +278,10 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
     let started = Instant::now();
     let started_at = (host.now)();
     let fix_dir = options.session.run_dir.clone();
-    if fix_dir.join(ACCOUNT_FILE).exists() {
+    if fix_dir.join(FIX_ACCOUNT_FILE).exists() {
         return Err(FixError::AlreadyFinished { dir: fix_dir });
     }
-    if ["trials", OPTIONS_FILE, JOURNAL_FILE]
+    if [FIX_TRIALS_DIR, FIX_OPTIONS_FILE, FIX_JOURNAL_FILE]
         .iter()
         .any(|name| fix_dir.join(name).exists())
     {
@@ -293,9 +293,9 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
         source,
     })?;
     let work = RunDir::create(&fix_dir).map_err(FixError::RunDir)?;
-    work.write_json(OPTIONS_FILE, &Recorded::of(options, &started_at))
+    work.write_json(FIX_OPTIONS_FILE, &Recorded::of(options, &started_at))
         .map_err(FixError::RunDir)?;
-    let journal = Journal::create(&fix_dir.join(JOURNAL_FILE))?;
+    let journal = Journal::create(&fix_dir.join(FIX_JOURNAL_FILE))?;
     let start = match &options.from {
         Some(dir) => start_from(dir, options, &work, host),
         None => start_with_check(options, &fix_dir, host, &started_at),
@@ -326,17 +326,14 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
 /// does not keep it for ever (docs/hostile-input.md). A directory that was there before
 /// loses only the files that made it a fix's.
 fn abandon_unstarted(fix_dir: &Path, created_here: bool, err: &FixError) {
-    let planned = fix_dir
-        .join(gpuprobe_runner::runs::FIX_CHECK_DIR)
-        .join(PLAN_FILE)
-        .exists();
+    let planned = fix_dir.join(FIX_CHECK_DIR).join(PLAN_FILE).exists();
     if err.exit_status() != ExitStatus::UsageError || planned {
         return;
     }
     if created_here {
         let _ = std::fs::remove_dir_all(fix_dir);
     } else {
-        for name in [OPTIONS_FILE, JOURNAL_FILE] {
+        for name in [FIX_OPTIONS_FILE, FIX_JOURNAL_FILE] {
             let _ = std::fs::remove_file(fix_dir.join(name));
         }
     }
@@ -356,7 +353,7 @@ pub fn resume(
     resume: &ResumeOptions,
     host: &mut FixHost<'_>,
 ) -> Result<Finished, FixError> {
-    let options_path = dir.join(OPTIONS_FILE);
+    let options_path = dir.join(FIX_OPTIONS_FILE);
     let text = std::fs::read_to_string(&options_path).map_err(|source| FixError::NotResumable {
         dir: dir.to_path_buf(),
         path: options_path.clone(),
@@ -373,7 +370,7 @@ pub fn resume(
             version: recorded.version,
         });
     }
-    if dir.join(ACCOUNT_FILE).exists() {
+    if dir.join(FIX_ACCOUNT_FILE).exists() {
         return Err(FixError::Finished {
             dir: dir.to_path_buf(),
         });
@@ -383,7 +380,7 @@ pub fn resume(
     let explicit = validate(&options, host)?;
     let started = Instant::now();
     let work = RunDir::create(dir).map_err(FixError::RunDir)?;
-    let journal_path = dir.join(JOURNAL_FILE);
+    let journal_path = dir.join(FIX_JOURNAL_FILE);
     let (journal, loaded) = if journal_path.exists() {
         Journal::resume(&journal_path)?
     } else {
@@ -403,7 +400,7 @@ pub fn resume(
     ));
     // The trial that was running when the fix stopped left a partial directory: it runs
     // again from scratch.
-    remove_trial_dirs_after(&dir.join("trials"), loaded.records.len() as u32);
+    remove_trial_dirs_after(&dir.join(FIX_TRIALS_DIR), loaded.records.len() as u32);
     let start = match &options.from {
         Some(from) => start_from(from, &options, &work, host),
         None => resume_check(&options, dir, &work, host, &started_at),
@@ -565,7 +562,7 @@ fn search_from(
     let mut engine_trials = EngineTrials {
         base: start.config.clone(),
         specs,
-        trials_dir: fix_dir.join("trials"),
+        trials_dir: fix_dir.join(FIX_TRIALS_DIR),
         timeout_scale: options.session.timeout_scale,
         startup_timeout: options.session.startup_timeout,
         say,
@@ -598,7 +595,7 @@ fn search_from(
     }
     if resumed.resuming {
         header.notes.push(format!(
-            "resumed: {} of the {} trial(s) were read back from {JOURNAL_FILE} of the \
+            "resumed: {} of the {} trial(s) were read back from {FIX_JOURNAL_FILE} of the \
              interrupted run, not run again",
             runner.replayed(),
             result.budget.trials
@@ -612,7 +609,7 @@ fn search_from(
         );
         say(&line);
         header.notes.push(line);
-        remove_trial_dirs_after(&fix_dir.join("trials"), result.budget.trials);
+        remove_trial_dirs_after(&fix_dir.join(FIX_TRIALS_DIR), result.budget.trials);
     }
     if result.budget.exhausted {
         say(&format!(
@@ -640,7 +637,7 @@ fn write_up(
     let profile_path = options
         .profile_out
         .clone()
-        .unwrap_or_else(|| fix_dir.join("profile.toml"));
+        .unwrap_or_else(|| fix_dir.join(PROFILE_FILE));
     match profile_file::write(&profile_path, &profile) {
         Ok(()) => account.profile = Some(profile_path.display().to_string()),
         Err(err) => {
@@ -660,7 +657,7 @@ fn write_up(
 /// Writes `fix.json`.
 fn finish(account: FixAccount, fix_dir: &Path) -> Result<Finished, FixError> {
     let json = serde_json::to_string_pretty(&account).map_err(FixError::Serialize)?;
-    let path = fix_dir.join(ACCOUNT_FILE);
+    let path = fix_dir.join(FIX_ACCOUNT_FILE);
     std::fs::write(&path, format!("{json}\n"))
         .map_err(|source| FixError::WriteAccount { path, source })?;
     Ok(Finished {

@@ -8,8 +8,7 @@ use gpuprobe_kb::KbMatch;
 use gpuprobe_model::probe::{ProbeSpec, Tier};
 use gpuprobe_model::report::Report;
 use gpuprobe_runner::RunDir;
-use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
-use gpuprobe_runner::runs::FIX_CHECK_DIR;
+use gpuprobe_runner::rundir::{FIX_CHECK_DIR, RunFileError, RunFiles, WORKERS_DIR};
 
 use super::options::FixOptions;
 use super::run::{FixError, FixHost};
@@ -50,18 +49,19 @@ pub(crate) fn resume_check(
     host: &mut FixHost<'_>,
     started_at: &str,
 ) -> Result<Start, FixError> {
-    let check_dir = fix_dir.join(FIX_CHECK_DIR);
-    if check_dir.join(REPORT_FILE).is_file() {
+    let check = RunFiles::at(fix_dir).check_subrun();
+    let check_dir = check.path().to_path_buf();
+    if check.has_report() {
         return start_from(&check_dir, options, work, host);
     }
-    if !check_dir.join(PLAN_FILE).is_file() {
+    if !check.has_plan() {
         return start_with_check(options, fix_dir, host, started_at);
     }
     (host.say)("the starting check was interrupted: finishing it first");
     let supervisor = session::supervisor_config(
         options.session.timeout_scale,
         options.session.startup_timeout,
-        check_dir.join("workers"),
+        check_dir.join(WORKERS_DIR),
         &host.session.cancel,
     );
     let collector = session::spawn_collector(&host.session.env);
@@ -136,17 +136,16 @@ pub(crate) fn start_from(
         supervisor,
         &host.session,
     )?;
-    let report_path = dir.join(REPORT_FILE);
-    let text =
-        std::fs::read_to_string(&report_path).map_err(|source| FixError::ReportUnreadable {
-            path: report_path.clone(),
-            dir: dir.to_path_buf(),
-            source,
+    let report = RunFiles::at(dir)
+        .read_report()
+        .map_err(|error| match error {
+            RunFileError::Unreadable { path, source } => FixError::ReportUnreadable {
+                path,
+                dir: dir.to_path_buf(),
+                source,
+            },
+            RunFileError::Invalid { path, source, .. } => FixError::NotAReport { path, source },
         })?;
-    let report: Report = serde_json::from_str(&text).map_err(|source| FixError::NotAReport {
-        path: report_path.clone(),
-        source,
-    })?;
     let knowledge = gpuprobe_kb::KnowledgeBase::load_embedded();
     let matches = gpuprobe_kb::match_all(&knowledge.kb, &report.fingerprint, &report.results);
     // Probes of the old run that today's catalogue lacks keep their recorded specs.

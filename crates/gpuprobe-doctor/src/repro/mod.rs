@@ -20,8 +20,8 @@ use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Report, env_vars};
 use gpuprobe_runner::process::run_to_files;
-use gpuprobe_runner::rundir::{PLAN_FILE, REPORT_FILE};
-use gpuprobe_runner::runs::{FIX_ACCOUNT_FILE, FIX_CHECK_DIR, RunState, scan};
+use gpuprobe_runner::rundir::{FIX_CHECK_DIR, REPORT_FILE, RunFileError, RunFiles};
+use gpuprobe_runner::runs::{RunState, scan};
 
 use crate::engine::RunPlan;
 
@@ -254,18 +254,12 @@ fn stderr_words(stderr: &str) -> String {
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, ReproError> {
-    std::fs::read(path).map_err(|source| ReproError::UnreadableRunFile {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn parse<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, ReproError> {
-    serde_json::from_slice(bytes).map_err(|source| ReproError::BrokenRunFile {
-        path: path.to_path_buf(),
-        source,
-    })
+/// A run file that cannot be used, in `repro`'s words (docs/repro.md).
+fn run_file_error(error: RunFileError) -> ReproError {
+    match error {
+        RunFileError::Unreadable { path, source } => ReproError::UnreadableRunFile { path, source },
+        RunFileError::Invalid { path, source, .. } => ReproError::BrokenRunFile { path, source },
+    }
 }
 
 /// The run to reproduce from: `--run` (a `fix` directory means its starting check), else
@@ -278,11 +272,13 @@ pub fn locate_run(given: Option<&Path>, root: &Path) -> Result<PathBuf, ReproErr
                 reason: "no such directory".into(),
             });
         }
-        if dir.join(REPORT_FILE).is_file() {
+        let run = RunFiles::at(dir);
+        if run.has_report() {
             return Ok(dir.to_path_buf());
         }
-        if dir.join(FIX_CHECK_DIR).join(REPORT_FILE).is_file() {
-            return Ok(dir.join(FIX_CHECK_DIR));
+        let check = run.check_subrun();
+        if check.has_report() {
+            return Ok(check.path().to_path_buf());
         }
         return Err(ReproError::NotARun {
             path: dir.to_path_buf(),
@@ -299,8 +295,9 @@ pub fn locate_run(given: Option<&Path>, root: &Path) -> Result<PathBuf, ReproErr
         .filter(|r| r.state == RunState::Finished)
         .find_map(|r| match r.command.as_str() {
             "check" => Some(r.path.clone()),
-            "fix" if r.path.join(FIX_CHECK_DIR).join(REPORT_FILE).is_file() => {
-                Some(r.path.join(FIX_CHECK_DIR))
+            "fix" => {
+                let check = RunFiles::at(&r.path).check_subrun();
+                check.has_report().then(|| check.path().to_path_buf())
             }
             _ => None,
         })
@@ -449,11 +446,10 @@ pub fn make(
     // `--run` or `--out` would name another place there, and the script would run without
     // the simulation it says was installed.
     let run_dir = absolute(&locate_run(options.run_dir.as_deref(), runs_root)?);
-    let report_path = run_dir.join(REPORT_FILE);
-    let report: Report = parse(&report_path, &read(&report_path)?)?;
-    let plan_path = run_dir.join(PLAN_FILE);
-    let plan_bytes = read(&plan_path)?;
-    let plan: RunPlan = parse(&plan_path, &plan_bytes)?;
+    let run = RunFiles::at(&run_dir);
+    let report = run.read_report().map_err(run_file_error)?;
+    let (plan, plan_bytes): (RunPlan, Vec<u8>) =
+        run.read_plan_and_bytes().map_err(run_file_error)?;
     let result = select(&report, &options.probe, options.device.as_deref())?.clone();
     let out = options.out.as_deref().map_or_else(
         || run_dir.join(REPRO_DIR).join(result.probe.as_str()),
@@ -690,14 +686,14 @@ fn fix_from(run_dir: &Path, runs_root: &Path) -> Option<(PathBuf, FixAccount)> {
         );
     }
     candidates.into_iter().find_map(|dir| {
-        let account: FixAccount =
-            serde_json::from_slice(&std::fs::read(dir.join(FIX_ACCOUNT_FILE)).ok()?).ok()?;
+        let run = RunFiles::at(&dir);
+        let account: FixAccount = run.read_fix_account().ok()?;
         let from_here = account
             .source_run
             .as_deref()
             .and_then(|s| canonical(Path::new(s)))
             .is_some_and(|s| s == target)
-            || canonical(&dir.join(FIX_CHECK_DIR)).is_some_and(|c| c == target);
+            || canonical(run.check_subrun().path()).is_some_and(|c| c == target);
         from_here.then_some((dir, account))
     })
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gpuprobe_model::probe::{DeviceRef, ProbeSpec, Tier};
 use gpuprobe_model::protocol::SimulationSpec;
-use gpuprobe_runner::rundir::{PLAN_FILE, RunStack};
+use gpuprobe_runner::rundir::{PLAN_FILE, RunStack, WORKERS_DIR};
 use gpuprobe_runner::{
     KernelLogSource, PythonChoice, RunDir, SupervisorConfig, python, simulation,
 };
@@ -35,7 +35,7 @@ pub fn prepare_check(
     let supervisor = super::supervisor_config(
         options.timeout_scale,
         options.startup_timeout,
-        dir.join("workers"),
+        dir.join(WORKERS_DIR),
         &host.cancel,
     );
     prepare_resume(dir, options.python.as_deref(), replan, supervisor, host)

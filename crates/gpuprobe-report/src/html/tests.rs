@@ -508,7 +508,7 @@ fn fix_account() -> FixAccount {
 fn a_run_directory_is_read_with_its_fix_account_and_refused_when_unfinished_or_broken() {
     use gpuprobe_model::ClassifiedError;
     let dir = tempfile::tempdir().unwrap();
-    let err = load_run(dir.path()).unwrap_err();
+    let err = gpuprobe_runner::rundir::read_finished(dir.path()).unwrap_err();
     assert!(err.to_string().contains("no report.json"), "{err}");
     assert_eq!(err.exit_status(), ExitStatus::UsageError);
     std::fs::write(
@@ -516,7 +516,7 @@ fn a_run_directory_is_read_with_its_fix_account_and_refused_when_unfinished_or_b
         "{\"schema_version\": 1, \"results\": [",
     )
     .unwrap();
-    let err = load_run(dir.path()).unwrap_err();
+    let err = gpuprobe_runner::rundir::read_finished(dir.path()).unwrap_err();
     assert!(
         err.to_string()
             .contains("report.json is not a gpuprobe report"),
@@ -528,7 +528,7 @@ fn a_run_directory_is_read_with_its_fix_account_and_refused_when_unfinished_or_b
         serde_json::to_string(&failing()).unwrap(),
     )
     .unwrap();
-    let run = load_run(dir.path()).unwrap();
+    let run = gpuprobe_runner::rundir::read_finished(dir.path()).unwrap();
     assert_eq!(run.report, failing());
     assert!(run.fix.is_none());
     // A fix run without a report of its own reports on the check it started from.
@@ -540,10 +540,10 @@ fn a_run_directory_is_read_with_its_fix_account_and_refused_when_unfinished_or_b
         serde_json::to_string(&account).unwrap(),
     )
     .unwrap();
-    let run = load_run(fix_dir.path()).unwrap();
+    let run = gpuprobe_runner::rundir::read_finished(fix_dir.path()).unwrap();
     assert_eq!(run.fix, Some(account));
     assert_eq!(run.report.results.len(), 3);
-    assert!(load_run(&dir.path().join("missing")).is_err());
+    assert!(gpuprobe_runner::rundir::read_finished(&dir.path().join("missing")).is_err());
 }
 
 #[test]

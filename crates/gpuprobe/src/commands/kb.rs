@@ -69,7 +69,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
         KbAction::Match { report } => {
             let (fingerprint, results) = match report {
                 Some(path) => {
-                    let report = gpuprobe_report::json::read(&path)?;
+                    let report = gpuprobe_runner::rundir::read_report_file(&path)?;
                     (report.fingerprint, report.results)
                 }
                 None => (

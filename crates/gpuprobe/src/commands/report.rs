@@ -27,7 +27,7 @@ pub(super) fn write_html(
 pub(super) fn run(args: ReportArgs) -> Result<ExitStatus> {
     // An unwritable output is refused before anything is read.
     html::check_writable(args.html.as_deref())?;
-    let run = html::load_run(&args.run_dir)?;
+    let run = gpuprobe_runner::rundir::read_finished(&args.run_dir)?;
     write_html(args.html.as_deref(), &run.report, run.fix.as_ref())?;
     if args.json || args.html.is_none() {
         let options = gpuprobe_report::console::current().terminal_options();

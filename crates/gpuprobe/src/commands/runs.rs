@@ -113,14 +113,3 @@ pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
         gpuprobe_report::console::note(&format!("gpuprobe: {line}"));
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_runner_knows_where_fix_marks_a_finished_search() {
-        assert_eq!(
-            gpuprobe_runner::runs::FIX_ACCOUNT_FILE,
-            gpuprobe_doctor::fix::options::ACCOUNT_FILE
-        );
-    }
-}
