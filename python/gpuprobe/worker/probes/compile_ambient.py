@@ -199,6 +199,9 @@ class _Tally:
         self.notes: list[str] = []
         self.bound_used = 0.0
 
+    def unjudge(self, reason: str) -> None:
+        self.unjudged[reason] = self.unjudged.get(reason, 0) + 1
+
     def fail(self, state: str, output: str, failure: sweep_oracle.LeafFailure) -> None:
         self.cases += 1
         self.failed[failure.cls] = self.failed.get(failure.cls, 0) + 1
@@ -217,7 +220,7 @@ def judge_state(
         if name not in eager.values:
             continue
         if not bool(expected.isfinite().all()) or not bool(eager.values[name].isfinite().all()):
-            tally.unjudged["reference_nonfinite"] = tally.unjudged.get("reference_nonfinite", 0) + 1
+            tally.unjudge("reference_nonfinite")
             continue
         found = compiled.values.get(name)
         if found is None:
@@ -238,7 +241,7 @@ def judge_state(
             continue
         norm = float(expected.norm())
         if norm == 0.0:
-            tally.unjudged["zero_reference"] = tally.unjudged.get("zero_reference", 0) + 1
+            tally.unjudge("zero_reference")
             continue
         eager_error = float((eager.values[name] - expected).norm()) / norm
         bound = max(NOISE_FACTOR * eager_error, floor)
@@ -317,14 +320,14 @@ def run(ctx: ProbeContext) -> ProbeOutput:
     for state in STATES:
         reason = unsupported(torch, state, ctx.is_gpu, device_type)
         if reason is not None:
-            tally.unjudged["state_unsupported"] = tally.unjudged.get("state_unsupported", 0) + 1
+            tally.unjudge("state_unsupported")
             tally.notes.append(f"{state.name} left out: {reason}")
             continue
         reference_state = State(state.name, "float64", grad=state.grad)
         reference = run_step(torch, reference_model, (images.to(torch.float64), labels), reference_state, "cpu", compiled=False)
         eager = run_step(torch, copy.deepcopy(initial).to(ctx.device), device_inputs, state, device_type, compiled=False)
         if reference.error is not None or eager.error is not None:
-            tally.unjudged["eager_rejects"] = tally.unjudged.get("eager_rejects", 0) + 1
+            tally.unjudge("eager_rejects")
             tally.notes.append(f"{state.name} not judged: {reference.error or eager.error}")
             continue
         _reset_dynamo(torch)
@@ -336,7 +339,7 @@ def run(ctx: ProbeContext) -> ProbeOutput:
         if compiled.error is not None:
             # Loud, not silent (the user's step raises): counted and listed, as the compile
             # family's other programs do, not a wrong value.
-            tally.unjudged["compile_error"] = tally.unjudged.get("compile_error", 0) + 1
+            tally.unjudge("compile_error")
             metrics["compile_errors"] = metrics.get("compile_errors", 0) + 1
             tally.notes.append(f"compile error under {state.name}, where eager runs the same step: {compiled.error}")
             continue
