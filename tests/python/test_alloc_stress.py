@@ -2,7 +2,7 @@
 
 On the CPU: the judging functions (word patterns and block checks, the out-of-memory rule,
 thread results) catch a planted aliasing, stale or zeroed read-back and pass a clean one; the
-specs are exclusive, in the documented tiers, and their parameters fit their functions; the
+specs are exclusive (but the standard handoff), in the documented tiers, and their parameters fit their functions; the
 GPU branches run against a fake CUDA (streams, events, delays and pinning replaced) so that
 their Python is exercised where no GPU exists; and the probes run in a real worker on the CPU
 (their self-test), with and without the faults of the ``alloc-stream-stale`` and
@@ -213,7 +213,10 @@ def test_stress_specs() -> None:
     mine = {i: p for i, p in probes.items() if i.startswith("alloc.stress.")}
     assert sorted(mine) == sorted(STRESS)
     for probe in mine.values():
-        assert probe.placement == "exclusive", probe.id
+        # Every stress probe fills the device or budgets from its free memory, and runs alone;
+        # but the standard tier's handoff, a few MiB, which runs beside the other lanes.
+        expected = "side" if probe.id == "alloc.stress.handoff" else "exclusive"
+        assert probe.placement == expected, probe.id
         assert probe.rule["kind"] in ("invariant", "bit_exact"), probe.id
         assert probe.timeout_s >= 120, probe.id
         assert probe.isolated == (probe.tier == "full"), probe.id

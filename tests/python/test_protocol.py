@@ -25,6 +25,7 @@ SPEC_KEYS = {
     "isolated",
     "placement",
     "lane",
+    "typical_s",
 }
 
 
@@ -46,6 +47,7 @@ def test_catalog_mode_lists_valid_unique_specs(catalog_specs: list[dict]) -> Non
         if spec["id"].startswith(("alloc.usable", "alloc.largest")):
             assert spec["placement"] == "exclusive", "a probe that fills device memory must run alone"
         assert spec["timeout_s"] > 0
+        assert 0 < spec.get("typical_s", 1.0) < spec["timeout_s"], spec["id"]
         assert spec["description"]
         if spec["rule"]["kind"] == "statistical":
             assert 0 < spec["rule"]["alpha"] <= 1e-9

@@ -18,11 +18,15 @@
 //! - pieces hold whole sub-families (`nn.sdpa`, `copy.h2d`) where they can, so that a
 //!   sub-family's shared set-up (a library's handles, its compiled kernels) is paid once,
 //!   and each piece keeps the probes' planned order;
-//! - when the budget has no lane to spare for the next cut, the two lightest lanes that
-//!   may be cut share one worker instead, if together they stay under the heaviest piece
-//!   that cut leaves: a side family of a few probes (the multi-GPU probes, all skipped on
-//!   one GPU; the allocator's child processes) no longer holds a worker of its own while
-//!   the heaviest lane sets the wall time. Named and exclusive lanes never share.
+//! - when the budget has no lane to spare for the next cut, the two lightest uncut lanes
+//!   share one worker instead, if together they stay under the heaviest piece that cut
+//!   leaves: a side family of a few probes (the multi-GPU probes, all skipped on one GPU;
+//!   the allocator's child processes) no longer holds a worker of its own while the
+//!   heaviest lane sets the wall time. A lane a family names may share with another
+//!   family's lane (on the H200 the threaded copies' and the optimizers' lanes, 2 s and
+//!   3 s, held two of the twelve workers while the shared lane ran 10 s in two pieces),
+//!   never with a lane of its own family (the sweep names its lanes to spread over them);
+//!   exclusive lanes never share.
 //!
 //! Work is estimated per probe from [`TYPICAL_SECONDS`], measured on the H100 host (the
 //! median of three warm standard tiers, bench/RESULTS.md "Lane sizing"). Where the GPU's kernels are
@@ -51,57 +55,71 @@ pub const MIN_PIECE_S: f64 = 4.5;
 pub const MEMORY_PER_LANE: u64 = 2 << 30;
 
 /// Seconds of one probe, by the longest prefix of its id listed (most are sub-families,
-/// the first two parts of the id), measured on the H100 host (warm standard tier, mean
-/// per probe, with the other lanes beside it; the attention, VAE, autocast and sweep
-/// figures of 2026-11-25; a sweep lane's first probe imports the operator database).
-/// A probe no prefix matches counts [`DEFAULT_SECONDS`].
+/// the first two parts of the id; a whole id where one probe takes several times its
+/// sub-family's mean), measured on the H200 host (torch 2.11: warm standard tier, mean per
+/// probe of three runs with the other lanes beside it, bench/RESULTS.md "The standard
+/// tier's lanes"; the full tier's families from its runs there). A probe that publishes
+/// its own `typical_s` (the sweep's standard subset) is estimated by that; one no prefix
+/// matches counts [`DEFAULT_SECONDS`].
 pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
-    ("alloc.caching", 0.023),
-    ("alloc.config", 4.043),
-    ("alloc.expandable", 0.078),
-    ("alloc.fragmentation", 0.288),
-    ("alloc.largest", 0.731),
-    ("alloc.oom", 0.218),
-    ("alloc.stream", 0.244),
-    ("alloc.stress", 0.296),
-    ("alloc.usable", 0.423),
+    ("alloc.caching", 0.038),
+    ("alloc.config", 3.791),
+    ("alloc.expandable", 0.091),
+    ("alloc.fragmentation", 0.416),
+    ("alloc.largest", 1.200),
+    ("alloc.oom", 0.269),
+    ("alloc.stream", 0.266),
+    ("alloc.stress", 0.282),
+    ("alloc.usable", 0.479),
     ("copy.batch", 0.004),
-    ("copy.d2d", 0.038),
-    ("copy.d2h", 0.047),
-    ("copy.h2d", 0.101),
-    ("copy.roundtrip", 0.424),
+    ("copy.d2d", 0.079),
+    ("copy.d2h", 0.041),
+    ("copy.h2d", 0.105),
+    // 20,000 tiny pageable copies from four threads, nonblocking: the host's page-locking
+    // of each source, not the copy, is the cost.
+    ("copy.h2d.pageable.tiny.nonblocking", 1.397),
+    ("copy.roundtrip", 0.433),
+    ("copy.roundtrip.pageable.1gib.blocking", 1.556),
     ("dtype.bf16", 0.003),
     ("dtype.bool", 0.001),
-    ("dtype.fp16", 0.003),
-    ("dtype.fp32", 0.015),
+    ("dtype.fp16", 0.007),
+    ("dtype.fp32", 0.013),
     ("dtype.fp64", 0.002),
     ("dtype.fp8e4m3", 0.002),
-    ("dtype.fp8e5m2", 0.002),
+    ("dtype.fp8e5m2", 0.001),
     ("dtype.int32", 0.001),
     ("dtype.int64", 0.002),
     ("dtype.int8", 0.001),
-    ("nn.autocast", 0.121),
-    ("nn.conv2d", 0.308),
-    ("nn.conv_transpose2d", 0.019),
-    ("nn.sdpa", 0.120),
-    ("nn.vae", 0.434),
-    ("ops.addmm", 0.067),
-    ("ops.bmm", 0.147),
+    ("nn.autocast", 0.113),
+    ("nn.conv2d", 0.296),
+    ("nn.conv_transpose2d", 0.023),
+    ("nn.sdpa", 0.107),
+    ("nn.sdpa.bf16.default.d128.s4096.causal", 1.041),
+    ("nn.sdpa.bf16.default.d64.s4096", 0.995),
+    ("nn.sdpa.bf16.math.d64.s1024.bwd", 0.507),
+    ("nn.sdpa.fp16.default.d128.s4096.causal", 1.076),
+    ("nn.sdpa.matrix.bf16.default.core", 0.558),
+    ("nn.sdpa.matrix.fp16.default.core", 0.548),
+    ("nn.vae", 0.353),
+    ("ops.addmm", 0.055),
+    ("ops.bmm", 0.126),
     ("ops.elementwise", 0.058),
-    ("ops.layout", 0.015),
-    ("ops.linear", 0.135),
-    ("ops.matmul", 0.465),
-    ("ops.reduce", 0.107),
-    ("ops.sentinel", 0.055),
-    ("pipeline.accelerate", 0.145),
-    ("pipeline.dataloader", 0.826),
-    ("pipeline.save", 0.007),
-    ("rng.multinomial", 0.052),
-    ("rng.rand", 0.134),
-    ("rng.randint", 0.140),
-    ("rng.randn", 0.128),
-    ("rng.randn_like", 0.095),
-    ("rng.randperm", 0.404),
+    ("ops.layout", 0.018),
+    ("ops.linear", 0.134),
+    ("ops.matmul", 0.466),
+    ("ops.matmul.fp32.large_n", 1.677),
+    ("ops.reduce", 0.126),
+    ("ops.sentinel", 0.056),
+    ("pipeline.accelerate", 0.100),
+    ("pipeline.dataloader", 0.599),
+    ("pipeline.dataloader.w2.spawn.pinned", 2.155),
+    ("pipeline.save", 0.006),
+    ("rng.multinomial", 0.044),
+    ("rng.rand", 0.103),
+    ("rng.randint", 0.113),
+    ("rng.randn", 0.111),
+    ("rng.randn_like", 0.076),
+    ("rng.randperm", 0.428),
     ("rng.repeat", 0.001),
     // The sweep's mean on the H200's full tier (10,095 probes of two runs, 0.70 s), and
     // the entries whose probes take many times that (the same runs' means): a lane cut by
@@ -123,16 +141,21 @@ pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
     // 130-194 s and a bfloat16 one 48-100 s (bench/RESULTS.md); their share of the
     // covering, about 30 s.
     ("compile", 8.000),
-    ("compile.standard", 8.000),
+    ("compile.standard", 6.495),
     // CUDA-graph capture and replay (H200): the standard probe 0.3 s warm; a
     // reduce-overhead probe about 0.5 s on a filled Inductor cache.
-    ("graph", 0.500),
+    ("graph", 0.581),
     ("graph.reduce_overhead", 8.000),
     // Optimizer implementations against float64 (H200): 40 probes in 81 s at four steps,
     // about 1.6 s a probe; a training step of a small model, under 1 s eager (estimate)
     // and 2-3 s compiled on a filled cache.
     ("optim", 1.600),
+    // The standard tier's one optimizer probe is its worker's first: it imports
+    // torch._dynamo (warm H200 standard tier, mean of three).
+    ("optim.adamw.fp32", 3.057),
+    ("optim.gradscaler", 0.300),
     ("train", 1.000),
+    ("train.transformer", 1.211),
     ("train.convnet.bf16.compile", 3.000),
     ("train.convnet.fp16.compile", 3.000),
     ("train.convnet.fp32.compile", 3.000),
@@ -141,12 +164,12 @@ pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
     ("train.transformer.bf16.inner_fp32.compile", 3.000),
     ("train.transformer.fp16.compile", 3.000),
     ("train.transformer.fp32.compile", 3.000),
-    ("native.copy", 0.200),
-    ("native.copy.roundtrip.pageable.large", 6.800),
-    ("native.copy.roundtrip.pinned.large", 5.000),
-    ("native.kernel", 0.071),
-    ("native.memtest", 0.025),
-    ("native.rtc", 0.116),
+    ("native.copy", 0.244),
+    ("native.copy.roundtrip.pageable.large", 5.622),
+    ("native.copy.roundtrip.pinned.large", 4.427),
+    ("native.kernel", 0.076),
+    ("native.memtest", 0.018),
+    ("native.rtc", 0.106),
 ];
 
 /// Seconds of one probe on a machine whose kernel cache is empty, for the prefixes whose
@@ -179,7 +202,9 @@ pub const DEFAULT_SECONDS: f64 = 0.1;
 /// than their own seconds).
 const PER_PROBE_OVERHEAD_S: f64 = 0.003;
 
-/// The estimated seconds of one probe; `first_use`: the machine's kernel cache is empty.
+/// The estimated seconds of one probe: on a machine whose kernel cache is empty
+/// (`first_use`), [`FIRST_USE_SECONDS`] where it lists the probe; else the seconds its
+/// family publishes with it (`typical_s`), else [`TYPICAL_SECONDS`].
 pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
     let id = spec.id.as_str();
     let first_use_own = if first_use {
@@ -188,6 +213,7 @@ pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
         None
     };
     let own = first_use_own
+        .or(spec.typical_s.filter(|s| s.is_finite() && *s >= 0.0))
         .or_else(|| longest_prefix(TYPICAL_SECONDS, id))
         .unwrap_or(DEFAULT_SECONDS);
     own + PER_PROBE_OVERHEAD_S
@@ -353,9 +379,9 @@ pub fn sized_lanes(tasks: Vec<Task>, budget: LaneBudget) -> Vec<Lane> {
         .collect()
 }
 
-/// The two lightest lanes that may share a worker (`keep`, then `join`): uncut and
-/// cuttable lanes of one worker kind, other than `cutting`, whose work together is at most
-/// `limit` seconds; `None` when no pair is that light.
+/// The two lightest lanes that may share a worker (`keep`, then `join`): uncut side or
+/// shared lanes of one worker kind, other than `cutting`, that [`may_share`], whose work
+/// together is at most `limit` seconds; `None` when no pair is that light.
 fn lightest_pair(
     groups: &[Group],
     cuts: &[Assignment],
@@ -368,7 +394,7 @@ fn lightest_pair(
         .copied()
         .filter(|&j| {
             j != cutting
-                && groups[j].cuttable
+                && groups[j].lane.placement != Placement::Exclusive
                 && cuts[j].pieces() == 1
                 && !groups[j].lane.tasks.is_empty()
         })
@@ -384,6 +410,7 @@ fn lightest_pair(
         for &b in &light[n + 1..] {
             let load = cuts[a].heaviest() + cuts[b].heaviest();
             if groups[a].lane.backend == groups[b].lane.backend
+                && may_share(&groups[a], &groups[b])
                 && load <= limit
                 && best.is_none_or(|(l, ..)| load < l)
             {
@@ -394,6 +421,25 @@ fn lightest_pair(
     best.map(|(_, keep, join)| (keep, join))
 }
 
+/// Whether two lanes may run in one worker: lanes that one family named to spread its
+/// probes over stay apart, and so does a named lane from its own family's other lanes.
+fn may_share(a: &Group, b: &Group) -> bool {
+    fn families(group: &Group, named_only: bool) -> Vec<&str> {
+        group
+            .lane
+            .tasks
+            .iter()
+            .filter(|t| !named_only || t.spec.lane.is_some())
+            .map(|t| t.spec.id.family())
+            .collect()
+    }
+    let apart = |x: &Group, y: &Group| {
+        let theirs = families(y, false);
+        families(x, true).iter().any(|f| theirs.contains(f))
+    };
+    !apart(a, b) && !apart(b, a)
+}
+
 /// Moves lane `join`'s tasks to the end of lane `keep` (the earlier in the plan), leaving
 /// `join` empty. A lane holding shared probes stays shared.
 fn merge(groups: &mut [Group], keep: usize, join: usize) {
@@ -401,6 +447,9 @@ fn merge(groups: &mut [Group], keep: usize, join: usize) {
     if groups[join].lane.placement == Placement::Shared {
         groups[keep].lane.placement = Placement::Shared;
     }
+    // A lane holding a named lane's probes is never cut, as the named lane would not be.
+    groups[keep].cuttable &= groups[join].cuttable;
+    groups[keep].named |= groups[join].named;
     groups[keep].lane.tasks.extend(moved);
 }
 
@@ -408,6 +457,8 @@ struct Group {
     lane: Lane,
     /// Whether [`sized_lanes`] may cut it.
     cuttable: bool,
+    /// Whether its family named it (a named lane is never cut).
+    named: bool,
 }
 
 fn grouped(tasks: Vec<Task>) -> Vec<Group> {
@@ -430,12 +481,14 @@ fn grouped(tasks: Vec<Task>) -> Vec<Group> {
         }) {
             Some((_, group)) => {
                 group.cuttable &= !named;
+                group.named |= named;
                 group.lane.tasks.push(task);
             }
             None => groups.push((
                 family,
                 Group {
                     cuttable: placement != Placement::Exclusive && !named,
+                    named,
                     lane: Lane {
                         backend,
                         device: task.device,
@@ -853,22 +906,38 @@ mod tests {
     }
 
     #[test]
-    fn named_and_exclusive_lanes_never_share_a_worker() {
+    fn named_lanes_share_only_with_other_families_and_exclusive_lanes_never() {
+        // Two lanes the sweep named to spread over, and one the copies named: the lightest
+        // lanes of the plan.
         let mut tasks = plan_with_light_lanes();
+        tasks.retain(|t| !["dist", "misc"].contains(&t.spec.id.family()));
         tasks.push(task("sweep.add.fp32", Placement::Side, Some("sweep-1")));
+        tasks.push(task("sweep.mul.fp32", Placement::Side, Some("sweep-2")));
+        tasks.push(task("copy.h2d.tiny", Placement::Side, Some("copy-threads")));
         let lanes = sized_lanes(
             tasks,
             LaneBudget {
-                lanes: 6,
+                lanes: 5,
                 first_use: false,
             },
         );
-        let named: Vec<&Lane> = lanes
+        let holding = |id: &str| -> Vec<&str> {
+            let lane = lanes.iter().find(|l| ids(l).contains(&id)).unwrap();
+            ids(lane)
+        };
+        // The sweep's two lanes stay apart; one of them takes the copies' lane in, so that
+        // the shared lane can be cut in two.
+        assert!(!holding("sweep.add.fp32").contains(&"sweep.mul.fp32"));
+        let sweep_and_copy = [holding("sweep.add.fp32"), holding("sweep.mul.fp32")]
             .iter()
-            .filter(|l| ids(l).contains(&"sweep.add.fp32"))
-            .collect();
-        assert_eq!(named.len(), 1);
-        assert_eq!(named[0].tasks.len(), 1);
+            .filter(|l| l.contains(&"copy.h2d.tiny"))
+            .count();
+        assert_eq!(sweep_and_copy, 1, "{lanes:?}");
+        let shared = lanes
+            .iter()
+            .filter(|l| ids(l).iter().any(|id| id.starts_with("ops.")))
+            .count();
+        assert_eq!(shared, 2);
         let exclusive: Vec<&Lane> = lanes
             .iter()
             .filter(|l| l.placement == Placement::Exclusive)
@@ -896,15 +965,36 @@ mod tests {
     #[test]
     fn the_longest_listed_prefix_sets_a_probe_estimate() {
         let seconds = |id: &str| estimated_seconds(&spec(id), false) - PER_PROBE_OVERHEAD_S;
-        assert_eq!(seconds("native.copy.roundtrip.pinned.large"), 5.0);
-        assert_eq!(seconds("native.copy.roundtrip.pinned.small"), 0.2);
-        assert_eq!(seconds("nn.sdpa.bf16.cudnn.d64"), 0.120);
+        assert_eq!(seconds("native.copy.roundtrip.pinned.large"), 4.427);
+        assert_eq!(seconds("native.copy.roundtrip.pinned.small"), 0.244);
+        assert_eq!(seconds("nn.sdpa.bf16.cudnn.d64"), 0.107);
         assert_eq!(
             seconds("nn.sdpax.bf16"),
             DEFAULT_SECONDS,
             "a prefix ends at a dot"
         );
         assert_eq!(seconds("brand.new.family"), DEFAULT_SECONDS);
+    }
+
+    #[test]
+    fn a_probe_that_publishes_its_seconds_is_estimated_by_them() {
+        let published = |id: &str, typical: Option<f64>, first: bool| {
+            let spec = ProbeSpec {
+                typical_s: typical,
+                ..spec(id)
+            };
+            estimated_seconds(&spec, first) - PER_PROBE_OVERHEAD_S
+        };
+        // The sweep's standard subset runs a fraction of what the full tier's probe of the
+        // same operator runs: its own figure wins over the table's.
+        assert_eq!(published("sweep.add.fp32", None, false), 0.7);
+        assert_eq!(published("sweep.add.fp32", Some(0.2), false), 0.2);
+        // A figure that is no duration is ignored.
+        assert_eq!(published("sweep.add.fp32", Some(f64::NAN), false), 0.7);
+        assert_eq!(published("sweep.add.fp32", Some(-1.0), false), 0.7);
+        // On an empty kernel cache the first-use table still decides for what it lists.
+        assert_eq!(published("nn.sdpa.matrix.x", Some(0.5), true), 5.920);
+        assert_eq!(published("nn.sdpa.matrix.x", Some(0.5), false), 0.5);
     }
 
     #[test]
@@ -915,8 +1005,8 @@ mod tests {
         assert_eq!(seconds("nn.sdpa.matrix.fp16.default.core", true), 5.92);
         assert_eq!(
             seconds("nn.sdpa.matrix.fp16.default.core", false),
-            0.120,
-            "warm, the matrix probes are estimated as their sub-family"
+            0.548,
+            "warm, the matrix probes are estimated from the warm table"
         );
         assert_eq!(
             seconds("ops.matmul.fp32", true),

@@ -17,5 +17,6 @@ pub(crate) fn spec(id: &str) -> ProbeSpec {
         isolated: false,
         placement: Default::default(),
         lane: None,
+        typical_s: None,
     }
 }

@@ -76,6 +76,7 @@ fn spec(
             gpuprobe_model::probe::Placement::Shared
         },
         lane: None,
+        typical_s: None,
     }
 }
 

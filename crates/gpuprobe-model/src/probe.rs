@@ -221,6 +221,12 @@ pub struct ProbeSpec {
     /// spreads over several lanes by naming them (the sweep's `sweep-1` … `sweep-N`, N by the host's cores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
+    /// Seconds one run of the probe typically takes on a warm machine, where its family
+    /// knows it better than the engine's table by id prefix (the sweep's standard subset runs
+    /// a fraction of the cases its full-tier probes of the same operators run). Only lanes
+    /// are sized by it; absent: the engine's estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typical_s: Option<f64>,
 }
 
 /// How a probe shares its device with the probes that run beside it. A device's probes

@@ -1027,6 +1027,7 @@ emit({"event": "done"})
                 isolated: true,
                 placement: Placement::Shared,
                 lane: None,
+                typical_s: None,
             },
             device: DeviceRef::Cpu,
         }

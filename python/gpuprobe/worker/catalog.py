@@ -53,6 +53,9 @@ class ProbeDef:
     #: import of torch, so that the helper's start-up overlaps the worker's instead of
     #: following it (``start_helpers``). Worker-side only: not part of the ``ProbeSpec``.
     helpers: str | None = None
+    #: Seconds one run typically takes on a warm machine (``ProbeSpec.typical_s``), where the
+    #: family knows better than the engine's table by id prefix; only lanes are sized by it.
+    typical_s: float | None = None
 
     def spec(self) -> dict[str, Any]:
         """The ``ProbeSpec`` JSON object (protocol.rs / probe.rs)."""
@@ -73,6 +76,8 @@ class ProbeDef:
             out["placement"] = self.placement
         if self.lane:
             out["lane"] = self.lane
+        if self.typical_s is not None:
+            out["typical_s"] = float(self.typical_s)
         return out
 
     def resolve(self) -> Callable[..., Any]:

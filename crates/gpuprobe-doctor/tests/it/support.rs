@@ -46,6 +46,7 @@ pub(crate) fn task_on(id: &str, placement: Placement, backend: Backend) -> Task 
             isolated: false,
             placement,
             lane: None,
+            typical_s: None,
         },
         device: DeviceRef::Gpu(0),
     }
