@@ -948,8 +948,7 @@ fn write_archive(out: &Path, root: &str, files: &[(String, Vec<u8>)]) -> Result<
         path: out.to_path_buf(),
         source,
     };
-    gpuprobe_runner::paths::write_atomically(out, |file| write_tar(file, root, files))
-        .map_err(unwritable)
+    gpuprobe_fs::write_atomically(out, |file| write_tar(file, root, files)).map_err(unwritable)
 }
 
 fn write_tar(file: &mut File, root: &str, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
