@@ -887,6 +887,62 @@ mod tests {
         );
     }
 
+    /// The run files that more than one module reads back. They are found through
+    /// [`RunFiles`]' readers and [`Run::contents`], never by joining their names to a
+    /// directory. (A fix's options and journal are read and written by the fix alone; the
+    /// directories are made, not read.)
+    const READ_BACK: [&str; 6] = [
+        "PLAN_FILE",
+        "REPORT_FILE",
+        "RESULTS_FILE",
+        "STACK_FILE",
+        "FIX_ACCOUNT_FILE",
+        "PROFILE_FILE",
+    ];
+
+    /// The constants of [`READ_BACK`] that `code` joins to a path (`.join(REPORT_FILE)`,
+    /// `.join(rundir::REPORT_FILE)`, over several lines too).
+    fn joined_run_files(code: &str) -> Vec<&'static str> {
+        let mut joined = Vec::new();
+        for (at, _) in code.match_indices("join(") {
+            let argument = &code[at + "join(".len()..];
+            let argument = &argument[..argument.find(')').unwrap_or(argument.len())];
+            let argument = argument.trim().trim_end_matches(',').trim();
+            let name = argument.rsplit("::").next().unwrap_or(argument);
+            joined.extend(
+                READ_BACK
+                    .iter()
+                    .copied()
+                    .filter(|&constant| constant == name),
+            );
+        }
+        joined
+    }
+
+    #[test]
+    fn no_module_but_the_layout_joins_a_run_file_s_name_to_open_it() {
+        let mut offenders = Vec::new();
+        for (path, code) in sources_outside_the_layout() {
+            for name in joined_run_files(&code) {
+                offenders.push(format!("{}: .join({name})", path.display()));
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "read a run's files through rundir.rs (RunFiles, Run::contents): {offenders:?}"
+        );
+        // The scan sees what it looks for, and only that.
+        let sample = "dir.join(REPORT_FILE).is_file();\nfrom.join(\n    gpuprobe_runner::rundir::PLAN_FILE,\n);\n\
+                      dir.join(FIX_OPTIONS_FILE);\ndir.join(WORKERS_DIR);\nx.join(\"a\");\n";
+        assert_eq!(joined_run_files(sample), ["REPORT_FILE", "PLAN_FILE"]);
+        for name in READ_BACK {
+            assert!(
+                include_str!("rundir.rs").contains(&format!("pub const {name}: &str")),
+                "{name} is no constant of the layout"
+            );
+        }
+    }
+
     #[test]
     fn unwritable_directory_is_a_clear_error() {
         let err = RunDir::create(Path::new("/proc/gpuprobe-cannot-write-here")).unwrap_err();
