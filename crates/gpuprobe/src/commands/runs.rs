@@ -95,7 +95,9 @@ fn prune(
 ) -> Result<()> {
     let pruned = runs::prune(runs, policy, now, dry_run);
     let removed: Vec<ListedRun> = pruned.removed.iter().map(|run| listed(run)).collect();
-    let spared: Vec<(ListedRun, &str)> = (pruned.spared.iter())
+    let spared: Vec<(ListedRun, &str)> = pruned
+        .spared
+        .iter()
         .map(|(run, why)| (listed(run), *why))
         .collect();
     write!(
