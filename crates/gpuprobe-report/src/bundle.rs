@@ -1,6 +1,8 @@
 //! The support archive of `gpuprobe bundle`: what it collects from a run directory, how it
 //! bounds each piece, and the `.tar.gz` it writes (atomically: a temporary file renamed into
-//! place, so a failure leaves nothing half-written).
+//! place, so a failure leaves nothing half-written). Which run, and where it keeps each
+//! file ([`RunLayout`]), the caller finds out from the run directory's layout (the
+//! runner's); this module reads the files it is pointed at.
 //!
 //! A bundle is one flat directory `gpuprobe-bundle-<run>/`: the report (or, for a run that
 //! did not finish, the results recorded so far), the plan, the fingerprint as text and JSON,
@@ -19,10 +21,6 @@ use std::time::SystemTime;
 use gpuprobe_model::text::{visible, visible_line};
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Fingerprint, Report};
-use gpuprobe_runner::rundir::{
-    FIX_ACCOUNT_FILE, FIX_CHECK_DIR, PLAN_FILE, PROFILE_FILE, REPORT_FILE, RESULTS_FILE,
-    WORKERS_DIR,
-};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -127,6 +125,8 @@ impl ClassifiedError for BundleError {
 pub(crate) struct Request<'a> {
     /// The run directory.
     pub(crate) run_dir: &'a Path,
+    /// Where it keeps its files, or why it is no run.
+    pub(crate) layout: &'a Result<RunLayout, String>,
     /// The archive to write.
     pub(crate) out: &'a Path,
     /// Replace an existing archive.
@@ -168,11 +168,33 @@ pub struct BundleFile {
     pub cut: Option<String>,
 }
 
-/// What `gpuprobe bundle` was asked for.
-#[derive(Debug, Clone, Default)]
+/// Where a run keeps each file a bundle takes, relative to its directory (the run
+/// directory's layout says: the caller converts it). Whether each is there is found out on
+/// reading: a run that did not finish has no report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLayout {
+    /// The report.
+    pub report: PathBuf,
+    /// The plan.
+    pub plan: PathBuf,
+    /// The results, one per line (bundled when there is no report).
+    pub results: PathBuf,
+    /// A `fix`'s profile (none for a check).
+    pub profile: Option<PathBuf>,
+    /// A `fix`'s account (none for a check).
+    pub fix_account: Option<PathBuf>,
+    /// The directories of worker logs, in the order they are bundled.
+    pub workers: Vec<PathBuf>,
+}
+
+/// What `gpuprobe bundle` was asked for, with the run chosen.
+#[derive(Debug, Clone)]
 pub struct Options {
-    /// The run directory; `None`: the newest under the state directory.
-    pub run: Option<PathBuf>,
+    /// The run directory (`--run`, else the newest under the state directory).
+    pub run: PathBuf,
+    /// Where it keeps its files, or why it holds no run (the reason
+    /// [`BundleError::NotARun`] gives).
+    pub layout: Result<RunLayout, String>,
     /// The archive; `None`: `gpuprobe-bundle-<run name>.tar.gz` in the current directory.
     pub out: Option<PathBuf>,
     /// Replace an existing archive.
@@ -181,45 +203,26 @@ pub struct Options {
     pub redact: bool,
 }
 
-/// `gpuprobe bundle`: picks the run and the file as [`Options`] says, redacts what this
-/// machine and `env` reveal (the environment's user, home, host and secret values, the
-/// kernel's host name, `/etc/hostname` and the FQDNs `/etc/hosts` gives it) and writes the
-/// archive.
+/// `gpuprobe bundle`: bundles the run [`Options`] names into the file it names (by
+/// default `gpuprobe-bundle-<run name>.tar.gz` here), redacting what this machine and `env`
+/// reveal (the environment's user, home, host and secret values, the kernel's host name,
+/// `/etc/hostname` and the FQDNs `/etc/hosts` gives it).
 pub fn make(
     options: &Options,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Result<Bundle, BundleError> {
-    let run_dir = match &options.run {
-        Some(dir) => dir.clone(),
-        None => newest_run(&gpuprobe_runner::paths::runs_root(env))?,
-    };
     let identity = options.redact.then(|| machine_identity(env));
     let out = options
         .out
         .clone()
-        .unwrap_or_else(|| default_file_name(&run_dir, identity.as_ref()).into());
+        .unwrap_or_else(|| default_file_name(&options.run, identity.as_ref()).into());
     create(&Request {
-        run_dir: &run_dir,
+        run_dir: &options.run,
+        layout: &options.layout,
         out: &out,
         force: options.force,
         redaction: identity.as_ref(),
     })
-}
-
-/// The newest run under `root` (the state directory's runs directory).
-pub(crate) fn newest_run(root: &Path) -> Result<PathBuf, BundleError> {
-    let runs = gpuprobe_runner::runs::scan(root, SystemTime::now()).map_err(|source| {
-        BundleError::RunsUnreadable {
-            root: root.to_path_buf(),
-            source,
-        }
-    })?;
-    runs.into_iter()
-        .next()
-        .map(|run| run.path)
-        .ok_or_else(|| BundleError::NoRuns {
-            root: root.to_path_buf(),
-        })
 }
 
 /// `gpuprobe-bundle-<run name>.tar.gz`, the default archive name.
@@ -325,7 +328,14 @@ pub(crate) fn create(request: &Request<'_>) -> Result<Bundle, BundleError> {
             path: out.to_path_buf(),
         });
     }
-    let collected = collect(request.run_dir)?;
+    let layout = request
+        .layout
+        .as_ref()
+        .map_err(|reason| BundleError::NotARun {
+            path: request.run_dir.to_path_buf(),
+            reason: reason.clone(),
+        })?;
+    let collected = collect(request.run_dir, layout)?;
     let root = root_name(request.run_dir, request.redaction);
     let mut items = collected.items;
     let mut redactor = request.redaction.map(|identity| {
@@ -420,36 +430,16 @@ struct Collected {
     left_out: Vec<String>,
 }
 
-/// What a run directory offers: a `check` run holds its plan at the top, a `fix` run under
-/// `check/`.
-fn collect(run_dir: &Path) -> Result<Collected, BundleError> {
-    let is_dir = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-    if !run_dir.is_dir() {
-        return Err(BundleError::NotARun {
-            path: run_dir.to_path_buf(),
-            reason: "no such directory".into(),
-        });
-    }
-    let check_rel = if run_dir.join(PLAN_FILE).is_file() || run_dir.join(REPORT_FILE).is_file() {
-        ""
-    } else if is_dir(&run_dir.join(FIX_CHECK_DIR))
-        && fs::symlink_metadata(run_dir.join(FIX_CHECK_DIR).join(PLAN_FILE)).is_ok()
-    {
-        "check/"
-    } else {
-        return Err(BundleError::NotARun {
-            path: run_dir.to_path_buf(),
-            reason: format!("no {PLAN_FILE} or {REPORT_FILE}"),
-        });
-    };
+/// What the run at `run_dir` offers, where `layout` says it keeps it.
+fn collect(run_dir: &Path, layout: &RunLayout) -> Result<Collected, BundleError> {
     let mut c = Collected {
         items: Vec::new(),
         fingerprint: None,
         left_out: Vec::new(),
     };
-    let rel = |name: &str| format!("{check_rel}{name}");
     let mut results: Vec<ProbeResult> = Vec::new();
-    let report_path = run_dir.join(rel(REPORT_FILE));
+    let (report_rel, report_name) = (source_of(&layout.report), file_name(&layout.report));
+    let report_path = run_dir.join(&layout.report);
     match read_head(&report_path, MAX_JSON_BYTES) {
         Piece::Data { bytes, cut: None } => {
             let parse = |bytes: &[u8]| -> Result<(Value, Report), serde_json::Error> {
@@ -462,28 +452,27 @@ fn collect(run_dir: &Path) -> Result<Collected, BundleError> {
                 source,
             })?;
             c.items.push(Item {
-                name: REPORT_FILE.into(),
-                source: rel(REPORT_FILE),
+                name: report_name.clone(),
+                source: report_rel,
                 cut: None,
                 content: Content::Json(value),
             });
-            fingerprint_items(&mut c, &report.fingerprint, &report.findings);
+            fingerprint_items(&mut c, &report_name, &report.fingerprint, &report.findings);
             c.fingerprint = Some(report.fingerprint);
             results = report.results;
         }
         Piece::Data { cut: Some(_), .. } => c.left_out.push(format!(
-            "{}: over {}, left out",
-            rel(REPORT_FILE),
+            "{report_rel}: over {}, left out",
             disk_bytes(MAX_JSON_BYTES)
         )),
         Piece::Missing => {
             c.left_out.push(format!(
-                "{}: none (the run did not finish, or it is a memtest, which writes none); the results recorded are in {RESULTS_FILE}, and there is no fingerprint or lint",
-                rel(REPORT_FILE)
+                "{report_rel}: none (the run did not finish, or it is a memtest, which writes none); the results recorded are in {}, and there is no fingerprint or lint",
+                file_name(&layout.results)
             ));
-            results = results_so_far(&mut c, run_dir, &rel(RESULTS_FILE));
+            results = results_so_far(&mut c, run_dir, &layout.results);
         }
-        Piece::Skipped(why) => c.left_out.push(format!("{}: {why}", rel(REPORT_FILE))),
+        Piece::Skipped(why) => c.left_out.push(format!("{report_rel}: {why}")),
         Piece::Failed(source) => {
             return Err(BundleError::Unreadable {
                 path: report_path,
@@ -491,7 +480,7 @@ fn collect(run_dir: &Path) -> Result<Collected, BundleError> {
             });
         }
     }
-    json_item(&mut c, run_dir, &rel(PLAN_FILE), PLAN_FILE);
+    json_item(&mut c, run_dir, &layout.plan);
     let (kernel_log, kernel_cut) = kernel_log(c.fingerprint.as_ref(), &results);
     c.items.push(Item {
         name: "kernel-log.txt".into(),
@@ -499,43 +488,56 @@ fn collect(run_dir: &Path) -> Result<Collected, BundleError> {
         cut: kernel_cut,
         content: Content::Text(kernel_log),
     });
-    if !check_rel.is_empty() {
-        text_item(
-            &mut c,
-            run_dir,
-            PROFILE_FILE,
-            PROFILE_FILE,
-            MAX_PROFILE_BYTES,
-        );
-        json_item(&mut c, run_dir, FIX_ACCOUNT_FILE, FIX_ACCOUNT_FILE);
+    if let Some(profile) = &layout.profile {
+        text_item(&mut c, run_dir, profile, MAX_PROFILE_BYTES);
     }
-    worker_logs(&mut c, run_dir, &rel(WORKERS_DIR));
-    if !check_rel.is_empty() {
-        worker_logs(&mut c, run_dir, WORKERS_DIR);
+    if let Some(account) = &layout.fix_account {
+        json_item(&mut c, run_dir, account);
+    }
+    for workers in &layout.workers {
+        worker_logs(&mut c, run_dir, workers);
     }
     Ok(c)
 }
 
-fn fingerprint_items(c: &mut Collected, fp: &Fingerprint, findings: &[gpuprobe_model::Finding]) {
+/// The name a file of the run is bundled under: its own (`check/report.json` is bundled
+/// as `report.json`).
+fn file_name(rel: &Path) -> String {
+    rel.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Where a file of the run came from, as the manifest says: its path in the run directory.
+fn source_of(rel: &Path) -> String {
+    rel.display().to_string()
+}
+
+fn fingerprint_items(
+    c: &mut Collected,
+    report_name: &str,
+    fp: &Fingerprint,
+    findings: &[gpuprobe_model::Finding],
+) {
     c.items.push(Item {
         name: "fingerprint.txt".into(),
-        source: format!("{REPORT_FILE}: fingerprint"),
+        source: format!("{report_name}: fingerprint"),
         cut: None,
         content: Content::Text(gpuprobe_detect::render_text(fp)),
     });
     c.items.push(Item {
         name: "fingerprint.json".into(),
-        source: format!("{REPORT_FILE}: fingerprint"),
+        source: format!("{report_name}: fingerprint"),
         cut: None,
         content: Content::Json(serde_json::to_value(fp).unwrap_or(Value::Null)),
     });
     let (findings, source) = if findings.is_empty() {
         (
             gpuprobe_kb::lint(fp),
-            "the config lint run on the report's fingerprint",
+            "the config lint run on the report's fingerprint".to_string(),
         )
     } else {
-        (findings.to_vec(), "report.json: findings")
+        (findings.to_vec(), format!("{report_name}: findings"))
     };
     let text = if findings.is_empty() {
         "no findings\n".to_string()
@@ -544,14 +546,15 @@ fn fingerprint_items(c: &mut Collected, fp: &Fingerprint, findings: &[gpuprobe_m
     };
     c.items.push(Item {
         name: "lint.txt".into(),
-        source: source.into(),
+        source,
         cut: None,
         content: Content::Text(text),
     });
 }
 
-fn results_so_far(c: &mut Collected, run_dir: &Path, rel: &str) -> Vec<ProbeResult> {
-    let (bytes, cut) = match read_head(&run_dir.join(rel), MAX_RESULTS_BYTES) {
+fn results_so_far(c: &mut Collected, run_dir: &Path, path: &Path) -> Vec<ProbeResult> {
+    let rel = source_of(path);
+    let (bytes, cut) = match read_head(&run_dir.join(path), MAX_RESULTS_BYTES) {
         Piece::Data { bytes, cut } => (bytes, cut),
         Piece::Missing => {
             c.left_out.push(format!("{rel}: none recorded"));
@@ -581,16 +584,17 @@ fn results_so_far(c: &mut Collected, run_dir: &Path, rel: &str) -> Vec<ProbeResu
         .filter_map(|v| serde_json::from_value(v.clone()).ok())
         .collect();
     c.items.push(Item {
-        name: RESULTS_FILE.into(),
-        source: rel.into(),
+        name: file_name(path),
+        source: rel,
         cut,
         content: Content::JsonLines(values),
     });
     results
 }
 
-fn json_item(c: &mut Collected, run_dir: &Path, rel: &str, name: &str) {
-    match read_head(&run_dir.join(rel), MAX_JSON_BYTES) {
+fn json_item(c: &mut Collected, run_dir: &Path, path: &Path) {
+    let (rel, name) = (source_of(path), file_name(path));
+    match read_head(&run_dir.join(path), MAX_JSON_BYTES) {
         Piece::Data { bytes, cut: None } => {
             let content = match serde_json::from_slice(&bytes) {
                 Ok(value) => Content::Json(value),
@@ -598,8 +602,8 @@ fn json_item(c: &mut Collected, run_dir: &Path, rel: &str, name: &str) {
                 Err(_) => Content::Text(String::from_utf8_lossy(&bytes).into_owned()),
             };
             c.items.push(Item {
-                name: name.into(),
-                source: rel.into(),
+                name,
+                source: rel,
                 cut: None,
                 content,
             });
@@ -614,11 +618,12 @@ fn json_item(c: &mut Collected, run_dir: &Path, rel: &str, name: &str) {
     }
 }
 
-fn text_item(c: &mut Collected, run_dir: &Path, rel: &str, name: &str, max: u64) {
-    match read_head(&run_dir.join(rel), max) {
+fn text_item(c: &mut Collected, run_dir: &Path, path: &Path, max: u64) {
+    let rel = source_of(path);
+    match read_head(&run_dir.join(path), max) {
         Piece::Data { bytes, cut } => c.items.push(Item {
-            name: name.into(),
-            source: rel.into(),
+            name: file_name(path),
+            source: rel,
             cut,
             content: Content::Text(String::from_utf8_lossy(&bytes).into_owned()),
         }),
@@ -665,8 +670,11 @@ fn kernel_log(fp: Option<&Fingerprint>, results: &[ProbeResult]) -> (String, Opt
     (lines.join("\n") + "\n", cut)
 }
 
-fn worker_logs(c: &mut Collected, run_dir: &Path, rel: &str) {
-    let dir = run_dir.join(rel);
+/// The tail of each worker log under `path`; a log of a fix's starting check is bundled
+/// with the check's directory before its name (`workers/check-...`).
+fn worker_logs(c: &mut Collected, run_dir: &Path, path: &Path) {
+    let rel = source_of(path);
+    let dir = run_dir.join(path);
     match fs::symlink_metadata(&dir) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
@@ -713,10 +721,12 @@ fn worker_logs(c: &mut Collected, run_dir: &Path, rel: &str) {
         ));
         names.truncate(MAX_WORKER_LOGS);
     }
-    let prefix = if rel == WORKERS_DIR {
-        String::new()
-    } else {
-        safe_name(rel.trim_end_matches(WORKERS_DIR).trim_end_matches('/')) + "-"
+    let prefix = match path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        Some(parent) => safe_name(&source_of(parent)) + "-",
+        None => String::new(),
     };
     for name in names {
         let shown = name.split('/').map(safe_name).collect::<Vec<_>>().join("/");
@@ -948,8 +958,7 @@ fn write_archive(out: &Path, root: &str, files: &[(String, Vec<u8>)]) -> Result<
         path: out.to_path_buf(),
         source,
     };
-    gpuprobe_runner::paths::write_atomically(out, |file| write_tar(file, root, files))
-        .map_err(unwritable)
+    gpuprobe_fs::write_atomically(out, |file| write_tar(file, root, files)).map_err(unwritable)
 }
 
 fn write_tar(file: &mut File, root: &str, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
@@ -1026,24 +1035,60 @@ mod tests {
 
     use std::collections::BTreeMap;
 
+    /// A fix's layout, as the runner gives it (`gpuprobe_runner::rundir::Run::contents`,
+    /// whose tests pin it).
+    fn fix_layout() -> RunLayout {
+        RunLayout {
+            report: "check/report.json".into(),
+            plan: "check/plan.json".into(),
+            results: "check/results.jsonl".into(),
+            profile: Some("profile.toml".into()),
+            fix_account: Some("fix.json".into()),
+            workers: vec!["check/workers".into(), "workers".into()],
+        }
+    }
+
+    #[test]
+    fn a_run_that_is_none_is_refused_before_anything_is_read_and_after_the_output_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("b.tar.gz");
+        let not_a_run = Err("no plan.json or report.json".to_string());
+        let request = Request {
+            run_dir: dir.path(),
+            layout: &not_a_run,
+            out: &out,
+            force: false,
+            redaction: None,
+        };
+        let err = create(&request).unwrap_err();
+        assert!(matches!(err, BundleError::NotARun { .. }), "{err}");
+        assert!(
+            err.to_string().ends_with("no plan.json or report.json"),
+            "{err}"
+        );
+        fs::write(&out, "").unwrap();
+        let err = create(&request).unwrap_err();
+        assert!(matches!(err, BundleError::Exists { .. }), "{err}");
+    }
+
     #[test]
     fn a_fix_run_bundles_its_check_profile_and_account_and_follows_no_link() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("fix-2026-01-01T00-00-00-7");
         let check = run.join("check");
         fs::create_dir_all(check.join("workers/python-cpu-0")).unwrap();
-        fs::write(check.join(PLAN_FILE), r#"{"seed": 1}"#).unwrap();
+        fs::write(check.join("plan.json"), r#"{"seed": 1}"#).unwrap();
         fs::write(
-            check.join(REPORT_FILE),
+            check.join("report.json"),
             serde_json::to_string(&report()).unwrap(),
         )
         .unwrap();
         fs::write(
-            run.join(PROFILE_FILE),
+            run.join("profile.toml"),
             "[settings]\nHSA_ENABLE_SDMA = \"0\"\n",
         )
         .unwrap();
-        fs::write(run.join(FIX_ACCOUNT_FILE), r#"{"trials": 3}"#).unwrap();
+        fs::write(run.join("fix.json"), r#"{"trials": 3}"#).unwrap();
         // A log that is a link to a file outside the run, and one that is a directory.
         let secret = dir.path().join("outside.txt");
         fs::write(&secret, "OUTSIDE-THE-RUN\n").unwrap();
@@ -1058,6 +1103,7 @@ mod tests {
         let identity = Identity::default();
         let bundle = create(&Request {
             run_dir: &run,
+            layout: &Ok(fix_layout()),
             out: &out,
             force: false,
             redaction: Some(&identity),

@@ -112,7 +112,7 @@ pub fn text(report: &Report, json: bool, options: crate::terminal::TerminalOptio
 /// not end in an unwritable output.
 pub fn check_writable(path: Option<&Path>) -> Result<(), HtmlError> {
     let Some(path) = path else { return Ok(()) };
-    gpuprobe_runner::paths::check_writable_file(path).map_err(|reason| HtmlError::Unwritable {
+    gpuprobe_fs::check_writable_file(path).map_err(|reason| HtmlError::Unwritable {
         path: path.to_path_buf(),
         source: std::io::Error::other(reason),
     })
@@ -128,7 +128,7 @@ pub fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(fail)?;
     }
-    gpuprobe_runner::paths::write_atomically(path, |file| {
+    gpuprobe_fs::write_atomically(path, |file| {
         std::io::Write::write_all(file, html.as_bytes())
     })
     .map_err(fail)

@@ -1,15 +1,62 @@
 //! The text of `gpuprobe runs`: the table of run directories, the lines a prune prints, and
 //! the one stderr line a `check` prints when its retention removed old runs. Which
-//! directories are runs and which to remove are `gpuprobe_runner::runs`'s; this module only
-//! words what it decided. Run names and paths come from the disk, so every one goes out
-//! through [`visible`].
+//! directories are runs and which to remove are the runner's to decide; the caller hands
+//! this module what was decided as plain values ([`ListedRun`], [`RetentionAccount`]), and
+//! it words them. Run names and paths come from the disk, so every one goes out through
+//! [`visible`].
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use gpuprobe_model::env_vars::GPUPROBE_KEEP_RUNS as KEEP_ENV;
+use gpuprobe_model::probe::Tier;
 use gpuprobe_model::report::Summary;
 use gpuprobe_model::text::visible;
-use gpuprobe_runner::runs::{DEFAULT_KEEP, KEEP_ENV, Pruned, Retention, RunInfo};
+
+/// One run directory, as the texts of `runs` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedRun {
+    /// The directory's name.
+    pub name: String,
+    /// Its start, RFC 3339 UTC.
+    pub started_at: String,
+    /// The tier it ran, when it ran one.
+    pub tier: Option<Tier>,
+    /// Whether it is over, in words (`finished`, `in progress`, `interrupted`).
+    pub state: &'static str,
+    /// The exit code it earned, when it recorded one.
+    pub exit_code: Option<u8>,
+    /// Space it takes on disk.
+    pub bytes: u64,
+    /// Whether it holds a `fix` profile.
+    pub holds_profile: bool,
+    /// Its verdict counts, when it has any.
+    pub verdicts: Option<Summary>,
+}
+
+/// What the retention after a `check` did, as far as it is worth a line.
+#[derive(Debug)]
+pub enum RetentionAccount {
+    /// Nothing to say: the check kept its run elsewhere, or the retention is off.
+    Quiet,
+    /// The retention's variable is unusable; the message says so.
+    BadSetting(String),
+    /// The runs directory could not be read.
+    ScanFailed(std::io::Error),
+    /// Old runs were pruned.
+    Pruned {
+        /// How many runs are kept.
+        keep: usize,
+        /// The runs directory.
+        root: PathBuf,
+        /// How many runs were removed.
+        removed: usize,
+        /// Bytes they took.
+        freed: u64,
+        /// The runs that could not be removed, by name, with why.
+        failures: Vec<(String, std::io::Error)>,
+    },
+}
 
 /// Disk sizes for people: `512 B`, `1.9 MB` (powers of 1000, as `du --si` prints them;
 /// memory sizes use binary units instead, `gpuprobe_detect::human_bytes`).
@@ -50,11 +97,13 @@ pub fn verdict_text(summary: &Summary) -> String {
 }
 
 /// `runs list` for people. `keep_after_check` is what `GPUPROBE_KEEP_RUNS` reads as: the
-/// number kept, `None` when the retention is off, an error when the variable is unusable.
+/// number kept, `None` when the retention is off, an error when the variable is unusable
+/// (then the default, `default_keep`, is shown in doubt).
 pub fn render_list(
     root: &Path,
-    runs: &[RunInfo],
+    runs: &[ListedRun],
     keep_after_check: Result<Option<usize>, String>,
+    default_keep: usize,
 ) -> String {
     let root_text = visible(&root.display().to_string()).into_owned();
     if runs.is_empty() {
@@ -91,7 +140,7 @@ pub fn render_list(
     let kept = match keep_after_check {
         Ok(Some(keep)) => keep.to_string(),
         Ok(None) => "(off)".into(),
-        Err(_) => format!("{DEFAULT_KEEP}? ({KEEP_ENV} is not a number)"),
+        Err(_) => format!("{default_keep}? ({KEEP_ENV} is not a number)"),
     };
     let _ = writeln!(
         out,
@@ -100,12 +149,12 @@ pub fn render_list(
     out
 }
 
-fn list_row(run: &RunInfo) -> [String; 7] {
+fn list_row(run: &ListedRun) -> [String; 7] {
     [
         visible(&run.name).into_owned(),
         run.started_at.clone(),
         run.tier.map_or("-".into(), |t| t.name().to_string()),
-        run.state.label().to_string() + if run.holds_profile { " (profile)" } else { "" },
+        run.state.to_string() + if run.holds_profile { " (profile)" } else { "" },
         run.exit_code.map_or("-".into(), |c| c.to_string()),
         disk_bytes(run.bytes),
         run.verdicts.as_ref().map_or("-".into(), verdict_text),
@@ -114,19 +163,19 @@ fn list_row(run: &RunInfo) -> [String; 7] {
 
 /// One line of `runs prune`: `removed NAME (STARTED, STATE, SIZE)`, or `would remove ...`
 /// on a dry run.
-fn prune_line(run: &RunInfo, dry_run: bool) -> String {
+fn prune_line(run: &ListedRun, dry_run: bool) -> String {
     format!(
         "{} {} ({}, {}, {})",
         if dry_run { "would remove" } else { "removed" },
         visible(&run.name),
         run.started_at,
-        run.state.label(),
+        run.state,
         disk_bytes(run.bytes)
     )
 }
 
 /// The line for a run the prune's policy selected but spared, and why.
-fn spared_line(run: &RunInfo, why: &str) -> String {
+fn spared_line(run: &ListedRun, why: &str) -> String {
     format!("kept {}: {why}", visible(&run.name))
 }
 
@@ -144,33 +193,40 @@ fn prune_summary(root: &Path, removed: usize, freed: u64, left: usize, dry_run: 
     )
 }
 
-/// All of `runs prune`'s account: a line per run removed (or that would be), a line per run
-/// spared, and the closing line; `total` is how many runs there were.
-pub fn render_prune(root: &Path, total: usize, pruned: &Pruned<'_>, dry_run: bool) -> String {
+/// All of `runs prune`'s account: a line per run removed (or that would be, on a dry run),
+/// a line per run the policy selected but spared, with why, and the closing line; `total`
+/// is how many runs there were.
+pub fn render_prune(
+    root: &Path,
+    total: usize,
+    removed: &[ListedRun],
+    spared: &[(ListedRun, &str)],
+    dry_run: bool,
+) -> String {
     let mut out = String::new();
-    for run in &pruned.removed {
+    for run in removed {
         let _ = writeln!(out, "{}", prune_line(run, dry_run));
     }
-    for (run, why) in &pruned.spared {
+    for (run, why) in spared {
         let _ = writeln!(out, "{}", spared_line(run, why));
     }
-    let removed = pruned.removed.len();
+    let freed = removed.iter().map(|run| run.bytes).sum();
     let _ = writeln!(
         out,
         "{}",
-        prune_summary(root, removed, pruned.freed(), total - removed, dry_run)
+        prune_summary(root, removed.len(), freed, total - removed.len(), dry_run)
     );
     out
 }
 
 /// What the retention at the end of a `check` did, as lines for stderr (none when it did
 /// nothing worth saying). It never fails the check.
-pub fn retention_lines(retention: &Retention) -> Vec<String> {
+pub fn retention_lines(retention: &RetentionAccount) -> Vec<String> {
     match retention {
-        Retention::NotHere | Retention::Off => Vec::new(),
-        Retention::BadSetting(why) => vec![format!("{why}; no old run was pruned")],
-        Retention::ScanFailed(e) => vec![format!("could not prune old runs: {e}")],
-        Retention::Pruned {
+        RetentionAccount::Quiet => Vec::new(),
+        RetentionAccount::BadSetting(why) => vec![format!("{why}; no old run was pruned")],
+        RetentionAccount::ScanFailed(e) => vec![format!("could not prune old runs: {e}")],
+        RetentionAccount::Pruned {
             keep,
             root,
             removed,
@@ -225,7 +281,7 @@ mod tests {
 
     #[test]
     fn an_empty_state_directory_says_so() {
-        let text = render_list(Path::new("/s/runs"), &[], Ok(Some(20)));
+        let text = render_list(Path::new("/s/runs"), &[], Ok(Some(20)), 20);
         assert_eq!(text, "no runs in /s/runs\n");
     }
 

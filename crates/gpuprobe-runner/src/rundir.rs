@@ -220,6 +220,106 @@ impl RunFiles {
     }
 }
 
+/// Which run a directory holds, told by its layout: where a reader of the whole run (the
+/// support bundle) finds each of its files ([`Run::contents`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Run {
+    /// A `check`: its plan, results, report and worker logs at the top. A `memtest` keeps
+    /// the same layout and never writes a report.
+    Check(RunFiles),
+    /// A `fix` that ran its starting check itself, in [`FIX_CHECK_DIR`]; its account,
+    /// profile and trials' worker logs at the top. (A `fix --from` keeps no check of its
+    /// own: its directory holds no run this recognises.)
+    Fix {
+        /// The fix's directory.
+        fix: RunFiles,
+        /// Its starting check.
+        check: RunFiles,
+    },
+}
+
+/// Why [`Run::open`] finds no run in a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotARun {
+    /// Nothing, or no directory, is there.
+    #[error("no such directory")]
+    NoDirectory,
+    /// Neither a check's files nor a fix's starting check.
+    #[error("no {PLAN_FILE} or {REPORT_FILE}")]
+    NoPlanOrReport,
+}
+
+/// Where a run keeps each file a reader of the whole run takes, relative to its directory
+/// (a fix's check's under [`FIX_CHECK_DIR`]). Whether each is there is the reader's to
+/// find out: a run that did not finish has no report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunContents {
+    /// The check's report.
+    pub report: PathBuf,
+    /// The check's plan.
+    pub plan: PathBuf,
+    /// The check's results, one per line.
+    pub results: PathBuf,
+    /// A fix's profile (none for a check).
+    pub profile: Option<PathBuf>,
+    /// A fix's account (none for a check).
+    pub fix_account: Option<PathBuf>,
+    /// The worker-log directories: the check's, then a fix's own (its trials').
+    pub workers: Vec<PathBuf>,
+}
+
+impl Run {
+    /// The run in the directory at `path`: a `check` (or `memtest`) when its plan or report
+    /// is at the top, a `fix` when its starting check (a directory, not a link) holds a plan.
+    pub fn open(path: &Path) -> Result<Run, NotARun> {
+        if !path.is_dir() {
+            return Err(NotARun::NoDirectory);
+        }
+        let run = RunFiles::at(path);
+        if run.has_plan() || run.has_report() {
+            return Ok(Run::Check(run));
+        }
+        let check = run.check_subrun();
+        let is_dir = fs::symlink_metadata(check.path()).is_ok_and(|m| m.is_dir());
+        if is_dir && fs::symlink_metadata(check.path().join(PLAN_FILE)).is_ok() {
+            return Ok(Run::Fix { fix: run, check });
+        }
+        Err(NotARun::NoPlanOrReport)
+    }
+
+    /// The run's directory.
+    pub fn path(&self) -> &Path {
+        match self {
+            Run::Check(run) | Run::Fix { fix: run, .. } => run.path(),
+        }
+    }
+
+    /// Its check: the run itself, or a fix's starting check.
+    pub fn check(&self) -> &RunFiles {
+        match self {
+            Run::Check(check) | Run::Fix { check, .. } => check,
+        }
+    }
+
+    /// Where it keeps each file, relative to [`Run::path`].
+    pub fn contents(&self) -> RunContents {
+        let (check, fix) = match self {
+            Run::Check(_) => (PathBuf::new(), false),
+            Run::Fix { .. } => (PathBuf::from(FIX_CHECK_DIR), true),
+        };
+        RunContents {
+            report: check.join(REPORT_FILE),
+            plan: check.join(PLAN_FILE),
+            results: check.join(RESULTS_FILE),
+            profile: fix.then(|| PathBuf::from(PROFILE_FILE)),
+            fix_account: fix.then(|| PathBuf::from(FIX_ACCOUNT_FILE)),
+            workers: std::iter::once(check.join(WORKERS_DIR))
+                .chain(fix.then(|| PathBuf::from(WORKERS_DIR)))
+                .collect(),
+        }
+    }
+}
+
 /// A finished run as `report` renders it: its report and, for a `fix` run, the account of
 /// its search.
 #[derive(Debug, Clone)]
@@ -551,6 +651,154 @@ mod tests {
         assert_eq!(run.read_stack().unwrap(), stack);
     }
 
+    /// A finished report of three results, one of them failing.
+    fn finished_report() -> Report {
+        let mut failed = result("a.c");
+        failed.verdict = Verdict::Fail {
+            class: gpuprobe_model::verdict::FailClass::AllZeros,
+            detail: "all zeros".into(),
+        };
+        let results = vec![result("a.b"), failed, result("a.d")];
+        let summary = gpuprobe_model::report::Summary::of(&results);
+        Report {
+            schema_version: 1,
+            tool_version: "0.1.0".into(),
+            build: None,
+            command: "check".into(),
+            run_dir: None,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            wall_s: 1.0,
+            tier: gpuprobe_model::probe::Tier::Quick,
+            simulation: None,
+            fingerprint: Default::default(),
+            results,
+            findings: Vec::new(),
+            summary,
+            exit_status: gpuprobe_model::ExitStatus::ProblemsFound,
+            exit_code: gpuprobe_model::ExitStatus::ProblemsFound.code(),
+            notes: Vec::new(),
+            timings: None,
+        }
+    }
+
+    fn fix_account(source_run: &Path) -> FixAccount {
+        serde_json::from_value(serde_json::json!({
+            "tool_version": "0.1.0",
+            "started_at": "2026-11-25T00:00:00Z",
+            "wall_s": 3.0,
+            "simulated": false,
+            "source_run": source_run.display().to_string(),
+            "stack": {"gpus": ["gfx1100"]},
+            "chosen": [],
+            "budget": {"max_runs": 10, "trials": 1, "workers": 1, "exhausted": false},
+            "outcome": "none_cured",
+            "exit_status": "problems_found",
+            "exit_code": 1
+        }))
+        .expect("a fix account")
+    }
+
+    #[test]
+    fn a_finished_run_is_read_with_its_fix_account_and_refused_when_unfinished_or_broken() {
+        use gpuprobe_model::{ClassifiedError, ExitStatus};
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_finished(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("no report.json"), "{err}");
+        assert_eq!(err.exit_status(), ExitStatus::UsageError);
+        fs::write(
+            dir.path().join(REPORT_FILE),
+            "{\"schema_version\": 1, \"results\": [",
+        )
+        .unwrap();
+        let err = read_finished(dir.path()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("report.json is not a gpuprobe report"),
+            "{err}"
+        );
+        assert_eq!(err.exit_status(), ExitStatus::UsageError);
+        fs::write(
+            dir.path().join(REPORT_FILE),
+            serde_json::to_string(&finished_report()).unwrap(),
+        )
+        .unwrap();
+        let run = read_finished(dir.path()).unwrap();
+        assert_eq!(run.report, finished_report());
+        assert!(run.fix.is_none());
+        // A fix run without a report of its own reports on the check it started from.
+        let fix_dir = tempfile::tempdir().unwrap();
+        let account = fix_account(dir.path());
+        fs::write(
+            fix_dir.path().join(FIX_ACCOUNT_FILE),
+            serde_json::to_string(&account).unwrap(),
+        )
+        .unwrap();
+        let run = read_finished(fix_dir.path()).unwrap();
+        assert_eq!(run.fix, Some(account));
+        assert_eq!(run.report.results.len(), 3);
+        let err = read_finished(&dir.path().join("missing")).unwrap_err();
+        assert!(err.to_string().contains("no such directory"), "{err}");
+    }
+
+    #[test]
+    fn a_run_is_told_by_its_layout_and_its_files_found_where_it_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        assert_eq!(Run::open(&missing), Err(NotARun::NoDirectory));
+        assert_eq!(Run::open(dir.path()), Err(NotARun::NoPlanOrReport));
+        assert_eq!(
+            NotARun::NoPlanOrReport.to_string(),
+            "no plan.json or report.json"
+        );
+
+        // A check, finished or not (a memtest writes no report).
+        let check = dir.path().join("check-run");
+        let created = RunDir::create(&check).unwrap();
+        created.write_json(PLAN_FILE, &1).unwrap();
+        let run = Run::open(&check).unwrap();
+        assert_eq!(run, Run::Check(RunFiles::at(&check)));
+        assert_eq!((run.path(), run.check().path()), (&*check, &*check));
+        assert_eq!(
+            run.contents(),
+            RunContents {
+                report: "report.json".into(),
+                plan: "plan.json".into(),
+                results: "results.jsonl".into(),
+                profile: None,
+                fix_account: None,
+                workers: vec!["workers".into()],
+            }
+        );
+        let reported = dir.path().join("reported");
+        fs::create_dir_all(&reported).unwrap();
+        fs::write(reported.join(REPORT_FILE), "{}").unwrap();
+        assert!(matches!(Run::open(&reported), Ok(Run::Check(_))));
+
+        // A fix with its starting check inside.
+        let fix = dir.path().join("fix-run");
+        fs::create_dir_all(fix.join(FIX_CHECK_DIR)).unwrap();
+        fs::write(fix.join(FIX_CHECK_DIR).join(PLAN_FILE), "{}").unwrap();
+        let run = Run::open(&fix).unwrap();
+        assert_eq!(run.path(), fix);
+        assert_eq!(run.check().path(), fix.join("check"));
+        assert_eq!(
+            run.contents(),
+            RunContents {
+                report: "check/report.json".into(),
+                plan: "check/plan.json".into(),
+                results: "check/results.jsonl".into(),
+                profile: Some("profile.toml".into()),
+                fix_account: Some("fix.json".into()),
+                workers: vec!["check/workers".into(), "workers".into()],
+            }
+        );
+        // A starting check that is a link is not followed.
+        let linked = dir.path().join("linked-fix");
+        fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(fix.join(FIX_CHECK_DIR), linked.join(FIX_CHECK_DIR)).unwrap();
+        assert_eq!(Run::open(&linked), Err(NotARun::NoPlanOrReport));
+    }
+
     /// The source of `text` outside `#[cfg(test)]` items and comments.
     fn shipped_code(text: &str) -> String {
         let mut kept = String::new();
@@ -577,8 +825,9 @@ mod tests {
         kept
     }
 
-    #[test]
-    fn only_the_layout_names_a_run_directory_s_files() {
+    /// The shipped code ([`shipped_code`]) of every workspace source file outside this
+    /// module and outside `tests.rs` files, by path.
+    fn sources_outside_the_layout() -> Vec<(PathBuf, String)> {
         let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let own = fs::canonicalize(file!().strip_prefix("crates/gpuprobe-runner/").map_or_else(
             || Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rundir.rs"),
@@ -590,32 +839,40 @@ mod tests {
             .flatten()
             .map(|e| e.path().join("src"))
             .collect();
-        let mut offenders = Vec::new();
-        let mut scanned = 0;
+        let mut sources = Vec::new();
         while let Some(path) = pending.pop() {
             if path.is_dir() {
                 pending.extend(fs::read_dir(&path).unwrap().flatten().map(|e| e.path()));
                 continue;
             }
             let is_test_file = path.file_name().is_some_and(|n| n == "tests.rs");
-            if path.extension().is_none_or(|e| e != "rs") || is_test_file {
-                continue;
-            }
-            scanned += 1;
-            if fs::canonicalize(&path).unwrap() == own {
+            if path.extension().is_none_or(|e| e != "rs")
+                || is_test_file
+                || fs::canonicalize(&path).unwrap() == own
+            {
                 continue;
             }
             let code = shipped_code(&fs::read_to_string(&path).unwrap());
+            sources.push((path, code));
+        }
+        assert!(
+            sources.len() > 50,
+            "the workspace's sources were not found ({})",
+            sources.len()
+        );
+        sources
+    }
+
+    #[test]
+    fn only_the_layout_names_a_run_directory_s_files() {
+        let mut offenders = Vec::new();
+        for (path, code) in sources_outside_the_layout() {
             for name in [PLAN_FILE, REPORT_FILE, FIX_ACCOUNT_FILE] {
                 if code.contains(&format!("\"{name}\"")) {
                     offenders.push(format!("{}: \"{name}\"", path.display()));
                 }
             }
         }
-        assert!(
-            scanned > 50,
-            "the workspace's sources were not found ({scanned})"
-        );
         assert!(
             offenders.is_empty(),
             "a run directory's file names are rundir.rs's constants: {offenders:?}"
@@ -628,6 +885,62 @@ mod tests {
                 && !code.contains("fix.json")
                 && !code.contains("report.json")
         );
+    }
+
+    /// The run files that more than one module reads back. They are found through
+    /// [`RunFiles`]' readers and [`Run::contents`], never by joining their names to a
+    /// directory. (A fix's options and journal are read and written by the fix alone; the
+    /// directories are made, not read.)
+    const READ_BACK: [&str; 6] = [
+        "PLAN_FILE",
+        "REPORT_FILE",
+        "RESULTS_FILE",
+        "STACK_FILE",
+        "FIX_ACCOUNT_FILE",
+        "PROFILE_FILE",
+    ];
+
+    /// The constants of [`READ_BACK`] that `code` joins to a path (`.join(REPORT_FILE)`,
+    /// `.join(rundir::REPORT_FILE)`, over several lines too).
+    fn joined_run_files(code: &str) -> Vec<&'static str> {
+        let mut joined = Vec::new();
+        for (at, _) in code.match_indices("join(") {
+            let argument = &code[at + "join(".len()..];
+            let argument = &argument[..argument.find(')').unwrap_or(argument.len())];
+            let argument = argument.trim().trim_end_matches(',').trim();
+            let name = argument.rsplit("::").next().unwrap_or(argument);
+            joined.extend(
+                READ_BACK
+                    .iter()
+                    .copied()
+                    .filter(|&constant| constant == name),
+            );
+        }
+        joined
+    }
+
+    #[test]
+    fn no_module_but_the_layout_joins_a_run_file_s_name_to_open_it() {
+        let mut offenders = Vec::new();
+        for (path, code) in sources_outside_the_layout() {
+            for name in joined_run_files(&code) {
+                offenders.push(format!("{}: .join({name})", path.display()));
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "read a run's files through rundir.rs (RunFiles, Run::contents): {offenders:?}"
+        );
+        // The scan sees what it looks for, and only that.
+        let sample = "dir.join(REPORT_FILE).is_file();\nfrom.join(\n    gpuprobe_runner::rundir::PLAN_FILE,\n);\n\
+                      dir.join(FIX_OPTIONS_FILE);\ndir.join(WORKERS_DIR);\nx.join(\"a\");\n";
+        assert_eq!(joined_run_files(sample), ["REPORT_FILE", "PLAN_FILE"]);
+        for name in READ_BACK {
+            assert!(
+                include_str!("rundir.rs").contains(&format!("pub const {name}: &str")),
+                "{name} is no constant of the layout"
+            );
+        }
     }
 
     #[test]

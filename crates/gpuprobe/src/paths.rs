@@ -1,6 +1,6 @@
 //! Where gpuprobe keeps run directories and its caches: `gpuprobe_runner::paths`, named here
-//! for the commands that make run directories.
+//! for the commands that make run directories; and the up-front check of an output file
+//! (`gpuprobe_fs`).
 
-pub(crate) use gpuprobe_runner::paths::{
-    bytecode_cache, check_writable_file, new_run_dir, runs_root,
-};
+pub(crate) use gpuprobe_fs::check_writable_file;
+pub(crate) use gpuprobe_runner::paths::{bytecode_cache, new_run_dir, runs_root};

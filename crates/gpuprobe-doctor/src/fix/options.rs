@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use gpuprobe_model::probe::Tier;
-use gpuprobe_runner::rundir::{FIX_OPTIONS_FILE, PLAN_FILE, REPORT_FILE};
+use gpuprobe_runner::rundir::{FIX_OPTIONS_FILE, RunFiles};
 use serde::{Deserialize, Serialize};
 
 use super::candidates::{self, Candidate};
 use super::run::{FixError, FixHost};
+use super::start::read_report_of;
 use crate::session::SessionOptions;
 
 /// What a fix was started with: every option that decides what it searches, so that
@@ -165,27 +166,16 @@ pub(crate) fn validate(
     };
     // The starting run is only read, but a missing one must not cost a run directory.
     if let Some(from) = &options.from {
-        if !from.join(PLAN_FILE).is_file() {
+        let run = RunFiles::at(from);
+        if !run.has_plan() {
             return Err(FixError::FromNotARun { from: from.clone() });
         }
-        if !from.join(REPORT_FILE).is_file() {
+        if !run.has_report() {
             return Err(FixError::FromUnfinished { from: from.clone() });
         }
         // A report that is no report (cut short, edited) is refused here too, not once
         // the fix's directory exists.
-        let report_path = from.join(REPORT_FILE);
-        let text =
-            std::fs::read_to_string(&report_path).map_err(|source| FixError::ReportUnreadable {
-                path: report_path.clone(),
-                dir: from.clone(),
-                source,
-            })?;
-        serde_json::from_str::<gpuprobe_model::Report>(&text).map_err(|source| {
-            FixError::NotAReport {
-                path: report_path,
-                source,
-            }
-        })?;
+        read_report_of(from)?;
     }
     if let Some(path) = &options.profile_out {
         (host.check_writable_file)(path).map_err(|reason| FixError::ProfileOut { reason })?;

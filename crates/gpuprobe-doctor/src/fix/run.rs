@@ -26,8 +26,8 @@ use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
 use gpuprobe_runner::rundir::{
-    FIX_ACCOUNT_FILE, FIX_CHECK_DIR, FIX_JOURNAL_FILE, FIX_OPTIONS_FILE, FIX_TRIALS_DIR, PLAN_FILE,
-    PROFILE_FILE, REPORT_FILE,
+    FIX_ACCOUNT_FILE, FIX_JOURNAL_FILE, FIX_OPTIONS_FILE, FIX_TRIALS_DIR, PLAN_FILE, PROFILE_FILE,
+    REPORT_FILE, RunFiles,
 };
 use gpuprobe_runner::{RunDir, RunnerError};
 
@@ -157,7 +157,7 @@ pub enum FixError {
         version: u32,
     },
     /// `--resume` names a fix that has finished.
-    #[error("the fix in {} has finished: its account is {}", dir.display(), dir.join(FIX_ACCOUNT_FILE).display())]
+    #[error("the fix in {} has finished: its account is {}", dir.display(), RunFiles::at(dir).file(FIX_ACCOUNT_FILE).display())]
     Finished {
         /// The directory.
         dir: PathBuf,
@@ -278,7 +278,7 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
     let started = Instant::now();
     let started_at = (host.now)();
     let fix_dir = options.session.run_dir.clone();
-    if fix_dir.join(FIX_ACCOUNT_FILE).exists() {
+    if RunFiles::at(&fix_dir).has_fix_account() {
         return Err(FixError::AlreadyFinished { dir: fix_dir });
     }
     if [FIX_TRIALS_DIR, FIX_OPTIONS_FILE, FIX_JOURNAL_FILE]
@@ -326,7 +326,7 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
 /// does not keep it for ever (docs/hostile-input.md). A directory that was there before
 /// loses only the files that made it a fix's.
 fn abandon_unstarted(fix_dir: &Path, created_here: bool, err: &FixError) {
-    let planned = fix_dir.join(FIX_CHECK_DIR).join(PLAN_FILE).exists();
+    let planned = RunFiles::at(fix_dir).check_subrun().has_plan();
     if err.exit_status() != ExitStatus::UsageError || planned {
         return;
     }
@@ -370,7 +370,7 @@ pub fn resume(
             version: recorded.version,
         });
     }
-    if dir.join(FIX_ACCOUNT_FILE).exists() {
+    if RunFiles::at(dir).has_fix_account() {
         return Err(FixError::Finished {
             dir: dir.to_path_buf(),
         });
@@ -637,7 +637,7 @@ fn write_up(
     let profile_path = options
         .profile_out
         .clone()
-        .unwrap_or_else(|| fix_dir.join(PROFILE_FILE));
+        .unwrap_or_else(|| RunFiles::at(fix_dir).file(PROFILE_FILE));
     match profile_file::write(&profile_path, &profile) {
         Ok(()) => account.profile = Some(profile_path.display().to_string()),
         Err(err) => {
@@ -657,7 +657,7 @@ fn write_up(
 /// Writes `fix.json`.
 fn finish(account: FixAccount, fix_dir: &Path) -> Result<Finished, FixError> {
     let json = serde_json::to_string_pretty(&account).map_err(FixError::Serialize)?;
-    let path = fix_dir.join(FIX_ACCOUNT_FILE);
+    let path = RunFiles::at(fix_dir).file(FIX_ACCOUNT_FILE);
     std::fs::write(&path, format!("{json}\n"))
         .map_err(|source| FixError::WriteAccount { path, source })?;
     Ok(Finished {

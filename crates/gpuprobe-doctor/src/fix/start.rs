@@ -116,6 +116,20 @@ fn run_starting_check(
     Ok(Start::from(completed))
 }
 
+/// The report of the finished run in `dir` (a `--from` run, or a resumed fix's check).
+pub(crate) fn read_report_of(dir: &Path) -> Result<Report, FixError> {
+    RunFiles::at(dir)
+        .read_report()
+        .map_err(|error| match error {
+            RunFileError::Unreadable { path, source } => FixError::ReportUnreadable {
+                path,
+                dir: dir.to_path_buf(),
+                source,
+            },
+            RunFileError::Invalid { path, source, .. } => FixError::NotAReport { path, source },
+        })
+}
+
 /// Reads a finished run (`--from`) as the starting point.
 pub(crate) fn start_from(
     dir: &Path,
@@ -136,16 +150,7 @@ pub(crate) fn start_from(
         supervisor,
         &host.session,
     )?;
-    let report = RunFiles::at(dir)
-        .read_report()
-        .map_err(|error| match error {
-            RunFileError::Unreadable { path, source } => FixError::ReportUnreadable {
-                path,
-                dir: dir.to_path_buf(),
-                source,
-            },
-            RunFileError::Invalid { path, source, .. } => FixError::NotAReport { path, source },
-        })?;
+    let report = read_report_of(dir)?;
     let knowledge = gpuprobe_kb::KnowledgeBase::load_embedded();
     let matches = gpuprobe_kb::match_all(&knowledge.kb, &report.fingerprint, &report.results);
     // Probes of the old run that today's catalogue lacks keep their recorded specs.

@@ -505,48 +505,6 @@ fn fix_account() -> FixAccount {
 }
 
 #[test]
-fn a_run_directory_is_read_with_its_fix_account_and_refused_when_unfinished_or_broken() {
-    use gpuprobe_model::ClassifiedError;
-    let dir = tempfile::tempdir().unwrap();
-    let err = gpuprobe_runner::rundir::read_finished(dir.path()).unwrap_err();
-    assert!(err.to_string().contains("no report.json"), "{err}");
-    assert_eq!(err.exit_status(), ExitStatus::UsageError);
-    std::fs::write(
-        dir.path().join("report.json"),
-        "{\"schema_version\": 1, \"results\": [",
-    )
-    .unwrap();
-    let err = gpuprobe_runner::rundir::read_finished(dir.path()).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("report.json is not a gpuprobe report"),
-        "{err}"
-    );
-    assert_eq!(err.exit_status(), ExitStatus::UsageError);
-    std::fs::write(
-        dir.path().join("report.json"),
-        serde_json::to_string(&failing()).unwrap(),
-    )
-    .unwrap();
-    let run = gpuprobe_runner::rundir::read_finished(dir.path()).unwrap();
-    assert_eq!(run.report, failing());
-    assert!(run.fix.is_none());
-    // A fix run without a report of its own reports on the check it started from.
-    let fix_dir = tempfile::tempdir().unwrap();
-    let mut account = fix_account();
-    account.source_run = Some(dir.path().display().to_string());
-    std::fs::write(
-        fix_dir.path().join("fix.json"),
-        serde_json::to_string(&account).unwrap(),
-    )
-    .unwrap();
-    let run = gpuprobe_runner::rundir::read_finished(fix_dir.path()).unwrap();
-    assert_eq!(run.fix, Some(account));
-    assert_eq!(run.report.results.len(), 3);
-    assert!(gpuprobe_runner::rundir::read_finished(&dir.path().join("missing")).is_err());
-}
-
-#[test]
 fn each_failure_gets_an_issue_text_and_a_written_issue_md_is_preferred() {
     let dir = tempfile::tempdir().unwrap();
     let mut report = failing();

@@ -1,7 +1,8 @@
 //! `gpuprobe runs`: `runs list` shows the run directories under the state directory,
 //! `runs prune` removes old ones, and [`after_check`] says what the retention applied at the
 //! end of every `check` did. Which directories are runs, whether each is over and which to
-//! remove are `gpuprobe_runner::runs`'s; the words are `gpuprobe_report::runs`'s.
+//! remove are `gpuprobe_runner::runs`'s; the words are `gpuprobe_report::runs`'s, given the
+//! runs as plain values ([`listed`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,7 +13,10 @@ use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible;
 use gpuprobe_report::runs as words;
-use gpuprobe_runner::runs::{self, KEEP_ENV, Policy, RunInfo, keep_from_env, parse_age, scan};
+use gpuprobe_report::runs::{ListedRun, RetentionAccount};
+use gpuprobe_runner::runs::{
+    self, DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan,
+};
 
 use crate::cli::{RunsAction, RunsArgs};
 use crate::errors::CliError;
@@ -42,10 +46,11 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
             writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
         }
         RunsAction::List { json: false } => {
+            let listed: Vec<ListedRun> = runs.iter().map(listed).collect();
             write!(
                 out,
                 "{}",
-                words::render_list(&root, &runs, keep_from_env(&env))
+                words::render_list(&root, &listed, keep_from_env(&env), DEFAULT_KEEP)
             )?;
         }
         RunsAction::Prune {
@@ -89,10 +94,16 @@ fn prune(
     dry_run: bool,
 ) -> Result<()> {
     let pruned = runs::prune(runs, policy, now, dry_run);
+    let removed: Vec<ListedRun> = pruned.removed.iter().map(|run| listed(run)).collect();
+    let spared: Vec<(ListedRun, &str)> = pruned
+        .spared
+        .iter()
+        .map(|(run, why)| (listed(run), *why))
+        .collect();
     write!(
         crate::output::stdout(),
         "{}",
-        words::render_prune(root, runs.len(), &pruned, dry_run)
+        words::render_prune(root, runs.len(), &removed, &spared, dry_run)
     )?;
     if !pruned.failures.is_empty() {
         let failures = pruned
@@ -109,7 +120,39 @@ fn prune(
 /// [`gpuprobe_runner::runs::after_check`]): never fails the check; what it removed, or why
 /// it could not, is one line on stderr.
 pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
-    for line in words::retention_lines(&runs::after_check(env, run_dir)) {
+    let account = match runs::after_check(env, run_dir) {
+        Retention::NotHere | Retention::Off => RetentionAccount::Quiet,
+        Retention::BadSetting(why) => RetentionAccount::BadSetting(why),
+        Retention::ScanFailed(e) => RetentionAccount::ScanFailed(e),
+        Retention::Pruned {
+            keep,
+            root,
+            removed,
+            freed,
+            failures,
+        } => RetentionAccount::Pruned {
+            keep,
+            root,
+            removed,
+            freed,
+            failures,
+        },
+    };
+    for line in words::retention_lines(&account) {
         gpuprobe_report::console::note(&format!("gpuprobe: {line}"));
+    }
+}
+
+/// A run as the words of `runs` take it.
+fn listed(run: &RunInfo) -> ListedRun {
+    ListedRun {
+        name: run.name.clone(),
+        started_at: run.started_at.clone(),
+        tier: run.tier,
+        state: run.state.label(),
+        exit_code: run.exit_code,
+        bytes: run.bytes,
+        holds_profile: run.holds_profile,
+        verdicts: run.verdicts,
     }
 }
