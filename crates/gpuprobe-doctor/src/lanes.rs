@@ -23,10 +23,10 @@
 //!   leaves: a side family of a few probes (the multi-GPU probes, all skipped on one GPU;
 //!   the allocator's child processes) no longer holds a worker of its own while the
 //!   heaviest lane sets the wall time. A lane a family names may share with another
-//!   family's lane (on the H200 the threaded copies' and the optimizers' lanes, 2 s and
-//!   3 s, held two of the twelve workers while the shared lane ran 10 s in two pieces),
-//!   never with a lane of its own family (the sweep names its lanes to spread over them);
-//!   exclusive lanes never share.
+//!   family's lane while it is lighter than [`MIN_PIECE_S`] (on the H200 the standard
+//!   tier's threaded copies' and optimizers' lanes, 2 s and 3 s, held two of the twelve
+//!   workers while the shared lane ran 10 s in two pieces), never with a lane of its own
+//!   family (the sweep names its lanes to spread over them); exclusive lanes never share.
 //!
 //! Work is estimated per probe from [`TYPICAL_SECONDS`], measured on the H100 host (the
 //! median of three warm standard tiers, bench/RESULTS.md "Lane sizing"). Where the GPU's kernels are
@@ -409,8 +409,14 @@ fn lightest_pair(
     for (n, &a) in light.iter().enumerate() {
         for &b in &light[n + 1..] {
             let load = cuts[a].heaviest() + cuts[b].heaviest();
+            // A named lane shares only while it is too light to be worth a worker of its
+            // own: in the full tier the named training, optimizer and graph lanes, minutes
+            // each, once shared one worker, and a sweep lane waited 300 s behind them.
+            let light_if_named = |j: usize| !groups[j].named || cuts[j].heaviest() < MIN_PIECE_S;
             if groups[a].lane.backend == groups[b].lane.backend
                 && may_share(&groups[a], &groups[b])
+                && light_if_named(a)
+                && light_if_named(b)
                 && load <= limit
                 && best.is_none_or(|(l, ..)| load < l)
             {
@@ -906,6 +912,52 @@ mod tests {
     }
 
     #[test]
+    fn a_named_lane_worth_a_worker_keeps_it() {
+        // A heavy shared lane to cut, an unnamed side family and a named lane of 5 s: the
+        // two side lanes together would fit under the cut's pieces, but the named lane is
+        // past the minimum a worker is worth, so it does not share and the cut waits.
+        let mut tasks = Vec::new();
+        for i in 0..86 {
+            tasks.push(task(&format!("ops.matmul.c{i}"), Placement::Shared, None));
+        }
+        for i in 0..20 {
+            tasks.push(task(&format!("nn.vae.c{i}"), Placement::Side, None));
+        }
+        for i in 0..5 {
+            tasks.push(task(
+                &format!("train.step.c{i}"),
+                Placement::Side,
+                Some("train"),
+            ));
+        }
+        let budget = LaneBudget {
+            lanes: 3,
+            first_use: false,
+        };
+        let lanes = sized_lanes(tasks.clone(), budget);
+        assert_eq!(lanes.len(), 3, "{lanes:?}");
+        assert!(
+            lanes
+                .iter()
+                .any(|l| ids(l).len() == 5 && ids(l)[0] == "train.step.c0")
+        );
+        // The same lane unnamed shares, and the shared lane is cut.
+        let unnamed: Vec<Task> = tasks
+            .into_iter()
+            .map(|mut t| {
+                t.spec.lane = None;
+                t
+            })
+            .collect();
+        let lanes = sized_lanes(unnamed, budget);
+        let shared = lanes
+            .iter()
+            .filter(|l| ids(l)[0].starts_with("ops."))
+            .count();
+        assert_eq!(shared, 2, "{lanes:?}");
+    }
+
+    #[test]
     fn named_lanes_share_only_with_other_families_and_exclusive_lanes_never() {
         // Two lanes the sweep named to spread over, and one the copies named: the lightest
         // lanes of the plan.
@@ -914,6 +966,14 @@ mod tests {
         tasks.push(task("sweep.add.fp32", Placement::Side, Some("sweep-1")));
         tasks.push(task("sweep.mul.fp32", Placement::Side, Some("sweep-2")));
         tasks.push(task("copy.h2d.tiny", Placement::Side, Some("copy-threads")));
+        // A named lane of minutes (the full tier's training steps) keeps its worker.
+        for i in 0..8 {
+            tasks.push(task(
+                &format!("train.step.c{i}"),
+                Placement::Side,
+                Some("train"),
+            ));
+        }
         let lanes = sized_lanes(
             tasks,
             LaneBudget {
@@ -933,6 +993,13 @@ mod tests {
             .filter(|l| l.contains(&"copy.h2d.tiny"))
             .count();
         assert_eq!(sweep_and_copy, 1, "{lanes:?}");
+        assert!(
+            holding("train.step.c0")
+                .iter()
+                .all(|id| id.starts_with("train.")),
+            "{:?}",
+            holding("train.step.c0")
+        );
         let shared = lanes
             .iter()
             .filter(|l| ids(l).iter().any(|id| id.starts_with("ops.")))

@@ -91,7 +91,7 @@ fn main() -> anyhow::Result<()> {
         budget.lanes
     );
     println!(
-        "{:<8} {:<10} {:>6} {:>9} {:>9} {:>7}  first probe",
+        "{:<8} {:<10} {:>6} {:>9} {:>9} {:>7}  first probe (its families or named lanes)",
         "backend", "placement", "probes", "estimate", "measured", "ends"
     );
     let mut side_end: f64 = 0.0;
@@ -115,17 +115,25 @@ fn main() -> anyhow::Result<()> {
         } else {
             side_end = side_end.max(ends);
         }
+        let mut families: Vec<&str> = Vec::new();
+        for task in &lane.tasks {
+            let family = task.spec.lane.as_deref().unwrap_or(task.spec.id.family());
+            if !families.contains(&family) {
+                families.push(family);
+            }
+        }
         rows.push((
             ends,
             format!(
-                "{:<8} {:<10} {:>6} {:>9.2} {:>9.2} {:>7.2}  {}",
+                "{:<8} {:<10} {:>6} {:>9.2} {:>9.2} {:>7.2}  {} ({})",
                 lane.backend.name(),
                 lane.placement.name(),
                 lane.tasks.len(),
                 estimate,
                 actual,
                 ends,
-                lane.tasks[0].spec.id
+                lane.tasks[0].spec.id,
+                families.join(", ")
             ),
         ));
     }
