@@ -16,7 +16,11 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext, SkipProbe  # noqa: E402
-from gpuprobe.worker.probes import compile_run, compile_specs, sweep_cases, sweep_db, sweep_oracle  # noqa: E402
+from gpuprobe.worker.probes.compile import run as compile_run  # noqa: E402
+from gpuprobe.worker.probes.compile import specs as compile_specs  # noqa: E402
+from gpuprobe.worker.probes.sweep import cases as sweep_cases  # noqa: E402
+from gpuprobe.worker.probes.sweep import db as sweep_db  # noqa: E402
+from gpuprobe.worker.probes.sweep import oracle as sweep_oracle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     compile_run.compiler_problem(torch, False) is not None, reason="no C++ compiler for Inductor's CPU backend"
@@ -344,14 +348,14 @@ def test_an_integer_program_is_judged_exactly_and_its_promoted_floats_by_their_d
 
 
 def test_docs_hold_the_generated_coverage_table() -> None:
-    from gpuprobe.worker.probes import compile_coverage
+    from gpuprobe.worker.probes.compile import coverage as compile_coverage
 
     text = (REPO / "docs" / "probes.md").read_text(encoding="utf-8")
     begin, end = "<!-- compile-coverage:begin -->\n", "<!-- compile-coverage:end -->"
     assert begin in text and end in text
     documented = text.split(begin, 1)[1].split(end, 1)[0]
     assert documented == compile_coverage.markdown(torch), (
-        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.compile_coverage"
+        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.compile.coverage"
     )
 
 

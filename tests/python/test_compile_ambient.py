@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext  # noqa: E402
-from gpuprobe.worker.probes import compile_ambient, compile_specs  # noqa: E402
+from gpuprobe.worker.probes.compile import ambient as compile_ambient  # noqa: E402
+from gpuprobe.worker.probes.compile import specs as compile_specs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +105,7 @@ def test_where_eager_is_exact_the_floor_allows_a_few_units_of_the_setting() -> N
 def test_the_probe_is_catalogued_in_the_full_tier_on_a_lane_of_its_own() -> None:
     probe = next(p for p in compile_specs.specs() if p.id == "compile.ambient")
     assert probe.tier == "full" and probe.placement == "side" and probe.lane == "compile-ambient"
-    assert probe.impl == "gpuprobe.worker.probes.compile_ambient:run"
+    assert probe.impl == "gpuprobe.worker.probes.compile.ambient:run"
     # Every autocast dtype is compiled after the other one, float32 after TF32.
     names = [s.name for s in compile_ambient.STATES]
     assert names.index("autocast_float16") > names.index("autocast_bfloat16")

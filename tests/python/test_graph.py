@@ -20,7 +20,9 @@ from conftest import load_preset, run_plan
 from judge_mirror import classify
 
 from gpuprobe.worker.context import ProbeContext
-from gpuprobe.worker.probes import graph_run, graph_specs, sweep_oracle
+from gpuprobe.worker.probes.graph import run as graph_run
+from gpuprobe.worker.probes.graph import specs as graph_specs
+from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 
 torch = pytest.importorskip("torch")
 

@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext  # noqa: E402
-from gpuprobe.worker.probes import optim_run as R  # noqa: E402
-from gpuprobe.worker.probes import optim_specs  # noqa: E402
+from gpuprobe.worker.probes.optim import run as R  # noqa: E402
+from gpuprobe.worker.probes.optim import specs as optim_specs  # noqa: E402
 
 CPU = torch.device("cpu")
 SEED = 1234
@@ -56,7 +56,7 @@ def test_catalogue_ids_tiers_and_lanes() -> None:
 
 
 def test_configuration_table_matches_pytorchs_optimizer_database() -> None:
-    from gpuprobe.worker.probes import sweep_db
+    from gpuprobe.worker.probes.sweep import db as sweep_db
 
     try:
         sweep_db._install_expecttest_stand_in()

@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_oracle, sweep_ref, sweep_run
+from gpuprobe.worker.probes.sweep import cases as sweep_cases
+from gpuprobe.worker.probes.sweep import db as sweep_db
+from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
+from gpuprobe.worker.probes.sweep import ref as sweep_ref
+from gpuprobe.worker.probes.sweep import run as sweep_run
 
 NAN, INF = math.nan, math.inf
 
@@ -95,7 +99,7 @@ def test_empty_and_size1_slice_batched_tensors_not_parameter_vectors() -> None:
     running_mean, weight = torch.zeros(5), torch.ones(5)
     other = torch.randn(5, 1, 3)
     sample = _sample(x, running_mean, weight, other)
-    targets = sweep_cases._targets(torch, sample, "size1")
+    targets = sweep_cases.transform_targets(torch, sample, "size1")
     assert targets == {id(x), id(other)}
 
 

@@ -39,11 +39,11 @@ from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.copied import Copier
 from gpuprobe.repro.script import Recipe
 
-_IMPL = "gpuprobe.worker.probes.compile_ambient:run"
+_IMPL = "gpuprobe.worker.probes.compile.ambient:run"
 
 _HEADER = """\
-# Copied from gpuprobe (gpuprobe/worker/probes/compile_ambient.py, the TF32 switch of
-# ops_run.py, the compile family's error text and the sweep's oracle records): the step,
+# Copied from gpuprobe (gpuprobe/worker/probes/compile/ambient.py, the TF32 switch of
+# precision.py, the compile family's error text and the sweep's oracle records): the step,
 # the states, running the step under a state and the judge, unchanged."""
 
 #: The probe's definitions the script runs (everything they reach is copied with them).
@@ -72,10 +72,14 @@ _SEED_CALL = 'ctx.derive_seed("ambient")'
 
 @functools.cache
 def _copier() -> Copier:
-    from gpuprobe.worker.probes import compile_ambient, compile_run, ops_run, sweep_oracle, sweep_ref
+    from gpuprobe.worker.probes import precision
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
+    from gpuprobe.worker.probes.compile import run as compile_run
+    from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
+    from gpuprobe.worker.probes.sweep import ref as sweep_ref
 
     return Copier(
-        compile_ambient, ops_run, compile_run, sweep_ref, sweep_oracle, strip=("sweep_oracle", "compile_run"), provided={"torch"}
+        compile_ambient, precision, compile_run, sweep_ref, sweep_oracle, strip=("sweep_oracle", "compile_run"), provided={"torch"}
     )
 
 
@@ -84,7 +88,7 @@ def _seeded_lines() -> str:
     """The probe's lines that build the initial model, the images and the labels, with the
     seed's derivation replaced by ``AMBIENT_SEED`` (``NoRepro`` when the probe no longer
     builds them so)."""
-    from gpuprobe.worker.probes import compile_ambient
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
 
     source = textwrap.dedent(inspect.getsource(compile_ambient.run))
     function = ast.parse(source).body[0]
@@ -258,7 +262,7 @@ def _plain(value: object) -> str:
 
 
 def _run(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import compile_ambient
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
 
     by_name = {s.name: s for s in compile_ambient.STATES}
     first = None
