@@ -703,7 +703,7 @@ def test_healthy_worker_run_passes_and_the_fused_zeros_preset_fails_fused_only()
 def test_a_missing_kernel_is_unsupported_and_a_refusal_is_not_wrong_math() -> None:
     # GradScaler's CUDA unscale has no bfloat16 kernel (NotImplementedError): a documented gap;
     # a fused kernel's layout check (RuntimeError) refuses; neither is judged as wrong math.
-    tally = R.Tally()
+    tally = R.OptimTally()
     ctx = context("optim.gradscaler.bf16")
     message = "\"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'"
     R._classify_step_error(ctx, tally, "forloop+adam", 0, NotImplementedError(message))

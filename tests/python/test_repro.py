@@ -600,7 +600,7 @@ COMPILE_SPEC: dict[str, Any] = {
 
 
 def _compile_result(variant: str, seed: int = 1272032076) -> dict[str, Any]:
-    """A compile probe's failing result as the worker reports it (``compile_run._Tally.fail``)."""
+    """A compile probe's failing result as the worker reports it (``compile_run.ProgramTally.fail_call``)."""
     failure = {
         "class": "wrong_value", "variant": variant, "direction": "forward", "sample": 0, "output": "cumsum out[0]",
         "detail": "all zero", "expected": "1", "found": "0", "zeros": True, "all_zero": True, "bad_elements": 25, "elements": 25,
@@ -649,9 +649,9 @@ def _ambient_result(state: str, device: str = "cpu", verdict: str = "fail") -> d
     from gpuprobe.worker.probes.compile import ambient as compile_ambient
     from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 
-    tally = compile_ambient._Tally()
-    tally.fail(state, "logits", sweep_oracle.LeafFailure(sweep_oracle.WRONG_VALUE, "dtype torch.bfloat16 where eager ...",
-                                                         expected="torch.float16", found="torch.bfloat16"))
+    tally = compile_ambient.StateTally()
+    tally.record_tensor(state, "logits", sweep_oracle.LeafFailure(sweep_oracle.WRONG_VALUE, "dtype torch.bfloat16 where eager ...",
+                                                                  expected="torch.float16", found="torch.bfloat16"))
     measurement = {"kind": "sweep", "op": AMBIENT_PROBE, "cases": 1, "passed": 0, "failed": tally.failed,
                    "failures": tally.failures, "errors": []}
     event = {"probe": AMBIENT_PROBE, "device": device, "observation": {"measurement": measurement, "metrics": {}}}

@@ -313,7 +313,7 @@ def test_a_case_past_the_cap_is_not_judged() -> None:
     noise = train_run.Trajectory(names=["w"], initial=reference.initial)
     noise.losses, noise.grad_norms, noise.after = reference.losses, reference.grad_norms, reference.after
     noise.first_grads = [torch.tensor([1.0, 1.0, 1.0, 0.5], dtype=torch.float64)]  # 25% off: bound 2, past the cap
-    tally = train_run._Tally()
+    tally = train_run.TrainTally()
     subject = train_run.Trajectory(names=["w"], initial=reference.initial)
     subject.losses, subject.grad_norms, subject.after = reference.losses, reference.grad_norms, reference.after
     subject.first_grads = [torch.zeros(4, dtype=torch.float64)]

@@ -29,9 +29,10 @@ from gpuprobe.repro.families.copied import Copier
 from gpuprobe.repro.script import Recipe
 
 _HEADER = """\
-# Copied from gpuprobe (gpuprobe/worker/probes/train/run.py and the sweep's oracle,
-# sweep/oracle.py): the model, its batches and optimizer, the training loop, the float64
-# reference, autocast's emulated rounding and the judge, unchanged."""
+# Copied from gpuprobe (gpuprobe/worker/probes/train/run.py, the sweep's oracle,
+# sweep/oracle.py, and the case tally, gpuprobe/worker/tally.py): the model, its batches and
+# optimizer, the training loop, the float64 reference, autocast's emulated rounding and the
+# judge, unchanged."""
 
 #: Names the script defines itself: the model classes (inside ``define_models``), the
 #: read-back and the fault-simulation point.
@@ -40,7 +41,7 @@ _PROVIDED = {"torch", "nn", "F", "_host64", "_Faults", "ops", *_MODEL_CLASSES}
 _ROOTS = (
     "train",
     "judge_run",
-    "_Tally",
+    "TrainTally",
     "ModelKind",
     "Mode",
     "initial_model",
@@ -54,11 +55,13 @@ _ROOTS = (
 
 @functools.cache
 def _copier() -> Copier:
+    from gpuprobe.worker import tally
     from gpuprobe.worker.probes.sweep import cases as sweep_cases
     from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
     from gpuprobe.worker.probes.train import run as train_run
 
-    return Copier(train_run, sweep_oracle, sweep_cases, strip=("sweep_oracle",), provided=_PROVIDED)
+    # The tally first: the probe's tally subclasses it, and a base class must be defined first.
+    return Copier(tally, train_run, sweep_oracle, sweep_cases, strip=("sweep_oracle",), provided=_PROVIDED)
 
 
 _BODY = '''\
@@ -113,7 +116,7 @@ class _Faults:
         return None
 
 
-class Tally(_Tally):
+class Tally(TrainTally):
     """The probe's tally, also keeping every judged case's error against its bound."""
 
     def __init__(self):

@@ -49,6 +49,7 @@ from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
 from gpuprobe.worker.probes.compile import run as compile_run
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.precision import tf32_mode
+from gpuprobe.worker.tally import CaseTally
 
 #: ``torch.compile``'s options: Inductor's default backend (a test of the CPU swaps in
 #: ``aot_eager``, which skips code generation).
@@ -60,8 +61,6 @@ NOISE_FACTOR = 4.0
 FLOOR_ULPS = 16.0
 #: Unit roundoff of the precision each state's products compute in.
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "tf32": 2.0**-11, "bfloat16": 2.0**-8, "float16": 2.0**-11, "float64": 2.0**-53}
-#: Failures kept in the observation (the counts cover all of them).
-MAX_REPORTED = 6
 
 
 @dataclass(frozen=True)
@@ -186,33 +185,23 @@ def run_step(torch: Any, model: Any, inputs: tuple[Any, Any], state: State, devi
     return StepResult({k: v.to("cpu", torch.float64) for k, v in values.items()}, dtypes)
 
 
-class _Tally:
-    """The probe's cases, as the sweep counts them."""
+class StateTally(CaseTally):
+    """The probe's cases (each tensor of each state's step), as the sweep counts them, and
+    the largest share of its bound a passing tensor used."""
 
     def __init__(self) -> None:
-        self.cases = 0
-        self.passed = 0
-        self.failed: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.device_errors = 0
-        self.errors: list[dict[str, Any]] = []
-        self.unjudged: dict[str, int] = {}
-        self.notes: list[str] = []
+        super().__init__()
         self.bound_used = 0.0
 
-    def unjudge(self, reason: str) -> None:
-        self.unjudged[reason] = self.unjudged.get(reason, 0) + 1
-
-    def fail(self, state: str, output: str, failure: sweep_oracle.LeafFailure) -> None:
-        self.cases += 1
-        self.failed[failure.cls] = self.failed.get(failure.cls, 0) + 1
-        if len(self.failures) < MAX_REPORTED:
-            direction = "backward" if output.startswith("grad.") else "forward"
-            self.failures.append(sweep_oracle.failure_record(failure, variant=state, direction=direction, sample=0, output=output))
+    def record_tensor(self, state: str, output: str, failure: sweep_oracle.LeafFailure | None) -> None:
+        """One tensor of the step compiled under ``state``: passed when ``failure`` is None
+        (its direction: backward for a gradient)."""
+        direction = "backward" if output.startswith("grad.") else "forward"
+        self.record(state, direction, 0, output, failure)
 
 
 def judge_state(
-    tally: _Tally, state: State, compiled: StepResult, eager: StepResult, reference: StepResult
+    tally: StateTally, state: State, compiled: StepResult, eager: StepResult, reference: StepResult
 ) -> None:
     """Each of the compiled step's tensors against eager's dtype and, norm-wise, against the
     float64 step with eager's own error as the yardstick (module docstring)."""
@@ -225,10 +214,10 @@ def judge_state(
             continue
         found = compiled.values.get(name)
         if found is None:
-            tally.fail(state.name, name, sweep_oracle.LeafFailure(sweep_oracle.STRUCTURE, "the compiled step returned no such tensor"))
+            tally.record_tensor(state.name, name, sweep_oracle.LeafFailure(sweep_oracle.STRUCTURE, "the compiled step returned no such tensor"))
             continue
         if compiled.dtypes[name] != eager.dtypes[name]:
-            tally.fail(
+            tally.record_tensor(
                 state.name,
                 name,
                 sweep_oracle.LeafFailure(
@@ -247,13 +236,10 @@ def judge_state(
         eager_error = float((eager.values[name] - expected).norm()) / norm
         bound = max(NOISE_FACTOR * eager_error, floor)
         failure = _norm_failure(found, expected, bound, eager_error)
+        tally.record_tensor(state.name, name, failure)
         if failure is None:
-            tally.cases += 1
-            tally.passed += 1
             error = float((found - expected).norm()) / norm
             tally.bound_used = max(tally.bound_used, error / bound)
-        else:
-            tally.fail(state.name, name, failure)
 
 
 def _norm_failure(found: Any, expected: Any, bound: float, eager_error: float) -> sweep_oracle.LeafFailure | None:
@@ -314,7 +300,7 @@ def run(ctx: ProbeContext) -> ProbeOutput:
             p.copy_(torch.randn(p.shape, generator=generator) * (1.0 / math.sqrt(max(1, p[0].numel() if p.dim() > 1 else 8))))
     images = torch.randn(6, 3, 8, 8, generator=generator)
     labels = torch.randint(0, 10, (6,), generator=generator)
-    tally = _Tally()
+    tally = StateTally()
     metrics: dict[str, Any] = {"states": [], "cache": "gpuprobe's" if cache else "Inductor's default"}
     reference_model = copy.deepcopy(initial).to(torch.float64)
     device_inputs = (images.to(ctx.device), labels.to(ctx.device))
@@ -348,22 +334,7 @@ def run(ctx: ProbeContext) -> ProbeOutput:
     _reset_dynamo(torch)
     metrics["bound_used"] = round(tally.bound_used, 4)
     metrics["seconds"] = round(time.perf_counter() - started, 3)
-    measurement = {
-        "kind": "sweep",
-        "op": "compile.ambient",
-        "variant_test_name": "",
-        "dtype": "float32",
-        "oracle": "value",
-        "cases": tally.cases,
-        "passed": tally.passed,
-        "failed": dict(sorted(tally.failed.items())),
-        "device_errors": tally.device_errors,
-        "invalid_accepted": 0,
-        "refused": 0,
-        "unjudged": dict(sorted(tally.unjudged.items())),
-        "failures": tally.failures,
-        "errors": tally.errors,
-    }
+    measurement = tally.measurement("compile.ambient", "float32")
     notes = list(tally.notes)
     if not ctx.is_gpu:
         notes.append("on the CPU, torch.compile generates C++ (Inductor's CPU backend), not Triton")

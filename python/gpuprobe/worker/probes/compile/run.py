@@ -75,7 +75,7 @@ import shutil
 import sys
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from gpuprobe.worker import simulate
@@ -86,9 +86,8 @@ from gpuprobe.worker.probes.sweep import db as sweep_db
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep.ref import error_text
+from gpuprobe.worker.tally import MAX_REPORTED, CaseTally
 
-#: Failures and errors kept in the observation (the counts cover all of them).
-MAX_REPORTED = 6
 #: Wall-clock budget of one probe's passes; a pass that starts later is counted as not run.
 DEFAULT_BUDGET_S = 150.0
 #: Dynamo gives up on a function after this many recompiles (then runs it eagerly, which
@@ -165,39 +164,27 @@ class _Call:
     nonfinite_only_grads: bool = False
 
 
-@dataclass
-class _Tally:
-    cases: int = 0
-    passed: int = 0
-    failed: dict[str, int] = field(default_factory=dict)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    compile_errors: int = 0
-    compile_error_examples: list[str] = field(default_factory=list)
-    unjudged: dict[str, int] = field(default_factory=dict)
-    unjudged_examples: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    pass_seconds: dict[str, float] = field(default_factory=dict)
-    not_run: list[str] = field(default_factory=list)
+class ProgramTally(CaseTally):
+    """A compiled program's cases, with what only the compile family counts: compile errors
+    on programs eager runs (listed, not wrong values), the passes not run and each pass's
+    time."""
 
-    def unjudge(self, reason: str, text: str) -> None:
-        self.unjudged[reason] = self.unjudged.get(reason, 0) + 1
-        if len(self.unjudged_examples) < 3:
-            self.unjudged_examples.append(text[:200])
+    def __init__(self) -> None:
+        super().__init__()
+        self.compile_errors = 0
+        self.compile_error_examples: list[str] = []
+        self.pass_seconds: dict[str, float] = {}
+        self.passes_not_run: list[str] = []
 
-    def fail(self, call: _Call, variant: str, output: str, failure: sweep_oracle.LeafFailure) -> None:
-        self.failed[failure.cls] = self.failed.get(failure.cls, 0) + 1
-        if len(self.failures) < MAX_REPORTED:
-            self.failures.append(
-                sweep_oracle.failure_record(
-                    failure, variant=variant, direction=call.case.direction, sample=call.sample_index, output=f"{call.key} {output}"
-                )
-            )
+    def fail_call(self, call: _Call, variant: str, output: str, failure: sweep_oracle.LeafFailure) -> None:
+        """A wrong output of one call (counted by the caller), labelled by the call's entry."""
+        self.fail(variant, call.case.direction, call.sample_index, f"{call.key} {output}", failure)
 
     def compile_error(self, call: _Call, variant: str, message: str) -> None:
         """A compile error on a valid program: its own class. It is loud (the user's program
         raises), not a wrong number, so it is listed and counted and does not fail the probe."""
         self.compile_errors += 1
-        self.unjudged["compile_error"] = self.unjudged.get("compile_error", 0) + 1
+        self.unjudge("compile_error")
         if len(self.compile_error_examples) < MAX_REPORTED:
             self.compile_error_examples.append(
                 f"{call.info.name}{_variant_suffix(call.info)} ({variant}, {call.case.direction}, sample {call.sample_index}): {message}"[:400]
@@ -519,7 +506,7 @@ def run_program(
     if not entries:
         raise SkipProbe(f"no entry of this program supports {dtype_name} on {dev_type} in torch {database.torch_version}")
     seed = ctx.derive_seed("samples") % (2**31)
-    tally = _Tally()
+    tally = ProgramTally()
     budget = float(ctx.options.get("compile_budget_s", DEFAULT_BUDGET_S))
     started = time.monotonic()
     counters = _configure_dynamo(torch)
@@ -528,7 +515,7 @@ def run_program(
     with tf32_mode(torch, False):
         for name, transform, with_grad in wanted:
             if time.monotonic() - started > budget:
-                tally.not_run.append(name)
+                tally.passes_not_run.append(name)
                 continue
             pass_started = time.monotonic()
             rounds = _calls_for_pass(torch, prepared, name, transform, with_grad, dtype_name)
@@ -642,7 +629,7 @@ class WritesOutputs(_WrappedEntry):
         return (result, x)
 
 
-def _prepare_entries(torch: Any, entries: list[tuple[str, Any]], dtype_name: str, dev_type: str, seed: int, tally: _Tally) -> list[_Prepared]:
+def _prepare_entries(torch: Any, entries: list[tuple[str, Any]], dtype_name: str, dev_type: str, seed: int, tally: ProgramTally) -> list[_Prepared]:
     prepared = []
     for key, info in entries:
         backward = not sweep_db.is_exact_dtype(dtype_name) and sweep_db.supports_backward(info, torch, dtype_name, dev_type)
@@ -946,7 +933,7 @@ def _run_pass(
     rounds: list[list[_Call]],
     dtype_name: str,
     seed: int,
-    tally: _Tally,
+    tally: ProgramTally,
 ) -> None:
     """Compiles one program for the pass and runs it once per round (rounds hold the same
     entries in the same order: ``dynamic`` runs its program on a first sample, then on one
@@ -990,13 +977,13 @@ def _run_pass(
 
 
 def _judge_call(
-    ctx: ProbeContext, variant: str, call: _Call, eager: list[Any], found: list[Any], seed: int, dtype_name: str, tally: _Tally
+    ctx: ProbeContext, variant: str, call: _Call, eager: list[Any], found: list[Any], seed: int, dtype_name: str, tally: ProgramTally
 ) -> None:
     torch = ctx.torch
     found = _simulated(torch, call, variant, dtype_name, found)
     tally.cases += 1
     if len(found) != len(eager):
-        tally.fail(
+        tally.fail_call(
             call,
             variant,
             "outputs",
@@ -1012,7 +999,7 @@ def _judge_call(
             tally.unjudge("eager_off_too", f"{variant} {call.key}: eager changed elements outside the view")
             return
         if gaps is not None:
-            tally.fail(call, _label(call, variant), "gaps", gaps)
+            tally.fail_call(call, _label(call, variant), "gaps", gaps)
             return
         eager, found = eager[:-1], found[:-1]
     for index, (want, got) in enumerate(zip(eager, found)):
@@ -1052,7 +1039,7 @@ def _judge_call(
     if wrong is None:
         tally.passed += 1
     else:
-        tally.fail(call, _label(call, variant), wrong[0], wrong[1])
+        tally.fail_call(call, _label(call, variant), wrong[0], wrong[1])
 
 
 def _limit_at_infinity(call: _Call, failure: sweep_oracle.LeafFailure) -> bool:
@@ -1252,7 +1239,7 @@ def _simulated(torch: Any, call: _Call, variant: str, dtype_name: str, found: li
 
 
 def _output(
-    tally: _Tally,
+    tally: ProgramTally,
     dtype_name: str,
     chunk: int | None,
     entries: list[tuple[str, Any]],
@@ -1263,33 +1250,15 @@ def _output(
     seconds: float,
 ) -> ProbeOutput:
     label = f"inductor program {chunk:02d}" if chunk is not None else "inductor program"
-    measurement = {
-        "kind": "sweep",
-        "op": label,
-        "variant_test_name": "",
-        "dtype": dtype_name,
-        "oracle": "value",
-        "cases": tally.cases,
-        "passed": tally.passed,
-        "failed": dict(sorted(tally.failed.items())),
-        "device_errors": 0,
-        "invalid_accepted": 0,
-        "refused": 0,
-        "unjudged": dict(sorted(tally.unjudged.items())),
-        "failures": tally.failures,
-        "errors": [],
-    }
+    measurement = tally.measurement(label, dtype_name)
     breaks = sum(counters.get("graph_break", {}).values()) if counters else 0
     graphs = int(counters.get("stats", {}).get("unique_graphs", 0)) if counters else 0
     notes = list(tally.notes)
     if excluded:
         notes.append("entries not compiled: " + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items())))
-    if tally.unjudged:
-        notes.append(
-            "cases not judged: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(tally.unjudged.items()))
-            + ("; e.g. " + " | ".join(tally.unjudged_examples) if tally.unjudged_examples else "")
-        )
+    unjudged = tally.unjudged_note()
+    if unjudged:
+        notes.append(unjudged)
     if tally.compile_errors:
         notes.append(
             f"{tally.compile_errors} compile error(s) on programs eager runs (the compiler's, loud: not counted as wrong "
@@ -1297,8 +1266,8 @@ def _output(
         )
     if breaks:
         notes.append(f"{breaks} graph break(s) (Dynamo ran those parts eagerly: a note, not a failure)")
-    if tally.not_run:
-        notes.append(f"passes not run (the probe's time budget was spent): {', '.join(tally.not_run)}")
+    if tally.passes_not_run:
+        notes.append(f"passes not run (the probe's time budget was spent): {', '.join(tally.passes_not_run)}")
     metrics = {
         "entries": len(entries),
         "graphs": graphs,

@@ -50,6 +50,7 @@ from gpuprobe.worker.faults import is_device_fault
 from gpuprobe.worker.probes.sweep import db as sweep_db
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.precision import tf32_mode
+from gpuprobe.worker.tally import CaseTally
 
 #: Replays after the first, each after the static inputs were updated in place.
 REPLAYS = 4
@@ -57,8 +58,6 @@ REPLAYS = 4
 FLOAT64_REPLAYS = (1,)
 #: Warm-up iterations on a side stream before a capture (PyTorch's documented recipe).
 WARMUP_ITERS = 3
-#: Failures kept in the observation (the counts cover all of them).
-MAX_REPORTED = 6
 #: Failure class of a replay whose wrong output equals the previous replay's.
 STALE_REPLAY = "stale_replay"
 #: Note on a CPU device under test, where no graph exists.
@@ -943,66 +942,24 @@ class CompiledReplayer:
 # -- the protocol -------------------------------------------------------------------------------
 
 
-class Tally:
-    """Cases of one probe in the sweep's observation format."""
+class ReplayTally(CaseTally):
+    """Cases of one probe in the sweep's observation format, and how the replays compare
+    with eager bit for bit (never a failure: a fact the metrics report)."""
 
     def __init__(self) -> None:
-        self.cases = 0
-        self.passed = 0
-        self.failed: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.device_error_count = 0
-        self.errors: list[dict[str, Any]] = []
-        self.unjudged: dict[str, int] = {}
-        self.unjudged_examples: list[str] = []
+        super().__init__(message_chars=300)
         self.bitwise_equal = 0
         self.eager_compared = 0
         #: Replays, by workload, whose outputs differ from eager's in some bit (within the bound).
         self.not_bitwise: dict[str, int] = {}
-        self.notes: list[str] = []
         self.facts: dict[str, Any] = {}
 
-    def unjudge(self, reason: str, example: str) -> None:
-        self.unjudged[reason] = self.unjudged.get(reason, 0) + 1
-        if len(self.unjudged_examples) < 3:
-            self.unjudged_examples.append(example[:200])
-
-    def device_error(self, variant: str, direction: str, sample: int, message: str) -> None:
-        self.cases += 1
-        self.device_error_count += 1
-        if len(self.errors) < MAX_REPORTED:
-            self.errors.append({"variant": variant, "direction": direction, "sample": sample, "message": message[:300]})
-
-    def fail(self, variant: str, direction: str, sample: int, output: str, failure: sweep_oracle.LeafFailure) -> None:
-        self.failed[failure.cls] = self.failed.get(failure.cls, 0) + 1
-        if len(self.failures) >= MAX_REPORTED:
-            return
-        self.failures.append(sweep_oracle.failure_record(failure, variant=variant, direction=direction, sample=sample, output=output))
-
     def output(self, op: str, dtype_name: str, metrics: dict[str, Any], notes: list[str]) -> ProbeOutput:
-        measurement = {
-            "kind": "sweep",
-            "op": op,
-            "variant_test_name": "",
-            "dtype": dtype_name,
-            "oracle": "value",
-            "cases": self.cases,
-            "passed": self.passed,
-            "failed": dict(sorted(self.failed.items())),
-            "device_errors": self.device_error_count,
-            "invalid_accepted": 0,
-            "refused": 0,
-            "unjudged": dict(sorted(self.unjudged.items())),
-            "failures": self.failures,
-            "errors": self.errors,
-        }
+        measurement = self.measurement(op, dtype_name)
         notes = list(notes) + self.notes
-        if self.unjudged:
-            notes.append(
-                "cases not judged: "
-                + ", ".join(f"{k} {v}" for k, v in sorted(self.unjudged.items()))
-                + ("; e.g. " + " | ".join(self.unjudged_examples) if self.unjudged_examples else "")
-            )
+        unjudged = self.unjudged_note()
+        if unjudged:
+            notes.append(unjudged)
         metrics = {
             **metrics,
             **self.facts,
@@ -1113,7 +1070,7 @@ def judge_replays(
     ctx: ProbeContext,
     bound: Bound,
     replayer: Any,
-    tally: Tally,
+    tally: ReplayTally,
     dtype_name: str,
     *,
     label: str | None = None,
@@ -1266,16 +1223,12 @@ def _float64_fallback(
     return judge
 
 
-def _record(tally: Tally, variant: str, direction: str, sample: int, verdict: tuple[str, sweep_oracle.LeafFailure] | None) -> None:
-    tally.cases += 1
-    if verdict is None:
-        tally.passed += 1
-        return
-    output, failure = verdict
-    tally.fail(variant, direction, sample, output, failure)
+def _record(tally: ReplayTally, variant: str, direction: str, sample: int, verdict: tuple[str, sweep_oracle.LeafFailure] | None) -> None:
+    output, failure = verdict if verdict is not None else ("", None)
+    tally.record(variant, direction, sample, output, failure)
 
 
-def _exception(ctx: ProbeContext, tally: Tally, variant: str, step: str, sample: int, exc: BaseException) -> None:
+def _exception(ctx: ProbeContext, tally: ReplayTally, variant: str, step: str, sample: int, exc: BaseException) -> None:
     """An exception in a case: a device error when it is a fault of the device's stack (and
     the probe stops if the device context did not survive it), else unjudged."""
     text = _error_text(exc)
@@ -1341,7 +1294,7 @@ def _replayer(ctx: ProbeContext) -> Any:
     return CudaGraphReplayer(ctx.torch, ctx.device) if ctx.is_gpu else EagerReplayer(ctx.torch)
 
 
-def _finish(ctx: ProbeContext, tally: Tally, op: str, dtype_name: str, workloads: list[str], started: float,
+def _finish(ctx: ProbeContext, tally: ReplayTally, op: str, dtype_name: str, workloads: list[str], started: float,
             notes: list[str] | None = None) -> ProbeOutput:
     metrics = {
         "workloads": ",".join(workloads),
@@ -1352,7 +1305,7 @@ def _finish(ctx: ProbeContext, tally: Tally, op: str, dtype_name: str, workloads
     return tally.output(op, dtype_name, metrics, _base_notes(ctx) + list(notes or []))
 
 
-def _run_workloads(ctx: ProbeContext, tally: Tally, dtype_name: str, bounds: list[Callable[[], Bound]],
+def _run_workloads(ctx: ProbeContext, tally: ReplayTally, dtype_name: str, bounds: list[Callable[[], Bound]],
                    replayer_for: Callable[[], Any]) -> None:
     for make in bounds:
         try:
@@ -1374,7 +1327,7 @@ def run_capture(ctx: ProbeContext, dtype: str, workloads: list[str]) -> ProbeOut
     torch = ctx.torch
     dtype_name = DTYPES[dtype]
     started = time.monotonic()
-    tally = Tally()
+    tally = ReplayTally()
     with _on_device(ctx):
         makers = [
             _named(name, lambda k=KERNELS[name]: KernelBound(torch, k, ctx.device, getattr(torch, dtype_name), ctx.cpu_generator(k.name)))
@@ -1393,7 +1346,7 @@ def run_training(ctx: ProbeContext, dtype: str, workloads: list[str]) -> ProbeOu
     dtype_name = DTYPES[dtype]
     dt = getattr(torch, dtype_name)
     started = time.monotonic()
-    tally = Tally()
+    tally = ReplayTally()
     notes = []
     if not ctx.is_gpu:
         notes.append("CPU: the optimizers run without capturable=True (a CPU has no capturable optimizers)")
@@ -1419,7 +1372,7 @@ def run_pool(ctx: ProbeContext, dtype: str, workloads: list[str]) -> ProbeOutput
     dtype_name = DTYPES[dtype]
     dt = getattr(torch, dtype_name)
     started = time.monotonic()
-    tally = Tally()
+    tally = ReplayTally()
     # Up to 4 Mi float32 elements (16 MiB) per allocation on a GPU; 64 Ki on the CPU.
     largest = 1 << 22 if ctx.is_gpu else 1 << 16
     pressures: list[AllocatorPressure] = []
@@ -1499,7 +1452,7 @@ def run_compiled(
     dtype_name = DTYPES[dtype]
     dt = getattr(torch, dtype_name)
     started = time.monotonic()
-    tally = Tally()
+    tally = ReplayTally()
     workloads = [w for names in groups.values() for w in names] + list(training or [])
     with _on_device(ctx):
         for group, names in groups.items():

@@ -85,9 +85,8 @@ from gpuprobe.worker import simulate
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
 from gpuprobe.worker.faults import is_device_fault
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
+from gpuprobe.worker.tally import CaseTally
 
-#: Failures kept in the observation (the counts cover all of them).
-MAX_REPORTED = 6
 #: Optimizer steps per case (each judged).
 STEPS = 3
 #: ``C`` of the rounding bound (module docstring). On the H200 (torch 2.11) every correct
@@ -1206,92 +1205,37 @@ def judge_state(
 # The tally (the sweep's observation format).
 
 
-class Tally:
-    """Counts cases and keeps the first failures, errors and reasons, as ``SweepStats``."""
+class OptimTally(CaseTally):
+    """Counts cases and keeps the first failures, errors and reasons, as ``SweepStats``, and
+    the largest error of each comparison against float64."""
 
     def __init__(self) -> None:
-        self.cases = 0
-        self.passed = 0
-        self.failed: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.device_errors: list[dict[str, Any]] = []
-        self.device_error_count = 0
-        self.refused = 0
-        self.refused_examples: list[str] = []
-        self.unjudged: dict[str, int] = {}
-        self.unjudged_examples: list[str] = []
-        self.not_run = 0
-        self.context_lost: str | None = None
-        self.notes: list[str] = []
+        super().__init__(message_chars=300)
         #: Largest error of each comparison against float64, in units of the allowed error.
         self.worst: list[float] = []
 
-    def unjudge(self, reason: str, text: str) -> None:
-        self.unjudged[reason] = self.unjudged.get(reason, 0) + 1
-        if len(self.unjudged_examples) < 3:
-            self.unjudged_examples.append(text[:200])
-
-    def refuse(self, text: str) -> None:
-        self.refused += 1
-        if len(self.refused_examples) < 3:
-            self.refused_examples.append(text[:200])
-
-    def error(self, variant: str, direction: str, sample: int, message: str) -> None:
-        self.cases += 1
-        self.device_error_count += 1
-        if len(self.device_errors) < MAX_REPORTED:
-            self.device_errors.append(
-                {"variant": variant, "direction": direction, "sample": sample, "message": message[:300]}
-            )
-
-    def record(self, variant: str, direction: str, sample: int, finding: Finding | None) -> None:
+    def record_finding(self, variant: str, direction: str, sample: int, finding: Finding | None) -> None:
         """Counts one judged case: passed when ``finding`` is None."""
-        self.cases += 1
-        if finding is None:
-            self.passed += 1
-            return
-        self.failed[finding.cls] = self.failed.get(finding.cls, 0) + 1
-        if len(self.failures) < MAX_REPORTED:
-            self.failures.append(
-                sweep_oracle.failure_record(finding, variant=variant, direction=direction, sample=sample, output=finding.output)
-            )
+        self.record(variant, direction, sample, finding.output if finding is not None else "", finding)
 
     def output(
         self, op: str, variant_test_name: str, dtype_name: str, oracle: str, metrics: dict[str, Any]
     ) -> ProbeOutput:
-        measurement = {
-            "kind": "sweep",
-            "op": op,
-            "variant_test_name": variant_test_name,
-            "dtype": dtype_name,
-            "oracle": oracle,
-            "cases": self.cases,
-            "passed": self.passed,
-            "failed": dict(sorted(self.failed.items())),
-            "device_errors": self.device_error_count,
-            "invalid_accepted": 0,
-            "refused": self.refused,
-            "unjudged": dict(sorted(self.unjudged.items())),
-            "failures": self.failures,
-            "errors": self.device_errors,
-        }
+        measurement = self.measurement(op, dtype_name, variant_test_name=variant_test_name, oracle=oracle)
         notes = list(self.notes)
         if self.refused:
             notes.append(
                 f"{self.refused} case(s) refused by an argument check of the implementation (not wrong math): "
                 + "; ".join(self.refused_examples)
             )
-        if self.unjudged:
-            notes.append(
-                "cases not judged: "
-                + ", ".join(f"{k} {v}" for k, v in sorted(self.unjudged.items()))
-                + ("; e.g. " + " | ".join(self.unjudged_examples) if self.unjudged_examples else "")
-            )
+        unjudged = self.unjudged_note()
+        if unjudged:
+            notes.append(unjudged)
         if self.context_lost:
             notes.append(self.context_lost)
-        if self.not_run:
-            reason = "the device context was lost" if self.context_lost else "the probe's time budget was spent"
-            notes.append(f"{self.not_run} case(s) not run: {reason}")
+        not_run = self.not_run_note()
+        if not_run:
+            notes.append(not_run)
         worst = round(max(self.worst), 4) if self.worst else None
         return ProbeOutput(
             measurement=measurement, metrics=dict(metrics, not_run=self.not_run, worst_ratio=worst), notes=notes
@@ -1408,7 +1352,7 @@ def run_optimizer(
         edges = edge_configurations(torch, cls, class_name, device_type)
         zero_configs = [c for c in _unique(chosen + edges) if dtype_name != "float16" or state_stays_normal_in_float16(c)]
         lists.append(("+zero_grads", zero_grad_list(), zero_configs))
-    tally = Tally()
+    tally = OptimTally()
     if "foreach" in impls and device_type == "cpu":
         tally.notes.append(
             "on the CPU, foreach=True runs the multi-tensor code path with the per-tensor fallback kernels"
@@ -1444,7 +1388,7 @@ def run_optimizer(
 
 
 def _reference(
-    torch: Any, cls: Any, config: Config, param_set: ParamSet, tally: Tally
+    torch: Any, cls: Any, config: Config, param_set: ParamSet, tally: OptimTally
 ) -> tuple[Trajectory | None, ParamSet, str]:
     """The float64 for-loop trajectory on the CPU (and the parameter set it could step), or
     None and why."""
@@ -1471,7 +1415,7 @@ def _reference(
 
 def _run_config(
     ctx: ProbeContext,
-    tally: Tally,
+    tally: OptimTally,
     optimizer: str,
     cls: Any,
     impls: tuple[str, ...],
@@ -1519,13 +1463,13 @@ def _run_config(
                     torch, found, reference, bounds, param_set, forloop_params, shapes, worst, implementation
                 )
         tally.worst.extend(worst)
-        tally.record(variant, f"step{step}", config_index, finding)
+        tally.record_finding(variant, f"step{step}", config_index, finding)
         if implementation == "forloop" and finding is None:
             forloop = found
 
 
 def _yardsticks(
-    torch: Any, cls: Any, impls: tuple[str, ...], config: Config, param_set: ParamSet, tally: Tally, list_suffix: str
+    torch: Any, cls: Any, impls: tuple[str, ...], config: Config, param_set: ParamSet, tally: OptimTally, list_suffix: str
 ) -> dict[str, Trajectory]:
     """Each implementation in the parameters' own dtypes on the CPU (module docstring), by
     implementation: the for-loop and foreach compute in the dtype, each in its own order of
@@ -1645,7 +1589,7 @@ def judge_trajectory(
     return judge_state(torch, found, reference, bounds, param_set, steps, implementation), steps
 
 
-def _skip_when_nothing_judged(tally: Tally, what: str) -> None:
+def _skip_when_nothing_judged(tally: OptimTally, what: str) -> None:
     """A probe none of whose cases could be judged (every implementation refused, or the
     backend has no kernel for the dtype) skips with the reason instead of passing empty."""
     if tally.cases or tally.context_lost or tally.not_run:
@@ -1654,7 +1598,7 @@ def _skip_when_nothing_judged(tally: Tally, what: str) -> None:
     raise SkipProbe(f"{what}: no case applies here" + (f" ({reasons[0]})" if reasons else ""))
 
 
-def _classify_step_error(ctx: ProbeContext, tally: Tally, variant: str, sample: int, exc: BaseException) -> None:
+def _classify_step_error(ctx: ProbeContext, tally: OptimTally, variant: str, sample: int, exc: BaseException) -> None:
     message = _error_text(exc)
     if isinstance(exc, NotImplementedError):
         # The backend has no kernel for this dtype (GradScaler's CUDA unscale of bfloat16
@@ -1666,7 +1610,7 @@ def _classify_step_error(ctx: ProbeContext, tally: Tally, variant: str, sample: 
         # implementation does not take): stricter, not wrong math.
         tally.refuse(f"{variant}: {message}")
         return
-    tally.error(variant, "step", sample, message)
+    tally.device_error(variant, "step", sample, message)
     if ctx.is_gpu:
         problem = device_context_problem(ctx.torch, ctx.device)
         if problem is not None:
@@ -1748,7 +1692,7 @@ def run_gradscaler(ctx: ProbeContext, dtype: str, optimizers: list[str] | None =
         raise SkipProbe(f"torch.amp.GradScaler({device_type!r}) is not available: {_error_text(exc)}") from None
     if not probe_scaler.is_enabled():
         raise SkipProbe(f"torch.amp.GradScaler({device_type!r}) disables itself on this machine")
-    tally = Tally()
+    tally = OptimTally()
     seed = ctx.derive_seed("scaler") % (2**31)
     specs = scaler_param_specs()
     finite_steps = sum(1 for kind in SCALER_SCHEDULE if kind == "finite")
@@ -1810,7 +1754,7 @@ def run_gradscaler(ctx: ProbeContext, dtype: str, optimizers: list[str] | None =
 
 def _scaler_case(
     ctx: ProbeContext,
-    tally: Tally,
+    tally: OptimTally,
     scaler_cls: Any,
     cls: Any,
     kwargs: dict[str, Any],
@@ -1902,12 +1846,12 @@ def _scaler_case(
                 found=_fmt(got_scale),
             )
         if finding is not None:
-            tally.record(variant, direction, sample, finding)
+            tally.record_finding(variant, direction, sample, finding)
             return
         previous = values
         previous_state = _state_snapshot(torch, optimizer, params)
         scale = got_scale
-    tally.record(variant, f"step{len(SCALER_SCHEDULE)}", sample, None)
+    tally.record_finding(variant, f"step{len(SCALER_SCHEDULE)}", sample, None)
 
 
 def _unchanged(
@@ -2117,7 +2061,7 @@ def run_clip(ctx: ProbeContext, dtype: str, mixed: bool = False, layouts: bool =
     gradient, with and without ``error_if_nonfinite``."""
     torch = ctx.torch
     dtype_name = DTYPES[dtype]
-    tally = Tally()
+    tally = OptimTally()
     seed = ctx.derive_seed("clip") % (2**31)
     budget = float(ctx.options.get("optim_budget_s", DEFAULT_BUDGET_S))
     started = time.monotonic()
@@ -2256,7 +2200,7 @@ def _keep_layout(torch: Any, clip_list: ClipList, keep: list[int]) -> tuple[list
 
 def _clip_norm_case(
     ctx: ProbeContext,
-    tally: Tally,
+    tally: OptimTally,
     clip_list: ClipList,
     keep: list[int],
     norm_type: float,
@@ -2305,7 +2249,7 @@ def _clip_norm_case(
     if finding is None:
         finding = _clip_structure(clip_list)
         direction = "grads"
-    tally.record(variant, direction, sample, finding)
+    tally.record_finding(variant, direction, sample, finding)
 
 
 def _left_out(clip_list: ClipList, keep: list[int]) -> set[int]:
@@ -2357,7 +2301,7 @@ def _judge_clipped(
 
 def _clip_value_case(
     ctx: ProbeContext,
-    tally: Tally,
+    tally: OptimTally,
     clip_list: ClipList,
     implementation: str,
     foreach: bool | None,
@@ -2386,12 +2330,12 @@ def _clip_value_case(
     )
     if finding is None:
         finding = _clip_structure(clip_list)
-    tally.record(variant, "grads", sample, finding)
+    tally.record_finding(variant, "grads", sample, finding)
 
 
 def _clip_nonfinite_case(
     ctx: ProbeContext,
-    tally: Tally,
+    tally: OptimTally,
     clip_list: ClipList,
     norm_type: float,
     value: float,
@@ -2470,7 +2414,7 @@ def _clip_nonfinite_case(
                 expected="nan" if want_nan else "inf",
                 found=_fmt(total_found),
             )
-    tally.record(variant, direction, sample, finding)
+    tally.record_finding(variant, direction, sample, finding)
 
 
 def _cpu_refuses_nonfinite(

@@ -75,33 +75,6 @@ class LeafFailure:
     elements: int = 0
 
 
-def failure_record(failure: Any, *, variant: str, direction: str, sample: int, output: str) -> dict[str, Any]:
-    """A wrong case as an observation's ``failures`` lists it (``SweepFailure``), from a
-    ``LeafFailure`` (or anything with its fields). A non-finite error or bound is left out:
-    JSON has no NaN or infinity."""
-    entry: dict[str, Any] = {
-        "class": failure.cls,
-        "variant": variant,
-        "direction": direction,
-        "sample": sample,
-        "output": output,
-        "detail": failure.detail,
-        "expected": failure.expected,
-        "found": failure.found,
-        "zeros": failure.zeros,
-        "all_zero": failure.all_zero,
-        "bad_elements": failure.bad_elements,
-        "elements": failure.elements,
-    }
-    if failure.index is not None:
-        entry["index"] = failure.index
-    if failure.max_err is not None and math.isfinite(failure.max_err):
-        entry["max_err"] = failure.max_err
-    if failure.allowed is not None and math.isfinite(failure.allowed):
-        entry["allowed"] = failure.allowed
-    return entry
-
-
 def _fmt(value: float) -> str:
     if math.isnan(value):
         return "nan"

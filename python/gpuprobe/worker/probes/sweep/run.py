@@ -37,9 +37,8 @@ from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.sweep import ref as sweep_ref
 from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep.ref import error_text
+from gpuprobe.worker.tally import CaseTally
 
-#: Failures kept in the observation (the counts cover all of them).
-MAX_REPORTED = 6
 #: Wall-clock budget for one probe's cases; the rest are counted as not run.
 DEFAULT_BUDGET_S = 20.0
 #: Limit for one reference computation.
@@ -128,7 +127,7 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
     cases = sweep_cases.choose_cases(torch, info, samples, seed, backward, dtype_name, only_new=only_new, plain=chosen.plain)
     budget = float(ctx.options.get("sweep_budget_s", DEFAULT_BUDGET_S))
     reference = sweep_ref.shared()
-    tally = _Tally()
+    tally = SweepTally()
     started = time.monotonic()
     # float32 is judged as float32: TF32 is a documented reduced-precision mode.
     with tf32_mode(torch, False):
@@ -164,37 +163,20 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
     return output
 
 
-class _Tally:
+class SweepTally(CaseTally):
+    """The sweep's tally: every kind of case an operator's probe counts, with what only the
+    sweep tracks (the transforms and directions run, the error inputs tried, each sample's
+    base forward time). Examples are cut by the caller (``example_chars=None``)."""
+
     def __init__(self) -> None:
-        self.cases = 0
-        self.passed = 0
-        self.failed: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.device_errors: list[dict[str, Any]] = []
-        self.device_error_count = 0
-        self.invalid_accepted = 0
-        self.invalid_examples: list[str] = []
-        self.unjudged: dict[str, int] = {}
-        self.unjudged_examples: list[str] = []
-        self.not_run = 0
-        self.context_lost: str | None = None
+        super().__init__(example_chars=None)
         self.variants: set[str] = set()
         self.directions: set[str] = set()
-        self.notes: list[str] = []
-        self.refused = 0
-        self.refused_examples: list[str] = []
-        self.nonfinite_swallowed = 0
-        self.swallowed_examples: list[str] = []
         self.error_inputs = 0
         self.error_inputs_rejected = 0
         #: Device seconds of each sample's base forward call (``_large_case_skip``); None
         #: where it raised.
         self.base_seconds: dict[int, float | None] = {}
-
-    def unjudge(self, kind: str, text: str) -> None:
-        self.unjudged[kind] = self.unjudged.get(kind, 0) + 1
-        if len(self.unjudged_examples) < 3:
-            self.unjudged_examples.append(text)
 
     def output(
         self,
@@ -209,23 +191,9 @@ class _Tally:
         reference: sweep_ref.ReferenceProcess,
         seconds: float,
     ) -> ProbeOutput:
-        measurement = {
-            "kind": "sweep",
-            "op": info.name,
-            "variant_test_name": str(getattr(info, "variant_test_name", "") or ""),
-            "dtype": dtype_name,
-            "oracle": oracle,
-            "cases": self.cases,
-            "passed": self.passed,
-            "failed": dict(sorted(self.failed.items())),
-            "device_errors": self.device_error_count,
-            "invalid_accepted": self.invalid_accepted,
-            "refused": self.refused,
-            "nonfinite_swallowed": self.nonfinite_swallowed,
-            "unjudged": dict(sorted(self.unjudged.items())),
-            "failures": self.failures,
-            "errors": self.device_errors,
-        }
+        measurement = self.measurement(
+            info.name, dtype_name, variant_test_name=str(getattr(info, "variant_test_name", "") or ""), oracle=oracle
+        )
         notes = list(self.notes)
         if self.error_inputs:
             notes.append(
@@ -248,17 +216,14 @@ class _Tally:
                 f"{self.nonfinite_swallowed} case(s): the result looks valid but is meaningless (LAPACK, cuSOLVER and "
                 "MAGMA do not promise to propagate NaN; not counted as wrong math): " + "; ".join(self.swallowed_examples)
             )
-        if self.unjudged:
-            notes.append(
-                "cases without a usable reference (not judged): "
-                + ", ".join(f"{k} {v}" for k, v in sorted(self.unjudged.items()))
-                + ("; e.g. " + " | ".join(self.unjudged_examples) if self.unjudged_examples else "")
-            )
+        unjudged = self.unjudged_note("cases without a usable reference (not judged)")
+        if unjudged:
+            notes.append(unjudged)
         if self.context_lost:
             notes.append(self.context_lost)
-        if self.not_run:
-            reason = "the device context was lost" if self.context_lost else "the probe's time budget was spent"
-            notes.append(f"{self.not_run} case(s) not run: {reason}")
+        not_run = self.not_run_note()
+        if not_run:
+            notes.append(not_run)
         metrics = {
             "op": info.name,
             "dtype": dtype_name,
@@ -289,7 +254,7 @@ def _run_one(
     atol: float,
     rtol: float,
     reference: sweep_ref.ReferenceProcess,
-    tally: _Tally,
+    tally: SweepTally,
     reference_inputs: bool = False,
     plain: int | None = None,
 ) -> None:
@@ -385,9 +350,7 @@ def _run_one(
         tally.passed += 1
         if device_error is not None:
             return  # both reject the input
-        tally.invalid_accepted += 1
-        if len(tally.invalid_examples) < 3:
-            tally.invalid_examples.append(f"{where} (CPU: {ref.get('error', '')})"[:200])
+        tally.accept_invalid(f"{where} (CPU: {ref.get('error', '')})"[:200])
         return
     if device_error is not None and case.transform in sweep_cases.CALL_VARIANTS:
         # The CPU's same variant in the same dtype (the out= tensor of the same narrower or
@@ -410,22 +373,16 @@ def _run_one(
         # requirement of the device's kernel), or the device's linear-algebra library
         # reported a NaN or infinity in a matrix it was given (``torch.linalg.LinAlgError``:
         # failed to converge, not positive-definite): stricter, not wrong math. Reported.
-        tally.refused += 1
-        if len(tally.refused_examples) < 3:
-            tally.refused_examples.append(f"{where}: {device_error}"[:200])
+        tally.refuse(f"{where}: {device_error}"[:200])
         return
     if device_error is not None and _reads_outside_argument(torch, reference, request):
         tally.unjudge("argument_undefined", f"{where}: {_READS_OUTSIDE}"[:200])
         return
-    tally.cases += 1
     if device_error is not None:
-        tally.device_error_count += 1
-        if len(tally.device_errors) < MAX_REPORTED:
-            message = device_error if case.argument is None else f"{_argument_label(torch, sample, case)}: {device_error}"
-            tally.device_errors.append(
-                {"variant": case.transform, "direction": case.direction, "sample": case.sample, "message": message}
-            )
+        message = device_error if case.argument is None else f"{_argument_label(torch, sample, case)}: {device_error}"
+        tally.device_error(case.transform, case.direction, case.sample, message)
         return
+    tally.cases += 1
     expected = ref["outputs"]
     assert device_values is not None
     same_cache: dict[str, Any] = {}
@@ -452,9 +409,7 @@ def _run_one(
     if failure.cls == sweep_oracle.NONFINITE_SWALLOWED:
         # A finding of its own, not wrong math: counted and reported in the notes.
         tally.passed += 1
-        tally.nonfinite_swallowed += 1
-        if len(tally.swallowed_examples) < 3:
-            tally.swallowed_examples.append(f"{where}: {_output_name(index, case.backward)} {failure.detail}"[:240])
+        tally.swallow(f"{where}: {_output_name(index, case.backward)} {failure.detail}"[:240])
         return
     if case.transform in LAYOUT_TRANSFORMS:
         # The CPU is not always right: a strided input the CPU's kernel mishandles (it
@@ -847,12 +802,8 @@ def _leaf_bounds(torch: Any, info: Any, dtype_name: str, found: Any, atol: float
     return own_real, max(atol, own_atol), max(rtol, own_rtol)
 
 
-def _record(tally: _Tally, case: sweep_cases.Case, cls: str, failure: sweep_oracle.LeafFailure, output: str) -> None:
-    tally.failed[cls] = tally.failed.get(cls, 0) + 1
-    if len(tally.failures) < MAX_REPORTED:
-        entry = sweep_oracle.failure_record(failure, variant=case.transform, direction=case.direction, sample=case.sample, output=output)
-        entry["class"] = cls
-        tally.failures.append(entry)
+def _record(tally: SweepTally, case: sweep_cases.Case, cls: str, failure: sweep_oracle.LeafFailure, output: str) -> None:
+    tally.fail(case.transform, case.direction, case.sample, output, failure, cls=cls)
 
 
 def _error_inputs_due(torch: Any, info: Any, dtype: str, dev_type: str, only_new: tuple[str, ...] | None) -> bool:
@@ -865,7 +816,7 @@ def _error_inputs_due(torch: Any, info: Any, dtype: str, dev_type: str, only_new
     return first == dtype
 
 
-def _run_error_inputs(ctx: ProbeContext, info: Any, dtype_name: str, tally: _Tally, started: float, budget: float) -> None:
+def _run_error_inputs(ctx: ProbeContext, info: Any, dtype_name: str, tally: SweepTally, started: float, budget: float) -> None:
     """The database's error inputs (``OpInfo.error_inputs``): inputs every device must
     reject. Raising, whatever the message, is right (messages differ by device). Returning
     values where the CPU rejects the same input is ``invalid_accepted``: reported, not
@@ -930,9 +881,7 @@ def _run_error_inputs(ctx: ProbeContext, info: Any, dtype_name: str, tally: _Tal
         except Exception as exc:  # noqa: BLE001 - the CPU rejects it, as the database says
             tally.cases += 1
             tally.passed += 1
-            tally.invalid_accepted += 1
-            if len(tally.invalid_examples) < 3:
-                tally.invalid_examples.append(f"{where}: the database expects {expected} (CPU: {error_text(exc, 120)})"[:200])
+            tally.accept_invalid(f"{where}: the database expects {expected} (CPU: {error_text(exc, 120)})"[:200])
             continue
         tally.unjudge("error_input_accepted_by_cpu", f"{where}: the CPU computes it too (the database expects {expected})")
 

@@ -94,14 +94,13 @@ from gpuprobe.worker.probes.compile import run as compile_run
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.train import specs as train_specs
 from gpuprobe.worker.probes.precision import tf32_mode
+from gpuprobe.worker.tally import CaseTally
 
 #: Training steps per run.
 STEPS = 3
 #: ``clip_grad_norm_``'s limit: below the models' gradient norms (about 0.9 on both), so that
 #: clipping scales every step's gradients.
 MAX_NORM = 0.5
-#: Failures and errors kept in the observation (the counts cover all of them).
-MAX_REPORTED = 6
 #: ``torch.compile``'s options in the compiled modes: none, Inductor's default backend
 #: (a test of the CPU swaps in ``aot_eager``, which skips code generation).
 COMPILE_OPTIONS: dict[str, Any] = {}
@@ -801,36 +800,14 @@ def _from_compiler(exc: BaseException) -> bool:
 # Judging.
 
 
-class _Tally:
-    """The probe's cases, as the sweep counts them."""
+class TrainTally(CaseTally):
+    """The probe's cases, as the sweep counts them, and how much of each bound a passing
+    case used."""
 
     def __init__(self) -> None:
-        self.cases = 0
-        self.passed = 0
-        self.failed: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.device_errors = 0
-        self.errors: list[dict[str, Any]] = []
-        self.refused = 0
-        self.unjudged: dict[str, int] = {}
-        self.notes: list[str] = []
+        super().__init__()
         #: The largest error / bound seen per quantity (how much of each bound a healthy run uses).
         self.bound_used: dict[str, float] = {}
-
-    def unjudge(self, reason: str, count: int = 1) -> None:
-        self.unjudged[reason] = self.unjudged.get(reason, 0) + count
-
-    def fail(self, variant: str, direction: str, step: int, output: str, failure: sweep_oracle.LeafFailure) -> None:
-        self.failed[failure.cls] = self.failed.get(failure.cls, 0) + 1
-        if len(self.failures) >= MAX_REPORTED:
-            return
-        self.failures.append(sweep_oracle.failure_record(failure, variant=variant, direction=direction, sample=step, output=output))
-
-    def device_error(self, variant: str, step: int, message: str) -> None:
-        self.cases += 1
-        self.device_errors += 1
-        if len(self.errors) < MAX_REPORTED:
-            self.errors.append({"variant": variant, "direction": "step", "sample": step, "message": message})
 
     def judge(
         self,
@@ -1018,7 +995,7 @@ def _relative(found: torch.Tensor, expected: torch.Tensor) -> float:
 
 
 def judge_run(
-    tally: _Tally,
+    tally: TrainTally,
     variant: str,
     subject: Trajectory,
     yardstick: Trajectory,
@@ -1131,7 +1108,7 @@ def region_gradients(
     return [rows.T @ inputs, rows.sum(0)], [rounded(rows_r.T @ rounded(inputs)), rounded(rows_r.sum(0))]
 
 
-def judge_region(tally: _Tally, subject: Trajectory, targets: torch.Tensor, dtype: torch.dtype) -> None:
+def judge_region(tally: TrainTally, subject: Trajectory, targets: torch.Tensor, dtype: torch.dtype) -> None:
     """The nested modes' region check: step 1's gradients of the inner region's parameters
     against ``region_gradients`` from the subject's own head input and logits (variant
     ``float64``, direction ``region_grad``). Bound: the float32 floor of a gradient, or
@@ -1139,7 +1116,7 @@ def judge_region(tally: _Tally, subject: Trajectory, targets: torch.Tensor, dtyp
     whichever is larger: float32-tight for a float32 region, however bf16 the rest of the
     model is."""
     if subject.steps_done < 1 or len(subject.head_seen) != 2:
-        tally.unjudge("region_not_seen", len(REGION_PARAMETERS))
+        tally.unjudge("region_not_seen", count=len(REGION_PARAMETERS))
         return
     x, logits = subject.head_seen
     exact, rounded = region_gradients(x, logits, targets, dtype)
@@ -1303,7 +1280,7 @@ def run(ctx: ProbeContext, *, model: str, mode: str) -> ProbeOutput:
     batches = kind.batches(torch.Generator().manual_seed(seed("batches")))
     reference_batches = [(x.to(torch.float64) if x.is_floating_point() else x, y) for x, y in batches]
     device_batches = [(ops.stage(x, ctx.device), ops.stage(y, ctx.device)) for x, y in batches]
-    tally = _Tally()
+    tally = TrainTally()
     metrics: dict[str, Any] = {
         "model": model,
         "mode": mode,
@@ -1482,7 +1459,7 @@ RECOMPUTATION_CASES = (
 
 
 def judge_recomputation(
-    tally: _Tally,
+    tally: TrainTally,
     runs: dict[str, Trajectory],
     reference: Trajectory,
     noise: Trajectory | None,
@@ -1500,7 +1477,7 @@ def judge_recomputation(
         for what, failed in ((variant, run), (f"{variant} yardstick", yardstick)):
             if failed.error is not None:
                 if is_device_fault(failed.error) and failed is run:
-                    tally.device_error(variant, failed.error_step, failed.error)
+                    tally.device_error(variant, "step", failed.error_step, failed.error)
                 tally.unjudge(f"{name}_failed" if failed is run else "no_checkpoint_failed")
                 tally.notes.append(f"{what} failed at step {failed.error_step}: {failed.error}")
                 break
@@ -1511,7 +1488,7 @@ def judge_recomputation(
                 judge_run(tally, variant, run, yardstick, reference, None, dtype_name, None, recompute=True)
 
 
-def _report_error(ctx: ProbeContext, tally: _Tally, subject: Trajectory, mode: str) -> None:
+def _report_error(ctx: ProbeContext, tally: TrainTally, subject: Trajectory, mode: str) -> None:
     """A run that raised: a device error (ERROR), or, for an argument check that refused
     the model (not a fault of the stack), a refusal with its reason."""
     if subject.error is None:
@@ -1522,40 +1499,26 @@ def _report_error(ctx: ProbeContext, tally: _Tally, subject: Trajectory, mode: s
         tally.unjudge("compile_error")
         tally.notes.append(f"torch.compile failed on the model at step {subject.error_step}: {subject.error}")
     elif is_device_fault(subject.error):
-        tally.device_error(mode, subject.error_step, subject.error)
+        tally.device_error(mode, "step", subject.error_step, subject.error)
     else:
-        tally.refused += 1
+        tally.refuse()
         tally.notes.append(f"the device refused step {subject.error_step} with an argument check: {subject.error}")
     if skipped:
-        tally.unjudge("not_run_after_error", skipped)
+        tally.unjudge("not_run_after_error", count=skipped)
     if ctx.is_gpu:
         problem = device_context_problem(torch, ctx.device)
         if problem is not None:
             ctx.restart_worker = f"train {mode} step {subject.error_step}: {subject.error}; the device context is unusable ({problem})"
 
 
-def _output(tally: _Tally, model: str, mode: str, dtype_name: str, metrics: dict[str, Any], started: float) -> ProbeOutput:
-    measurement = {
-        "kind": "sweep",
-        "op": f"train.{model}",
-        "variant_test_name": mode,
-        "dtype": dtype_name,
-        "oracle": "value",
-        "cases": tally.cases,
-        "passed": tally.passed,
-        "failed": dict(sorted(tally.failed.items())),
-        "device_errors": tally.device_errors,
-        "invalid_accepted": 0,
-        "refused": tally.refused,
-        "unjudged": dict(sorted(tally.unjudged.items())),
-        "failures": tally.failures,
-        "errors": tally.errors,
-    }
+def _output(tally: TrainTally, model: str, mode: str, dtype_name: str, metrics: dict[str, Any], started: float) -> ProbeOutput:
+    measurement = tally.measurement(f"train.{model}", dtype_name, variant_test_name=mode)
     for quantity, used in sorted(tally.bound_used.items()):
         if math.isfinite(used):
             metrics[f"bound_used_{quantity}"] = round(used, 4)
     metrics["seconds"] = round(time.perf_counter() - started, 3)
     notes = list(tally.notes)
-    if tally.unjudged:
-        notes.append("not judged: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.unjudged.items())))
+    unjudged = tally.unjudged_note("not judged")
+    if unjudged:
+        notes.append(unjudged)
     return ProbeOutput(measurement=measurement, metrics=metrics, notes=notes)
