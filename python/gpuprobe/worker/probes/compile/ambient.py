@@ -47,8 +47,8 @@ from typing import Any
 from gpuprobe.worker import simulate
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
 from gpuprobe.worker.probes.compile import run as compile_run
-from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.precision import tf32_mode
+from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.tally import CaseTally
 
 #: ``torch.compile``'s options: Inductor's default backend (a test of the CPU swaps in

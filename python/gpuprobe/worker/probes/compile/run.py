@@ -81,10 +81,10 @@ from typing import Any, Callable
 from gpuprobe.worker import simulate
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe
 from gpuprobe.worker.probes.compile import specs as compile_specs
+from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep import cases as sweep_cases
 from gpuprobe.worker.probes.sweep import db as sweep_db
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
-from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep.ref import error_text
 from gpuprobe.worker.tally import MAX_REPORTED, CaseTally
 

@@ -47,9 +47,9 @@ from typing import Any, Callable, Iterator
 from gpuprobe.worker import simulate
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
 from gpuprobe.worker.faults import is_device_fault
+from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep import db as sweep_db
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
-from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.tally import CaseTally
 
 #: Replays after the first, each after the static inputs were updated in place.

@@ -31,11 +31,11 @@ from typing import Any
 from gpuprobe.worker import simulate
 from gpuprobe.worker.faults import is_device_fault
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device_context_problem
+from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep import cases as sweep_cases
 from gpuprobe.worker.probes.sweep import db as sweep_db
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.sweep import ref as sweep_ref
-from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep.ref import error_text
 from gpuprobe.worker.tally import CaseTally
 

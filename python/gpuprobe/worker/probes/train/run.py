@@ -91,9 +91,9 @@ from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe, device
 from gpuprobe.worker.faults import is_device_fault
 from gpuprobe.worker.patterns import derive_seed
 from gpuprobe.worker.probes.compile import run as compile_run
+from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 from gpuprobe.worker.probes.train import specs as train_specs
-from gpuprobe.worker.probes.precision import tf32_mode
 from gpuprobe.worker.tally import CaseTally
 
 #: Training steps per run.
