@@ -42,7 +42,8 @@ def _worker(
     import torch
 
     from gpuprobe.worker.context import ProbeContext, SkipProbe
-    from gpuprobe.worker.probes import compile_run, compile_specs
+    from gpuprobe.worker.probes.compile import run as compile_run
+    from gpuprobe.worker.probes.compile import specs as compile_specs
 
     for dtype, chunk in jobs:
         probe_id = f"compile.{'standard' if chunk is None else f'p{chunk:02d}'}.{dtype}"

@@ -23,7 +23,8 @@ def shard_main(args: argparse.Namespace) -> int:
     import torch
 
     from gpuprobe.worker.context import ProbeContext, SkipProbe
-    from gpuprobe.worker.probes import sweep_db, sweep_run
+    from gpuprobe.worker.probes.sweep import db as sweep_db
+    from gpuprobe.worker.probes.sweep import run as sweep_run
 
     database = sweep_db.load(torch)
     keys = args.ops.split(",") if args.ops else list(database.ops)

@@ -23,7 +23,7 @@ warnings.simplefilter("ignore")
 import torch  # noqa: E402
 from conftest import run_plan  # noqa: E402
 
-from gpuprobe.worker.probes import sweep_db  # noqa: E402
+from gpuprobe.worker.probes.sweep import db as sweep_db  # noqa: E402
 
 
 def main() -> int:

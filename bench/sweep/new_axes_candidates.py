@@ -23,7 +23,8 @@ warnings.simplefilter("ignore")
 
 import torch  # noqa: E402
 
-from gpuprobe.worker.probes import sweep_cases, sweep_db  # noqa: E402
+from gpuprobe.worker.probes.sweep import cases as sweep_cases  # noqa: E402
+from gpuprobe.worker.probes.sweep import db as sweep_db  # noqa: E402
 
 CANDIDATES = [
     ("clamp", "uint8", "inplace"),

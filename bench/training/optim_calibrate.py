@@ -7,7 +7,7 @@ Usage (from the repository root):
 For every optimizer of the family, dtype, configuration (``optim_run.CONFIGS``) and
 implementation, steps the probe's parameter lists (the same seeds as the probe's) and prints
 how much of the probe's bound each one used (module docstring of
-``gpuprobe.worker.probes.optim_run``; the yardstick always included): ``ref``, the largest
+``gpuprobe.worker.probes.optim.run``; the yardstick always included): ``ref``, the largest
 error against float64 in units of the allowed error (1 is the bound); ``pair``, the same
 against the device's own for-loop; ``state``, against the state bound. Every number must
 stay well below 1, and a wrong step far above it (``tests/python/test_optim.py``).
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
 import torch  # noqa: E402
 
-from gpuprobe.worker.probes import optim_run as R  # noqa: E402
-from gpuprobe.worker.probes import optim_specs  # noqa: E402
+from gpuprobe.worker.probes.optim import run as R  # noqa: E402
+from gpuprobe.worker.probes.optim import specs as optim_specs  # noqa: E402
 
 
 def used(found, ref, allowed) -> float:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from probe_runner import print_details, run_probe, verdict  # noqa: E402
 
-from gpuprobe.worker.probes import optim_specs  # noqa: E402
+from gpuprobe.worker.probes.optim import specs as optim_specs  # noqa: E402
 
 
 def main() -> int:

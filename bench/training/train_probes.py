@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from probe_runner import print_details, run_probe, verdict  # noqa: E402
 
-from gpuprobe.worker.probes import train_specs  # noqa: E402
+from gpuprobe.worker.probes.train import specs as train_specs  # noqa: E402
 
 
 def main() -> int:

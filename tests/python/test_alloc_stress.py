@@ -21,7 +21,7 @@ from conftest import WorkerRun, load_preset, run_plan
 from gpuprobe.worker import catalog
 from gpuprobe.worker.context import ProbeContext
 from gpuprobe.worker.patterns import derive_seed, pattern
-from gpuprobe.worker.probes import alloc_stress as stress
+from gpuprobe.worker.probes.alloc import stress
 from judge_mirror import classify, result_classes
 
 torch = pytest.importorskip("torch")

@@ -16,7 +16,11 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext, SkipProbe  # noqa: E402
-from gpuprobe.worker.probes import compile_run, compile_specs, sweep_cases, sweep_db, sweep_oracle  # noqa: E402
+from gpuprobe.worker.probes.compile import run as compile_run  # noqa: E402
+from gpuprobe.worker.probes.compile import specs as compile_specs  # noqa: E402
+from gpuprobe.worker.probes.sweep import cases as sweep_cases  # noqa: E402
+from gpuprobe.worker.probes.sweep import db as sweep_db  # noqa: E402
+from gpuprobe.worker.probes.sweep import oracle as sweep_oracle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     compile_run.compiler_problem(torch, False) is not None, reason="no C++ compiler for Inductor's CPU backend"
@@ -102,21 +106,21 @@ def test_an_entry_eager_rejects_is_not_a_program() -> None:
     ctx = _ctx()
     database = sweep_db.load(torch)
     info = database.ops["add"]
-    prepared = compile_run._prepare_entries(torch, [("add", info)], "float32", "cpu", 7, compile_run._Tally())
+    prepared = compile_run._prepare_entries(torch, [("add", info)], "float32", "cpu", 7, compile_run.ProgramTally())
     call = compile_run._make_call(torch, prepared[0], 0, "base", False, "float32")
     assert call is not None
     call.sample = type(call.sample)(torch.ones(2, 3), args=(torch.ones(4, 5),))
-    tally = compile_run._Tally()
+    tally = compile_run.ProgramTally()
     compile_run._run_pass(ctx, "compiled", [[call]], "float32", 7, tally)
     assert tally.unjudged == {"eager_rejects": 1} and tally.cases == 0
 
 
-def _judged(found: Any, eager: Any, reference: Any, monkeypatch: pytest.MonkeyPatch) -> compile_run._Tally:
+def _judged(found: Any, eager: Any, reference: Any, monkeypatch: pytest.MonkeyPatch) -> compile_run.ProgramTally:
     database = sweep_db.load(torch)
-    prepared = compile_run._prepare_entries(torch, [("exp", database.ops["exp"])], "float32", "cpu", 7, compile_run._Tally())
+    prepared = compile_run._prepare_entries(torch, [("exp", database.ops["exp"])], "float32", "cpu", 7, compile_run.ProgramTally())
     call = compile_run._make_call(torch, prepared[0], 0, "base", False, "float32")
     monkeypatch.setattr(compile_run, "_reference", lambda *a, **k: [reference])
-    tally = compile_run._Tally()
+    tally = compile_run.ProgramTally()
     compile_run._judge_call(_ctx(), "compiled", call, [eager], [found], 7, "float32", tally)
     return tally
 
@@ -158,9 +162,9 @@ def test_a_rounding_difference_from_eager_is_right(monkeypatch: pytest.MonkeyPat
     found[1] = torch.nextafter(found[1], torch.tensor(10.0))
     monkeypatch.setattr(compile_run, "_reference", lambda *a, **k: pytest.fail("no reference needed"))
     database = sweep_db.load(torch)
-    prepared = compile_run._prepare_entries(torch, [("exp", database.ops["exp"])], "float32", "cpu", 7, compile_run._Tally())
+    prepared = compile_run._prepare_entries(torch, [("exp", database.ops["exp"])], "float32", "cpu", 7, compile_run.ProgramTally())
     call = compile_run._make_call(torch, prepared[0], 0, "base", False, "float32")
-    tally = compile_run._Tally()
+    tally = compile_run.ProgramTally()
     compile_run._judge_call(_ctx(), "compiled", call, [eager], [found], 7, "float32", tally)
     assert tally.passed == 1
 
@@ -172,7 +176,7 @@ def test_one_backward_serves_every_entry() -> None:
     b = torch.randn(4, requires_grad=True)
     database = sweep_db.load(torch)
     prepared = compile_run._prepare_entries(
-        torch, [("exp", database.ops["exp"]), ("sin", database.ops["sin"])], "float32", "cpu", 7, compile_run._Tally()
+        torch, [("exp", database.ops["exp"]), ("sin", database.ops["sin"])], "float32", "cpu", 7, compile_run.ProgramTally()
     )
     calls = [compile_run._make_call(torch, p, 0, "base", True, "float32") for p in prepared]
     given = [compile_run._Inputs((a, [], {}), [a]), compile_run._Inputs((b, [], {}), [b])]
@@ -344,14 +348,14 @@ def test_an_integer_program_is_judged_exactly_and_its_promoted_floats_by_their_d
 
 
 def test_docs_hold_the_generated_coverage_table() -> None:
-    from gpuprobe.worker.probes import compile_coverage
+    from gpuprobe.worker.probes.compile import coverage as compile_coverage
 
     text = (REPO / "docs" / "probes.md").read_text(encoding="utf-8")
     begin, end = "<!-- compile-coverage:begin -->\n", "<!-- compile-coverage:end -->"
     assert begin in text and end in text
     documented = text.split(begin, 1)[1].split(end, 1)[0]
     assert documented == compile_coverage.markdown(torch), (
-        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.compile_coverage"
+        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.compile.coverage"
     )
 
 

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext  # noqa: E402
-from gpuprobe.worker.probes import compile_ambient, compile_specs  # noqa: E402
+from gpuprobe.worker.probes.compile import ambient as compile_ambient  # noqa: E402
+from gpuprobe.worker.probes.compile import specs as compile_specs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +68,7 @@ def test_code_compiled_for_another_autocast_dtype_is_caught_by_its_dtype() -> No
     reference = _result({"logits": [1.0, 2.0, 3.0]})
     eager = _result({"logits": [1.0, 2.0, 3.001]})
     compiled = _result({"logits": [1.0, 2.0, 3.001]}, torch.bfloat16)
-    tally = compile_ambient._Tally()
+    tally = compile_ambient.StateTally()
     compile_ambient.judge_state(tally, FP16, compiled, eager, reference)
     assert tally.failed == {"wrong_value": 1}
     assert "dtype torch.bfloat16 where eager under the same settings returns torch.float16" in tally.failures[0]["detail"]
@@ -82,7 +83,7 @@ def test_a_compiled_error_within_noise_times_eagers_passes_and_beyond_it_fails()
     eager = _result({"loss": [1.0 + eager_error * 2, 1.0, 1.0, 1.0]})
     within = _result({"loss": [1.0, 1.0 + compile_ambient.NOISE_FACTOR * eager_error * 2 * 0.9, 1.0, 1.0]})
     beyond = _result({"loss": [1.0, 1.0 + compile_ambient.NOISE_FACTOR * eager_error * 2 * 1.2, 1.0, 1.0]})
-    passed, failed = compile_ambient._Tally(), compile_ambient._Tally()
+    passed, failed = compile_ambient.StateTally(), compile_ambient.StateTally()
     compile_ambient.judge_state(passed, FP16, within, eager, reference)
     compile_ambient.judge_state(failed, FP16, beyond, eager, reference)
     assert passed.passed == 1 and not passed.failed
@@ -95,7 +96,7 @@ def test_where_eager_is_exact_the_floor_allows_a_few_units_of_the_setting() -> N
     unit = compile_ambient.UNIT_ROUNDOFF["float16"]
     near = _result({"loss": [1.0 + 8 * unit, 1.0]})
     far = _result({"loss": [1.0 + 64 * unit, 1.0]})
-    ok, bad = compile_ambient._Tally(), compile_ambient._Tally()
+    ok, bad = compile_ambient.StateTally(), compile_ambient.StateTally()
     compile_ambient.judge_state(ok, FP16, near, eager, reference)
     compile_ambient.judge_state(bad, FP16, far, eager, reference)
     assert ok.passed == 1 and bad.failed == {"wrong_value": 1}
@@ -104,7 +105,7 @@ def test_where_eager_is_exact_the_floor_allows_a_few_units_of_the_setting() -> N
 def test_the_probe_is_catalogued_in_the_full_tier_on_a_lane_of_its_own() -> None:
     probe = next(p for p in compile_specs.specs() if p.id == "compile.ambient")
     assert probe.tier == "full" and probe.placement == "side" and probe.lane == "compile-ambient"
-    assert probe.impl == "gpuprobe.worker.probes.compile_ambient:run"
+    assert probe.impl == "gpuprobe.worker.probes.compile.ambient:run"
     # Every autocast dtype is compiled after the other one, float32 after TF32.
     names = [s.name for s in compile_ambient.STATES]
     assert names.index("autocast_float16") > names.index("autocast_bfloat16")

@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 from conftest import WorkerRun, load_preset, run_plan, run_worker
 from gpuprobe.worker.context import ProbeContext
-from gpuprobe.worker.probes import alloc_run, children, dist_run, soak_run
+from gpuprobe.worker.probes import children
+from gpuprobe.worker.probes.alloc import run as alloc_run
+from gpuprobe.worker.probes.dist import run as dist_run
+from gpuprobe.worker.probes.soak import run as soak_run
 from judge_mirror import classify
 
 torch = pytest.importorskip("torch")
@@ -429,7 +432,7 @@ def test_native_faults_kill_the_worker_with_their_signal_on_the_cpu(
 
 def test_a_deliberate_native_fault_writes_no_core_file() -> None:
     code = (
-        "import resource; from gpuprobe.worker.probes import fault_run; "
+        "import resource; from gpuprobe.worker.probes.fault import run as fault_run; "
         "resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.getrlimit(resource.RLIMIT_CORE)[1])); "
         "fault_run._no_core_dump(); print(resource.getrlimit(resource.RLIMIT_CORE)[0])"
     )

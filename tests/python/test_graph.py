@@ -20,7 +20,9 @@ from conftest import load_preset, run_plan
 from judge_mirror import classify
 
 from gpuprobe.worker.context import ProbeContext
-from gpuprobe.worker.probes import graph_run, graph_specs, sweep_oracle
+from gpuprobe.worker.probes.graph import run as graph_run
+from gpuprobe.worker.probes.graph import specs as graph_specs
+from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 
 torch = pytest.importorskip("torch")
 
@@ -203,10 +205,10 @@ class ReadsCapturedInputs(graph_run.EagerReplayer):
         return result
 
 
-def protocol(replayer: Any, workload: str = "linear", dtype: str = "float32") -> graph_run.Tally:
+def protocol(replayer: Any, workload: str = "linear", dtype: str = "float32") -> graph_run.ReplayTally:
     ctx = ctx_for("graph.capture.fp32")
     bound = graph_run.KernelBound(torch, graph_run.KERNELS[workload], ctx.device, getattr(torch, dtype), ctx.cpu_generator(workload))
-    tally = graph_run.Tally()
+    tally = graph_run.ReplayTally()
     graph_run.judge_replays(ctx, bound, replayer, tally, dtype)
     return tally
 
@@ -263,7 +265,7 @@ def test_accumulating_into_static_gradient_buffers_is_caught(monkeypatch: pytest
     tallies = {}
     for name in ("mlp_graphed_callables", "mlp_graphed_accumulate"):
         bound = graph_run.MlpBound(torch, ctx.device, torch.float32, ctx.cpu_generator(name), name)
-        tallies[name] = graph_run.Tally()
+        tallies[name] = graph_run.ReplayTally()
         graph_run.judge_replays(ctx, bound, graph_run.CudaGraphReplayer(torch, ctx.device), tallies[name], "float32")
     assert tallies["mlp_graphed_callables"].failed == {}
     wrong = tallies["mlp_graphed_accumulate"]
@@ -285,7 +287,7 @@ def test_the_pool_protocol_checks_bystanders() -> None:
             self.pressure.bystanders[-1][0].fill_(7.0)
             return out
 
-    tally = graph_run.Tally()
+    tally = graph_run.ReplayTally()
     graph_run.judge_replays(ctx, bound, Scribbles(torch, pressure), tally, "float32")
     assert tally.failed == {sweep_oracle.WRONG_VALUE: graph_run.REPLAYS + 1}
     assert {f["direction"] for f in tally.failures} == {"bystanders"}

@@ -108,7 +108,8 @@ def test_catalogue_ids_rules_and_tiers(catalog_specs: list[dict], specs: dict[st
 
 
 def test_catalogue_covers_the_design() -> None:
-    from gpuprobe.worker.probes import nn_specs, ops_specs
+    from gpuprobe.worker.probes.nn import specs as nn_specs
+    from gpuprobe.worker.probes.ops import specs as ops_specs
 
     ops = {p.id: p for p in ops_specs.specs()}
     nn = {p.id: p for p in nn_specs.specs()}
@@ -160,7 +161,8 @@ def test_knowledge_base_patterns_name_existing_probes(specs: dict[str, dict[str,
 def test_spec_modules_import_no_torch() -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from gpuprobe.worker.probes import ops_specs, nn_specs; from gpuprobe.worker import ops_math; "
+        "from gpuprobe.worker.probes.ops import specs as ops_specs; from gpuprobe.worker.probes.nn import specs as nn_specs; "
+        "from gpuprobe.worker import ops_math; "
         "n = len(ops_specs.specs()) + len(nn_specs.specs()); print(n, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code, str(PACKAGE_DIR)], capture_output=True, text=True, check=True)
@@ -408,7 +410,7 @@ def test_matmul_large_m_garbage(specs: dict[str, dict[str, Any]]) -> None:
 
 
 def _accumulate(out: Any, ref: Any, tolerance: float, **kwargs: Any) -> dict[str, Any]:
-    from gpuprobe.worker.probes.ops_run import ToleranceAccumulator
+    from gpuprobe.worker.probes.ops.run import ToleranceAccumulator
 
     acc = ToleranceAccumulator(torch, tolerance)
     acc.add(out, ref, **kwargs)
@@ -459,7 +461,7 @@ def test_tolerance_rule_classes() -> None:
 
 
 def test_tolerance_blocks_and_special_values() -> None:
-    from gpuprobe.worker.probes.ops_run import ToleranceAccumulator
+    from gpuprobe.worker.probes.ops.run import ToleranceAccumulator
 
     gen = torch.Generator().manual_seed(9)
     ref = torch.randn(4096 + 17, generator=gen, dtype=torch.float64)

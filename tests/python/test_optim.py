@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext  # noqa: E402
-from gpuprobe.worker.probes import optim_run as R  # noqa: E402
-from gpuprobe.worker.probes import optim_specs  # noqa: E402
+from gpuprobe.worker.probes.optim import run as R  # noqa: E402
+from gpuprobe.worker.probes.optim import specs as optim_specs  # noqa: E402
 
 CPU = torch.device("cpu")
 SEED = 1234
@@ -56,7 +56,7 @@ def test_catalogue_ids_tiers_and_lanes() -> None:
 
 
 def test_configuration_table_matches_pytorchs_optimizer_database() -> None:
-    from gpuprobe.worker.probes import sweep_db
+    from gpuprobe.worker.probes.sweep import db as sweep_db
 
     try:
         sweep_db._install_expecttest_stand_in()
@@ -703,7 +703,7 @@ def test_healthy_worker_run_passes_and_the_fused_zeros_preset_fails_fused_only()
 def test_a_missing_kernel_is_unsupported_and_a_refusal_is_not_wrong_math() -> None:
     # GradScaler's CUDA unscale has no bfloat16 kernel (NotImplementedError): a documented gap;
     # a fused kernel's layout check (RuntimeError) refuses; neither is judged as wrong math.
-    tally = R.Tally()
+    tally = R.OptimTally()
     ctx = context("optim.gradscaler.bf16")
     message = "\"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'"
     R._classify_step_error(ctx, tally, "forloop+adam", 0, NotImplementedError(message))

@@ -543,13 +543,13 @@ def test_every_covered_probe_gives_a_script_that_compiles() -> None:
     covered = 0
     for probe, definition in catalog.all_probes().items():
         recipe = families.RECIPES.get(definition.impl)
-        if definition.impl.endswith(("sweep_run:run_op", "compile_run:run_program", "compile_ambient:run")):
+        if definition.impl.endswith(("sweep.run:run_op", "compile.run:run_program", "compile.ambient:run")):
             continue  # needs a real failing sample or state (the sweep and compile tests above and below)
         if definition.impl.startswith(TRAINING_PATH_IMPLS):
             continue  # a failure names its case: test_every_training_path_probe_gives_a_script_that_compiles
-        if definition.impl.endswith("width_run:run_width"):
+        if definition.impl.endswith("width.run:run_width"):
             # Every case of the probe, as the failing one: its code copied, compiled.
-            from gpuprobe.worker.probes import width_run
+            from gpuprobe.worker.probes.width import run as width_run
 
             for width_case in width_run.cases_for(definition.params["group"], definition.params["kind"]):
                 observation = {"measurement": {"violations": 1}, "metrics": {"cases": [{"case": width_case.name, "violations": 1}]}}
@@ -600,7 +600,7 @@ COMPILE_SPEC: dict[str, Any] = {
 
 
 def _compile_result(variant: str, seed: int = 1272032076) -> dict[str, Any]:
-    """A compile probe's failing result as the worker reports it (``compile_run._Tally.fail``)."""
+    """A compile probe's failing result as the worker reports it (``compile_run.ProgramTally.fail_call``)."""
     failure = {
         "class": "wrong_value", "variant": variant, "direction": "forward", "sample": 0, "output": "cumsum out[0]",
         "detail": "all zero", "expected": "1", "found": "0", "zeros": True, "all_zero": True, "bad_elements": 25, "elements": 25,
@@ -646,11 +646,12 @@ AMBIENT_SPEC: dict[str, Any] = {
 
 def _ambient_result(state: str, device: str = "cpu", verdict: str = "fail") -> dict[str, Any]:
     """A compile.ambient failure under ``state``, its record made by the probe's own tally."""
-    from gpuprobe.worker.probes import compile_ambient, sweep_oracle
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
+    from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 
-    tally = compile_ambient._Tally()
-    tally.fail(state, "logits", sweep_oracle.LeafFailure(sweep_oracle.WRONG_VALUE, "dtype torch.bfloat16 where eager ...",
-                                                         expected="torch.float16", found="torch.bfloat16"))
+    tally = compile_ambient.StateTally()
+    tally.record_tensor(state, "logits", sweep_oracle.LeafFailure(sweep_oracle.WRONG_VALUE, "dtype torch.bfloat16 where eager ...",
+                                                                  expected="torch.float16", found="torch.bfloat16"))
     measurement = {"kind": "sweep", "op": AMBIENT_PROBE, "cases": 1, "passed": 0, "failed": tally.failed,
                    "failures": tally.failures, "errors": []}
     event = {"probe": AMBIENT_PROBE, "device": device, "observation": {"measurement": measurement, "metrics": {}}}
@@ -664,7 +665,7 @@ def _ambient_probe_result(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     from gpuprobe.worker import simulate
     from gpuprobe.worker.context import ProbeContext
-    from gpuprobe.worker.probes import compile_ambient
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
 
     monkeypatch.setitem(compile_ambient.COMPILE_OPTIONS, "backend", "aot_eager")
     simulate.activate(AMBIENT_SPEC, torch, "cpu")
@@ -717,7 +718,7 @@ def test_every_ambient_state_gives_a_script_that_compiles() -> None:
 
     from gpuprobe.repro.generate import generate as make
     from gpuprobe.worker.patterns import derive_seed
-    from gpuprobe.worker.probes import compile_ambient
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
 
     plan = make_plan(None, [], {})
     names = [s.name for s in compile_ambient.STATES]
@@ -758,9 +759,9 @@ def test_an_ambient_failure_without_a_known_state_says_why() -> None:
 #: crash, from the worker's log): the catalogue-wide compile test leaves them to the test
 #: below, which names a case per probe.
 TRAINING_PATH_IMPLS = (
-    "gpuprobe.worker.probes.optim_run:",
-    "gpuprobe.worker.probes.graph_run:",
-    "gpuprobe.worker.probes.train_run:",
+    "gpuprobe.worker.probes.optim.run:",
+    "gpuprobe.worker.probes.graph.run:",
+    "gpuprobe.worker.probes.train.run:",
 )
 #: (probe, the start of the failing variant the script rebuilds): the fused optimizer step and
 #: GradScaler's fused AdamW under optim-fused-zeros, a graphed MLP training step and two graphs
@@ -850,7 +851,8 @@ def _variants(definition: Any, device: str) -> list[str]:
     import torch
 
     from gpuprobe.repro.families import optim as optim_recipes
-    from gpuprobe.worker.probes import graph_run, optim_run
+    from gpuprobe.worker.probes.graph import run as graph_run
+    from gpuprobe.worker.probes.optim import run as optim_run
 
     impl, p = definition.impl.rsplit(":", 1)[-1], definition.params
     if impl == "run_optimizer":

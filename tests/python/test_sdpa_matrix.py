@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker import catalog, simulate  # noqa: E402
 from gpuprobe.worker.context import ProbeContext, ProbeOutput, SkipProbe  # noqa: E402
-from gpuprobe.worker.probes import sdpa_matrix  # noqa: E402
+from gpuprobe.worker.probes.nn import sdpa_matrix  # noqa: E402
 
 SEED = 20261123
 PREFIX = "nn.sdpa.matrix."
@@ -277,7 +277,7 @@ def test_a_fault_in_one_mask_kind_names_exactly_its_cases() -> None:
 
 
 def test_a_float32_mask_is_refused_only_by_an_error_that_names_the_dtype() -> None:
-    from gpuprobe.worker.probes import nn_run
+    from gpuprobe.worker.probes.nn import run as nn_run
 
     dtype_error = RuntimeError("invalid dtype for bias - should match query's dtype")
     assert nn_run._refusal(dtype_error, "additive_fp32")

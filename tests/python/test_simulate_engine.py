@@ -270,7 +270,7 @@ def _context(probe_id: str) -> Any:
 
 @pytest.mark.parametrize("effect", ["zeros", "partial_zeros"])
 def test_randperm_violations_count_every_zero(active: Any, effect: str) -> None:
-    from gpuprobe.worker.probes import rng_run
+    from gpuprobe.worker.probes.rng import run as rng_run
 
     active(fault(op="randperm", effect={"kind": effect}))
     with simulate.bypassed():
@@ -283,7 +283,7 @@ def test_randperm_violations_count_every_zero(active: Any, effect: str) -> None:
 
 
 def test_randperm_duplicates_are_a_mismatch(active: Any) -> None:
-    from gpuprobe.worker.probes import rng_run
+    from gpuprobe.worker.probes.rng import run as rng_run
 
     active(fault(op="randperm", effect={"kind": "bitflip"}))
     with simulate.bypassed():
@@ -293,7 +293,7 @@ def test_randperm_duplicates_are_a_mismatch(active: Any) -> None:
 
 @pytest.mark.parametrize("replacement", [True, False])
 def test_multinomial_all_zero_draws_violate_every_item(active: Any, replacement: bool) -> None:
-    from gpuprobe.worker.probes import rng_run
+    from gpuprobe.worker.probes.rng import run as rng_run
 
     active(fault(op="multinomial", effect={"kind": "zeros"}))
     with simulate.bypassed():
@@ -304,7 +304,7 @@ def test_multinomial_all_zero_draws_violate_every_item(active: Any, replacement:
 
 
 def test_repeat_of_a_constant_generator(active: Any) -> None:
-    from gpuprobe.worker.probes import rng_run
+    from gpuprobe.worker.probes.rng import run as rng_run
 
     active(fault(op="rand", effect={"kind": "zeros"}))
     with simulate.bypassed():

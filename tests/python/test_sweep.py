@@ -163,7 +163,7 @@ def healthy_axes() -> Any:
 
 
 def test_healthy_cpu_new_axes_pass(healthy_axes: Any) -> None:
-    from gpuprobe.worker.probes import sweep_cases
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
 
     for probe in HEALTHY_AXES:
         m = _measurement(healthy_axes, probe)
@@ -249,7 +249,9 @@ def test_the_standard_subset_covers_every_value_class_and_call_variant() -> None
     every one of them on some operator (it applies to a sample there)."""
     import torch
 
-    from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_specs
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
+    from gpuprobe.worker.probes.sweep import db as sweep_db
+    from gpuprobe.worker.probes.sweep import specs as sweep_specs
 
     database = sweep_db.load(torch)
     covered: dict[str, list[str]] = {}
@@ -268,7 +270,7 @@ def test_the_standard_subset_covers_every_value_class_and_call_variant() -> None
 
 def test_a_standard_run_limits_the_new_axes_and_a_full_run_does_not() -> None:
     from gpuprobe.worker import catalog
-    from gpuprobe.worker.probes import sweep_cases
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
 
     probe = catalog.lookup("sweep.add.fp32")
     assert probe.tier == "standard" and probe.params["subset"] == ["negzero", "negnan"]
@@ -388,7 +390,7 @@ def test_helpers_start_once_per_starter_and_a_failure_is_a_note(monkeypatch: Any
     # Every sweep probe names the reference process as its helper.
     monkeypatch.undo()
     assert catalog.lookup("sweep.add.fp32").helpers == catalog.lookup("sweep.opdb").helpers
-    assert catalog.lookup("sweep.add.fp32").helpers.endswith("sweep_ref:prestart_shared")
+    assert catalog.lookup("sweep.add.fp32").helpers.endswith("sweep.ref:prestart_shared")
 
 
 def test_opdb_probe_counts_what_it_drives() -> None:
@@ -417,14 +419,14 @@ def test_expanded_catalogue_lists_the_database() -> None:
 def test_docs_hold_the_generated_coverage_table() -> None:
     import torch
 
-    from gpuprobe.worker.probes import sweep_coverage
+    from gpuprobe.worker.probes.sweep import coverage as sweep_coverage
 
     text = (PACKAGE_DIR.parent / "docs" / "probes.md").read_text(encoding="utf-8")
     begin, end = "<!-- sweep-coverage:begin -->\n", "<!-- sweep-coverage:end -->"
     assert begin in text and end in text
     documented = text.split(begin, 1)[1].split(end, 1)[0]
     assert documented == sweep_coverage.markdown(torch), (
-        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.sweep_coverage"
+        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.sweep.coverage"
     )
 
 

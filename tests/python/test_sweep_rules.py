@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-from gpuprobe.worker.probes import sweep_cases, sweep_db, sweep_oracle, sweep_ref, sweep_run
+from gpuprobe.worker.probes.sweep import cases as sweep_cases
+from gpuprobe.worker.probes.sweep import db as sweep_db
+from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
+from gpuprobe.worker.probes.sweep import ref as sweep_ref
+from gpuprobe.worker.probes.sweep import run as sweep_run
 
 NAN, INF = math.nan, math.inf
 
@@ -95,7 +99,7 @@ def test_empty_and_size1_slice_batched_tensors_not_parameter_vectors() -> None:
     running_mean, weight = torch.zeros(5), torch.ones(5)
     other = torch.randn(5, 1, 3)
     sample = _sample(x, running_mean, weight, other)
-    targets = sweep_cases._targets(torch, sample, "size1")
+    targets = sweep_cases.transform_targets(torch, sample, "size1")
     assert targets == {id(x), id(other)}
 
 
@@ -137,7 +141,7 @@ def _case_tally(transform: str, reference: Any) -> Any:
     samples = sweep_cases.generate_samples(torch, info, "float32", seed, requires_grad=False)
     index = next(i for i, s in enumerate(samples) if sweep_cases.applicable(torch, info, s, transform))
     ctx = types.SimpleNamespace(torch=torch, device="cpu", is_gpu=False, sync=lambda: None)
-    tally = sweep_run._Tally()
+    tally = sweep_run.SweepTally()
     case = sweep_cases.Case(index, transform, False)
     sweep_run._run_one(ctx, info, "add", "float32", samples, False, case, seed, "value", 1e-5, 1e-5, reference, tally)
     return tally
@@ -386,14 +390,14 @@ def _rejects(x: Any) -> Any:
 
 
 def test_an_error_input_the_device_rejects_is_right() -> None:
-    tally = sweep_run._Tally()
+    tally = sweep_run.SweepTally()
     sweep_run._run_error_inputs(_cpu_context(), _Entry(_rejects, [torch.ones(2)] * 3), "float32", tally, 0.0, 1e9)
     assert (tally.error_inputs, tally.error_inputs_rejected, tally.passed, tally.invalid_accepted) == (3, 3, 3, 0)
 
 
 def test_an_error_input_the_cpu_computes_too_is_not_judged() -> None:
     """The database's expectation does not hold on this torch: neither side is blamed."""
-    tally = sweep_run._Tally()
+    tally = sweep_run.SweepTally()
     sweep_run._run_error_inputs(_cpu_context(), _Entry(torch.abs, [torch.ones(2)]), "float32", tally, 0.0, 1e9)
     assert tally.unjudged == {"error_input_accepted_by_cpu": 1} and tally.cases == 0 and tally.invalid_accepted == 0
 
@@ -412,7 +416,7 @@ def test_an_error_input_only_the_device_accepts_is_invalid_accepted() -> None:
             return iter([_ErrorInput(value)])
 
     ctx = types.SimpleNamespace(torch=torch, device_name="meta", device=torch.device("meta"), is_gpu=False, sync=lambda: None)
-    tally = sweep_run._Tally()
+    tally = sweep_run.SweepTally()
     sweep_run._run_error_inputs(ctx, DeviceAccepts(None, []), "float32", tally, 0.0, 1e9)
     assert tally.invalid_accepted == 1 and tally.passed == 1, vars(tally)
     assert "the database expects RuntimeError" in tally.invalid_examples[0]
@@ -421,7 +425,7 @@ def test_an_error_input_only_the_device_accepts_is_invalid_accepted() -> None:
 def test_a_device_side_assert_on_an_error_input_rejects_it_and_replaces_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep_run, "device_context_problem", lambda torch_, device: "an illegal memory access")
     ctx = types.SimpleNamespace(torch=torch, device_name="cuda:0", device="cuda:0", is_gpu=True, sync=lambda: None)
-    tally = sweep_run._Tally()
+    tally = sweep_run.SweepTally()
     sweep_run._run_error_inputs(ctx, _Entry(_rejects, [torch.ones(2)] * 3), "float32", tally, 0.0, 1e9)
     assert tally.passed == 1 and tally.error_inputs == 1, vars(tally)  # the rest are not tried
     assert tally.context_lost and "context is unusable" in tally.context_lost
@@ -590,7 +594,7 @@ def _probe_tally(
     ]
     assert cases, (key, transforms)
     ctx = types.SimpleNamespace(torch=torch, device="cpu", is_gpu=False, sync=lambda: None)
-    tally = sweep_run._Tally()
+    tally = sweep_run.SweepTally()
     reference = _InProcessReference()
     oracle = sweep_db.oracle_for(entry, dtype_name)
     atol, rtol = sweep_db.tolerance(entry, torch, dtype_name)

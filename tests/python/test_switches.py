@@ -23,7 +23,7 @@ from gpuprobe import ProfileError, apply_profile, switches
 from gpuprobe.switches import SWITCHES, SwitchError
 from gpuprobe.worker import main as worker_main
 from gpuprobe.worker import ops_math, simulate
-from gpuprobe.worker.probes import sweep_cases
+from gpuprobe.worker.probes.sweep import cases as sweep_cases
 from gpuprobe.worker.simulate import FaultEngine, SimulationError, parse_fault
 
 torch = pytest.importorskip("torch")

@@ -13,7 +13,8 @@ import judge_mirror
 from conftest import PACKAGE_DIR
 
 from gpuprobe.worker import tolerances
-from gpuprobe.worker.probes import ops_specs, width_run
+from gpuprobe.worker.probes.ops import specs as ops_specs
+from gpuprobe.worker.probes.width import scope as width_scope
 
 TABLE_PATH = PACKAGE_DIR / "gpuprobe" / "worker" / "tolerances.json"
 FILE = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
@@ -23,8 +24,8 @@ DTYPE_NAMES = set(EXPECTED) | set(ALIASES)
 
 #: Dtype-keyed tolerance tables that are deliberately not the judge's, and why.
 DELIBERATELY_DIFFERENT = {
-    ("gpuprobe/worker/probes/width_run.py", "SCAN_TOLERANCE"): "scans are judged against the running sum",
-    ("gpuprobe/worker/probes/sweep_db.py", "BASE_TOLERANCE"): "(atol, rtol) of an elementwise comparison",
+    ("gpuprobe/worker/probes/width/scope.py", "SCAN_TOLERANCE"): "scans are judged against the running sum",
+    ("gpuprobe/worker/probes/sweep/db.py", "BASE_TOLERANCE"): "(atol, rtol) of an elementwise comparison",
 }
 
 
@@ -64,7 +65,7 @@ def test_the_loader_reads_the_file() -> None:
 def test_every_module_that_uses_dtype_tolerances_reads_the_file() -> None:
     tables = {
         "ops_specs.DTYPE_TOLERANCE": ops_specs.DTYPE_TOLERANCE,
-        "width_run.TOLERANCE": width_run.TOLERANCE,
+        "width_scope.TOLERANCE": width_scope.TOLERANCE,
         "judge_mirror.DTYPE_TOLERANCE": judge_mirror.DTYPE_TOLERANCE,
     }
     for label, table in tables.items():

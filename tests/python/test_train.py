@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 
 from gpuprobe.worker.catalog import all_probes  # noqa: E402
 from gpuprobe.worker.context import ProbeContext  # noqa: E402
-from gpuprobe.worker.probes import train_run, train_specs  # noqa: E402
+from gpuprobe.worker.probes.train import run as train_run  # noqa: E402
+from gpuprobe.worker.probes.train import specs as train_specs  # noqa: E402
 
 NESTED = [f"train.{model}.{nested}" for model in train_specs.NESTED_MODELS for nested in train_specs.nested_modes()]
 EAGER = [f"train.{model}.{precision}" for model in train_specs.MODELS for precision, _ in train_specs.PRECISIONS] + NESTED
@@ -53,11 +54,11 @@ def test_catalogue_ids_tiers_and_lanes() -> None:
     for probe in probes.values():
         assert probe.rule == {"kind": "sweep"}
         if probe.id.endswith(".checkpoint"):
-            assert probe.impl == "gpuprobe.worker.probes.train_run:run_checkpoint" and probe.tier == "full"
+            assert probe.impl == "gpuprobe.worker.probes.train.run:run_checkpoint" and probe.tier == "full"
             assert probe.lane == "train" and probe.isolated and probe.timeout_s == train_specs.EAGER_TIMEOUT_S
             continue
         nested = ".inner_" in probe.id
-        assert probe.impl == f"gpuprobe.worker.probes.train_run:{'run_nested' if nested else 'run'}"
+        assert probe.impl == f"gpuprobe.worker.probes.train.run:{'run_nested' if nested else 'run'}"
         precision, inner, compiled = train_run.parse_nested(probe.params["mode"])
         assert precision == probe.id.split(".")[2] and compiled == probe.id.endswith(".compile")
         assert inner == ({"inner_fp32": "float32", "inner_fp16": "float16"}[probe.id.split(".")[3]] if nested else None)
@@ -312,7 +313,7 @@ def test_a_case_past_the_cap_is_not_judged() -> None:
     noise = train_run.Trajectory(names=["w"], initial=reference.initial)
     noise.losses, noise.grad_norms, noise.after = reference.losses, reference.grad_norms, reference.after
     noise.first_grads = [torch.tensor([1.0, 1.0, 1.0, 0.5], dtype=torch.float64)]  # 25% off: bound 2, past the cap
-    tally = train_run._Tally()
+    tally = train_run.TrainTally()
     subject = train_run.Trajectory(names=["w"], initial=reference.initial)
     subject.losses, subject.grad_norms, subject.after = reference.losses, reference.grad_norms, reference.after
     subject.first_grads = [torch.zeros(4, dtype=torch.float64)]

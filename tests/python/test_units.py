@@ -13,7 +13,8 @@ import pytest
 from conftest import PACKAGE_DIR, REPO
 from gpuprobe.worker import catalog, envinfo, patterns, stats
 from gpuprobe.worker.compare import CompareAccumulator
-from gpuprobe.worker.probes import copy_run, dtype_run
+from gpuprobe.worker.probes.copy import run as copy_run
+from gpuprobe.worker.probes.dtype import run as dtype_run
 
 torch = pytest.importorskip("torch")
 

@@ -12,7 +12,9 @@ import torch
 
 from gpuprobe.worker import catalog, simulate
 from gpuprobe.worker.context import ProbeContext, SkipProbe
-from gpuprobe.worker.probes import width_cases, width_run
+from gpuprobe.worker.probes.width import cases as width_cases
+from gpuprobe.worker.probes.width import run as width_run
+from gpuprobe.worker.probes.width import scope as width_scope
 
 #: Cases whose outputs a wrapped offset cannot change: constants, and results of one
 #: element (a wrapped read is what ``zeros`` and the closed forms catch there).
@@ -27,19 +29,19 @@ WRAP_INVISIBLE = {
 WRAP_INVISIBLE_LONG = {"sum.fp16", "sum.bf16", "sum.fp32", "sum.int32", "mean.bf16", "var.fp32", "amax.fp16", "argmax.fp32"}
 
 #: Attention backends that exist only on a GPU (their cases are refused on the CPU).
-GPU_ONLY = {c.name for c in width_run.REGISTRY if any(f"sdpa.{b}." in c.name for b in ("flash", "efficient", "cudnn"))}
+GPU_ONLY = {c.name for c in width_scope.REGISTRY if any(f"sdpa.{b}." in c.name for b in ("flash", "efficient", "cudnn"))}
 
 
-def _run_case(case: width_run.Case, kind: str) -> width_run.Scope:
+def _run_case(case: width_scope.Case, kind: str) -> width_scope.Scope:
     ctx = ProbeContext(torch, "cpu", 0, f"width.{case.group}.{kind}", {})
-    scope = width_run.Scope(ctx, width_run.geometry(kind, on_gpu=False), seed=7)
+    scope = width_scope.Scope(ctx, width_scope.geometry(kind, on_gpu=False), seed=7)
     scope.case = case.name
     case.run(scope)
     return scope
 
 
-def _all_cases() -> list[tuple[width_run.Case, str]]:
-    return [(c, k) for c in width_run.REGISTRY for k in c.kinds if c.name not in GPU_ONLY]
+def _all_cases() -> list[tuple[width_scope.Case, str]]:
+    return [(c, k) for c in width_scope.REGISTRY for k in c.kinds if c.name not in GPU_ONLY]
 
 
 @pytest.fixture
@@ -59,14 +61,14 @@ def fault() -> Any:
 
 def test_every_group_has_cases_at_both_element_boundaries_and_probes_are_isolated() -> None:
     probes = {p.id: p for p in catalog.all_probes().values() if p.id.startswith("width.")}
-    for group in width_run.GROUPS:
+    for group in width_scope.GROUPS:
         for kind in ("n31", "n32"):
             assert width_run.cases_for(group, kind), (group, kind)
             assert f"width.{group}.{kind}" in probes
     for probe in probes.values():
         assert probe.tier == "full" and probe.isolated
-        assert probe.params["kind"] in width_run.BOUNDARIES
-        if probe.params["kind"] in width_run.SMALL_KINDS:
+        assert probe.params["kind"] in width_scope.BOUNDARIES
+        if probe.params["kind"] in width_scope.SMALL_KINDS:
             # A gigabyte at most: beside the other lanes, in a side lane of its own.
             assert probe.placement == "side" and probe.lane == "width-grid", probe.id
             assert width_run.probe_need_bytes(probe.params["group"], probe.params["kind"])[1] < 3 * 2**30
@@ -84,12 +86,12 @@ def test_every_group_has_cases_at_both_element_boundaries_and_probes_are_isolate
 
 
 def test_geometry_crosses_the_boundaries_it_names() -> None:
-    for kind, bits in width_run.BOUNDARIES.items():
-        g = width_run.geometry(kind, on_gpu=True)
+    for kind, bits in width_scope.BOUNDARIES.items():
+        g = width_scope.geometry(kind, on_gpu=True)
         assert g.total > 1 << bits
         assert g.total < (1 << bits) * 1.05
         assert g.marks[-1] == 1 << bits
-        if kind in width_run.LONG_KINDS:
+        if kind in width_scope.LONG_KINDS:
             # One dimension past the boundary, and past 2^31 as well at d32.
             assert g.shape() == (g.length,) and g.length > 1 << bits
             assert g.marks == [1 << b for b in range(31, bits + 1)]
@@ -98,13 +100,13 @@ def test_geometry_crosses_the_boundaries_it_names() -> None:
             assert g.length > 65535 and g.marks == [1 << 16]
         else:
             assert max(g.shape()) < 1 << 31
-        small = width_run.geometry(kind, on_gpu=False)
-        below = width_run.CPU_BITS_BELOW_SMALL if kind in width_run.SMALL_KINDS else width_run.CPU_BITS_BELOW
+        small = width_scope.geometry(kind, on_gpu=False)
+        below = width_scope.CPU_BITS_BELOW_SMALL if kind in width_scope.SMALL_KINDS else width_scope.CPU_BITS_BELOW
         assert small.total > 1 << (bits - below) and small.marks
 
 
 @pytest.mark.parametrize("case,kind", _all_cases(), ids=lambda v: v if isinstance(v, str) else v.name)
-def test_a_healthy_stack_passes(case: width_run.Case, kind: str) -> None:
+def test_a_healthy_stack_passes(case: width_scope.Case, kind: str) -> None:
     scope = _run_case(case, kind)
     assert scope.checked > 0
     assert scope.violations == 0, scope.examples
@@ -116,7 +118,7 @@ def test_planted_faults_are_caught_by_every_case(effect: str, fault: Any) -> Non
     missed = []
     for case, kind in _all_cases():
         if effect == "wrap" and (
-            case.name in WRAP_INVISIBLE or (kind in width_run.LONG_KINDS and case.name in WRAP_INVISIBLE_LONG)
+            case.name in WRAP_INVISIBLE or (kind in width_scope.LONG_KINDS and case.name in WRAP_INVISIBLE_LONG)
         ):
             continue
         if _run_case(case, kind).violations == 0:
@@ -168,15 +170,15 @@ def test_memory_is_planned_per_case() -> None:
     assert low < high
     # The 80 GB class of GPU runs most cases; the largest sort does not fit and is listed.
     assert high > 80 * 2**30
-    g = width_run.geometry("n31", on_gpu=True)
+    g = width_scope.geometry("n31", on_gpu=True)
     arange = next(c for c in width_run.cases_for("create", "n31") if c.name == "arange.int64")
     assert arange.need_bytes(g) == 8 * g.total
 
 
 def test_cases_are_registered_once_with_known_groups() -> None:
-    names = [(c.group, c.name) for c in width_run.REGISTRY]
+    names = [(c.group, c.name) for c in width_scope.REGISTRY]
     assert len(names) == len(set(names))
-    assert {c.group for c in width_run.REGISTRY} == set(width_run.GROUPS)
+    assert {c.group for c in width_scope.REGISTRY} == set(width_scope.GROUPS)
     assert width_cases.STEP > 0
 
 
@@ -187,7 +189,7 @@ def test_docs_hold_the_generated_memory_table() -> None:
     begin, end = "<!-- width-memory:begin -->\n", "<!-- width-memory:end -->"
     documented = text.split(begin, 1)[1].split(end, 1)[0]
     assert documented == width_run.memory_markdown(), (
-        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.width_run"
+        "docs/probes.md is out of step: regenerate with python -m gpuprobe.worker.probes.width.run"
     )
 
 
@@ -280,7 +282,7 @@ def _result(
 
 def test_a_fault_is_an_error_unless_a_judged_case_is_wrong() -> None:
     ctx = ProbeContext(torch, "cpu", 0, "width.index.n31", {})
-    g = width_run.geometry("n31", on_gpu=False)
+    g = width_scope.geometry("n31", on_gpu=False)
     cases = width_run.cases_for("index", "n31")
     fault = _result("nll_loss_spatial.fp16.bwd", "fault", text="AcceleratorError: CUDA error: an illegal memory access")
     passed = [_result("gather.fp32"), _result("histc.fp32", process=1)]
@@ -317,7 +319,7 @@ def test_a_simulated_sticky_error_loses_the_context_until_simulation_is_reset(fa
     ctx = ProbeContext(torch, "cpu", 0, "width.copy.n31", {})
     assert width_run.context_lost(ctx) is None
     with pytest.raises(RuntimeError), simulate.bypassed():
-        width_cases.flip_fp16(width_run.Scope(ctx, width_run.geometry("n31", on_gpu=False), seed=1))
+        width_cases.flip_fp16(width_scope.Scope(ctx, width_scope.geometry("n31", on_gpu=False), seed=1))
     assert width_run.context_lost(ctx) == "CUDA error: an illegal memory access was encountered"
     # A fresh simulation (a fresh process activates one) starts with a usable context.
     _simulate()

@@ -558,7 +558,7 @@ pub mod ranges {
     /// covers importing a framework from a slow network file system.
     pub const STARTUP_TIMEOUT: (f64, f64) = (1.0, 3600.0);
     /// `--soak-seconds`: the soak probe's own bounds (`MAX_SOAK_SECONDS` in
-    /// `python/gpuprobe/worker/probes/soak_specs.py`, which its timeout is sized for).
+    /// `python/gpuprobe/worker/probes/soak/specs.py`, which its timeout is sized for).
     pub const SOAK_SECONDS: (f64, f64) = (0.5, 720.0);
     /// `run --hang-timeout`, seconds: output and GPU activity are sampled about once a
     /// second, so less cannot be told from a pause; a week at most.

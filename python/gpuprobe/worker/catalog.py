@@ -1,7 +1,9 @@
 """The probe catalogue: every probe's spec, importable without torch.
 
-Each family declares its probes in a ``*_specs`` module that imports nothing heavy; the
-implementation lives in a ``*_run`` module that is imported only when a probe runs. A
+Each family is a package of ``gpuprobe.worker.probes`` (``probes/<family>/``): it declares its
+probes in its ``specs`` module, which imports nothing heavy, and implements them in modules
+imported only when a probe runs (``run`` and the family's others). ``FAMILY_SPECS`` lists every
+family's spec function, in catalogue order: the one place a family is registered. A
 ``ProbeDef`` names its implementation as ``"module:function"`` plus keyword parameters, so
 listing the catalogue (mode ``catalog``) stays fast and never imports torch.
 """
@@ -111,25 +113,25 @@ def start_helpers(probe_ids: list[str]) -> list[str]:
 
 _CATALOG: dict[str, ProbeDef] | None = None
 
-#: The families' spec modules, in catalogue order. Each must import nothing heavy and
-#: provide ``specs() -> list[ProbeDef]``. One line per family.
-FAMILY_MODULES = (
-    "gpuprobe.worker.probes.copy_specs",
-    "gpuprobe.worker.probes.rng_specs",
-    "gpuprobe.worker.probes.dtype_specs",
-    "gpuprobe.worker.probes.ops_specs",
-    "gpuprobe.worker.probes.nn_specs",
-    "gpuprobe.worker.probes.alloc_specs",
-    "gpuprobe.worker.probes.pipeline_specs",
-    "gpuprobe.worker.probes.dist_specs",
-    "gpuprobe.worker.probes.soak_specs",
-    "gpuprobe.worker.probes.sweep_specs",
-    "gpuprobe.worker.probes.width_specs",
-    "gpuprobe.worker.probes.compile_specs",
-    "gpuprobe.worker.probes.graph_specs",
-    "gpuprobe.worker.probes.optim_specs",
-    "gpuprobe.worker.probes.train_specs",
-    "gpuprobe.worker.probes.fault_specs",
+#: Every family's spec function (``module:function``), in catalogue order, one line per family.
+#: Each returns the family's ``list[ProbeDef]`` and its module imports nothing heavy (no torch).
+FAMILY_SPECS = (
+    "gpuprobe.worker.probes.copy.specs:specs",
+    "gpuprobe.worker.probes.rng.specs:specs",
+    "gpuprobe.worker.probes.dtype.specs:specs",
+    "gpuprobe.worker.probes.ops.specs:specs",
+    "gpuprobe.worker.probes.nn.specs:specs",
+    "gpuprobe.worker.probes.alloc.specs:specs",
+    "gpuprobe.worker.probes.pipeline.specs:specs",
+    "gpuprobe.worker.probes.dist.specs:specs",
+    "gpuprobe.worker.probes.soak.specs:specs",
+    "gpuprobe.worker.probes.sweep.specs:specs",
+    "gpuprobe.worker.probes.width.specs:specs",
+    "gpuprobe.worker.probes.compile.specs:specs",
+    "gpuprobe.worker.probes.graph.specs:specs",
+    "gpuprobe.worker.probes.optim.specs:specs",
+    "gpuprobe.worker.probes.train.specs:specs",
+    "gpuprobe.worker.probes.fault.specs:specs",
 )
 
 
@@ -138,9 +140,8 @@ def all_probes() -> dict[str, ProbeDef]:
     global _CATALOG
     if _CATALOG is None:
         catalog: dict[str, ProbeDef] = {}
-        for module_name in FAMILY_MODULES:
-            family = importlib.import_module(module_name)
-            for probe in family.specs():
+        for specs in FAMILY_SPECS:
+            for probe in _function(specs)():
                 if probe.id in catalog:
                     raise ValueError(f"duplicate probe id {probe.id!r}")
                 if probe.tier not in TIERS:
@@ -156,7 +157,7 @@ def lookup(probe_id: str) -> ProbeDef | None:
     found = all_probes().get(probe_id)
     if found is not None:
         return found
-    from gpuprobe.worker.probes import sweep_specs
+    from gpuprobe.worker.probes.sweep import specs as sweep_specs
 
     return sweep_specs.resolve(probe_id)
 
@@ -171,7 +172,7 @@ def expanded(families: list[str], torch: Any) -> tuple[list[ProbeDef], list[str]
             notes.append(f"no framework-dependent probes in family {family!r}")
             continue
         try:
-            from gpuprobe.worker.probes import sweep_specs
+            from gpuprobe.worker.probes.sweep import specs as sweep_specs
 
             out.extend(sweep_specs.expanded_specs(torch))
         except Exception as exc:  # noqa: BLE001 - sweep.opdb reports the reason when it runs

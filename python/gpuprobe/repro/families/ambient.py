@@ -14,8 +14,8 @@ with eager's own error as the yardstick, printing both dtypes and both errors.
 
 The script holds the probe's own code, copied from ``compile_ambient`` with ``Copier`` (the
 model, ``State``, ``_entered`` and ``tf32_mode``, ``unsupported``, ``run_step``, the judge
-``judge_state`` with ``_Tally`` and ``_norm_failure``, their constants and the sweep
-oracle's records), plus the probe's own lines that seed the weights and the batch (from
+``judge_state`` with ``StateTally`` and ``_norm_failure``, their constants, the sweep
+oracle's failures and the case tally), plus the probe's own lines that seed the weights and the batch (from
 ``run``, its ``ctx.derive_seed("ambient")`` written as the number it derives). The states
 are written as the probe's ``State`` values, in the probe's order.
 
@@ -39,12 +39,13 @@ from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.copied import Copier
 from gpuprobe.repro.script import Recipe
 
-_IMPL = "gpuprobe.worker.probes.compile_ambient:run"
+_IMPL = "gpuprobe.worker.probes.compile.ambient:run"
 
 _HEADER = """\
-# Copied from gpuprobe (gpuprobe/worker/probes/compile_ambient.py, the TF32 switch of
-# ops_run.py, the compile family's error text and the sweep's oracle records): the step,
-# the states, running the step under a state and the judge, unchanged."""
+# Copied from gpuprobe (gpuprobe/worker/probes/compile/ambient.py, the TF32 switch of
+# precision.py, the compile family's error text, the sweep's oracle and the case tally,
+# gpuprobe/worker/tally.py): the step, the states, running the step under a state and the
+# judge, unchanged."""
 
 #: The probe's definitions the script runs (everything they reach is copied with them).
 _ROOTS = (
@@ -55,7 +56,7 @@ _ROOTS = (
     "run_step",
     "StepResult",
     "judge_state",
-    "_Tally",
+    "StateTally",
     "_norm_failure",
     "_reset_dynamo",
     "compiler_problem",
@@ -72,10 +73,23 @@ _SEED_CALL = 'ctx.derive_seed("ambient")'
 
 @functools.cache
 def _copier() -> Copier:
-    from gpuprobe.worker.probes import compile_ambient, compile_run, ops_run, sweep_oracle, sweep_ref
+    from gpuprobe.worker import tally
+    from gpuprobe.worker.probes import precision
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
+    from gpuprobe.worker.probes.compile import run as compile_run
+    from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
+    from gpuprobe.worker.probes.sweep import ref as sweep_ref
 
+    # The tally first: the probe's tally subclasses it, and a base class must be defined first.
     return Copier(
-        compile_ambient, ops_run, compile_run, sweep_ref, sweep_oracle, strip=("sweep_oracle", "compile_run"), provided={"torch"}
+        tally,
+        compile_ambient,
+        precision,
+        compile_run,
+        sweep_ref,
+        sweep_oracle,
+        strip=("sweep_oracle", "compile_run"),
+        provided={"torch"},
     )
 
 
@@ -84,7 +98,7 @@ def _seeded_lines() -> str:
     """The probe's lines that build the initial model, the images and the labels, with the
     seed's derivation replaced by ``AMBIENT_SEED`` (``NoRepro`` when the probe no longer
     builds them so)."""
-    from gpuprobe.worker.probes import compile_ambient
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
 
     source = textwrap.dedent(inspect.getsource(compile_ambient.run))
     function = ast.parse(source).body[0]
@@ -239,7 +253,7 @@ def check(case, inputs, result):
         bound = max(NOISE_FACTOR * eager_error, floor)
         print(f"  {name:<18} {str(eager.dtypes[name]):<15} {str(compiled.dtypes.get(name, '-')):<15} "
               f"{eager_error:>12.3g} {compiled_error:>15.3g} {bound:>10.3g}")
-    tally = _Tally()
+    tally = StateTally()
     judge_state(tally, state, compiled, eager, reference)
     print(f"  {tally.cases} cases: {tally.passed} passed, "
           + (", ".join(f"{v} {k}" for k, v in sorted(tally.failed.items())) or "none failed")
@@ -258,7 +272,7 @@ def _plain(value: object) -> str:
 
 
 def _run(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import compile_ambient
+    from gpuprobe.worker.probes.compile import ambient as compile_ambient
 
     by_name = {s.name: s for s in compile_ambient.STATES}
     first = None

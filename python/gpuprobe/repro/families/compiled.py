@@ -27,7 +27,7 @@ def run_case(case, inputs, device):
 
 
 def _program(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import sweep_specs
+    from gpuprobe.worker.probes.sweep import specs as sweep_specs
 
     failures = case.measurement.get("failures")
     if not isinstance(failures, list) or not failures or not isinstance(failures[0], dict):
@@ -88,4 +88,4 @@ def run_case(case, inputs, device):
     return recipe
 
 
-RECIPES = {"gpuprobe.worker.probes.compile_run:run_program": _program}
+RECIPES = {"gpuprobe.worker.probes.compile.run:run_program": _program}

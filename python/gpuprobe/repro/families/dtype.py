@@ -14,11 +14,11 @@ from gpuprobe.worker import patterns
 @functools.cache
 def dtype_helpers() -> str:
     """The source of ``dtype_run.build_inputs`` and its helpers."""
-    from gpuprobe.worker.probes import dtype_run
+    from gpuprobe.worker.probes.dtype import run as dtype_run
 
     return "\n\n\n".join(
         [
-            "# Copied from gpuprobe (gpuprobe/worker/probes/dtype_run.py and patterns.py): the\n"
+            "# Copied from gpuprobe (gpuprobe/worker/probes/dtype/run.py and patterns.py): the\n"
             "# adversarial inputs of a conversion probe (every bit pattern or random ones, the\n"
             "# format's extremes, the target's boundaries, ties).\nimport math\nfrom typing import Any",
             _constants(patterns, "CHUNK"),

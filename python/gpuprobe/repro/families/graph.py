@@ -36,7 +36,7 @@ from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.families.copied import Copier, call_segment
 from gpuprobe.repro.script import Recipe
 
-_RUN = "gpuprobe.worker.probes.graph_run:"
+_RUN = "gpuprobe.worker.probes.graph.run:"
 #: The probe kind of each implementation.
 KINDS = {"run_capture": "capture", "run_training": "training", "run_pool": "pool", "run_reduce_overhead": "reduce_overhead"}
 #: The definitions each kind of probe needs (the replayers and workloads), beside the judge.
@@ -53,13 +53,16 @@ COMPILE_OPTIONS = {"mode": "reduce-overhead"}
 _COMMON_ROOTS = ("judge_outputs", "_float64_fallback", "_host", "BENIGN_WARNINGS", "CPU_NOTE")
 
 _HEADER = """\
-# Copied from gpuprobe (gpuprobe/worker/probes/graph_run.py and the sweep's oracle,
-# sweep_oracle.py): the workload, its replayer and the judge, unchanged."""
+# Copied from gpuprobe (gpuprobe/worker/probes/graph/run.py and the sweep's oracle,
+# sweep/oracle.py): the workload, its replayer and the judge, unchanged."""
 
 
 @functools.cache
 def _copier() -> Copier:
-    from gpuprobe.worker.probes import graph_run, sweep_cases, sweep_db, sweep_oracle
+    from gpuprobe.worker.probes.graph import run as graph_run
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
+    from gpuprobe.worker.probes.sweep import db as sweep_db
+    from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 
     return Copier(
         graph_run,
@@ -303,7 +306,7 @@ def _logged(case: Case) -> str | None:
 def _phases(case: Case, kind: str, workload: str, label: str, last: int | None) -> list[dict[str, Any]]:
     """The protocol's phases up to the failing replay (all of them when ``last`` is None),
     with the probe's generator tags."""
-    from gpuprobe.worker.probes import graph_run
+    from gpuprobe.worker.probes.graph import run as graph_run
 
     def phase(bound: str, label: str, replays: int, float64_at: tuple[int, ...], tag: str | None = None) -> dict[str, Any]:
         return {"bound": bound, "label": label, "last": replays, "float64_at": tuple(float64_at),
@@ -331,7 +334,7 @@ def _training_builders(names: list[str]) -> tuple[str, dict[str, str]]:
     table, each a lambda), as source for the script, and the generator tags they seed from:
     ``ctx.cpu_generator("tag")`` becomes ``generator(SEEDS["tag"])``, ``ctx.device`` the
     device and ``ctx.is_gpu`` whether it is a GPU."""
-    from gpuprobe.worker.probes import graph_run
+    from gpuprobe.worker.probes.graph import run as graph_run
 
     tree = ast.parse(textwrap.dedent(inspect.getsource(graph_run.run_training)))
     table: dict[str, ast.expr] = {}
@@ -357,7 +360,8 @@ def _training_builders(names: list[str]) -> tuple[str, dict[str, str]]:
 
 
 def _run(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import graph_run, sweep_db
+    from gpuprobe.worker.probes.graph import run as graph_run
+    from gpuprobe.worker.probes.sweep import db as sweep_db
 
     kind = KINDS[case.definition.impl.rsplit(":", 1)[-1]]
     p = case.params

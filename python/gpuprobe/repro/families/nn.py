@@ -144,15 +144,15 @@ def check(case, inputs, result):
     )
 
 
-RECIPES: dict[str, Any] = {"gpuprobe.worker.probes.nn_run:run_conv": _conv}
+RECIPES: dict[str, Any] = {"gpuprobe.worker.probes.nn.run:run_conv": _conv}
 
 
 def _sdpa(case: Case) -> Recipe:
     import inspect
 
     from gpuprobe.worker.patterns import derive_seed
-    from gpuprobe.worker.probes import nn_run
-    from gpuprobe.worker.probes.nn_specs import CPU_SEQ
+    from gpuprobe.worker.probes.nn import run as nn_run
+    from gpuprobe.worker.probes.nn.specs import CPU_SEQ
 
     p = case.params
     dtype, backend, head_dim, seq, mask = p["dtype"], p["backend"], int(p["head_dim"]), int(p["seq"]), p["mask"]
@@ -171,7 +171,7 @@ def _sdpa(case: Case) -> Recipe:
     }
     helpers = "\n\n\n".join(
         [
-            "# Copied from gpuprobe (gpuprobe/worker/probes/nn_run.py): the probe's mask and its float64\n"
+            "# Copied from gpuprobe (gpuprobe/worker/probes/nn/run.py): the probe's mask and its float64\n"
             "# attention, one (batch, head) at a time.\nimport math\nfrom typing import Any",
             inspect.getsource(nn_run._allowed_mask).rstrip(),
             inspect.getsource(nn_run._attention_reference).rstrip(),
@@ -276,4 +276,4 @@ def check(case, inputs, result):
     )
 
 
-RECIPES["gpuprobe.worker.probes.nn_run:run_sdpa"] = _sdpa
+RECIPES["gpuprobe.worker.probes.nn.run:run_sdpa"] = _sdpa

@@ -212,7 +212,7 @@ def compare_blocks(actual, expected, tolerance, block):
 
 
 def _elementwise(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import ops_run
+    from gpuprobe.worker.probes.ops import run as ops_run
 
     p = case.params
     method, dtype, tolerance = p["method"], p["dtype"], float(p["tolerance"])
@@ -311,7 +311,7 @@ def check(case, inputs, result):
 
 
 def _reduce(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import ops_run
+    from gpuprobe.worker.probes.ops import run as ops_run
 
     p = case.params
     method, dtype, variant, tolerance = p["method"], p["dtype"], p["variant"], float(p["tolerance"])

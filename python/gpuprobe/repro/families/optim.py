@@ -53,13 +53,14 @@ _LOG = re.compile(r"gpuprobe optim: (\S+) (\S+) (\S+)")
 _FLAGS = ("foreach", "fused", "differentiable")
 
 _HEADER = """\
-# Copied from gpuprobe (gpuprobe/worker/probes/optim_run.py and sweep_oracle.py): the probe's
+# Copied from gpuprobe (gpuprobe/worker/probes/optim/run.py and sweep/oracle.py): the probe's
 # parameter lists, input builders, trajectories and judge, unchanged."""
 
 
 @functools.cache
 def _copier() -> Copier:
-    from gpuprobe.worker.probes import optim_run, sweep_oracle
+    from gpuprobe.worker.probes.optim import run as optim_run
+    from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 
     return Copier(optim_run, sweep_oracle, strip=("sweep_oracle",), provided={"torch"})
 
@@ -98,7 +99,7 @@ _SCALER_ROOTS = (
 
 def _literal(value: Any) -> str:
     """Python source for a configuration value (a tensor as the ``torch.full`` that makes it)."""
-    from gpuprobe.worker.probes import optim_run
+    from gpuprobe.worker.probes.optim import run as optim_run
 
     if isinstance(value, optim_run.TensorArg):
         return f"torch.full({tuple(value.shape)!r}, {_literal(value.value)})"
@@ -130,7 +131,7 @@ def _configurations(cls: Any, class_name: str, device_type: str, list_name: str)
     the zero-gradient list the extreme ones too, as ``run_optimizer`` steps them."""
     import torch
 
-    from gpuprobe.worker.probes import optim_run
+    from gpuprobe.worker.probes.optim import run as optim_run
 
     configs = list(optim_run.configurations(torch, class_name, device_type))
     edges = getattr(optim_run, "edge_configurations", None)
@@ -202,7 +203,7 @@ def _split_variant(variant: str, impls: tuple[str, ...]) -> tuple[str, str, str]
 
 def _lists() -> dict[str, str]:
     """The parameter lists the installed probe has, by suffix, with their builders."""
-    from gpuprobe.worker.probes import optim_run
+    from gpuprobe.worker.probes.optim import run as optim_run
 
     return {suffix: builder for suffix, builder in LISTS.items() if hasattr(optim_run, builder)}
 
@@ -400,7 +401,7 @@ def check(case, inputs, result):
 
 
 def _optimizer(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import optim_run
+    from gpuprobe.worker.probes.optim import run as optim_run
 
     p = case.params
     class_name, dtype = p["class_name"], p["dtype"]
@@ -592,7 +593,7 @@ def check(case, inputs, result):
 def _gradscaler(case: Case) -> Recipe:
     import torch
 
-    from gpuprobe.worker.probes import optim_run
+    from gpuprobe.worker.probes.optim import run as optim_run
 
     dtype_name = optim_run.DTYPES[case.params["dtype"]]
     entries = {name: (index, class_name, kwargs) for index, (name, class_name, kwargs) in enumerate(optim_run.SCALER_OPTIMIZERS)}
@@ -653,5 +654,5 @@ def _gradscaler(case: Case) -> Recipe:
     )
 
 
-_P = "gpuprobe.worker.probes.optim_run:"
+_P = "gpuprobe.worker.probes.optim.run:"
 RECIPES = {_P + "run_optimizer": _optimizer, _P + "run_gradscaler": _gradscaler}

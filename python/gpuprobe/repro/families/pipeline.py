@@ -66,13 +66,13 @@ CHECK_BATCHES = '''def check(case, inputs, result):
 
 
 def dataset_source() -> str:
-    from gpuprobe.worker.probes import pipeline_data
+    from gpuprobe.worker.probes.pipeline import data as pipeline_data
 
     return _DATASET.replace("@@FIELDS@@", repr(pipeline_data.FIELDS))
 
 
 def _dataloader(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import pipeline_run
+    from gpuprobe.worker.probes.pipeline import run as pipeline_run
 
     DATASET = dataset_source()
     p = case.params
@@ -126,7 +126,7 @@ def run_case(case, inputs, device):
 
 
 def _save_load(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import pipeline_run
+    from gpuprobe.worker.probes.pipeline import run as pipeline_run
 
     fmt, large = case.params["fmt"], bool(case.params["large"])
     if large:
@@ -208,7 +208,7 @@ def check(case, inputs, result):
 
 
 def _accelerate(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import pipeline_run
+    from gpuprobe.worker.probes.pipeline import run as pipeline_run
 
     placement = bool(case.params["device_placement"])
     c = {"dataset_seed": case.derive("dataset"), "items": pipeline_run.ITEMS, "batch": pipeline_run.BATCH}
@@ -261,7 +261,7 @@ def run_case(case, inputs, device):
 
 
 def _send_to_device(case: Case) -> Recipe:
-    from gpuprobe.worker.probes import pipeline_run
+    from gpuprobe.worker.probes.pipeline import run as pipeline_run
 
     c = {"dataset_seed": case.derive("dataset"), "items": pipeline_run.BATCH}
     body = f'''\
@@ -311,8 +311,8 @@ def check(case, inputs, result):
 
 
 RECIPES = {
-    "gpuprobe.worker.probes.pipeline_run:run_dataloader": _dataloader,
-    "gpuprobe.worker.probes.pipeline_run:run_save_load": _save_load,
-    "gpuprobe.worker.probes.pipeline_run:run_accelerate": _accelerate,
-    "gpuprobe.worker.probes.pipeline_run:run_send_to_device": _send_to_device,
+    "gpuprobe.worker.probes.pipeline.run:run_dataloader": _dataloader,
+    "gpuprobe.worker.probes.pipeline.run:run_save_load": _save_load,
+    "gpuprobe.worker.probes.pipeline.run:run_accelerate": _accelerate,
+    "gpuprobe.worker.probes.pipeline.run:run_send_to_device": _send_to_device,
 }

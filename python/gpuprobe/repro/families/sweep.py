@@ -46,11 +46,12 @@ _LOG_LINE = re.compile(r"gpuprobe sweep: (\S+) (\S+) (\S+) (forward|backward) sa
 def oracle_helpers() -> str:
     """The sweep's oracle, copied from gpuprobe (``sweep_oracle``) with the transform and the
     projection weights of ``sweep_cases``."""
-    from gpuprobe.worker.probes import sweep_cases, sweep_oracle
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
+    from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
 
     return "\n\n\n".join(
         [
-            "# Copied from gpuprobe (gpuprobe/worker/probes/sweep_oracle.py and sweep_cases.py): the\n"
+            "# Copied from gpuprobe (gpuprobe/worker/probes/sweep/oracle.py and sweep/cases.py): the\n"
             "# sweep's input transform, projection weights and oracle, unchanged.\n"
             "import math\nimport random\nfrom dataclasses import dataclass\nfrom typing import Any, Callable",
             _constants(sweep_oracle, "WRONG_VALUE", "NONFINITE_INVENTED", "NAN_LOST", "STRUCTURE"),
@@ -272,7 +273,8 @@ def _is_identity(fn: Any) -> bool:
 def _run_op(case: Case) -> Recipe:
     import torch
 
-    from gpuprobe.worker.probes import sweep_cases, sweep_db
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
+    from gpuprobe.worker.probes.sweep import db as sweep_db
 
     key, short = case.params["key"], case.params["dtype"]
     dtype_name = sweep_db.DTYPES[short]
@@ -341,7 +343,7 @@ def _run_op(case: Case) -> Recipe:
     # The call, its tensors as data.
     first = sweep_cases.primary(torch, sample)
     sample_dtype = first.dtype if first is not None else None
-    writer = _Writer(torch, sample_dtype, sweep_cases._targets(torch, sample, transform))
+    writer = _Writer(torch, sample_dtype, sweep_cases.transform_targets(torch, sample, transform))
     call_input = writer.value(sample.input)
     call_args = writer.value(list(sample.args))
     call_kwargs = "{" + ", ".join(f"{k!r}: {writer.kwarg(k, v)}" for k, v in sample.kwargs.items()) + "}"
@@ -572,4 +574,4 @@ def check(case, inputs, result):
     )
 
 
-RECIPES = {"gpuprobe.worker.probes.sweep_run:run_op": _run_op}
+RECIPES = {"gpuprobe.worker.probes.sweep.run:run_op": _run_op}

@@ -29,9 +29,10 @@ from gpuprobe.repro.families.copied import Copier
 from gpuprobe.repro.script import Recipe
 
 _HEADER = """\
-# Copied from gpuprobe (gpuprobe/worker/probes/train_run.py and the sweep's oracle,
-# sweep_oracle.py): the model, its batches and optimizer, the training loop, the float64
-# reference, autocast's emulated rounding and the judge, unchanged."""
+# Copied from gpuprobe (gpuprobe/worker/probes/train/run.py, the sweep's oracle,
+# sweep/oracle.py, and the case tally, gpuprobe/worker/tally.py): the model, its batches and
+# optimizer, the training loop, the float64 reference, autocast's emulated rounding and the
+# judge, unchanged."""
 
 #: Names the script defines itself: the model classes (inside ``define_models``), the
 #: read-back and the fault-simulation point.
@@ -40,7 +41,7 @@ _PROVIDED = {"torch", "nn", "F", "_host64", "_Faults", "ops", *_MODEL_CLASSES}
 _ROOTS = (
     "train",
     "judge_run",
-    "_Tally",
+    "TrainTally",
     "ModelKind",
     "Mode",
     "initial_model",
@@ -54,9 +55,13 @@ _ROOTS = (
 
 @functools.cache
 def _copier() -> Copier:
-    from gpuprobe.worker.probes import sweep_cases, sweep_oracle, train_run
+    from gpuprobe.worker import tally
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
+    from gpuprobe.worker.probes.sweep import oracle as sweep_oracle
+    from gpuprobe.worker.probes.train import run as train_run
 
-    return Copier(train_run, sweep_oracle, sweep_cases, strip=("sweep_oracle",), provided=_PROVIDED)
+    # The tally first: the probe's tally subclasses it, and a base class must be defined first.
+    return Copier(tally, train_run, sweep_oracle, sweep_cases, strip=("sweep_oracle",), provided=_PROVIDED)
 
 
 _BODY = '''\
@@ -82,7 +87,7 @@ nn = F = None
 
 
 def define_models():
-    """The probe's model (copied from gpuprobe/worker/probes/train_run.py), defined once
+    """The probe's model (copied from gpuprobe/worker/probes/train/run.py), defined once
     torch is imported (the script imports it after applying the run's settings)."""
     global nn, F, @@CLASS@@
     nn, F = torch.nn, torch.nn.functional
@@ -111,7 +116,7 @@ class _Faults:
         return None
 
 
-class Tally(_Tally):
+class Tally(TrainTally):
     """The probe's tally, also keeping every judged case's error against its bound."""
 
     def __init__(self):
@@ -264,7 +269,8 @@ def check(case, inputs, result):
 
 def _run(case: Case) -> Recipe:
     from gpuprobe.worker.patterns import derive_seed
-    from gpuprobe.worker.probes import train_run, train_specs
+    from gpuprobe.worker.probes.train import run as train_run
+    from gpuprobe.worker.probes.train import specs as train_specs
 
     model, mode = case.params["model"], case.params["mode"]
     if model not in train_run.MODELS:
@@ -338,4 +344,4 @@ def _run(case: Case) -> Recipe:
     )
 
 
-RECIPES = {"gpuprobe.worker.probes.train_run:run": _run, "gpuprobe.worker.probes.train_run:run_nested": _run}
+RECIPES = {"gpuprobe.worker.probes.train.run:run": _run, "gpuprobe.worker.probes.train.run:run_nested": _run}

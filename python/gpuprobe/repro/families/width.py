@@ -4,7 +4,7 @@ a tensor past 2^31 or 2^32 elements, one dimension past 2^31, or a launch-grid d
 
 The script holds the case's own code, copied from gpuprobe: the case function (a decorated
 function, a lambda or a closure: its source, the values it closes over and its defaults),
-every helper and constant it reaches (``width_cases``, ``width_grid``, ``width_run``), the
+every helper and constant it reaches (the width package's ``cases``, ``grid``, ``scope``), the
 probe's geometry and its ``Scope`` (seeded inputs, the slices across each boundary, the
 checks). The oracle is the probe's: each slice of the big result against the same
 operation on that slice alone in float64 on the device, and closed forms at sentinel
@@ -26,7 +26,7 @@ from typing import Any
 from gpuprobe.repro.families.base import Case, NoRepro
 from gpuprobe.repro.script import Recipe
 
-_MODULES = ("width_run", "width_cases", "width_grid")
+_MODULES = ("width_scope", "width_run", "width_cases", "width_grid")
 #: Names the script defines itself (its own Scope, the registration stub) or never needs.
 _PROVIDED = {"Scope", "Geometry", "CaseRefused", "case", "REGISTRY", "run_width", "Case", "simulate", "ops_math", "torch"}
 _BUILTINS = set(dir(builtins))
@@ -40,9 +40,12 @@ def _source() -> _Source:
 
 
 def _modules() -> dict[str, Any]:
-    from gpuprobe.worker.probes import width_cases, width_grid, width_run
+    from gpuprobe.worker.probes.width import cases as width_cases
+    from gpuprobe.worker.probes.width import grid as width_grid
+    from gpuprobe.worker.probes.width import run as width_run
+    from gpuprobe.worker.probes.width import scope as width_scope
 
-    return {"width_run": width_run, "width_cases": width_cases, "width_grid": width_grid}
+    return {"width_scope": width_scope, "width_run": width_run, "width_cases": width_cases, "width_grid": width_grid}
 
 
 def _is_data(value: Any) -> bool:
@@ -196,9 +199,9 @@ _SCOPE_OP = '''    def op(self, method: str, dtype: str, fn: Callable[[], Any], 
 
 @functools.cache
 def _scope_source() -> str:
-    from gpuprobe.worker.probes import width_run
+    from gpuprobe.worker.probes.width import scope as width_scope
 
-    text = inspect.getsource(width_run.Scope)
+    text = inspect.getsource(width_scope.Scope)
     start = text.index("    def op(")
     end = text.index("    def grad(")
     text = text[:start] + _SCOPE_OP + "\n" + text[end:]
@@ -207,14 +210,15 @@ def _scope_source() -> str:
 
 @functools.cache
 def _class_source(name: str) -> str:
-    from gpuprobe.worker.probes import width_run
+    from gpuprobe.worker.probes.width import scope as width_scope
 
-    return inspect.getsource(getattr(width_run, name))
+    return inspect.getsource(getattr(width_scope, name))
 
 
 def _run_width(case: Case) -> Recipe:
     from gpuprobe.worker.patterns import derive_seed
-    from gpuprobe.worker.probes import width_run
+    from gpuprobe.worker.probes.width import run as width_run
+    from gpuprobe.worker.probes.width import scope as width_scope
 
     group, kind = case.params["group"], case.params["kind"]
     if case.crash_or_hang:
@@ -236,7 +240,7 @@ def _run_width(case: Case) -> Recipe:
         case_text = case_text.replace(f"def {chosen.run.__name__}(", "def case_fn(", 1)
     constants, defs = _closure([case_text, *prelude, _scope_source(), _class_source("Geometry")], src)
     on_gpu = case.device_type != "cpu"
-    geometry = width_run.geometry(kind, on_gpu)
+    geometry = width_scope.geometry(kind, on_gpu)
     seed = derive_seed(case.seed, case.probe, f"width.{name}")
     import dataclasses
 
@@ -249,11 +253,11 @@ def _run_width(case: Case) -> Recipe:
             f"#: The case (width_cases / width_grid) and the seed of its inputs.\n"
             f"CASES = [{{'case': {name!r}, 'group': {group!r}, 'kind': {kind!r}, 'seed': {seed!r}}}]\n"
             + "\n".join(constants),
-            "# Copied from gpuprobe (gpuprobe/worker/probes/width_run.py): the geometry of a boundary\n"
+            "# Copied from gpuprobe (gpuprobe/worker/probes/width/scope.py): the geometry of a boundary\n"
             "# and the scope a case runs in.\n" + geometry_src.rstrip(),
             _class_source("CaseRefused").rstrip(),
             _scope_source().rstrip(),
-            "# Copied from gpuprobe (width_cases.py, width_grid.py): what the case calls.\n"
+            "# Copied from gpuprobe (width/cases.py, width/grid.py): what the case calls.\n"
             + "\n\n\n".join(d.rstrip() for d in defs),
             "# The case itself.\n" + "\n".join(prelude + [case_text]).rstrip(),
             _SCRIPT_TAIL.rstrip(),
@@ -266,7 +270,7 @@ def _run_width(case: Case) -> Recipe:
             "in float64 on the device, and closed forms at sentinel indices."
         ),
         reference="the same operation on each slice alone, in float64 on the device; closed forms at sentinel indices",
-        tolerance="per element |found - ref| <= the dtype's tolerance x the case's scale (width_run.TOLERANCE)",
+        tolerance="per element |found - ref| <= the dtype's tolerance x the case's scale (width.scope.TOLERANCE)",
         what=f"the {name} result is wrong past the index-width boundary",
         helpers="",
         body=body,
@@ -274,7 +278,7 @@ def _run_width(case: Case) -> Recipe:
 
 
 def _describe(g: Any) -> str:
-    from gpuprobe.worker.probes import width_run
+    from gpuprobe.worker.probes.width import run as width_run
 
     return width_run._describe(g)
 
@@ -321,4 +325,4 @@ def check(case, inputs, scope):
     return scope.case_violations == 0
 '''
 
-RECIPES = {"gpuprobe.worker.probes.width_run:run_width": _run_width}
+RECIPES = {"gpuprobe.worker.probes.width.run:run_width": _run_width}
