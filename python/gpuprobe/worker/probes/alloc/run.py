@@ -81,7 +81,8 @@ def tag_for(ctx: ProbeContext, index: int) -> int:
     return (ctx.derive_seed(f"tag{index}") & 0x7FFFFFFF) | 1
 
 
-def _round_down(value: int, unit: int) -> int:
+def round_down(value: int, unit: int) -> int:
+    """``value`` rounded down to a multiple of ``unit`` (never below 0)."""
     return max(0, value // unit * unit)
 
 
@@ -168,7 +169,8 @@ def amdgpu_memory_facts(
     return facts
 
 
-def _first_line(exc: BaseException, limit: int = 240) -> str:
+def first_line(exc: BaseException, limit: int = 240) -> str:
+    """The first line of an exception's message (its type's name when it has none), cut at ``limit``."""
     text = (str(exc) or type(exc).__name__).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:limit]
 
@@ -194,7 +196,7 @@ def _fill_chunks(
             free_now, _ = device_memory(ctx)
             if ctx.is_gpu and free_now >= chunk + margin // 2:
                 failures.append(
-                    f"allocation {len(blocks)} of {chunk} B failed with {free_now} B reported free: {_first_line(exc)}"
+                    f"allocation {len(blocks)} of {chunk} B failed with {free_now} B reported free: {first_line(exc)}"
                 )
             else:
                 ctx.notes.append(f"free memory shrank to {free_now} B while filling (another process?)")
@@ -223,7 +225,7 @@ def run_usable(ctx: ProbeContext) -> ProbeOutput:
             metrics.update(amdgpu_memory_facts(props))
         margin = margin_bytes(total)
         target = max(0, free0 - margin)
-        chunk = GIB if target >= 16 * GIB else max(64 * MIB, _round_down(target // 16, ROUND))
+        chunk = GIB if target >= 16 * GIB else max(64 * MIB, round_down(target // 16, ROUND))
     else:
         margin = 0
         target = cpu_budget_bytes()
@@ -275,8 +277,8 @@ def run_largest(ctx: ProbeContext, *, time_bound_s: float) -> ProbeOutput:
     release(ctx)
     free0, total = device_memory(ctx)
     if ctx.is_gpu:
-        high = _round_down(free0 - 64 * MIB, ROUND)
-        resolution = max(64 * MIB, _round_down(high // 256, ROUND))
+        high = round_down(free0 - 64 * MIB, ROUND)
+        resolution = max(64 * MIB, round_down(high // 256, ROUND))
     else:
         high = min(GIB, (host_available_bytes() or 2 * GIB) // 4)
         resolution = 16 * MIB
@@ -318,7 +320,7 @@ def run_largest(ctx: ProbeContext, *, time_bound_s: float) -> ProbeOutput:
             if time.perf_counter() - started > time_bound_s:
                 bounded_by = "time"
                 break
-            middle = _round_down((low + top) // 2, ROUND) or (low + top) // 2
+            middle = round_down((low + top) // 2, ROUND) or (low + top) // 2
             steps += 1
             if fits(middle):
                 low = best = middle
@@ -364,7 +366,9 @@ def run_largest(ctx: ProbeContext, *, time_bound_s: float) -> ProbeOutput:
 # -- fragmentation ----------------------------------------------------------------------------------
 
 
-def _allocator_stats(ctx: ProbeContext) -> dict[str, Any]:
+def allocator_stats(ctx: ProbeContext) -> dict[str, Any]:
+    """The caching allocator's counters the probes report (reserved and allocated bytes,
+    segments, retries, out-of-memory errors); empty on a CPU device under test."""
     if not ctx.is_gpu:
         return {}
     stats = ctx.torch.cuda.memory_stats(ctx.device)
@@ -389,7 +393,7 @@ def run_fragmentation(ctx: ProbeContext, *, rounds: int, per_round: int, max_blo
     free0, total = device_memory(ctx)
     if ctx.is_gpu:
         live_cap = max(64 * MIB, min(free0 // 4, 4 * GIB))
-        large = _round_down(free0 // 2, ROUND)
+        large = round_down(free0 // 2, ROUND)
     else:
         budget = cpu_budget_bytes()
         max_block = min(max_block, 4 * MIB)
@@ -428,7 +432,7 @@ def run_fragmentation(ctx: ProbeContext, *, rounds: int, per_round: int, max_blo
         "large_bytes": large,
         "free_bytes": free0,
     }
-    metrics.update({f"before_large_{k}": v for k, v in _allocator_stats(ctx).items()})
+    metrics.update({f"before_large_{k}": v for k, v in allocator_stats(ctx).items()})
     violations, zero_violations, checked = 0, 0, len(results)
     example = None
     for index, (words, wrong, zeros) in enumerate(results):
@@ -443,7 +447,7 @@ def run_fragmentation(ctx: ProbeContext, *, rounds: int, per_round: int, max_blo
         if not is_oom(torch, exc):
             raise
         violations += 1
-        example = example or f"the large allocation of {large} B failed after the cycles: {_first_line(exc)}"
+        example = example or f"the large allocation of {large} B failed after the cycles: {first_line(exc)}"
     else:
         tag = tag_for(ctx, allocations)
         big.view(torch.int32).fill_(tag)
@@ -454,7 +458,7 @@ def run_fragmentation(ctx: ProbeContext, *, rounds: int, per_round: int, max_blo
             example = example or f"the large block: {wrong} of {words} sampled words lost their tag"
         del big
     del live
-    metrics.update({f"after_large_{k}": v for k, v in _allocator_stats(ctx).items()})
+    metrics.update({f"after_large_{k}": v for k, v in allocator_stats(ctx).items()})
     release(ctx)
     measurement = invariant(
         "blocks keep their data through alloc/free cycles, and a large allocation still succeeds",
@@ -469,7 +473,7 @@ def run_fragmentation(ctx: ProbeContext, *, rounds: int, per_round: int, max_blo
 # -- frees recorded on a side stream ---------------------------------------------------------------
 
 
-def _delay(ctx: ProbeContext, milliseconds: float) -> str:
+def stream_delay(ctx: ProbeContext, milliseconds: float) -> str:
     """Keeps the current stream busy for about ``milliseconds``; returns how."""
     torch = ctx.torch
     sleep = getattr(torch.cuda, "_sleep", None)
@@ -502,7 +506,7 @@ def run_stream_reuse(ctx: ProbeContext, *, rounds: int) -> ProbeOutput:
         late_address = late.data_ptr()
         side.wait_stream(current)
         with torch.cuda.stream(side):
-            how = _delay(ctx, 20.0)
+            how = stream_delay(ctx, 20.0)
             late.view(torch.int32).fill_(tag_for(ctx, 2 * r))
         late.record_stream(side)
         del late
@@ -556,7 +560,7 @@ def run_oom_recovery(ctx: ProbeContext, *, fill: bool) -> ProbeOutput:
         if ctx.is_gpu:
             margin = margin_bytes(total)
             target = max(0, free0 - margin)
-            chunk = GIB if target >= 16 * GIB else max(64 * MIB, _round_down(target // 16, ROUND))
+            chunk = GIB if target >= 16 * GIB else max(64 * MIB, round_down(target // 16, ROUND))
         else:
             margin, target, chunk = 0, cpu_budget_bytes(), 32 * MIB
         held, _failures, held_bytes = _fill_chunks(ctx, target, chunk, margin, "chunk")
@@ -573,7 +577,7 @@ def run_oom_recovery(ctx: ProbeContext, *, fill: bool) -> ProbeOutput:
     except Exception as exc:  # noqa: BLE001
         if not is_oom(torch, exc):
             raise
-        metrics.update(oom_raised=True, oom_type=type(exc).__name__, oom_message=_first_line(exc))
+        metrics.update(oom_raised=True, oom_type=type(exc).__name__, oom_message=first_line(exc))
     else:
         metrics["oom_raised"] = False
         ctx.notes.append(f"an allocation of {request} B succeeded: there was no out-of-memory error to recover from")

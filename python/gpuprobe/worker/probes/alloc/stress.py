@@ -47,10 +47,10 @@ from gpuprobe.worker.probes.alloc.run import (
     GIB,
     MIB,
     ROUND,
-    _allocator_stats,
-    _delay,
-    _first_line,
-    _round_down,
+    allocator_stats,
+    stream_delay,
+    first_line,
+    round_down,
     cpu_budget_bytes,
     device_memory,
     invariant,
@@ -368,7 +368,7 @@ class StreamKit:
     def delay(self, milliseconds: float) -> None:
         """Keeps the current stream busy for about ``milliseconds``."""
         if self.gpu:
-            self.delay_how = _delay(self.ctx, milliseconds)
+            self.delay_how = stream_delay(self.ctx, milliseconds)
 
     def wait_stream(self, waiter: Any, producer: Any) -> None:
         if self.gpu:
@@ -434,7 +434,7 @@ def _fill_to(ctx: ProbeContext, target: int, chunk: int, method: str) -> tuple[l
     blocks: list[tuple[Any, int]] = []
     held = 0
     while held < target:
-        size = chunk if held + chunk <= target else _round_down(target - held, unit)
+        size = chunk if held + chunk <= target else round_down(target - held, unit)
         if size <= 0:
             break
         try:
@@ -442,7 +442,7 @@ def _fill_to(ctx: ProbeContext, target: int, chunk: int, method: str) -> tuple[l
         except Exception as exc:  # noqa: BLE001 - only out-of-memory ends the fill
             if not is_oom(ctx.torch, exc):
                 raise
-            return blocks, held, f"the fill stopped at {held} B of {target} B: {_first_line(exc)}"
+            return blocks, held, f"the fill stopped at {held} B of {target} B: {first_line(exc)}"
         tag = tag_for(ctx, 10_000 + len(blocks))
         block.view(ctx.torch.int32).fill_(tag)
         blocks.append((block, tag))
@@ -504,7 +504,7 @@ def _attempt(ctx: ProbeContext, nbytes: int, method: str) -> tuple[AllocAttempt,
     except Exception as exc:  # noqa: BLE001 - anything but out-of-memory is the probe's error
         if not is_oom(ctx.torch, exc):
             raise
-        return AllocAttempt("oom", time.perf_counter() - started, _first_line(exc), free_before), None
+        return AllocAttempt("oom", time.perf_counter() - started, first_line(exc), free_before), None
     return AllocAttempt("ok", time.perf_counter() - started, "", free_before), block
 
 
@@ -524,8 +524,8 @@ def run_cross_stream_free(ctx: ProbeContext, *, rounds: int, fill_fraction: floa
     release(ctx)
     free0, total = device_memory(ctx)
     if ctx.is_gpu:
-        fill_target = _round_down(int(free0 * fill_fraction), ROUND)
-        chunk = GIB if fill_target >= 16 * GIB else max(64 * MIB, _round_down(fill_target // 16, ROUND))
+        fill_target = round_down(int(free0 * fill_fraction), ROUND)
+        chunk = GIB if fill_target >= 16 * GIB else max(64 * MIB, round_down(fill_target // 16, ROUND))
         room = free0 - fill_target
     else:
         budget = cpu_budget_bytes()
@@ -631,15 +631,15 @@ def run_oom_retry(ctx: ProbeContext, *, delay_ms: float, pending_delay_ms: float
     backend = _allocator_backend(ctx)
     judged = backend in ("native", "cpu")
     if ctx.is_gpu:
-        request = GIB if free0 >= 16 * GIB else max(4 * ROUND, _round_down(free0 // 16, ROUND))
-        chunk = GIB if free0 >= 16 * GIB else max(64 * MIB, _round_down(free0 // 16, ROUND))
+        request = GIB if free0 >= 16 * GIB else max(4 * ROUND, round_down(free0 // 16, ROUND))
+        chunk = GIB if free0 >= 16 * GIB else max(64 * MIB, round_down(free0 // 16, ROUND))
     else:
         request, chunk = 8 * MIB, 16 * MIB
         _cpu_note(ctx, "the side stream's work, the frees and the requests")
     side = kit.new_stream()
     default = kit.current()
     _warm_up(ctx, kit, side)
-    stats_before = _allocator_stats(ctx)
+    stats_before = allocator_stats(ctx)
     started = time.perf_counter()
     victim = ops_pipeline.alloc(request, ctx.device, method="oom_retry")
     victim.view(torch.int32).fill_(tag_for(ctx, 1))
@@ -708,7 +708,7 @@ def run_oom_retry(ctx: ProbeContext, *, delay_ms: float, pending_delay_ms: float
         except Exception as exc:  # noqa: BLE001 - phase B needs the block; say why it did not run
             if not is_oom(torch, exc):
                 raise
-            notes.append(f"phase B did not run: the block could not be allocated again ({_first_line(exc)})")
+            notes.append(f"phase B did not run: the block could not be allocated again ({first_line(exc)})")
     if again is not None:
         _write_late_on_side(ctx, kit, side, default, again, pending_delay_ms, "pending_victim")
         del again
@@ -739,7 +739,7 @@ def run_oom_retry(ctx: ProbeContext, *, delay_ms: float, pending_delay_ms: float
     checks += _check_fills(ctx, fills)
     metrics["seconds"] = round(time.perf_counter() - started, 3)
     metrics["delay"] = kit.delay_how
-    stats_after = _allocator_stats(ctx)
+    stats_after = allocator_stats(ctx)
     for key_name in ("alloc_retries", "ooms"):
         if key_name in stats_before and key_name in stats_after:
             metrics[f"allocator_{key_name}"] = int(stats_after[key_name]) - int(stats_before[key_name])
@@ -956,9 +956,9 @@ def _thread_loop(ctx: ProbeContext, report: ThreadReport, *, deadline: float, ma
     except Exception as exc:  # noqa: BLE001 - every exception of a thread is reported
         if is_oom(torch, exc):
             free_after = device_memory(ctx)[0]
-            report.ooms.append((nbytes, free_after, _first_line(exc)))
+            report.ooms.append((nbytes, free_after, first_line(exc)))
         else:
-            report.errors.append(f"{type(exc).__name__}: {_first_line(exc)}")
+            report.errors.append(f"{type(exc).__name__}: {first_line(exc)}")
     report.iterations = iteration
 
 
@@ -999,7 +999,7 @@ def run_threads(ctx: ProbeContext, *, threads: int, duration_s: float, max_block
                     pass
                 _thread_loop(ctx, reports[index], deadline=deadline[0], max_block=max_block, ring=ring)
         except Exception as exc:  # noqa: BLE001 - a thread that could not even start is reported too
-            reports[index].errors.append(f"{type(exc).__name__}: {_first_line(exc)}")
+            reports[index].errors.append(f"{type(exc).__name__}: {first_line(exc)}")
             barrier.abort()
 
     started = time.perf_counter()
