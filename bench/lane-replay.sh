@@ -15,8 +15,17 @@ report="$1"; shift
 python="${PYTHON:-python3}"
 catalog="$(mktemp)"
 trap 'rm -f "$catalog"' EXIT
-PYTHONPATH="$(dirname "$0")/../python" "$python" - "$catalog" <<'PY'
-import json, sys
+oracle=()
+args=()
+for a in "$@"; do
+  if [ "$a" = --oracle ]; then oracle=(--oracle); else args+=("$a"); fi
+done
+# The catalogue names the sweep's and the compile family's lanes by the host's cores: list
+# it as the GPU host would (CORES, the third argument).
+PYTHONPATH="$(dirname "$0")/../python" "$python" - "$catalog" "${args[1]:-16}" <<'PY'
+import json, os, sys
+cores = int(sys.argv[2])
+os.cpu_count = lambda: cores
 import torch
 from gpuprobe.worker import catalog
 specs = [p.spec() for p in catalog.all_probes().values()]
@@ -24,9 +33,4 @@ extra, _ = catalog.expanded(["sweep"], torch)
 specs += [p.spec() for p in extra]
 json.dump(specs, open(sys.argv[1], "w"))
 PY
-oracle=()
-args=()
-for a in "$@"; do
-  if [ "$a" = --oracle ]; then oracle=(--oracle); else args+=("$a"); fi
-done
 cargo run --quiet --release -p gpuprobe --example lane_replay -- "${oracle[@]}" "$catalog" "$report" "${args[@]}"
