@@ -9,6 +9,10 @@
 #   test_train.py); $CXX, g++, clang++ or c++, as the compile family looks for one;
 # - Chromium: the HTML report's browser test (tests/python/test_html_browser.py); $CHROMIUM,
 #   chromium, chromium-browser or Google Chrome, as that test looks for one;
+# - promtool (Debian's prometheus) and xmllint (libxml2-utils): the exports' tests check the
+#   Prometheus metrics with `promtool check metrics` and validate the JUnit XML against its
+#   schema (crates/gpuprobe-report/src/export/checks.rs, crates/gpuprobe/tests/it/exports.rs);
+#   those tests fail without them when CI is set, and skip and say so otherwise;
 # - Python's venv module with ensurepip, only while .venv is still to be created (Debian and
 #   Ubuntu ship it apart from Python, as python3.X-venv).
 # A missing one is installed with apt-get when the script runs as root on a machine that has
@@ -67,8 +71,18 @@ have_chromium() {
     [ -n "${CHROMIUM:-}" ] || have_any chromium chromium-browser google-chrome google-chrome-stable
 }
 
+have_promtool() {
+    have_any promtool
+}
+
+have_xmllint() {
+    have_any xmllint
+}
+
 ensure_tool have_compiler "a C++ compiler for Inductor's CPU backend" "the compile and train families' tests" g++
 ensure_tool have_chromium "Chromium for the HTML report's browser test" "the browser test" chromium fonts-dejavu-core
+ensure_tool have_promtool "promtool for the Prometheus export's check" "the export tests (failing under CI)" prometheus
+ensure_tool have_xmllint "xmllint for the JUnit export's schema check" "the export tests (failing under CI)" libxml2-utils
 
 stamp=.venv/.requirements.sha256
 want=$(sha256sum tests/python/requirements.txt | cut -d' ' -f1)

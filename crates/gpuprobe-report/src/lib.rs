@@ -3,6 +3,7 @@
 //! - [`terminal`]: the table and findings a user reads after `gpuprobe check`;
 //! - [`html`]: the self-contained, offline HTML report (`check --html`, `report --html`);
 //! - [`json`]: the machine-readable report and its published JSON Schema;
+//! - [`export`]: the Prometheus text exposition and JUnit XML of a run, for fleets and CI;
 //! - [`guard`]: the terminal guard every line gpuprobe prints passes through;
 //! - [`matrix`]: the measured dtype-conversion matrix;
 //! - [`fit`]: lines that are not tables, wrapped to the width tables are fitted to;
@@ -22,6 +23,7 @@
 pub mod bundle;
 pub mod console;
 pub mod env;
+pub mod export;
 pub mod fit;
 pub mod fix;
 pub mod guard;

@@ -44,8 +44,9 @@ pub enum Command {
     Profile(ProfileArgs),
     /// The run directories kept under the state directory: list them, prune old ones.
     Runs(RunsArgs),
-    /// Renders a finished run's report again: the terminal text, the JSON (--json) or one
-    /// self-contained offline HTML file (--html FILE).
+    /// Renders a finished run's report again: the terminal text, the JSON (--json), one
+    /// self-contained offline HTML file (--html FILE), Prometheus metrics (--prometheus FILE)
+    /// or JUnit XML (--junit FILE).
     Report(ReportArgs),
     /// Packs a run into one redacted .tar.gz to attach to an issue: report, fingerprint,
     /// lint, kernel-log lines, worker log tails, profile.
@@ -161,6 +162,13 @@ pub struct CheckArgs {
     /// external resource).
     #[arg(long, value_name = "FILE", display_order = 18)]
     pub html: Option<PathBuf>,
+    /// Also write the run as Prometheus metrics, for node_exporter's textfile collector
+    /// (written atomically; docs/fleet.md).
+    #[arg(long, value_name = "FILE", display_order = 19)]
+    pub prometheus: Option<PathBuf>,
+    /// Also write the run as JUnit XML, one test case per probe run, for CI systems.
+    #[arg(long, value_name = "FILE", display_order = 20)]
+    pub junit: Option<PathBuf>,
 }
 
 /// Options of `report`.
@@ -172,6 +180,13 @@ pub struct ReportArgs {
     /// resource); with a `fix` run, its search table too.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Write the run as Prometheus metrics, for node_exporter's textfile collector (written
+    /// atomically; docs/fleet.md).
+    #[arg(long, value_name = "FILE")]
+    pub prometheus: Option<PathBuf>,
+    /// Write the run as JUnit XML, one test case per probe run, for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Print the JSON report.
     #[arg(long)]
     pub json: bool,

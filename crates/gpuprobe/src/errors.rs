@@ -123,6 +123,7 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
         gpuprobe_runner::job::JobError,
         gpuprobe_runner::RunnerError,
         gpuprobe_report::html::HtmlError,
+        gpuprobe_report::export::ExportError,
         gpuprobe_kb::KbError,
         gpuprobe_runner::rundir::RunFileError,
         gpuprobe_gpu::memtest::InjectionArgError,

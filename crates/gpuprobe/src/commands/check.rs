@@ -53,6 +53,11 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
     );
     options.validate()?;
     gpuprobe_report::html::check_writable(args.html.as_deref())?;
+    let exports = super::report::Exports {
+        prometheus: args.prometheus.as_deref(),
+        junit: args.junit.as_deref(),
+    };
+    exports.check_writable()?;
     let started = Instant::now();
     let started_at = time::rfc3339(SystemTime::now());
     let host = session::host(&env, signals.cancel_token());
@@ -106,6 +111,7 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
         write!(stdout, "{text}")?;
     }
     super::report::write_html(args.html.as_deref(), report, None)?;
+    exports.write(report)?;
     super::runs::after_check(&env, completed.run_dir.path());
     Ok(report.exit_status)
 }

@@ -1,12 +1,14 @@
 //! `gpuprobe report`: renders a finished run's `report.json` again, as terminal text, as
-//! JSON or as one offline HTML file; `check --html` writes its HTML through here too. The
-//! run directory is read and the HTML made by `gpuprobe_report::html`.
+//! JSON, as one offline HTML file, as Prometheus metrics or as JUnit XML; `check --html`,
+//! `--prometheus` and `--junit` write theirs through here too. The run directory is read
+//! by the runner, the HTML made by `gpuprobe_report::html`, the exports by
+//! `gpuprobe_report::export`.
 
 use std::io::Write;
 
 use anyhow::Result;
 use gpuprobe_model::{ExitStatus, Report, profile::FixAccount};
-use gpuprobe_report::html;
+use gpuprobe_report::{export, html};
 
 use crate::cli::ReportArgs;
 
@@ -23,13 +25,60 @@ pub(super) fn write_html(
     Ok(())
 }
 
+/// Where a run's exports go: each `None` when not asked for.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Exports<'a> {
+    /// `--prometheus FILE`.
+    pub prometheus: Option<&'a std::path::Path>,
+    /// `--junit FILE`.
+    pub junit: Option<&'a std::path::Path>,
+}
+
+impl Exports<'_> {
+    const PROMETHEUS: &'static str = "Prometheus metrics";
+    const JUNIT: &'static str = "JUnit XML";
+
+    /// Refuses an unwritable export path up front, before anything runs.
+    pub(super) fn check_writable(self) -> Result<()> {
+        export::check_writable(Self::PROMETHEUS, self.prometheus)?;
+        export::check_writable(Self::JUNIT, self.junit)?;
+        Ok(())
+    }
+
+    /// Writes each export asked for (atomically) and says where.
+    pub(super) fn write(self, report: &Report) -> Result<()> {
+        if let Some(path) = self.prometheus {
+            write_export(Self::PROMETHEUS, path, &export::prometheus::render(report))?;
+        }
+        if let Some(path) = self.junit {
+            write_export(Self::JUNIT, path, &export::junit::render(report))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes one export and says where on stderr (behind the guard: the path is the user's),
+/// unless `--quiet`: a cron job or an epilog that writes metrics wants no mail about it.
+fn write_export(what: &'static str, path: &std::path::Path, text: &str) -> Result<()> {
+    export::write(what, path, text)?;
+    gpuprobe_report::console::note(&format!("{what}: {}", path.display()));
+    Ok(())
+}
+
 /// Runs `report`; exits with the run's own exit status, as its `check` did.
 pub(super) fn run(args: ReportArgs) -> Result<ExitStatus> {
     // An unwritable output is refused before anything is read.
     html::check_writable(args.html.as_deref())?;
+    let exports = Exports {
+        prometheus: args.prometheus.as_deref(),
+        junit: args.junit.as_deref(),
+    };
+    exports.check_writable()?;
     let run = gpuprobe_runner::rundir::read_finished(&args.run_dir)?;
     write_html(args.html.as_deref(), &run.report, run.fix.as_ref())?;
-    if args.json || args.html.is_none() {
+    exports.write(&run.report)?;
+    let asked_for_a_file = args.html.is_some() || args.prometheus.is_some() || args.junit.is_some();
+    if args.json || !asked_for_a_file {
         let options = gpuprobe_report::console::current().terminal_options();
         let text = html::text(&run.report, args.json, options);
         write!(crate::output::stdout(), "{text}")?;

@@ -11,6 +11,7 @@ mod commands;
 mod completions;
 mod conventions;
 mod env_parity;
+mod exports;
 mod faults;
 mod fix;
 mod fix_resume;
