@@ -169,6 +169,34 @@ pub struct CheckArgs {
     /// Also write the run as JUnit XML, one test case per probe run, for CI systems.
     #[arg(long, value_name = "FILE", display_order = 20)]
     pub junit: Option<PathBuf>,
+    /// Health-check mode, for a scheduler's node health check or node-problem-detector:
+    /// nothing but one line on stdout (`OK: ...`, `FAIL: REASON`, `UNKNOWN: REASON`) and
+    /// exit 0 healthy, 1 a problem (drain the node), 2 unknown (docs/fleet.md).
+    #[arg(long, conflicts_with_all = ["json", "all", "matrix", "timings", "verbose", "html"], display_order = 21)]
+    pub health: bool,
+    /// With --health: stop the run once SECONDS have passed since it started; what did
+    /// not run is NOT-TESTED. 1 to 604800.
+    #[arg(long, value_name = "SECONDS", requires = "health", value_parser = budget_seconds, allow_negative_numbers = true, display_order = 22)]
+    pub budget: Option<f64>,
+    /// With --health: who reads the line: `slurm` (a drain reason, at most 200 bytes) or
+    /// `npd` (node-problem-detector's custom plugin, at most 80 bytes).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "slurm",
+        value_name = "FORMAT",
+        display_order = 23
+    )]
+    pub health_format: HealthFormatArg,
+}
+
+/// Readers of `check --health`'s line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HealthFormatArg {
+    /// Slurm's HealthCheckProgram or prolog (`scontrol update ... reason=`).
+    Slurm,
+    /// node-problem-detector's custom plugin monitor.
+    Npd,
 }
 
 /// Options of `report`.
@@ -578,6 +606,8 @@ pub mod ranges {
     /// `run --hang-timeout`, seconds: output and GPU activity are sampled about once a
     /// second, so less cannot be told from a pause; a week at most.
     pub const HANG_TIMEOUT: (f64, f64) = (1.0, 604_800.0);
+    /// `check --budget`, seconds: a worker takes about a second to start; a week at most.
+    pub const BUDGET: (f64, f64) = (1.0, 604_800.0);
     /// `memtest --passes`.
     pub const MEMTEST_PASSES: (u32, u32) = (1, 1000);
     /// `run --repeat`.
@@ -607,6 +637,10 @@ fn startup_timeout(text: &str) -> Result<f64, String> {
 
 fn soak_seconds(text: &str) -> Result<f64, String> {
     number_in(text, ranges::SOAK_SECONDS.0, ranges::SOAK_SECONDS.1)
+}
+
+fn budget_seconds(text: &str) -> Result<f64, String> {
+    number_in(text, ranges::BUDGET.0, ranges::BUDGET.1)
 }
 
 fn hang_timeout(text: &str) -> Result<f64, String> {

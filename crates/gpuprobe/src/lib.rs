@@ -39,6 +39,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 0
             };
             let _ = err.print();
+            // `check --health` promises one line on stdout whatever happens.
+            if err.use_stderr() && commands::check::wants_health(&args) {
+                commands::check::print_health_usage_error(&args);
+            }
             // `memtest --json` promises one JSON document on stdout whatever happens, and a
             // script that passed a bad option needs it most.
             if err.use_stderr() && commands::memtest::wants_json(&args) {
@@ -48,7 +52,13 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    gpuprobe_report::console::setup(&cli.color, cli.quiet);
+    // A health check prints its one line and nothing else: no progress, no colour.
+    let health = matches!(&cli.command, cli::Command::Check(args) if args.health);
+    if health {
+        gpuprobe_report::console::setup("never", true);
+    } else {
+        gpuprobe_report::console::setup(&cli.color, cli.quiet);
+    }
     match commands::dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

@@ -156,7 +156,7 @@ pub fn execute(
         lanes
     };
     let probes_started = Instant::now();
-    let execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
+    let mut execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
         progress.update(&event)
     });
     let probes_ended = Instant::now();
@@ -174,6 +174,15 @@ pub fn execute(
         // The workers are stopped and every finished result is in the run directory; a
         // report of part of the plan would read as the whole, so none is made.
         return Err(SessionError::Interrupted(interrupted));
+    }
+    if config.supervisor.cancel.is_cancelled() {
+        // Cancelled without a signal: the caller's time budget is spent (`check --health
+        // --budget`). The report covers the whole plan, so what did not run is NOT-TESTED
+        // (and counts against "at least half judged"); it is not recorded in the run
+        // directory, so `check --resume` runs it.
+        let not_run = budget_spent_results(&plan.tasks, &previous, &execution.results);
+        execution.results.extend(not_run);
+        notes.push("the time budget was spent: the probe runs left were not tested".to_string());
     }
     for err in &execution.write_errors {
         notes.push(format!("could not record a result: {err}"));
@@ -202,4 +211,81 @@ pub fn execute(
         probes_ended,
         started_at,
     })
+}
+
+/// The reason of a probe run the time budget left out.
+pub const BUDGET_SPENT: &str = "the time budget was spent before it ran";
+
+/// A NOT-TESTED result for each task of `planned` that neither `previous` nor `finished`
+/// holds a result for.
+fn budget_spent_results(
+    planned: &[PlannedTask],
+    previous: &[gpuprobe_model::verdict::ProbeResult],
+    finished: &[gpuprobe_model::verdict::ProbeResult],
+) -> Vec<gpuprobe_model::verdict::ProbeResult> {
+    let done: std::collections::BTreeSet<(&ProbeId, DeviceRef)> = previous
+        .iter()
+        .chain(finished)
+        .map(|r| (&r.probe, r.device))
+        .collect();
+    planned
+        .iter()
+        .filter(|task| !done.contains(&(&task.spec.id, task.device)))
+        .map(|task| {
+            gpuprobe_model::verdict::ProbeResult::new(
+                task.spec.id.clone(),
+                task.device,
+                task.spec.layer,
+                gpuprobe_model::verdict::Verdict::NotTested {
+                    reason: BUDGET_SPENT.to_string(),
+                },
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use gpuprobe_model::probe::Layer;
+    use gpuprobe_model::verdict::{ProbeResult, Verdict};
+
+    use super::*;
+    use crate::test_support::spec;
+
+    #[test]
+    fn a_spent_budget_makes_what_did_not_run_not_tested_and_nothing_else() {
+        let task = |id: &str, device| PlannedTask {
+            spec: spec(id),
+            device,
+        };
+        let planned = [
+            task("copy.a", DeviceRef::Cpu),
+            task("copy.b", DeviceRef::Cpu),
+            task("copy.b", DeviceRef::Gpu(0)),
+            task("copy.c", DeviceRef::Cpu),
+        ];
+        let done = |id: &str, device| {
+            ProbeResult::new(ProbeId::new(id), device, Layer::Framework, Verdict::Pass)
+        };
+        let left = budget_spent_results(
+            &planned,
+            &[done("copy.a", DeviceRef::Cpu)],
+            &[done("copy.b", DeviceRef::Cpu)],
+        );
+        let named: Vec<(String, DeviceRef)> = left
+            .iter()
+            .map(|r| (r.probe.to_string(), r.device))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("copy.b".to_string(), DeviceRef::Gpu(0)),
+                ("copy.c".to_string(), DeviceRef::Cpu)
+            ]
+        );
+        assert!(left.iter().all(|r| matches!(
+            &r.verdict,
+            Verdict::NotTested { reason } if reason == BUDGET_SPENT
+        )));
+    }
 }

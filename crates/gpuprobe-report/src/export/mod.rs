@@ -2,8 +2,10 @@
 //! exposition ([`prometheus`], for node_exporter's textfile collector) and JUnit XML
 //! ([`junit`], for CI systems). Both render the [`gpuprobe_model::Report`] they are given
 //! and decide nothing about its results; this module owns what they share: the stack
-//! facts both name, the run's times, and the atomic write of an export to a file.
+//! facts both name, the run's times, and the atomic write of an export to a file. Beside
+//! them, [`health`] makes a health check's one line and exit code of a report.
 
+pub mod health;
 pub mod junit;
 pub mod prometheus;
 

@@ -7,7 +7,7 @@ use gpuprobe_model::finding::{Finding, Severity};
 use crate::cli::Command;
 
 mod bundle;
-mod check;
+pub(crate) mod check;
 mod completions;
 pub(crate) mod env;
 mod fix;
@@ -25,6 +25,7 @@ mod triage;
 /// code, or for `run` the job's own exit code.
 pub(crate) fn dispatch(command: Command) -> Result<u8> {
     let status: ExitStatus = match command {
+        Command::Check(args) if args.health => return check::run_health(args),
         Command::Check(args) => check::run(args)?,
         Command::Env(args) => env::run(args)?,
         Command::Triage(args) => triage::run(args)?,

@@ -19,6 +19,7 @@ mod fix_switches;
 mod golden;
 #[cfg(feature = "gpu-tests")]
 mod gpu_faults;
+mod health;
 mod hostile_text;
 mod kb_native_ids;
 mod library_output;
