@@ -28,8 +28,9 @@
 //!   workers while the shared lane ran 10 s in two pieces), never with a lane of its own
 //!   family (the sweep names its lanes to spread over them); exclusive lanes never share.
 //!
-//! Work is estimated per probe from [`TYPICAL_SECONDS`], measured on the H100 host (the
-//! median of three warm standard tiers, bench/RESULTS.md "Lane sizing"). Where the GPU's kernels are
+//! Work is estimated per probe from the seconds it publishes (`typical_s`), else from
+//! [`TYPICAL_SECONDS`], measured on the H200 host (bench/RESULTS.md "The standard tier's
+//! lanes"). Where the GPU's kernels are
 //! compiled at their first use on this machine and its kernel cache is empty (CUDA's
 //! `ComputeCache` on a fresh machine), the probes that pay for that compilation are
 //! estimated from [`FIRST_USE_SECONDS`] instead: on the H100's first run the attention
@@ -334,7 +335,7 @@ pub fn sized_lanes(tasks: Vec<Task>, budget: LaneBudget) -> Vec<Lane> {
                 .iter()
                 .copied()
                 .filter(|&i| {
-                    groups[i].cuttable
+                    groups[i].cuttable()
                         && !settled.contains(&i)
                         && cuts[i].pieces() < groups[i].lane.tasks.len()
                 })
@@ -397,6 +398,11 @@ fn lightest_pair(
                 && groups[j].lane.placement != Placement::Exclusive
                 && cuts[j].pieces() == 1
                 && !groups[j].lane.tasks.is_empty()
+                // A named lane shares only while it is too light to be worth a worker of
+                // its own: in the full tier the named training, optimizer and graph lanes,
+                // minutes each, once shared one worker, and a sweep lane waited 300 s
+                // behind them.
+                && (!groups[j].named() || cuts[j].heaviest() < MIN_PIECE_S)
         })
         .collect();
     light.sort_by(|&a, &b| {
@@ -409,14 +415,8 @@ fn lightest_pair(
     for (n, &a) in light.iter().enumerate() {
         for &b in &light[n + 1..] {
             let load = cuts[a].heaviest() + cuts[b].heaviest();
-            // A named lane shares only while it is too light to be worth a worker of its
-            // own: in the full tier the named training, optimizer and graph lanes, minutes
-            // each, once shared one worker, and a sweep lane waited 300 s behind them.
-            let light_if_named = |j: usize| !groups[j].named || cuts[j].heaviest() < MIN_PIECE_S;
             if groups[a].lane.backend == groups[b].lane.backend
                 && may_share(&groups[a], &groups[b])
-                && light_if_named(a)
-                && light_if_named(b)
                 && load <= limit
                 && best.is_none_or(|(l, ..)| load < l)
             {
@@ -453,18 +453,24 @@ fn merge(groups: &mut [Group], keep: usize, join: usize) {
     if groups[join].lane.placement == Placement::Shared {
         groups[keep].lane.placement = Placement::Shared;
     }
-    // A lane holding a named lane's probes is never cut, as the named lane would not be.
-    groups[keep].cuttable &= groups[join].cuttable;
-    groups[keep].named |= groups[join].named;
     groups[keep].lane.tasks.extend(moved);
 }
 
 struct Group {
     lane: Lane,
-    /// Whether [`sized_lanes`] may cut it.
-    cuttable: bool,
-    /// Whether its family named it (a named lane is never cut).
-    named: bool,
+}
+
+impl Group {
+    /// Whether it holds probes of a lane their family named (after a merge too).
+    fn named(&self) -> bool {
+        self.lane.tasks.iter().any(|t| t.spec.lane.is_some())
+    }
+
+    /// Whether [`sized_lanes`] may cut it: neither exclusive nor holding a named lane's
+    /// probes (a family that names its lanes has chosen its grouping).
+    fn cuttable(&self) -> bool {
+        self.lane.placement != Placement::Exclusive && !self.named()
+    }
 }
 
 fn grouped(tasks: Vec<Task>) -> Vec<Group> {
@@ -472,7 +478,6 @@ fn grouped(tasks: Vec<Task>) -> Vec<Group> {
     for task in tasks {
         let backend = task.spec.backend;
         let placement = task.spec.placement;
-        let named = task.spec.lane.is_some();
         let family = (placement == Placement::Side).then(|| {
             task.spec
                 .lane
@@ -485,16 +490,10 @@ fn grouped(tasks: Vec<Task>) -> Vec<Group> {
                 && g.lane.placement == placement
                 && *f == family
         }) {
-            Some((_, group)) => {
-                group.cuttable &= !named;
-                group.named |= named;
-                group.lane.tasks.push(task);
-            }
+            Some((_, group)) => group.lane.tasks.push(task),
             None => groups.push((
                 family,
                 Group {
-                    cuttable: placement != Placement::Exclusive && !named,
-                    named,
                     lane: Lane {
                         backend,
                         device: task.device,
