@@ -32,12 +32,10 @@ fn main() -> anyhow::Result<()> {
             "usage: lane_replay CATALOG.json REPORT.json [TIER] [CORES] [FREE_GIB] [HELLO_S]"
         );
     };
-    let tier: Tier = match rest.first().map(String::as_str).unwrap_or("standard") {
-        "quick" => Tier::Quick,
-        "standard" => Tier::Standard,
-        "full" => Tier::Full,
-        other => anyhow::bail!("tier {other:?}: quick, standard or full"),
-    };
+    // The tier as the report and the command line name it (its serde form).
+    let tier_name = rest.first().map_or("standard", String::as_str);
+    let tier: Tier = serde_json::from_value(serde_json::Value::from(tier_name))
+        .map_err(|_| anyhow::anyhow!("tier {tier_name:?}: quick, standard, full or soak"))?;
     let number = |i: usize, default: f64| -> anyhow::Result<f64> {
         rest.get(i).map_or(Ok(default), |s| Ok(s.parse()?))
     };
