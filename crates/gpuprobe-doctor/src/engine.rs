@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Instant;
 
@@ -21,6 +21,7 @@ use gpuprobe_model::report::LaneTiming;
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
 use gpuprobe_runner::worker::WorkerCommand;
+use gpuprobe_runner::zygote::Zygote;
 use gpuprobe_runner::{
     KernelLogSource, PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig,
     Task,
@@ -243,6 +244,14 @@ pub fn execute(
     let cap_threads = std::env::var_os(THREADS_VARIABLE).is_none()
         && !config.settings.set.contains_key(THREADS_VARIABLE)
         && !config.settings.unset.iter().any(|k| k == THREADS_VARIABLE);
+    let zygote = start_zygote(&lanes, config);
+    if let Some(Err(why)) = &zygote {
+        execution
+            .logs
+            .push(format!("workers start one by one: {why}"));
+    }
+    let zygote = zygote.and_then(Result::ok).map(Arc::new);
+    let zygote = &zygote;
 
     thread::scope(|scope| {
         let start = |launches: Vec<Launch>,
@@ -260,6 +269,7 @@ pub fn execute(
                         config,
                         run_dir,
                         cap_threads,
+                        zygote.clone(),
                         kernel_log,
                         &mut |event| {
                             let _ = sender.send(event);
@@ -351,6 +361,7 @@ fn run_lane(
     config: &EngineConfig,
     run_dir: &RunDir,
     cap_threads: bool,
+    zygote: Option<Arc<Zygote>>,
     kernel_log: &KernelLogSource,
     send: &mut dyn FnMut(LaneMessage),
 ) {
@@ -387,6 +398,7 @@ fn run_lane(
     // Each lane logs its workers in a folder of its own: lanes run side by side.
     let mut supervisor = config.supervisor.clone();
     supervisor.start_gate = gate.clone();
+    supervisor.zygote = zygote;
     if let Some(dir) = &supervisor.log_dir {
         let lane_dir = dir.join(format!(
             "{}-{}-{id}",
@@ -406,6 +418,40 @@ fn run_lane(
         &mut |event| send(LaneMessage::Event(id, event)),
     );
     send(LaneMessage::LaneDone(id));
+}
+
+/// The zygote for this run's Python workers (`gpuprobe_runner::zygote`), when it pays and is
+/// safe: two or more Python lanes, the ordinary interpreter and package, and no settings
+/// under test (a variable a worker is given could be read when torch is imported, which
+/// the zygote has done before any worker exists). `None` when not wanted; the error says
+/// why one could not start.
+fn start_zygote(lanes: &[Lane], config: &EngineConfig) -> Option<Result<Zygote, String>> {
+    let python_lanes = lanes
+        .iter()
+        .filter(|l| l.backend == Backend::Python)
+        .count();
+    let (env, unset) = config.settings.worker_env();
+    if python_lanes < 2
+        || !env.is_empty()
+        || !unset.is_empty()
+        || !gpuprobe_runner::zygote::enabled_by_environment()
+    {
+        return None;
+    }
+    let python = config.python.as_ref()?;
+    let package = config.package_dir.as_ref()?;
+    let log = config
+        .supervisor
+        .log_dir
+        .as_ref()
+        .map(|dir| dir.join("zygote.log"));
+    Some(Zygote::start(
+        &python.executable,
+        package,
+        &config.options,
+        log.as_deref(),
+        config.supervisor.startup_timeout,
+    ))
 }
 
 fn device_file_name(device: DeviceRef) -> String {

@@ -12,6 +12,8 @@
 //! - where run directories live and how they are named ([`paths`], [`stamp`]), and which
 //!   of them are over and may be pruned ([`runs`]);
 //! - fault-simulation presets and custom fault files ([`simulation`]);
+//! - one pre-imported Python interpreter that forks the lanes' workers, so a tier pays
+//!   one framework import ([`zygote`]);
 //! - new kernel log lines seen while probes run ([`kmsg`]);
 //! - running a user's job for `gpuprobe run`, watched for crashes and hangs ([`job`]), with
 //!   the process-group and signal handling it shares with the probe supervisor
@@ -35,6 +37,7 @@ pub mod simulation;
 pub mod stamp;
 pub mod supervisor;
 pub mod worker;
+pub mod zygote;
 
 pub use error::RunnerError;
 pub use kmsg::KernelLogSource;

@@ -37,6 +37,7 @@ use crate::error::RunnerError;
 use crate::kmsg::KernelLogWatcher;
 use crate::process::{kill_group, signal_name};
 use crate::worker::{Next, RunningWorker, WorkerCommand, WorkerExit, WorkerMessage};
+use crate::zygote::Zygote;
 
 /// One probe to run on one device.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +67,8 @@ pub struct SupervisorConfig {
     pub workers_ahead: usize,
     /// Stops the run early when cancelled (by default, one that never is).
     pub cancel: Cancel,
+    /// Forks Python workers from one pre-imported interpreter when set (`zygote`).
+    pub zygote: Option<Arc<Zygote>>,
 }
 
 /// How often a supervisor waiting on a worker looks at its [`Cancel`]: short enough that a
@@ -224,6 +227,7 @@ impl Default for SupervisorConfig {
             start_gate: None,
             workers_ahead: 3,
             cancel: Cancel::default(),
+            zygote: None,
         }
     }
 }
@@ -515,12 +519,38 @@ fn spawn_worker(
         .log_dir
         .as_ref()
         .map(|dir| dir.join(format!("worker-{worker_number}.log")));
-    let worker =
-        RunningWorker::spawn(&command, log_path.as_deref()).map_err(|err| err.to_string())?;
+    let forked = config.zygote.as_deref().and_then(|zygote| {
+        RunningWorker::fork_from(zygote, &command, log_path.as_deref())
+            .map_err(|why| {
+                if let Some(path) = &log_path {
+                    note_in_log(path, &format!("started the ordinary way: {why}"));
+                }
+            })
+            .ok()
+    });
+    let worker = match forked {
+        Some(worker) => worker,
+        None => {
+            RunningWorker::spawn(&command, log_path.as_deref()).map_err(|err| err.to_string())?
+        }
+    };
     Ok(Spawned {
         worker,
         waits_for_start: command.waits_for_start,
     })
+}
+
+/// Adds one line to a worker's log (the log may not exist yet; a failure to write is not
+/// worth more than the line).
+fn note_in_log(path: &std::path::Path, line: &str) {
+    use std::io::Write;
+    if let Ok(mut file) = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "[gpuprobe] {line}");
+    }
 }
 
 /// The probe a worker is running now.

@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -19,10 +20,12 @@ use std::time::{Duration, Instant};
 use command_fds::{CommandFdExt, FdMapping};
 use gpuprobe_model::protocol::{EVENT_FD, START_LINE, WorkerEvent};
 use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use crate::error::RunnerError;
 use crate::process::kill_group;
+use crate::zygote::{ChildFds, Zygote};
 
 /// How many output lines a worker's tail keeps.
 const TAIL_LINES: usize = 40;
@@ -83,12 +86,77 @@ impl From<ExitStatus> for WorkerExit {
 
 /// A running worker.
 pub struct RunningWorker {
-    child: Child,
+    process: Process,
     events: Receiver<WorkerMessage>,
     tail: Arc<Mutex<VecDeque<String>>>,
     readers: Vec<thread::JoinHandle<()>>,
     /// The start line's pipe, for a worker that waits for it.
-    start: Option<ChildStdin>,
+    start: Option<Box<dyn Write + Send>>,
+}
+
+/// The worker's process: one this process started, or one the zygote forked and this
+/// process adopted (`zygote`), waited for by its id.
+enum Process {
+    Spawned(Child),
+    Forked { pid: u32, exit: Option<WorkerExit> },
+}
+
+impl Process {
+    fn id(&self) -> u32 {
+        match self {
+            Process::Spawned(child) => child.id(),
+            Process::Forked { pid, .. } => *pid,
+        }
+    }
+
+    /// Its exit, when it has ended (`Err` when it cannot be waited for).
+    fn try_wait(&mut self) -> Result<Option<WorkerExit>, ()> {
+        match self {
+            Process::Spawned(child) => child.try_wait().map(|s| s.map(Into::into)).map_err(|_| ()),
+            Process::Forked { pid, exit } => {
+                if exit.is_none() {
+                    *exit = wait_forked(*pid, WaitPidFlag::WNOHANG)?;
+                }
+                Ok(*exit)
+            }
+        }
+    }
+
+    /// Waits for it to end.
+    fn wait(&mut self) -> Result<WorkerExit, ()> {
+        match self {
+            Process::Spawned(child) => child.wait().map(Into::into).map_err(|_| ()),
+            Process::Forked { pid, exit } => {
+                if exit.is_none() {
+                    *exit = wait_forked(*pid, WaitPidFlag::empty())?;
+                }
+                exit.ok_or(())
+            }
+        }
+    }
+}
+
+fn wait_forked(pid: u32, flags: WaitPidFlag) -> Result<Option<WorkerExit>, ()> {
+    loop {
+        match waitpid(Pid::from_raw(pid as i32), Some(flags)) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Ok(Some(WorkerExit {
+                    code: Some(code),
+                    signal: None,
+                }));
+            }
+            Ok(WaitStatus::Signaled(_, signal, _)) => {
+                return Ok(Some(WorkerExit {
+                    code: None,
+                    signal: Some(signal as i32),
+                }));
+            }
+            Ok(WaitStatus::StillAlive) => return Ok(None),
+            Ok(_) => continue, // stopped or continued: not an end
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Err(()),
+        }
+    }
 }
 
 impl RunningWorker {
@@ -132,21 +200,88 @@ impl RunningWorker {
         // The command still owns our copy of the pipe's write end; drop it so that the
         // reader sees end-of-file when the worker exits.
         drop(command);
-        let start = child.stdin.take();
+        let start = child
+            .stdin
+            .take()
+            .map(|pipe| Box::new(pipe) as Box<dyn Write + Send>);
 
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        Self::watch(
+            Process::Spawned(child),
+            event_reader,
+            stdout,
+            stderr,
+            start,
+            log,
+        )
+    }
+
+    /// Has `zygote` fork the worker `cmd` would start, when it may (see
+    /// [`Zygote::forkable_args`]); `None` when it may not or the fork failed (start it
+    /// with [`RunningWorker::spawn`] then), with the reason for the log.
+    pub fn fork_from(
+        zygote: &Zygote,
+        cmd: &WorkerCommand,
+        log: Option<&Path>,
+    ) -> Result<RunningWorker, String> {
+        let args = zygote
+            .forkable_args(cmd)
+            .ok_or_else(|| "not a worker the zygote may fork".to_string())?;
+        let (event_reader, event_writer) = std::io::pipe().map_err(|e| e.to_string())?;
+        let (stdout_reader, stdout_writer) = std::io::pipe().map_err(|e| e.to_string())?;
+        let (stderr_reader, stderr_writer) = std::io::pipe().map_err(|e| e.to_string())?;
+        let (stdin_reader, stdin_writer) = if cmd.waits_for_start {
+            let (r, w) = std::io::pipe().map_err(|e| e.to_string())?;
+            (Some(OwnedFd::from(r)), Some(w))
+        } else {
+            (None, None)
+        };
+        let fds = ChildFds {
+            events: event_writer.into(),
+            stdout: stdout_writer.into(),
+            stderr: stderr_writer.into(),
+            stdin: stdin_reader,
+        };
+        let pid = zygote.fork(&args, &cmd.env, &fds)?;
+        // Our copies of the child's ends go now, so each reader sees end-of-file when the
+        // worker (and whatever inherited them) is gone.
+        drop(fds);
+        Self::watch(
+            Process::Forked { pid, exit: None },
+            event_reader,
+            Some(stdout_reader),
+            Some(stderr_reader),
+            stdin_writer.map(|w| Box::new(w) as Box<dyn Write + Send>),
+            log,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    /// Reads a started worker's events and output.
+    fn watch(
+        process: Process,
+        event_reader: impl Read + Send + 'static,
+        stdout: Option<impl Read + Send + 'static>,
+        stderr: Option<impl Read + Send + 'static>,
+        start: Option<Box<dyn Write + Send>>,
+        log: Option<&Path>,
+    ) -> Result<RunningWorker, RunnerError> {
+        let mut process = process;
         let log_file = match log {
-            Some(path) => Some(Arc::new(Mutex::new(
-                File::options()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| RunnerError::io("cannot open worker log", path, e))?,
-            ))),
+            Some(path) => match File::options().create(true).append(true).open(path) {
+                Ok(file) => Some(Arc::new(Mutex::new(file))),
+                Err(e) => {
+                    kill_group(process.id());
+                    let _ = process.wait();
+                    return Err(RunnerError::io("cannot open worker log", path, e));
+                }
+            },
             None => None,
         };
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
         let mut readers = Vec::new();
-        if let Some(stdout) = child.stdout.take() {
+        if let Some(stdout) = stdout {
             readers.push(spawn_output_reader(
                 stdout,
                 "out",
@@ -154,7 +289,7 @@ impl RunningWorker {
                 log_file.clone(),
             ));
         }
-        if let Some(stderr) = child.stderr.take() {
+        if let Some(stderr) = stderr {
             readers.push(spawn_output_reader(
                 stderr,
                 "err",
@@ -169,7 +304,7 @@ impl RunningWorker {
             });
         }));
         Ok(RunningWorker {
-            child,
+            process,
             events,
             tail,
             readers,
@@ -188,7 +323,7 @@ impl RunningWorker {
 
     /// The worker's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.id()
     }
 
     /// Waits for the next message until `deadline`.
@@ -212,10 +347,10 @@ impl RunningWorker {
     /// Ends a hung worker: asks it for a traceback (SIGUSR1, which the Python worker
     /// registers with faulthandler), then kills its whole process group.
     pub fn kill_hung(&mut self) -> WorkerExit {
-        let pid = Pid::from_raw(self.child.id() as i32);
+        let pid = Pid::from_raw(self.process.id() as i32);
         let _ = kill(pid, Signal::SIGUSR1);
         thread::sleep(Duration::from_millis(300));
-        kill_group(self.child.id());
+        kill_group(self.process.id());
         self.wait()
     }
 
@@ -224,12 +359,12 @@ impl RunningWorker {
     pub fn wait(&mut self) -> WorkerExit {
         let grace = Instant::now() + Duration::from_secs(10);
         let status = loop {
-            match self.child.try_wait() {
+            match self.process.try_wait() {
                 Ok(Some(status)) => break status,
                 Ok(None) if Instant::now() < grace => thread::sleep(Duration::from_millis(5)),
                 _ => {
-                    kill_group(self.child.id());
-                    match self.child.wait() {
+                    kill_group(self.process.id());
+                    match self.process.wait() {
                         Ok(status) => break status,
                         Err(_) => {
                             return WorkerExit {
@@ -243,19 +378,19 @@ impl RunningWorker {
         };
         // Children of the worker (e.g. DataLoader processes) may still hold the pipes open;
         // end the group so the readers finish.
-        kill_group(self.child.id());
+        kill_group(self.process.id());
         for reader in self.readers.drain(..) {
             let _ = reader.join();
         }
-        status.into()
+        status
     }
 }
 
 impl Drop for RunningWorker {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            kill_group(self.child.id());
-            let _ = self.child.wait();
+        if matches!(self.process.try_wait(), Ok(None)) {
+            kill_group(self.process.id());
+            let _ = self.process.wait();
         }
     }
 }

@@ -122,7 +122,7 @@ def _hello(
     events.emit(event)
 
 
-def _die_with_supervisor() -> None:
+def die_with_supervisor() -> None:
     """Makes the kernel kill this worker when its supervisor dies.
 
     A worker stuck in a hung GPU call would otherwise outlive a killed gpuprobe and keep
@@ -147,7 +147,7 @@ def _die_with_supervisor() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Runs the worker; returns the process exit status."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    _die_with_supervisor()
+    die_with_supervisor()
     if not faulthandler.is_enabled():
         faulthandler.enable()
     if hasattr(signal, "SIGUSR1"):

@@ -35,3 +35,4 @@ mod support;
 mod triage;
 mod triage_kb;
 mod triage_limits;
+mod zygote;

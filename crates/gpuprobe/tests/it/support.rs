@@ -35,6 +35,7 @@ pub(crate) fn gpuprobe() -> std::process::Command {
         .env_remove("VIRTUAL_ENV")
         .env_remove("CONDA_PREFIX")
         .env_remove("GPUPROBE_PYTHON")
+        .env_remove("GPUPROBE_ZYGOTE")
         .env_remove("COLUMNS")
         .env_remove("CLICOLOR_FORCE")
         .env_remove("CLICOLOR")
