@@ -148,6 +148,58 @@ def test_kustomization_applies_every_manifest_and_names_the_image() -> None:
             assert container["image"].rsplit(":", 1)[0] == image["name"], container["image"]
 
 
+def tool(name: str, package: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        message = f"{name} is not installed: scripts/python-test-env.sh installs Debian's {package}"
+        if ON_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def test_kustomize_builds_it_and_renames_both_images(tmp_path: Path) -> None:
+    """``kubectl apply -k`` renders the manifests, and the image name set in an overlay (as
+    ``kustomize edit set image`` writes it) reaches both DaemonSets."""
+    kubectl = tool("kubectl", "kubernetes-client")
+    overlay = tmp_path / "site"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(DEPLOY, overlay)],
+                "images": [{"name": "registry.example.com/gpuprobe/gpuprobe-npd", "newName": "registry.test/ml/npd"}],
+            }
+        )
+    )
+    built: dict[str, list[dict[str, Any]]] = {}
+    for name, directory in (("base", DEPLOY), ("overlay", overlay)):
+        done = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        built[name] = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    expected = sorted((o["kind"], o["metadata"]["name"]) for o in all_objects())
+    for objects in built.values():
+        assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == expected
+    images = sorted(
+        c["image"]
+        for o in built["overlay"]
+        if o["kind"] == "DaemonSet"
+        for c in o["spec"]["template"]["spec"]["containers"]
+    )
+    assert images == ["registry.test/ml/npd:cuda", "registry.test/ml/npd:rocm"]
+
+
+def test_the_plugin_script_passes_shellcheck(tmp_path: Path) -> None:
+    shellcheck = tool("shellcheck", "shellcheck")
+    (configmap,) = load("configmap.yaml")
+    script = tmp_path / "gpuprobe-npd-plugin.sh"
+    script.write_text(configmap["data"]["gpuprobe-npd-plugin.sh"])
+    done = subprocess.run([shellcheck, "--shell=sh", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 # --- node-problem-detector's custom plugin contract ----------------------------------------
 
 _GO_DURATION = re.compile(r"((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+")
