@@ -169,7 +169,9 @@ def test_kustomize_builds_it_and_renames_both_images(tmp_path: Path) -> None:
             {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
-                "resources": [os.path.relpath(DEPLOY, overlay)],
+                # `bases`, deprecated for `resources` since kustomize 2.1 but still read, is
+                # what the kustomize 2.0 inside Debian's kubectl 1.20 reads.
+                "bases": [os.path.relpath(DEPLOY, overlay)],
                 "images": [{"name": "registry.example.com/gpuprobe/gpuprobe-npd", "newName": "registry.test/ml/npd"}],
             }
         )
@@ -558,6 +560,7 @@ def run_rule(pod: Pod, rule: dict[str, Any], env_overrides: dict[str, str]) -> P
     done = subprocess.run(
         [str(pod.host_path(rule["path"])), *(pod.mapped(a) for a in rule.get("args", []))],
         env=env,
+        cwd=pod.root,
         capture_output=True,
         timeout=timeout,
         start_new_session=True,
@@ -599,6 +602,9 @@ def cpu_options(*more: str) -> str:
 
 def test_a_healthy_node_is_ok(gpuprobe_bin: str, tmp_path: Path) -> None:
     pod = Pod.make("daemonset-nvidia.yaml", tmp_path)
+    # A file the extra options' pattern would match as a file name: the plugin must pass the
+    # pattern to gpuprobe as it is (else it would select no probe).
+    (tmp_path / "copy.h2d.decoy").touch()
     for rule in rules():
         result = run_rule(pod, rule, {"GPUPROBE": gpuprobe_bin, "GPUPROBE_EXTRA_ARGS": cpu_options()})
         line = one_line(result)
