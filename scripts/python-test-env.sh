@@ -84,6 +84,21 @@ ensure_tool have_chromium "Chromium for the HTML report's browser test" "the bro
 ensure_tool have_promtool "promtool for the Prometheus export's check" "the export tests (failing under CI)" prometheus
 ensure_tool have_xmllint "xmllint for the JUnit export's schema check" "the export tests (failing under CI)" libxml2-utils
 
+# The Kubernetes deployment's test (tests/python/test_deploy_kubernetes.py) builds
+# deploy/kubernetes with `kubectl kustomize` (Debian's kubernetes-client; any kubectl will do)
+# and checks its plugin script with shellcheck; it fails without them when CI is set, and
+# skips those checks and says so otherwise. (Its schemas come from tests/python/requirements.txt.)
+have_kubectl() {
+    have_any kubectl
+}
+
+have_shellcheck() {
+    have_any shellcheck
+}
+
+ensure_tool have_kubectl "kubectl for the Kubernetes deployment's kustomize build" "the Kubernetes deployment test (failing under CI)" kubernetes-client
+ensure_tool have_shellcheck "shellcheck for the Kubernetes plugin script" "the Kubernetes deployment test (failing under CI)" shellcheck
+
 stamp=.venv/.requirements.sha256
 want=$(sha256sum tests/python/requirements.txt | cut -d' ' -f1)
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
