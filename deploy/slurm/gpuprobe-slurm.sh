@@ -61,7 +61,7 @@ GPUPROBE_SIMULATE=              # --simulate, for trying the set-up out: reasons
 GPUPROBE_EXTRA_ARGS=            # more `check` options, separated by spaces
 GPUPROBE_PROMETHEUS=            # --prometheus FILE (e.g. node_exporter's textfile directory)
 GPUPROBE_JUNIT=                 # --junit FILE
-GPUPROBE_STATE_DIR=/var/lib/gpuprobe/slurm  # run directories, the last answer, the lock
+GPUPROBE_STATE_DIR=/var/lib/gpuprobe/slurm  # run directories, the last answers, the lock
 GPUPROBE_KEEP_RUNS=10           # run directories kept of passing runs, and of the others
 GPUPROBE_DRAIN_UNKNOWN_AFTER=0  # drain after this many UNKNOWN answers in a row (0: never)
 SCONTROL=scontrol
@@ -205,8 +205,8 @@ case $rc:$line in
     *) answer=unknown line="UNKNOWN: gpuprobe: exit $rc without a health line" ;;
 esac
 echo "$answer" > "$run_dir/health-answer"
-printf '%s %s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$mode" "$line" > "$state/last.tmp" &&
-    mv -f "$state/last.tmp" "$state/last"
+printf '%s %s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$mode" "$line" > "$state/last-$mode.tmp" &&
+    mv -f "$state/last-$mode.tmp" "$state/last-$mode"
 
 # Keep the newest GPUPROBE_KEEP_RUNS run directories of passing runs and as many of the
 # others (the evidence of a drain outlives many passing runs after it).

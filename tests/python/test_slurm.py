@@ -4,12 +4,14 @@ started on this host with a generated ``slurm.conf`` (one node named as this hos
 in a temporary directory, free ports, no systemd and no cgroups), and stopped at the end, their
 process groups killed, whatever happened.
 
-``gpuprobe-slurm.sh`` is ``HealthCheckProgram`` and ``Prolog``, copied beside the environment
-file each test writes, as an operator installs them. slurmd runs the health check program when
-it starts, before it registers with slurmctld, so a restart of slurmd runs the check now, and
-the node's new registration (``SlurmdStartTime``) says it is done (``HealthCheckInterval`` is
-an hour: no periodic check interferes). gpuprobe runs a few cheap copy probes on the CPU;
-``--simulate h2d-zeros`` makes them fail.
+``gpuprobe-slurm.sh`` is ``HealthCheckProgram``, ``Prolog`` and ``Epilog``, copied beside the
+environment file each test writes, as an operator installs them. slurmd runs the health check
+program when it starts, before it registers with slurmctld, so a restart of slurmd runs the
+check now, and the node's new registration (``SlurmdStartTime``, which slurmctld stamps when
+slurmd registers) says it has ended; ``HealthCheckInterval`` is an hour, so no periodic check
+interferes. gpuprobe runs a few cheap copy probes on the CPU, and ``--simulate h2d-zeros``
+makes them fail; where a test is about what the script does with an answer, a stand-in
+binary gives it at once.
 
 Needs root (slurmd runs the scripts as root and drains through slurmctld). Without Slurm or
 root the tests skip and say why; under ``CI=true`` they fail instead.
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -87,8 +90,20 @@ class Cluster:
         # The scripts as an operator installs them: copied, the env file beside them.
         for name in ("gpuprobe-slurm.sh", "gpuprobe-sweep.sh", "gpuprobe-sweep.sbatch"):
             shutil.copy2(DEPLOY / name, self.etc / name)
+        # Stand-ins for gpuprobe where a test is about what the script does with an answer,
+        # not about gpuprobe finding it (each real check costs seconds of torch start-up).
+        self.ok_stub = self._stub("ok-gpuprobe", "echo 'OK: gpuprobe: 1 probe runs passed on cpu (quick tier)'")
+        self.fail_stub = self._stub(
+            "fail-gpuprobe", "echo 'FAIL: gpuprobe: 1 probe runs failed on cpu (1 FAIL; first copy.h2d.x)'; exit 1"
+        )
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
         self.env["SLURM_CONF"] = str(self.conf)
+
+    def _stub(self, name: str, body: str) -> Path:
+        path = self.root / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+        return path
 
     # --- daemons -------------------------------------------------------------------------
 
@@ -129,6 +144,7 @@ class Cluster:
                     "HealthCheckInterval=3600",
                     "HealthCheckNodeState=ANY",
                     f"Prolog={self.script}",
+                    f"Epilog={self.script}",
                     f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
                     f"PartitionName=gpus Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
                     "",
@@ -187,6 +203,10 @@ class Cluster:
         """Restarts slurmd, which runs the health check program before it registers; returns
         once the node has registered again (the check has ended)."""
         before = self.node_field("SlurmdStartTime")
+        # slurmctld stamps the registration in whole seconds (local time): one in the same
+        # second as the last would look like no registration at all.
+        while datetime.now().replace(microsecond=0) <= datetime.fromisoformat(before):
+            time.sleep(0.05)
         self._stop("slurmd")
         self._spawn_slurmd()
         wait_for(self.registered_since(before), 60, "slurmd to run the health check and register", self.logs)
@@ -241,9 +261,16 @@ class Cluster:
         IDLE+NOT_RESPONDING until slurmctld has pinged it: that passes within seconds."""
         wait_for(lambda: self.flags() == "IDLE", 15, "the node to be IDLE", self.logs)
 
-    def configure(self, binary: str | None = None, **settings: str) -> None:
+    def configure(
+        self, binary: str | None = None, per_mode: dict[str, dict[str, str]] | None = None, **settings: str
+    ) -> None:
         """Writes the env file beside the script: gpuprobe (or ``binary``) on the CPU, a few
-        copy probes, then ``settings`` (GPUPROBE_* names without the prefix)."""
+        copy probes, then ``settings`` (GPUPROBE_* names without the prefix), then the
+        variables of ``per_mode`` for the mode they name (``health``, ``prolog``, ``epilog``).
+
+        Unless ``per_mode`` names the epilog, the epilog's gpuprobe is a stand-in that answers
+        OK at once: a real check after each job would hold the script's lock (and the node in
+        COMPLETING) for seconds after the job, racing with what a test does next."""
         values = {
             "GPUPROBE": binary or self.gpuprobe,
             "GPUPROBE_PYTHON": sys.executable,
@@ -255,27 +282,36 @@ class Cluster:
         }
         values.update({f"GPUPROBE_{key.upper()}": value for key, value in settings.items()})
         text = "".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items())
+        per_mode = per_mode or {"epilog": {"GPUPROBE": str(self.ok_stub)}}
+        for mode, overrides in per_mode.items():
+            text += f'if [ "$GPUPROBE_SLURM_MODE" = {mode} ]; then\n'
+            text += "".join(f"    {k}={shlex.quote(v)}\n" for k, v in overrides.items())
+            text += "fi\n"
         (self.etc / "gpuprobe-slurm.env").write_text(text)
 
     def health_check_by_hand(self) -> subprocess.CompletedProcess[str]:
         """Runs the script as slurmd runs a health check program: no environment but
         SLURMD_NODENAME."""
-        return self.run(str(self.script), env={"SLURMD_NODENAME": self.node})
+        done = self.run(str(self.script), env={"SLURMD_NODENAME": self.node})
+        assert "skipped" not in done.stderr, done.stderr
+        return done
 
-    def last(self) -> str:
-        """The script's record of its last answer: ``TIME MODE LINE``."""
-        return (self.state / "last").read_text().strip()
+    def last(self, mode: str = "health") -> str:
+        """The script's record of its last answer in ``mode``: ``TIME MODE LINE``."""
+        path = self.state / f"last-{mode}"
+        return path.read_text().strip() if path.exists() else ""
 
-    def last_line(self) -> str:
-        return self.last().split(" ", 2)[2]
+    def last_line(self, mode: str = "health") -> str:
+        return self.last(mode).split(" ", 2)[2]
 
     def logs(self) -> str:
-        parts = [f"state: {self.flags()!r} reason: {self.reason()!r}"]
+        parts = [
+            f"state: {self.flags()!r} reason: {self.reason()!r} slurmd started: {self.node_field('SlurmdStartTime')!r}"
+        ]
         for path in sorted(self.root.glob("*.out")) + sorted(self.slurm_dir.glob("*.log")):
             parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}")
-        last = self.state / "last"
-        if last.exists():
-            parts.append(f"--- last answer: {last.read_text()}")
+        for last in sorted(self.state.glob("last-*")):
+            parts.append(f"--- {last.name}: {last.read_text()}")
         return "\n".join(parts)
 
 
@@ -299,12 +335,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.stop()
 
 
-def assert_gpuprobe_drained(cluster: Cluster, prefix: str) -> str:
+def assert_gpuprobe_drained(cluster: Cluster, prefix: str, mode: str = "health") -> str:
     flags, reason = cluster.flags(), cluster.reason()
     assert "DRAIN" in flags, cluster.logs()
     assert reason.startswith(prefix), cluster.logs()
     # The reason is gpuprobe's line as it is, as `sinfo -R` and `scontrol show node` show it.
-    assert reason == cluster.last_line(), cluster.logs()
+    assert reason == cluster.last_line(mode), cluster.logs()
     assert len(reason) <= 200
     assert reason in cluster.run("sinfo", "-R", "-h", "-o", "%E").stdout
     assert f"Reason={reason} [" in cluster.run("scontrol", "show", "node", cluster.node).stdout
@@ -332,13 +368,13 @@ def test_a_node_drained_by_someone_else_stays_drained(cluster: Cluster) -> None:
     cluster.drain("maintenance: replace the fan")
     try:
         # A failure does not overwrite their reason (or a later OK would undrain their node)...
-        cluster.configure(simulate=FAILING_PRESET)
+        cluster.configure(binary=str(cluster.fail_stub))
         cluster.restart_slurmd()
-        assert cluster.last_line().startswith("FAIL: SIMULATED gpuprobe: "), cluster.logs()
+        assert cluster.last_line().startswith("FAIL: gpuprobe: "), cluster.logs()
         assert "DRAIN" in cluster.flags()
         assert cluster.reason() == "maintenance: replace the fan", cluster.logs()
         # ...and a healthy check leaves the node drained.
-        cluster.configure()
+        cluster.configure(binary=str(cluster.ok_stub))
         cluster.restart_slurmd()
         assert cluster.last_line().startswith("OK: gpuprobe: "), cluster.logs()
         assert "DRAIN" in cluster.flags()
@@ -355,9 +391,9 @@ def test_prolog_failure_drains_with_gpuprobes_reason(cluster: Cluster) -> None:
         assert submitted.returncode == 0, submitted.stderr
         job = submitted.stdout.strip().split(";")[0]
         wait_for(lambda: "DRAIN" in cluster.flags(), 60, "the prolog to drain the node", cluster.logs)
-        assert " prolog FAIL: SIMULATED gpuprobe: " in cluster.last(), cluster.logs()
+        assert " prolog FAIL: SIMULATED gpuprobe: " in cluster.last("prolog"), cluster.logs()
         # Slurm drains a node whose prolog failed; it keeps the reason already set.
-        assert_gpuprobe_drained(cluster, "FAIL: SIMULATED gpuprobe: ")
+        assert_gpuprobe_drained(cluster, "FAIL: SIMULATED gpuprobe: ", "prolog")
         # ...and requeues the job, held.
         wait_for(
             lambda: "held" in cluster.run("squeue", "-h", "-j", job, "-o", "%T %r").stdout,
@@ -366,6 +402,32 @@ def test_prolog_failure_drains_with_gpuprobes_reason(cluster: Cluster) -> None:
             lambda: cluster.run("squeue", "-h", "-j", job, "-o", "%T %r").stdout + cluster.logs(),
         )
         cluster.run("scancel", job)
+    finally:
+        cluster.configure()
+        cluster.resume()
+
+
+def test_epilog_failure_drains_with_gpuprobes_reason(cluster: Cluster) -> None:
+    cluster.resume()
+    cluster.configure(
+        per_mode={"prolog": {"GPUPROBE": str(cluster.ok_stub)}, "epilog": {"GPUPROBE_SIMULATE": FAILING_PRESET}}
+    )
+    try:
+        submitted = cluster.run("sbatch", "--parsable", "--output=/dev/null", "--wrap", "true")
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.strip().split(";")[0]
+        wait_for(lambda: "DRAIN" in cluster.flags(), 60, "the epilog to drain the node", cluster.logs)
+        # The prolog passed and the job ran; the check after it failed.
+        assert " prolog OK: gpuprobe: " in cluster.last("prolog"), cluster.logs()
+        # The job completes once slurmctld has the epilog's exit, which drains no further.
+        wait_for(
+            lambda: "JobState=COMPLETED" in cluster.run("scontrol", "show", "job", job).stdout,
+            30,
+            "the job to complete",
+            lambda: cluster.run("scontrol", "show", "job", job).stdout + cluster.logs(),
+        )
+        # Slurm drains a node whose epilog failed, keeping the reason already set.
+        assert_gpuprobe_drained(cluster, "FAIL: SIMULATED gpuprobe: ", "epilog")
     finally:
         cluster.configure()
         cluster.resume()
@@ -389,7 +451,7 @@ def test_unknown_drains_only_after_repeats_when_asked(cluster: Cluster) -> None:
     assert_gpuprobe_drained(cluster, "UNKNOWN: gpuprobe: usage or input error")
 
     # A healthy answer resumes a node drained on UNKNOWN answers, as after a FAIL.
-    cluster.configure(drain_unknown_after="2")
+    cluster.configure(binary=str(cluster.ok_stub), drain_unknown_after="2")
     cluster.health_check_by_hand()
     cluster.assert_idle()
     cluster.configure()
@@ -426,14 +488,14 @@ def test_a_hung_gpuprobe_is_stopped_and_its_output_never_reaches_the_reason(clus
     assert all(" " <= c <= "~" for c in reason), reason
     # gpuprobe's stderr is kept in the run directory, for the log.
     assert any("stderr-secret" in p.read_text() for p in cluster.state.glob("runs/*/health-stderr.txt"))
-    cluster.configure()
+    cluster.configure(binary=str(cluster.ok_stub))
     cluster.health_check_by_hand()
     cluster.assert_idle()
 
 
 def test_sweep_runs_one_check_on_every_node_of_the_partition(cluster: Cluster) -> None:
     cluster.resume()
-    cluster.configure()
+    cluster.configure(per_mode={"prolog": {"GPUPROBE": str(cluster.ok_stub)}, "epilog": {"GPUPROBE": str(cluster.ok_stub)}})
     sweep = cluster.root / "sweep"
     env = dict(cluster.env)
     env.update(
