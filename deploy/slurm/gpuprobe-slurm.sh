@@ -34,7 +34,8 @@
 #
 # It never hangs: gpuprobe stops its probes after GPUPROBE_BUDGET seconds, and `timeout`
 # ends it GPUPROBE_TIMEOUT seconds after it started whatever happens (slurmd kills a health
-# check program after 60 seconds, too abruptly for gpuprobe to stop its workers). Checks do
+# check program's process group after 60 seconds, SIGKILL 10 ms after SIGTERM: too soon for
+# gpuprobe to stop its workers, which run in process groups of their own). Checks do
 # not overlap: a health check finding another check still running leaves at once; a prolog
 # or epilog waits for it up to GPUPROBE_TIMEOUT seconds, then skips its check.
 #
@@ -80,14 +81,8 @@ case $mode in
     health | prolog | epilog) ;;
     *) echo "usage: $0 [health|prolog|epilog]" >&2; exit 2 ;;
 esac
+# shellcheck disable=SC2034 # read by the env file
 GPUPROBE_SLURM_MODE=$mode
-
-env_file=${GPUPROBE_SLURM_ENV:-$(dirname "$0")/gpuprobe-slurm.env}
-if [ -f "$env_file" ]; then
-    # shellcheck disable=SC1090
-    . "$env_file"
-fi
-[ -n "${SLURM_CONF:-}" ] && export SLURM_CONF
 
 # The node as Slurm knows it: slurmd sets SLURMD_NODENAME for the health check program, the
 # prolog and the epilog (NodeName= may differ from the host name); by hand, the host name.
@@ -100,23 +95,44 @@ log() {
     fi
 }
 
+# The script itself cannot run a check (a setting that is no number, an unwritable state
+# directory): like an UNKNOWN answer, no reason to drain. A prolog or epilog that exits
+# non-zero drains the node, so those exit 0; a health check exits 1, which slurmd logs.
+give_up() {
+    log "no check: $*"
+    if [ "$mode" = health ]; then exit 1; fi
+    exit 0
+}
+
 is_count() {
     case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac
 }
 
+env_file=${GPUPROBE_SLURM_ENV:-$(dirname "$0")/gpuprobe-slurm.env}
+if [ -f "$env_file" ]; then
+    # A syntax error in a sourced file would end this shell with a non-zero status (which,
+    # in a prolog, drains the node): checked first.
+    sh -n "$env_file" 2> /dev/null || give_up "$env_file has a syntax error (sh -n $env_file)"
+    # shellcheck disable=SC1090
+    . "$env_file"
+fi
+[ -n "${SLURM_CONF:-}" ] && export SLURM_CONF
+
 if [ -z "$GPUPROBE_BUDGET" ]; then
     if [ "$mode" = health ]; then GPUPROBE_BUDGET=40; else GPUPROBE_BUDGET=20; fi
 fi
-is_count "$GPUPROBE_BUDGET" && [ "$GPUPROBE_BUDGET" -ge 1 ] || {
-    log "GPUPROBE_BUDGET=$GPUPROBE_BUDGET is not a number of seconds"; exit 2; }
+if ! is_count "$GPUPROBE_BUDGET" || [ "$GPUPROBE_BUDGET" -lt 1 ]; then
+    give_up "GPUPROBE_BUDGET=$GPUPROBE_BUDGET is not a number of seconds"
+fi
 [ -n "$GPUPROBE_TIMEOUT" ] || GPUPROBE_TIMEOUT=$((GPUPROBE_BUDGET + 15))
-is_count "$GPUPROBE_TIMEOUT" && [ "$GPUPROBE_TIMEOUT" -ge 1 ] || {
-    log "GPUPROBE_TIMEOUT=$GPUPROBE_TIMEOUT is not a number of seconds"; exit 2; }
+if ! is_count "$GPUPROBE_TIMEOUT" || [ "$GPUPROBE_TIMEOUT" -lt 1 ]; then
+    give_up "GPUPROBE_TIMEOUT=$GPUPROBE_TIMEOUT is not a number of seconds"
+fi
 is_count "$GPUPROBE_KEEP_RUNS" || GPUPROBE_KEEP_RUNS=10
 is_count "$GPUPROBE_DRAIN_UNKNOWN_AFTER" || GPUPROBE_DRAIN_UNKNOWN_AFTER=0
 
 state=$GPUPROBE_STATE_DIR
-mkdir -p "$state/runs" || { log "cannot create $state"; exit 1; }
+mkdir -p "$state/runs" || give_up "cannot create $state"
 
 # --- one check at a time -------------------------------------------------------------------
 if command -v flock > /dev/null 2>&1; then
@@ -172,7 +188,7 @@ drain() {
 
 # --- the check -----------------------------------------------------------------------------
 run_dir=$state/runs/$(date -u +%Y%m%dT%H%M%SZ)-$mode-$$
-mkdir -p "$run_dir" || { log "cannot create $run_dir"; exit 1; }
+mkdir -p "$run_dir" || give_up "cannot create $run_dir"
 
 set -- check --health --health-format slurm --tier "$GPUPROBE_TIER" --device "$GPUPROBE_DEVICE" \
     --budget "$GPUPROBE_BUDGET" --run-dir "$run_dir"
@@ -212,6 +228,7 @@ printf '%s %s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$mode" "$line" > "$state/l
 # others (the evidence of a drain outlives many passing runs after it).
 prune() {
     for kind in ok other; do
+        # shellcheck disable=SC2012 # the names are this script's, checked below
         for dir in $(ls -1 "$state/runs" | sort -r); do
             case $dir in *[!0-9A-Za-z-]*) continue ;; esac
             answer_of=$(cat "$state/runs/$dir/health-answer" 2> /dev/null || echo other)

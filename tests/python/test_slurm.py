@@ -493,6 +493,25 @@ def test_a_hung_gpuprobe_is_stopped_and_its_output_never_reaches_the_reason(clus
     cluster.assert_idle()
 
 
+def test_a_broken_setting_drains_nothing(cluster: Cluster) -> None:
+    cluster.resume()
+    env_file = cluster.etc / "gpuprobe-slurm.env"
+    prolog_env = {"SLURMD_NODENAME": cluster.node, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURM_JOB_ID": "1"}
+    try:
+        for broken in ("GPUPROBE_BUDGET=soon\n", "if then fi (\n"):
+            env_file.write_text(broken)
+            # A prolog's non-zero exit would drain the node: the job runs instead, and the log
+            # says why no check ran.
+            prolog = cluster.run(str(cluster.script), env=prolog_env)
+            assert prolog.returncode == 0, prolog.stderr
+            assert "no check: " in prolog.stderr
+            health = cluster.run(str(cluster.script), env={"SLURMD_NODENAME": cluster.node})
+            assert health.returncode == 1, health.stderr
+            cluster.assert_idle()
+    finally:
+        cluster.configure()
+
+
 def test_sweep_runs_one_check_on_every_node_of_the_partition(cluster: Cluster) -> None:
     cluster.resume()
     cluster.configure(per_mode={"prolog": {"GPUPROBE": str(cluster.ok_stub)}, "epilog": {"GPUPROBE": str(cluster.ok_stub)}})
