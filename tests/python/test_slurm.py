@@ -41,8 +41,6 @@ TOOLS = ("mungekey", "munged", "slurmctld", "slurmd", "scontrol", "sinfo", "sbat
 #: Cheap probes that ``h2d-zeros`` makes fail (small pageable host-to-device copies).
 PROBES = "copy.h2d.*"
 FAILING_PRESET = "h2d-zeros"
-#: gpuprobe's reasons, as the script recognizes them.
-GPUPROBE_REASON_STARTS = ("FAIL: gpuprobe: ", "FAIL: SIMULATED gpuprobe: ", "UNKNOWN: gpuprobe: ")
 
 
 def _in_ci() -> bool:
@@ -392,15 +390,15 @@ def test_prolog_failure_drains_with_gpuprobes_reason(cluster: Cluster) -> None:
         job = submitted.stdout.strip().split(";")[0]
         wait_for(lambda: "DRAIN" in cluster.flags(), 60, "the prolog to drain the node", cluster.logs)
         assert " prolog FAIL: SIMULATED gpuprobe: " in cluster.last("prolog"), cluster.logs()
-        # Slurm drains a node whose prolog failed; it keeps the reason already set.
-        assert_gpuprobe_drained(cluster, "FAIL: SIMULATED gpuprobe: ", "prolog")
-        # ...and requeues the job, held.
+        # Slurm requeues the job, held, and drains the node (its own reason, `Prolog error`,
+        # only where there is none yet: gpuprobe's stays).
         wait_for(
             lambda: "held" in cluster.run("squeue", "-h", "-j", job, "-o", "%T %r").stdout,
             30,
             "the job to be requeued held",
             lambda: cluster.run("squeue", "-h", "-j", job, "-o", "%T %r").stdout + cluster.logs(),
         )
+        assert_gpuprobe_drained(cluster, "FAIL: SIMULATED gpuprobe: ", "prolog")
         cluster.run("scancel", job)
     finally:
         cluster.configure()
