@@ -56,7 +56,7 @@ GPUPROBE_TIER=quick
 GPUPROBE_ONLY=                  # --only patterns, separated by spaces (empty: the whole tier)
 GPUPROBE_DEVICE=all             # --device: all, 0,1 or cpu
 GPUPROBE_PYTHON=                # --python (empty: gpuprobe's default lookup)
-GPUPROBE_BUDGET=                # --budget seconds (empty: 40 for a health check, 20 otherwise)
+GPUPROBE_BUDGET=                # --budget seconds (empty: 35 for a health check, 20 otherwise)
 GPUPROBE_TIMEOUT=               # seconds before gpuprobe is stopped (empty: budget + 15)
 GPUPROBE_SIMULATE=              # --simulate, for trying the set-up out: reasons say SIMULATED
 GPUPROBE_EXTRA_ARGS=            # more `check` options, separated by spaces
@@ -119,7 +119,7 @@ fi
 [ -n "${SLURM_CONF:-}" ] && export SLURM_CONF
 
 if [ -z "$GPUPROBE_BUDGET" ]; then
-    if [ "$mode" = health ]; then GPUPROBE_BUDGET=40; else GPUPROBE_BUDGET=20; fi
+    if [ "$mode" = health ]; then GPUPROBE_BUDGET=35; else GPUPROBE_BUDGET=20; fi
 fi
 if ! is_count "$GPUPROBE_BUDGET" || [ "$GPUPROBE_BUDGET" -lt 1 ]; then
     give_up "GPUPROBE_BUDGET=$GPUPROBE_BUDGET is not a number of seconds"
