@@ -13,6 +13,9 @@
 #   Prometheus metrics with `promtool check metrics` and validate the JUnit XML against its
 #   schema (crates/gpuprobe-report/src/export/checks.rs, crates/gpuprobe/tests/it/exports.rs);
 #   those tests fail without them when CI is set, and skip and say so otherwise;
+# - Slurm and MUNGE (Debian's slurm-wlm and munge): tests/python/test_slurm.py starts munged,
+#   slurmctld and slurmd on this host and runs deploy/slurm/ against them; it fails without
+#   them when CI is set, and skips and says so otherwise;
 # - Python's venv module with ensurepip, only while .venv is still to be created (Debian and
 #   Ubuntu ship it apart from Python, as python3.X-venv).
 # A missing one is installed with apt-get when the script runs as root on a machine that has
@@ -98,6 +101,13 @@ have_shellcheck() {
 
 ensure_tool have_kubectl "kubectl for the Kubernetes deployment's kustomize build" "the Kubernetes deployment test (failing under CI)" kubernetes-client
 ensure_tool have_shellcheck "shellcheck for the Kubernetes plugin script" "the Kubernetes deployment test (failing under CI)" shellcheck
+
+# The Slurm integration test (tests/python/test_slurm.py) starts munged, slurmctld and slurmd
+# on this host; it fails without them when CI is set, and skips and says so otherwise.
+have_slurm() {
+    have_any slurmctld && have_any slurmd && have_any munged && have_any mungekey
+}
+ensure_tool have_slurm "Slurm and MUNGE for the Slurm integration test" "tests/python/test_slurm.py (failing under CI)" slurm-wlm munge
 
 stamp=.venv/.requirements.sha256
 want=$(sha256sum tests/python/requirements.txt | cut -d' ' -f1)
