@@ -12,6 +12,7 @@
 //! - where run directories live and how they are named ([`paths`], [`stamp`]), and which
 //!   of them are over and may be pruned ([`runs`]);
 //! - fault-simulation presets and custom fault files ([`simulation`]);
+//! - the reports under the paths `gpuprobe fleet` is given ([`fleet_reports`]);
 //! - new kernel log lines seen while probes run ([`kmsg`]);
 //! - running a user's job for `gpuprobe run`, watched for crashes and hangs ([`job`]), with
 //!   the process-group and signal handling it shares with the probe supervisor
@@ -23,6 +24,7 @@
 //! verdicts.
 
 pub mod error;
+pub mod fleet_reports;
 pub mod job;
 pub mod kmsg;
 pub mod paths;
