@@ -32,7 +32,7 @@ pub struct Observation {
     /// and whose outputs came out bitwise the same when computed twice on this device;
     /// otherwise absent, and a note says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_digest: Option<OutputDigest>,
+    pub output_digest: Option<Box<OutputDigest>>,
 }
 
 /// The digest of a probe's exact outputs: their bytes, dtypes and shapes, hashed. Two

@@ -99,9 +99,11 @@ pub fn stack_key(report: &Report) -> StackKey {
     );
     put(
         "amdgpu_driver",
-        fp.amdgpu
-            .as_ref()
-            .map(|a| format!("{:?} {}", a.source, a.version.as_deref().unwrap_or("")).trim().to_string()),
+        fp.amdgpu.as_ref().map(|a| {
+            format!("{:?} {}", a.source, a.version.as_deref().unwrap_or(""))
+                .trim()
+                .to_string()
+        }),
     );
     put(
         "cuda",
@@ -361,7 +363,11 @@ impl Fleet {
             if result.verdict.is_problem() {
                 problems_total += 1;
                 if problems.len() < MAX_PROBLEMS_KEPT {
-                    problems.push((result.probe.0.clone(), device.clone(), result.verdict.label()));
+                    problems.push((
+                        result.probe.0.clone(),
+                        device.clone(),
+                        result.verdict.label(),
+                    ));
                 }
             }
             if let Some(digest) = result
@@ -536,7 +542,7 @@ impl Fleet {
                 nodes,
             })
             .collect();
-        failing.sort_by(|a, b| b.nodes.len().cmp(&a.nodes.len()));
+        failing.sort_by_key(|p| std::cmp::Reverse(p.nodes.len()));
         let node_views: Vec<NodeView> = node_list
             .iter()
             .enumerate()

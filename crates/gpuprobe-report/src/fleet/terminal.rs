@@ -64,7 +64,10 @@ fn write_all(out: &mut String, view: &FleetView) -> std::fmt::Result {
     }
     let mut why = Vec::new();
     if !view.flagged.is_empty() {
-        why.push(format!("{} flagged", plural(view.flagged.len(), "node", "nodes")));
+        why.push(format!(
+            "{} flagged",
+            plural(view.flagged.len(), "node", "nodes")
+        ));
     }
     let failing = view.nodes.iter().filter(|n| n.exit_code != 0).count();
     if failing > 0 {
@@ -96,7 +99,10 @@ fn write_groups(out: &mut String, view: &FleetView) -> std::fmt::Result {
     if view.groups.is_empty() {
         return Ok(());
     }
-    writeln!(out, "\nStack groups (nodes compared bit for bit only within a group)")?;
+    writeln!(
+        out,
+        "\nStack groups (nodes compared bit for bit only within a group)"
+    )?;
     for g in &view.groups {
         writeln!(
             out,

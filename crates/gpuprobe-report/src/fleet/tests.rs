@@ -32,11 +32,11 @@ fn node(host: &str, torch: &str, digests: &[(&str, &str)]) -> Report {
                 measurement: Measurement::Metrics,
                 metrics: Default::default(),
                 notes: Vec::new(),
-                output_digest: Some(OutputDigest {
+                output_digest: Some(Box::new(OutputDigest {
                     value: (*value).into(),
                     seed: 1,
                     outputs: 1,
-                }),
+                })),
             });
             r
         })
@@ -64,16 +64,30 @@ fn the_rule_needs_three_carriers_and_a_strict_majority() {
     assert_eq!(judge_slot(&[1, 2]), SlotJudgement::Majority(1));
     assert_eq!(judge_slot(&[2, 2]), SlotJudgement::NoMajority, "a tie");
     assert_eq!(judge_slot(&[1, 1, 1]), SlotJudgement::NoMajority);
-    assert_eq!(judge_slot(&[2, 1, 1]), SlotJudgement::NoMajority, "2 of 4 is no strict majority");
+    assert_eq!(
+        judge_slot(&[2, 1, 1]),
+        SlotJudgement::NoMajority,
+        "2 of 4 is no strict majority"
+    );
     assert_eq!(judge_slot(&[3, 1, 1]), SlotJudgement::Majority(0));
 }
 
 #[test]
 fn the_minority_node_is_flagged_and_no_other() {
     let mut reports: Vec<Report> = (1..=4)
-        .map(|i| node(&format!("n{i}"), "2.11", &[("ops.matmul.fp16", "aa"), ("nn.conv2d.bf16", "cc")]))
+        .map(|i| {
+            node(
+                &format!("n{i}"),
+                "2.11",
+                &[("ops.matmul.fp16", "aa"), ("nn.conv2d.bf16", "cc")],
+            )
+        })
         .collect();
-    reports.push(node("n5", "2.11", &[("ops.matmul.fp16", "ab"), ("nn.conv2d.bf16", "cc")]));
+    reports.push(node(
+        "n5",
+        "2.11",
+        &[("ops.matmul.fp16", "ab"), ("nn.conv2d.bf16", "cc")],
+    ));
     let view = merge(&reports);
     assert_eq!(flagged(&view), ["n5"]);
     let flag = &view.flagged[0];
@@ -85,7 +99,9 @@ fn the_minority_node_is_flagged_and_no_other() {
     assert_eq!(view.exit_status, ExitStatus::ProblemsFound);
     let text = render_text(&view);
     assert!(
-        text.contains("node n5: 1 probe's outputs differ from the 4 of 4 identical-stack peers that agree"),
+        text.contains(
+            "node n5: 1 probe's outputs differ from the 4 of 4 identical-stack peers that agree"
+        ),
         "{text}"
     );
     assert!(view.nodes.iter().filter(|n| n.flagged).count() == 1);
@@ -104,7 +120,10 @@ fn a_tie_and_a_group_of_two_flag_nobody() {
     assert_eq!(tie.exit_status, ExitStatus::AllPassed);
     assert!(render_text(&tie).contains("without a strict majority: not enough peers agree"));
 
-    let two = merge(&[node("a", "2.11", &[("p", "x")]), node("b", "2.11", &[("p", "y")])]);
+    let two = merge(&[
+        node("a", "2.11", &[("p", "x")]),
+        node("b", "2.11", &[("p", "y")]),
+    ]);
     assert!(two.flagged.is_empty());
     assert_eq!(two.groups[0].not_enough_peers, 1);
     assert!(render_text(&two).contains("not enough peers (2 nodes; 3 needed)"));
@@ -142,12 +161,22 @@ fn nodes_of_different_stacks_are_never_compared() {
 fn the_stack_key_ignores_host_name_and_per_node_variables() {
     let mut a = node("a", "2.11", &[]);
     let mut b = node("b", "2.11", &[]);
-    a.fingerprint.env.insert("CUDA_VISIBLE_DEVICES".into(), "0".into());
-    b.fingerprint.env.insert("CUDA_VISIBLE_DEVICES".into(), "3".into());
+    a.fingerprint
+        .env
+        .insert("CUDA_VISIBLE_DEVICES".into(), "0".into());
+    b.fingerprint
+        .env
+        .insert("CUDA_VISIBLE_DEVICES".into(), "3".into());
     b.started_at = "2027-01-01T00:00:00Z".into();
     assert_eq!(stack_key(&a), stack_key(&b));
-    b.fingerprint.env.insert("NVIDIA_TF32_OVERRIDE".into(), "0".into());
-    assert_ne!(stack_key(&a), stack_key(&b), "a variable that steers kernels splits the group");
+    b.fingerprint
+        .env
+        .insert("NVIDIA_TF32_OVERRIDE".into(), "0".into());
+    assert_ne!(
+        stack_key(&a),
+        stack_key(&b),
+        "a variable that steers kernels splits the group"
+    );
 }
 
 #[test]
@@ -156,14 +185,20 @@ fn the_newest_report_of_a_node_counts() {
     old.started_at = "2026-01-01T00:00:00Z".into();
     let mut new = node("a", "2.11", &[("p", "x")]);
     new.started_at = "2026-02-01T00:00:00Z".into();
-    let peers = [node("b", "2.11", &[("p", "x")]), node("c", "2.11", &[("p", "x")])];
+    let peers = [
+        node("b", "2.11", &[("p", "x")]),
+        node("c", "2.11", &[("p", "x")]),
+    ];
     for order in [[&old, &new], [&new, &old]] {
         let mut fleet = Fleet::new();
         for r in order.into_iter().chain(peers.iter()) {
             fleet.add("src", "fallback", r);
         }
         let view = fleet.finish();
-        assert!(view.flagged.is_empty(), "the older report's digest must not count");
+        assert!(
+            view.flagged.is_empty(),
+            "the older report's digest must not count"
+        );
         assert_eq!(view.nodes.len(), 3);
         assert_eq!(view.older_reports, 1);
         assert_eq!(view.reports_read, 4);
@@ -233,7 +268,16 @@ fn thousands_of_reports_merge_into_small_state() {
         let corrupt = i < 3;
         let digests: Vec<(&str, &str)> = probes
             .iter()
-            .map(|p| (p.as_str(), if corrupt && p == "ops.p3" { "bad" } else { "good" }))
+            .map(|p| {
+                (
+                    p.as_str(),
+                    if corrupt && p == "ops.p3" {
+                        "bad"
+                    } else {
+                        "good"
+                    },
+                )
+            })
             .collect();
         let report = node(&format!("node{i:04}"), torch, &digests);
         fleet.add("src", "dir", &report);
@@ -247,6 +291,9 @@ fn thousands_of_reports_merge_into_small_state() {
     assert_eq!(view.groups.len(), 3);
     assert!(view.groups.iter().all(|g| g.compared == 8));
     let text = render_text(&view);
-    assert!(text.contains("not listed"), "healthy nodes are not listed one by one");
+    assert!(
+        text.contains("not listed"),
+        "healthy nodes are not listed one by one"
+    );
     assert!(text.lines().count() < 100);
 }

@@ -61,7 +61,11 @@ pub(super) fn run(args: FleetArgs) -> Result<ExitStatus> {
         gpuprobe_report::console::note(&format!("HTML fleet view: {}", path.display()));
     }
     if let Some(path) = &args.json {
-        export::write(JSON, path, &format!("{}\n", serde_json::to_string_pretty(&view)?))?;
+        export::write(
+            JSON,
+            path,
+            &format!("{}\n", serde_json::to_string_pretty(&view)?),
+        )?;
         gpuprobe_report::console::note(&format!("{JSON}: {}", path.display()));
     }
     write!(crate::output::stdout(), "{}", fleet::render_text(&view))?;

@@ -23,7 +23,10 @@ fn checked(run_dir: &Path, extra: &[&str]) -> serde_json::Value {
     let args: Vec<&str> = ONLY.iter().copied().chain(extra.iter().copied()).collect();
     let (output, report) = check_json(run_dir, &args);
     let report = expect_report(&output, report);
-    assert_eq!(report.exit_code, 0, "every probe passes, the simulated run's too");
+    assert_eq!(
+        report.exit_code, 0,
+        "every probe passes, the simulated run's too"
+    );
     serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).unwrap()).unwrap()
 }
 
@@ -56,7 +59,10 @@ fn the_differential_flags_the_corrupted_node_and_no_healthy_one() {
     let text = String::from_utf8_lossy(&healthy.stdout);
     assert_eq!(healthy.status.code(), Some(0), "{text}");
     assert!(text.contains("no node flagged"), "{text}");
-    assert!(text.contains("differential: 3 probe outputs compared"), "{text}");
+    assert!(
+        text.contains("differential: 3 probe outputs compared"),
+        "{text}"
+    );
 
     node(&nodes, "node-5", &lowbit);
     std::fs::write(nodes.join("truncated.json"), "{\"schema_version\": 1,").unwrap();
@@ -90,7 +96,10 @@ fn the_differential_flags_the_corrupted_node_and_no_healthy_one() {
     assert_eq!(view["nodes"].as_array().unwrap().len(), 5);
     assert_eq!(view["simulated_nodes"], 1);
     assert_eq!(view["unreadable"].as_array().unwrap().len(), 1);
-    assert!(text.contains("truncated.json: not a gpuprobe report"), "{text}");
+    assert!(
+        text.contains("truncated.json: not a gpuprobe report"),
+        "{text}"
+    );
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("SIMULATED") && page.contains("FLAGGED"));
 
