@@ -63,6 +63,7 @@ def test_lowbit_preset_passes_every_tolerance_and_changes_only_gemm_and_conv_dig
         assert good[probe] is not None and bad[probe] is not None, probe
         assert good[probe]["value"] != bad[probe]["value"], probe
         assert good[probe]["seed"] == 1234
+        assert good[probe]["cpu_threads"] >= 1, "a CPU digest names its thread count"
     assert good["ops.reduce.sum.fp32.rows1024"] == bad["ops.reduce.sum.fp32.rows1024"]
 
 

@@ -48,6 +48,11 @@ pub struct OutputDigest {
     pub seed: u64,
     /// How many output tensors it covers.
     pub outputs: u64,
+    /// On the CPU device: the threads the framework computed with. A CPU reduction is split
+    /// by thread, so its bits depend on the count; digests of different counts are never
+    /// compared. Absent on a GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_threads: Option<u32>,
 }
 
 /// What was measured, by kind of rule.

@@ -114,10 +114,16 @@ def record(torch: Any, t: Any) -> None:
 
 
 def judged(
-    first: Collector, second: Collector | None, seed: int, why_not: str | None = None
+    first: Collector,
+    second: Collector | None,
+    seed: int,
+    why_not: str | None = None,
+    *,
+    cpu_threads: int | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The ``OutputDigest`` object (observation.rs) of two runs of one probe, or None and the
-    note saying why there is none."""
+    note saying why there is none. ``cpu_threads``: on the CPU device, the framework's thread
+    count (a CPU reduction's bits depend on it)."""
     if why_not is not None:
         return None, f"no output digest: {why_not}"
     if first.outputs < 0 or (second is not None and second.outputs < 0):
@@ -132,4 +138,7 @@ def judged(
             "no output digest: the outputs differed between two runs on this device "
             "(a nondeterministic kernel), so they are not compared with other nodes"
         )
-    return {"value": value, "seed": int(seed), "outputs": first.outputs}, None
+    record: dict[str, Any] = {"value": value, "seed": int(seed), "outputs": first.outputs}
+    if cpu_threads is not None:
+        record["cpu_threads"] = int(cpu_threads)
+    return record, None

@@ -391,7 +391,8 @@ def _output_digest(
         return digest.judged(first, None, seed, f"the second run raised {type(exc).__name__}")
     if again.restart_worker:
         ctx.restart_worker = again.restart_worker
-    return digest.judged(first, second, seed)
+    threads = None if ctx.is_gpu else torch.get_num_threads()
+    return digest.judged(first, second, seed, cpu_threads=threads)
 
 
 def _run_probe(

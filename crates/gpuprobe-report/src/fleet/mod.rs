@@ -243,12 +243,14 @@ impl StackKey {
     }
 }
 
-/// One probe on one device from one seed: the unit whose digests are compared.
+/// One probe on one device from one seed (on the CPU device: with one thread count): the
+/// unit whose digests are compared.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Slot {
     probe: String,
     device: String,
     seed: u64,
+    cpu_threads: Option<u32>,
 }
 
 /// Interns values so that each node keeps small numbers, not strings.
@@ -379,6 +381,7 @@ impl Fleet {
                     probe: result.probe.0.clone(),
                     device,
                     seed: digest.seed,
+                    cpu_threads: digest.cpu_threads,
                 });
                 digests.push((slot, self.values.id(&digest.value)));
             }

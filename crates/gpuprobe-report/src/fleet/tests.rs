@@ -36,6 +36,7 @@ fn node(host: &str, torch: &str, digests: &[(&str, &str)]) -> Report {
                     value: (*value).into(),
                     seed: 1,
                     outputs: 1,
+                    cpu_threads: None,
                 })),
             });
             r
@@ -148,11 +149,17 @@ fn nodes_of_different_stacks_are_never_compared() {
     if let Some(o) = other_seed.results[0].observation.as_mut() {
         o.output_digest.as_mut().unwrap().seed = 2;
     }
+    // Nor one computed with another number of CPU threads.
+    let mut other_threads = node("g", "2.11", &[("p", "r")]);
+    if let Some(o) = other_threads.results[0].observation.as_mut() {
+        o.output_digest.as_mut().unwrap().cpu_threads = Some(3);
+    }
     let view = merge(&[
         node("a", "2.11", &[("p", "x")]),
         node("b", "2.11", &[("p", "x")]),
         node("c", "2.11", &[("p", "x")]),
         other_seed,
+        other_threads,
     ]);
     assert!(view.flagged.is_empty());
 }
