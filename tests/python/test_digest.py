@@ -50,6 +50,9 @@ def test_a_digest_covers_dtype_shape_and_bits_and_is_withheld_when_two_runs_diff
     assert digest.judged(collected(), collected(), 7)[0] is None, "no output, no digest"
     assert digest.judged(collected(x), None, 7, "the second run raised RuntimeError")[1].endswith("RuntimeError")
     digest.record(torch, x)  # outside a collection: nothing happens
+    big = torch.empty(digest.MAX_DIGEST_BYTES // 4 + 1, dtype=torch.float32)
+    record, note = digest.judged(collected(big), None, 7)
+    assert record is None and "exceed 64 MiB" in note, "too large to hash: no digest, no second run"
 
 
 def test_lowbit_preset_passes_every_tolerance_and_changes_only_gemm_and_conv_digests() -> None:

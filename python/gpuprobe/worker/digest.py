@@ -52,6 +52,10 @@ DIGESTED_TIERS = ("quick", "standard")
 _EXCLUDED_PARTS = ("bwd", "matrix")
 #: Hex digits kept of the SHA-256.
 DIGEST_HEX = 16
+#: Output bytes one run may hash: past this (a standard-tier GEMM with a 145 MiB output on a
+#: GPU) the probe carries no digest and is not run a second time, so that the digest never
+#: costs a probe more than a moment.
+MAX_DIGEST_BYTES = 64 << 20
 
 _local = threading.local()
 
@@ -69,9 +73,19 @@ class Collector:
 
     hasher: Any = field(default_factory=hashlib.sha256)
     outputs: int = 0
+    nbytes: int = 0
+
+    @property
+    def too_large(self) -> bool:
+        """Whether the outputs exceeded ``MAX_DIGEST_BYTES`` (hashing stopped there)."""
+        return self.nbytes > MAX_DIGEST_BYTES
 
     def add(self, torch: Any, t: Any) -> None:
         """Hashes one output tensor: dtype, shape, then its bytes in logical order."""
+        self.nbytes += t.numel() * t.element_size()
+        self.outputs += 1
+        if self.too_large:
+            return
         flat = t.detach().contiguous().reshape(-1)
         self.hasher.update(f"{flat.dtype}|{tuple(t.shape)}|".encode())
         if flat.numel():
@@ -81,7 +95,6 @@ class Collector:
             except (RuntimeError, TypeError):
                 # A torch without numpy: slower, same bytes.
                 self.hasher.update(bytes(raw.tolist()))
-        self.outputs += 1
 
     def hexdigest(self) -> str:
         """The short hex digest."""
@@ -130,6 +143,8 @@ def judged(
         return None, "no output digest: an output could not be hashed"
     if first.outputs == 0:
         return None, "no output digest: the probe read back no output"
+    if first.too_large:
+        return None, f"no output digest: the outputs exceed {MAX_DIGEST_BYTES >> 20} MiB"
     if second is None:
         return None, "no output digest: the second run did not finish"
     value = first.hexdigest()

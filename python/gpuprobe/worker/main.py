@@ -381,6 +381,9 @@ def _output_digest(
     when both runs read back the same bits (``gpuprobe.worker.digest``), else the note why
     there is none. The second run's measurement is discarded: the first one is judged."""
     seed = int(plan.get("seed", 0))
+    if first.too_large or first.outputs <= 0:
+        # Nothing to compare: no second run.
+        return digest.judged(first, None, seed)
     if ctx.restart_worker:
         return digest.judged(first, None, seed, "the device context is unusable after the first run")
     again = ProbeContext(torch, device, seed, probe_id, plan.get("options") or {})
