@@ -1006,6 +1006,7 @@ ZeroDivisionError: division by zero"#;
             notes: vec![
                 "nonfinite_swallowed: 2 case(s): the result looks valid but is meaningless".into(),
             ],
+            output_digest: None,
         });
         let clean = result("sweep.add.fp32", Layer::Framework, Verdict::Pass);
         let fingerprint = Fingerprint::default();

@@ -556,6 +556,7 @@ mod tests {
             measurement,
             metrics: Default::default(),
             notes: vec![],
+            output_digest: None,
         }
     }
 

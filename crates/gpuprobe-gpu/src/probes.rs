@@ -198,6 +198,7 @@ fn observed(
             measurement,
             metrics,
             notes,
+            output_digest: None,
         },
     }
 }

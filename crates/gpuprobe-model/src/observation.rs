@@ -27,6 +27,32 @@ pub struct Observation {
     /// Short notes (warnings a library printed, the backend that was used, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// A digest of the probe's exact outputs, for comparing nodes of one stack with each
+    /// other (`gpuprobe fleet`). Present only for a probe whose inputs are fixed by the seed
+    /// and whose outputs came out bitwise the same when computed twice on this device;
+    /// otherwise absent, and a note says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_digest: Option<Box<OutputDigest>>,
+}
+
+/// The digest of a probe's exact outputs: their bytes, dtypes and shapes, hashed. Two
+/// devices of one stack (same GPU model, driver, framework and libraries) running the same
+/// deterministic probe from the same seed are expected to produce the same digest; a device
+/// whose digest differs from its identical peers' computed different bits, even when each
+/// value passed its tolerance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OutputDigest {
+    /// The hash, as short lowercase hex (16 digits: the first 64 bits of a SHA-256).
+    pub value: String,
+    /// The seed the inputs were made from (digests of different seeds are never compared).
+    pub seed: u64,
+    /// How many output tensors it covers.
+    pub outputs: u64,
+    /// On the CPU device: the threads the framework computed with. A CPU reduction is split
+    /// by thread, so its bits depend on the count; digests of different counts are never
+    /// compared. Absent on a GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_threads: Option<u32>,
 }
 
 /// What was measured, by kind of rule.

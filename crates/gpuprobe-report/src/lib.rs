@@ -8,6 +8,8 @@
 //! - [`matrix`]: the measured dtype-conversion matrix;
 //! - [`fit`]: lines that are not tables, wrapped to the width tables are fitted to;
 //! - [`fix`]: the account of a workaround search (`gpuprobe fix`);
+//! - [`fleet`]: many nodes' reports merged, grouped by stack, with the cross-node
+//!   differential (`gpuprobe fleet`);
 //! - [`profile`]: a `fix` profile for people (`gpuprobe profile show`);
 //! - [`progress`]: the lines printed above the progress bar as probes finish;
 //! - [`runs`]: the run directories `gpuprobe runs` lists and prunes;
@@ -26,6 +28,7 @@ pub mod env;
 pub mod export;
 pub mod fit;
 pub mod fix;
+pub mod fleet;
 pub mod guard;
 pub mod html;
 pub mod issue;

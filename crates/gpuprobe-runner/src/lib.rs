@@ -14,6 +14,7 @@
 //! - fault-simulation presets and custom fault files ([`simulation`]);
 //! - one pre-imported Python interpreter that forks the lanes' workers, so a tier pays
 //!   one framework import ([`zygote`]);
+//! - the reports under the paths `gpuprobe fleet` is given ([`fleet_reports`]);
 //! - new kernel log lines seen while probes run ([`kmsg`]);
 //! - running a user's job for `gpuprobe run`, watched for crashes and hangs ([`job`]), with
 //!   the process-group and signal handling it shares with the probe supervisor
@@ -25,6 +26,7 @@
 //! verdicts.
 
 pub mod error;
+pub mod fleet_reports;
 pub mod job;
 pub mod kmsg;
 pub mod paths;

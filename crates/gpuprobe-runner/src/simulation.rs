@@ -57,6 +57,7 @@ pub const KNOWN_EFFECTS: &[&str] = &[
     "accept_invalid",
     "wrap",
     "round_bf16",
+    "lowbit",
 ];
 
 #[derive(Debug, Deserialize)]

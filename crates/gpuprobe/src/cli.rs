@@ -48,6 +48,10 @@ pub enum Command {
     /// self-contained offline HTML file (--html FILE), Prometheus metrics (--prometheus FILE)
     /// or JUnit XML (--junit FILE).
     Report(ReportArgs),
+    /// Merges many nodes' reports: groups the nodes by stack, shows which probes fail where,
+    /// and flags a node whose output digests differ from the majority of its identical-stack
+    /// peers (the cross-node differential; docs/fleet.md).
+    Fleet(FleetArgs),
     /// Packs a run into one redacted .tar.gz to attach to an issue: report, fingerprint,
     /// lint, kernel-log lines, worker log tails, profile.
     Bundle(BundleArgs),
@@ -218,6 +222,22 @@ pub struct ReportArgs {
     /// Print the JSON report.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `fleet`.
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// Run directories, report files (`report.json`, a saved `check --json`), or directories
+    /// searched recursively for them.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Also write the view as one self-contained HTML file (offline: no script, no external
+    /// resource).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Also write the view as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// Options of `env`.

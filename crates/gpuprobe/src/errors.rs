@@ -84,6 +84,12 @@ pub(crate) enum CliError {
         /// One line per run that stayed.
         failures: Vec<String>,
     },
+    /// `fleet` paths under which no report file was found at all.
+    #[error("no gpuprobe report found under {}", visible_line(.paths))]
+    NoFleetReports {
+        /// The paths given, `, `-separated.
+        paths: String,
+    },
     /// `triage` input in which no known tool output was found.
     #[error("no known tool output was recognized in the input")]
     NothingRecognized,

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from gpuprobe import switches
-from gpuprobe.worker import bytecode, catalog, envinfo, simulate
+from gpuprobe.worker import bytecode, catalog, digest, envinfo, simulate
 from gpuprobe.worker.context import ProbeContext, SkipProbe, device_context_problem
 from gpuprobe.worker.events import EventStream
 from gpuprobe.worker.faults import is_oom, memory_taken_by_others
@@ -368,6 +368,36 @@ def _missing_need(torch: Any, device: str, need: str) -> str | None:
     return f"needs {need!r}, which this worker cannot check"
 
 
+def _output_digest(
+    torch: Any,
+    device: str,
+    plan: dict[str, Any],
+    probe: catalog.ProbeDef,
+    probe_id: str,
+    ctx: ProbeContext,
+    first: digest.Collector,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Runs a digested probe a second time, from the same seed, and returns its output digest
+    when both runs read back the same bits (``gpuprobe.worker.digest``), else the note why
+    there is none. The second run's measurement is discarded: the first one is judged."""
+    seed = int(plan.get("seed", 0))
+    if first.too_large or first.outputs <= 0:
+        # Nothing to compare: no second run.
+        return digest.judged(first, None, seed)
+    if ctx.restart_worker:
+        return digest.judged(first, None, seed, "the device context is unusable after the first run")
+    again = ProbeContext(torch, device, seed, probe_id, plan.get("options") or {})
+    try:
+        with simulate.bypassed(), digest.collecting() as second:
+            probe.resolve()(again, **probe.params)
+    except Exception as exc:  # noqa: BLE001 - the first run's result stands; only the digest is lost
+        return digest.judged(first, None, seed, f"the second run raised {type(exc).__name__}")
+    if again.restart_worker:
+        ctx.restart_worker = again.restart_worker
+    threads = None if ctx.is_gpu else torch.get_num_threads()
+    return digest.judged(first, second, seed, cpu_threads=threads)
+
+
 def _run_probe(
     events: EventStream,
     torch: Any,
@@ -396,7 +426,7 @@ def _run_probe(
             with warnings.catch_warnings(record=True) as caught_here:
                 warnings.simplefilter("always")
                 try:
-                    with simulate.bypassed():
+                    with simulate.bypassed(), digest.collecting() as outputs:
                         output = probe.resolve()(ctx, **probe.params)
                 except SkipProbe as skip:
                     result.update(outcome="skip", reason=str(skip))
@@ -422,6 +452,12 @@ def _run_probe(
                         "metrics": {k: v for k, v in output.metrics.items() if v is not None},
                         "notes": notes,
                     }
+                    if digest.digested(probe_id, probe.tier):
+                        record, note = _output_digest(torch, device, plan, probe, probe_id, ctx, outputs)
+                        if record is not None:
+                            observation["output_digest"] = record
+                        if note is not None:
+                            notes.append(note)
                     result.update(outcome="observed", observation=observation)
             caught = list(caught_here)
     warning_notes = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpuprobe.worker import simulate
+from gpuprobe.worker import digest, simulate
 from gpuprobe.worker.simulate import CallInfo
 
 
@@ -294,6 +294,9 @@ def stage(src: Any, device: Any) -> Any:
 
 def readback(t: Any) -> Any:
     """Fetches a probe's output to the host for comparison (blocking; never faulted). A CPU
-    tensor comes back as itself."""
+    tensor comes back as itself. The one place a probe's outputs reach the host, so the one
+    place their output digest is taken (``gpuprobe.worker.digest``)."""
     with simulate.bypassed():
-        return t.cpu()
+        host = t.cpu()
+    digest.record(_torch(), host)
+    return host

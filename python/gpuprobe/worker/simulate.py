@@ -102,6 +102,9 @@ EFFECTS = frozenset(
         "wrap",
         # floating values rounded to bfloat16: a kernel computing in a lower precision than asked.
         "round_bf16",
+        # the lowest bit of every 16th element flips, the same elements at every call: a unit
+        # that computes slightly different bits, within every tolerance (gpuprobe fleet).
+        "lowbit",
     }
 )
 
@@ -114,6 +117,9 @@ _EFFECT_KEYS = frozenset({"kind", "fraction", "signal", "message"})
 #: Byte written into a freshly allocated output by a ``stale`` fault: memory the operation
 #: never wrote. 0x5A5A... is finite and non-zero in every float format used here.
 STALE_BYTE = 0x5A
+
+#: A ``lowbit`` fault flips the lowest bit of every this-many-th element.
+LOWBIT_STRIDE = 16
 
 #: Note added to every observation produced under simulation.
 SIMULATED_NOTE = "SIMULATED: produced under fault simulation, not by real hardware"
@@ -682,7 +688,11 @@ def corrupt(torch: Any, t: Any, effect: str, occurrence: int) -> None:
       two of a small one);
     - ``round_bf16``: every floating element rounded to bfloat16 and back (what a kernel
       computing in bfloat16 where a higher precision was asked returns); other dtypes are
-      left as they are.
+      left as they are;
+    - ``lowbit``: the lowest bit (of a float: the last mantissa bit, one unit in the last
+      place) of the elements at flat indices ≡ 0 mod 16 flips, the same elements at every
+      call: a device whose outputs differ from its identical peers' by bits that pass every
+      tolerance, and do so reproducibly (only the cross-node differential sees it).
     """
     dtype_name = str(t.dtype).replace("torch.", "")
     if effect == "nan" and dtype_name not in _NAN_BITS:
@@ -707,6 +717,8 @@ def corrupt(torch: Any, t: Any, effect: str, occurrence: int) -> None:
     elif effect == "round_bf16":
         if t.is_floating_point():
             t.copy_(t.to(torch.bfloat16).to(t.dtype))
+    elif effect == "lowbit":
+        _in_place_on_flat(torch, t, lambda flat: flat[::LOWBIT_STRIDE].bitwise_xor_(1))
     elif effect == "bitflip":
 
         def flip(flat: Any) -> None:

@@ -713,6 +713,7 @@ mod tests {
             measurement: Measurement::Sweep(Box::new(stats)),
             metrics: BTreeMap::new(),
             notes: vec![],
+            output_digest: None,
         });
         result
     }

@@ -1639,6 +1639,7 @@ mod tests {
             })),
             metrics: Default::default(),
             notes: vec![],
+            output_digest: None,
         });
         result
     }

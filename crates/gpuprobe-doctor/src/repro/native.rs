@@ -204,6 +204,7 @@ mod tests {
             .into_iter()
             .collect(),
             notes: vec![],
+            output_digest: None,
         });
         r
     }

@@ -29,6 +29,7 @@ fn with_metrics(mut r: ProbeResult, metrics: &[(&str, serde_json::Value)]) -> Pr
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         notes: Vec::new(),
+        output_digest: None,
     });
     r
 }

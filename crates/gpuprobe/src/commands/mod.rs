@@ -11,6 +11,7 @@ pub(crate) mod check;
 mod completions;
 pub(crate) mod env;
 mod fix;
+mod fleet;
 pub(crate) mod kb;
 pub(crate) mod memtest;
 mod native_worker;
@@ -36,6 +37,7 @@ pub(crate) fn dispatch(command: Command) -> Result<u8> {
         Command::Profile(args) => profile::run(args)?,
         Command::Runs(args) => runs::run(args)?,
         Command::Report(args) => report::run(args)?,
+        Command::Fleet(args) => fleet::run(args)?,
         Command::Bundle(args) => bundle::run(args)?,
         Command::Repro(args) => repro::run(args)?,
         Command::Completions(args) => completions::completions(args)?,

@@ -16,6 +16,7 @@ mod faults;
 mod fix;
 mod fix_resume;
 mod fix_switches;
+mod fleet;
 mod golden;
 #[cfg(feature = "gpu-tests")]
 mod gpu_faults;

@@ -1,0 +1,73 @@
+//! `gpuprobe fleet PATH...`: many nodes' reports merged. The runner finds the reports and
+//! reads each ([`gpuprobe_runner::fleet_reports`], [`gpuprobe_runner::rundir`]), one at a
+//! time; `gpuprobe_report::fleet` keeps what its views need, judges the cross-node
+//! differential and renders. Exit 0 when nothing is wrong, 1 when a node is flagged, a
+//! node's check did not pass or a report is unreadable, 2 when no report was found
+//! (docs/exit-codes.md).
+
+use std::io::Write;
+
+use anyhow::Result;
+use gpuprobe_model::ExitStatus;
+use gpuprobe_report::{export, fleet, html};
+use gpuprobe_runner::{fleet_reports, rundir};
+
+use crate::cli::FleetArgs;
+use crate::errors::CliError;
+
+const JSON: &str = "fleet JSON";
+
+/// Runs `fleet`.
+pub(super) fn run(args: FleetArgs) -> Result<ExitStatus> {
+    // An unwritable output is refused before anything is read.
+    html::check_writable(args.html.as_deref())?;
+    export::check_writable(JSON, args.json.as_deref())?;
+    let found = fleet_reports::find(&args.paths);
+    let mut merged = fleet::Fleet::new();
+    for unfound in &found.unfound {
+        merged.add_unreadable(&unfound.path.display().to_string(), &unfound.reason);
+    }
+    for report in &found.reports {
+        let source = report.path.display().to_string();
+        match rundir::read_report_file(&report.path) {
+            Ok(parsed) => merged.add(&source, &report.fallback_name, &parsed),
+            Err(e) => {
+                let reason = match &e {
+                    rundir::RunFileError::Invalid { source, .. } => {
+                        format!("not a gpuprobe report: {source}")
+                    }
+                    rundir::RunFileError::Unreadable { source, .. } => {
+                        format!("cannot read: {source}")
+                    }
+                };
+                merged.add_unreadable(&source, &reason);
+            }
+        }
+    }
+    if found.reports.is_empty() {
+        return Err(CliError::NoFleetReports {
+            paths: args
+                .paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+        .into());
+    }
+    let view = merged.finish();
+    if let Some(path) = &args.html {
+        fleet::html::write_page(path, &view)?;
+        gpuprobe_report::console::note(&format!("HTML fleet view: {}", path.display()));
+    }
+    if let Some(path) = &args.json {
+        export::write(
+            JSON,
+            path,
+            &format!("{}\n", serde_json::to_string_pretty(&view)?),
+        )?;
+        gpuprobe_report::console::note(&format!("{JSON}: {}", path.display()));
+    }
+    write!(crate::output::stdout(), "{}", fleet::render_text(&view))?;
+    Ok(view.exit_status)
+}
