@@ -3,7 +3,7 @@
 
 use crate::support::*;
 
-const PUBLIC: [&str; 14] = [
+const PUBLIC: [&str; 15] = [
     "check",
     "env",
     "triage",
@@ -14,6 +14,7 @@ const PUBLIC: [&str; 14] = [
     "profile",
     "runs",
     "report",
+    "ui",
     "bundle",
     "repro",
     "completions",
