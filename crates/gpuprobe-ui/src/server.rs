@@ -529,7 +529,9 @@ fn with_headers<R: Read>(
         ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
-        ("Referrer-Policy", "no-referrer"),
+        // Not `no-referrer`: under it a browser sends `Origin: null` with a form post, which
+        // the gate refuses as a foreign origin.
+        ("Referrer-Policy", "same-origin"),
         ("Cache-Control", "no-store"),
     ];
     for (name, value) in common.iter().chain(extra) {
