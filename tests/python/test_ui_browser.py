@@ -13,6 +13,7 @@ temporary directory); ``docs/ui.md`` names the command that refreshes ``docs/ima
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,24 @@ FAILING_PRESETS = "h2d-zeros,bf16-fp32-zeros"
 HEALTHY = "check-2026-01-01T10-00-00-1"
 FAILING = "check-2026-01-02T10-00-00-1"
 CORRUPT = "check-2026-01-03T10-00-00-1"
+FIX = "fix-2026-01-04T10-00-00-1"
+# A profile as `fix` writes it into its run (proven under simulation, on another stack).
+PROFILE = """\
+profile_version = 1
+created_by = "gpuprobe 0.1.0"
+created_at = "2026-01-04T10:00:00Z"
+simulated = true
+cures = ["copy.h2d.pageable.tiny.nonblocking"]
+measured_cost = "none measured <b>"
+
+[env]
+HSA_ENABLE_SDMA = "0"
+
+[proven_on]
+gpus = ["gfx1151"]
+kernel = "0.0.0-nowhere"
+torch = "0.0.0"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +76,8 @@ def binary() -> str:
 
 @pytest.fixture(scope="module")
 def runs(binary: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A runs directory: a healthy run, a SIMULATED failing one, a corrupt one."""
+    """A runs directory: a healthy run, a SIMULATED failing one, a corrupt one, and a fix run
+    holding a profile (its starting check a copy of the failing one)."""
     root = tmp_path_factory.mktemp("ui") / "runs"
     env = {**os.environ, "NO_COLOR": "1"}
     for name, extra, code in ((HEALTHY, [], 0), (FAILING, ["--simulate", FAILING_PRESETS], 1)):
@@ -72,6 +92,10 @@ def runs(binary: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     corrupt = root / CORRUPT
     (corrupt / "workers").mkdir(parents=True)
     (corrupt / "report.json").write_text('{"schema_version": 1, "results": [<script>')
+    fix = root / FIX
+    (fix / "workers").mkdir(parents=True)
+    shutil.copytree(root / FAILING, fix / "check")
+    (fix / "profile.toml").write_text(PROFILE)
     return root
 
 
@@ -156,12 +180,12 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             browser.send("Page.navigate", {"url": server})
             browser.wait_until("location.href === " + repr(base + "/") + " && document.readyState === 'complete'")
             names = browser.evaluate("[...document.querySelectorAll('tr.run')].map(r => r.dataset.name)")
-            assert names == [CORRUPT, FAILING, HEALTHY], names
+            assert names == [FIX, CORRUPT, FAILING, HEALTHY], names
             outcomes = browser.evaluate("[...document.querySelectorAll('tr.run')].map(r => r.dataset.outcome)")
-            assert outcomes == ["corrupt", "fail", "pass"], outcomes
+            assert outcomes[1:] == ["corrupt", "fail", "pass"], outcomes
             text = browser.evaluate("document.body.innerText")
             assert "is not a gpuprobe report" in text and "<script>" not in browser.evaluate(
-                "document.querySelector('tr.run').innerHTML"
+                f"document.querySelector('tr.run[data-name={CORRUPT}]').innerHTML"
             )
             browser.screenshot(_shot("runs", tmp_path))
             # The filter works without script: a GET form.
@@ -189,6 +213,27 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             assert "dtype.bf16.fp32.to.device" in newly, newly
             assert browser.evaluate("document.querySelectorAll('#cured td.mono').length") == 0
             browser.screenshot(_shot("compare", tmp_path))
+
+            # The profile: what it cures, what it was proven on, its export; delete, confirmed.
+            _go(browser, base + "/profiles")
+            assert browser.evaluate("[...document.querySelectorAll('tr.profile')].map(r => r.dataset.run)") == [FIX]
+            _go(browser, f"{base}/profiles/{FIX}")
+            text = browser.evaluate("document.body.innerText")
+            assert "copy.h2d.pageable.tiny.nonblocking" in text and "0.0.0-nowhere" in text, text
+            assert "none measured <b>" in text
+            browser.screenshot(_shot("profile", tmp_path))
+            _go(browser, f"{base}/profiles/{FIX}/export?format=env")
+            assert "HSA_ENABLE_SDMA=0" in browser.evaluate("document.body.innerText")
+            _go(browser, f"{base}/profiles/{FIX}")
+            browser.evaluate("document.querySelector('input[name=confirm]').checked = true")
+            _submit(browser, "#delete-form", {})
+            assert browser.evaluate("location.pathname") == "/profiles"
+            assert not (runs / FIX / "profile.toml").exists()
+
+            # The KB: searched, and matched against the newest finished check.
+            _go(browser, base + "/kb")
+            assert browser.evaluate("document.querySelectorAll('#entries tbody tr').length") > 10
+            assert "the newest finished check" in browser.evaluate("document.getElementById('matches').innerText")
 
             # Start a SIMULATED check and watch it finish live: the page moves to its report.
             _go(browser, base + "/check")

@@ -1,6 +1,7 @@
 //! `gpuprobe ui`: a local web application over the runs directory. It lists every run of
-//! this machine, serves a run's HTML report, compares two runs, and starts, watches and
-//! stops a `check` run as a child `gpuprobe check` process.
+//! this machine, serves a run's HTML report, compares two runs, starts, watches and stops a
+//! `check` run as a child `gpuprobe check` process, shows the profiles `fix` wrote (export,
+//! delete) and searches the KB, matching it against this machine.
 //!
 //! The seam: [`Ui::start`] binds the server and makes its token, [`Ui::url`] is what the
 //! user opens, [`Ui::serve`] answers requests until the process ends. Everything the pages
@@ -21,7 +22,9 @@ pub mod catalogue;
 pub mod compare;
 pub mod gate;
 pub mod jobs;
+pub mod kb;
 pub mod pages;
+pub mod profiles;
 mod server;
 
 pub use gate::Token;

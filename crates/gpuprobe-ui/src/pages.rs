@@ -7,13 +7,16 @@ use minijinja::{AutoEscape, Environment};
 use serde::Serialize;
 
 /// The templates, by name.
-const TEMPLATES: [(&str, &str); 6] = [
+const TEMPLATES: [(&str, &str); 9] = [
     ("base.html", include_str!("../templates/base.html")),
     ("runs.html", include_str!("../templates/runs.html")),
     ("compare.html", include_str!("../templates/compare.html")),
     ("check.html", include_str!("../templates/check.html")),
     ("live.html", include_str!("../templates/live.html")),
     ("message.html", include_str!("../templates/message.html")),
+    ("profiles.html", include_str!("../templates/profiles.html")),
+    ("profile.html", include_str!("../templates/profile.html")),
+    ("kb.html", include_str!("../templates/kb.html")),
 ];
 
 /// A file served as it is: its content type and bytes.

@@ -71,6 +71,8 @@ pub(crate) enum Reply {
     Events(String),
     /// Nothing (the icon a browser asks for by itself).
     NoContent,
+    /// Plain text (a profile's export).
+    Text(String),
 }
 
 /// Answers one request.
@@ -168,6 +170,11 @@ pub(crate) fn route(
         }
         (false, ["compare"]) => compare_page(state, query),
         (false, ["check"]) => check_page(state, &CheckForm::default(), None),
+        (false, ["profiles"]) => profiles_page(state),
+        (false, ["profiles", name]) => profile_page(state, name),
+        (false, ["profiles", name, "export"]) => export_profile(state, name, query),
+        (true, ["profiles", name, "delete"]) => delete_profile(state, name, form),
+        (false, ["kb"]) => kb_page(state, query),
         (true, ["check"]) => start_check(state, form),
         _ => not_found(state),
     }
@@ -492,6 +499,114 @@ fn load(state: &State, name: &str) -> Result<gpuprobe_model::Report, String> {
     }
 }
 
+fn first<'a>(pairs: &'a [(String, String)], name: &str) -> &'a str {
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+fn profiles_page(state: &State) -> Reply {
+    let profiles = crate::profiles::list(state.root());
+    Reply::Page(
+        200,
+        state.pages.render(
+            "profiles.html",
+            json!({"profiles": profiles, "root": state.root().display().to_string()}),
+        ),
+    )
+}
+
+/// The run holding a profile, by its name in the URL.
+fn profile_run(state: &State, name: &str) -> Option<std::path::PathBuf> {
+    catalogue::run_path(state.root(), name).filter(|path| RunFiles::at(path).holds_profile())
+}
+
+fn profile_page(state: &State, name: &str) -> Reply {
+    let Some(view) =
+        profile_run(state, name).and_then(|path| crate::profiles::view(state.root(), name, &path))
+    else {
+        return not_found(state);
+    };
+    Reply::Page(
+        200,
+        state.pages.render(
+            "profile.html",
+            json!({"p": view, "token": state.token.as_str()}),
+        ),
+    )
+}
+
+fn export_profile(state: &State, name: &str, query: &[(String, String)]) -> Reply {
+    let (Some(path), Some(format)) = (
+        profile_run(state, name),
+        crate::profiles::export_format(first(query, "format")),
+    ) else {
+        return not_found(state);
+    };
+    match crate::profiles::export(&path, format) {
+        Some(Ok(text)) => Reply::Text(text),
+        Some(Err(why)) => message(
+            state,
+            200,
+            name,
+            &format!("this profile cannot be used: {why}"),
+        ),
+        None => not_found(state),
+    }
+}
+
+fn delete_profile(state: &State, name: &str, form: &[(String, String)]) -> Reply {
+    let Some(path) = profile_run(state, name) else {
+        return not_found(state);
+    };
+    if first(form, "confirm") != "yes" {
+        return message(
+            state,
+            400,
+            "Not deleted",
+            "tick the box that confirms the deletion, then delete again",
+        );
+    }
+    match crate::profiles::delete(&path) {
+        Ok(()) => Reply::Redirect("/profiles".into()),
+        Err(why) => message(state, 500, "Not deleted", &why),
+    }
+}
+
+fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
+    let kb = gpuprobe_kb::KnowledgeBase::embedded();
+    let q = first(query, "q");
+    let entries = crate::kb::search(&kb, q);
+    let (against, matches) = if first(query, "live") == "1" {
+        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        let fingerprint = gpuprobe_doctor::live_stack::live_fingerprint(
+            state.options.python.as_deref(),
+            true,
+            &env,
+        );
+        (
+            "this machine now".to_string(),
+            crate::kb::matches(&kb, &fingerprint, &[]),
+        )
+    } else {
+        match crate::kb::newest_report(state.root()) {
+            Some((name, fingerprint, results)) => (
+                format!("the newest finished check, {name}"),
+                crate::kb::matches(&kb, &fingerprint, &results),
+            ),
+            None => (String::new(), Vec::new()),
+        }
+    };
+    Reply::Page(
+        200,
+        state.pages.render(
+            "kb.html",
+            json!({"q": q, "entries": entries, "matches": matches, "against": against}),
+        ),
+    )
+}
+
 fn plain(status: u16, text: &str) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
     with_headers(
         tiny_http::Response::from_string(text).with_status_code(status),
@@ -512,6 +627,10 @@ fn response_of(reply: Reply) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
         Reply::Asset(content_type, body) => with_headers(
             tiny_http::Response::from_string(body),
             &[("Content-Type", content_type)],
+        ),
+        Reply::Text(text) => with_headers(
+            tiny_http::Response::from_string(text),
+            &[("Content-Type", "text/plain; charset=utf-8")],
         ),
         Reply::NoContent | Reply::Events(_) => with_headers(
             tiny_http::Response::from_string("").with_status_code(204),
@@ -623,5 +742,82 @@ mod tests {
             panic!()
         };
         assert!(page.contains("is corrupt"), "{page}");
+    }
+
+    /// A profile as `fix` writes it, its free text hostile.
+    const PROFILE: &str = "profile_version = 1\ncreated_by = \"gpuprobe <script>\"\n\
+        created_at = \"2026-11-22T10:00:00Z\"\nsimulated = true\n\
+        cures = [\"copy.h2d.pageable.tiny.nonblocking\"]\nmeasured_cost = \"<b>none</b>\"\n\n\
+        [env]\nHSA_ENABLE_SDMA = \"0\"\n\n[proven_on]\ngpus = [\"gfx1151\"]\n\
+        kernel = \"0.0.0-nowhere\"\ntorch = \"0.0.0\"\n";
+
+    #[test]
+    fn a_profile_is_shown_exported_and_deleted_only_when_confirmed() {
+        let root = tempfile::tempdir().unwrap();
+        let name = "fix-2026-11-22T10-04-05-1";
+        let run = root.path().join(name);
+        std::fs::create_dir_all(run.join("workers")).unwrap();
+        std::fs::write(
+            RunFiles::at(&run).file(gpuprobe_runner::rundir::PROFILE_FILE),
+            PROFILE,
+        )
+        .unwrap();
+        let s = state(root.path());
+        let page = |path: &str| match route(&s, false, path, &[], &[]) {
+            Reply::Page(status, html) => (status, html),
+            Reply::Text(text) => (200, text),
+            other => panic!("{other:?}"),
+        };
+        let (status, list) = page("/profiles");
+        assert_eq!(status, 200);
+        assert!(list.contains(name) && list.contains("SIMULATED"), "{list}");
+        let (_, one) = page(&format!("/profiles/{name}"));
+        assert!(one.contains("copy.h2d.pageable.tiny.nonblocking"), "{one}");
+        assert!(one.contains("HSA_ENABLE_SDMA=0"), "{one}");
+        assert!(
+            one.contains("&lt;b&gt;none") && !one.contains("<b>none"),
+            "{one}"
+        );
+        let q = vec![("format".to_string(), "env".to_string())];
+        let Reply::Text(env) = route(&s, false, &format!("/profiles/{name}/export"), &q, &[])
+        else {
+            panic!()
+        };
+        assert!(env.contains("HSA_ENABLE_SDMA=0"), "{env}");
+        let bad = vec![("format".to_string(), "exe".to_string())];
+        let reply = route(&s, false, &format!("/profiles/{name}/export"), &bad, &[]);
+        assert_eq!(status_of(&reply), 404);
+        // Delete: refused without the confirmation, done with it.
+        let delete = format!("/profiles/{name}/delete");
+        assert_eq!(status_of(&route(&s, true, &delete, &[], &[])), 400);
+        assert!(RunFiles::at(&run).holds_profile());
+        let yes = vec![("confirm".to_string(), "yes".to_string())];
+        assert_eq!(status_of(&route(&s, true, &delete, &[], &yes)), 303);
+        assert!(!RunFiles::at(&run).holds_profile());
+        assert!(run.is_dir(), "the run stays");
+        assert_eq!(
+            status_of(&route(&s, false, &format!("/profiles/{name}"), &[], &[])),
+            404
+        );
+    }
+
+    fn status_of(reply: &Reply) -> u16 {
+        status(reply)
+    }
+
+    #[test]
+    fn the_kb_page_searches_and_matches_the_newest_check() {
+        let root = tempfile::tempdir().unwrap();
+        let s = state(root.path());
+        let q = vec![("q".to_string(), "<script>".to_string())];
+        let Reply::Page(200, html) = route(&s, false, "/kb", &q, &[]) else {
+            panic!()
+        };
+        assert!(html.contains("Entries (0"), "{html}");
+        assert!(
+            html.contains("No finished check to match against"),
+            "{html}"
+        );
+        assert!(!html.contains("<script>"), "{html}");
     }
 }
