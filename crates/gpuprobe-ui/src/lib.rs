@@ -130,3 +130,44 @@ impl Ui {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(port: u16) -> UiOptions {
+        UiOptions {
+            bind: "127.0.0.1".parse().unwrap(),
+            port,
+            runs_root: "/nonexistent".into(),
+            exe: "/bin/false".into(),
+            python: None,
+        }
+    }
+
+    #[test]
+    fn port_0_takes_a_free_port_and_a_port_in_use_is_a_usage_error() {
+        use gpuprobe_model::{ClassifiedError, ExitStatus};
+        let ui = Ui::start(options(0)).unwrap();
+        let url = ui.url().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        let port: u16 = url["http://127.0.0.1:".len()..]
+            .split('/')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_ne!(port, 0);
+        let token = url.split("?token=").nth(1).unwrap();
+        assert_eq!(token.len(), 64, "{url}");
+        let err = Ui::start(options(port)).err().expect("the port is taken");
+        assert!(matches!(err, UiError::PortInUse { .. }), "{err}");
+        assert!(err.to_string().contains("the port is in use"), "{err}");
+        assert_eq!(err.exit_status(), ExitStatus::UsageError);
+        assert_ne!(
+            Ui::start(options(0)).unwrap().url().split("?token=").nth(1),
+            Some(token),
+            "each start makes its own token"
+        );
+    }
+}
