@@ -16,8 +16,12 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-/// The cookie that carries the token after the first request.
-pub const COOKIE: &str = "gpuprobe_ui";
+/// The cookie that carries the token after the first request, by the server's port: a
+/// browser keeps cookies by host, not by port, so two servers on one machine keep a cookie
+/// each.
+pub fn cookie_name(port: u16) -> String {
+    format!("gpuprobe_ui_{port}")
+}
 /// The query parameter and form field that carry it.
 pub const PARAM: &str = "token";
 
@@ -114,18 +118,20 @@ pub fn origin_allowed(origin: Option<&str>, bound: SocketAddr) -> bool {
     }
 }
 
-/// The token a `Cookie` header carries, if any.
-pub fn cookie_token(header: Option<&str>) -> Option<&str> {
+/// The token a `Cookie` header carries for the server on `port`, if any.
+pub fn cookie_token(header: Option<&str>, port: u16) -> Option<&str> {
+    let wanted = cookie_name(port);
     header?.split(';').find_map(|pair| {
         let (name, value) = pair.trim().split_once('=')?;
-        (name == COOKIE).then_some(value)
+        (name == wanted).then_some(value)
     })
 }
 
-/// The `Set-Cookie` value that hands the browser the token.
-pub fn set_cookie(token: &Token) -> String {
+/// The `Set-Cookie` value that hands the browser the token of the server on `port`.
+pub fn set_cookie(token: &Token, port: u16) -> String {
     format!(
-        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+        "{}={}; Path=/; HttpOnly; SameSite=Strict",
+        cookie_name(port),
         token.as_str()
     )
 }
@@ -171,7 +177,7 @@ pub fn decide(request: &Credentials<'_>, token: &Token, bound: SocketAddr) -> De
         .iter()
         .find(|(name, _)| name == PARAM)
         .map(|(_, v)| v.as_str());
-    let cookie_ok = cookie_token(request.cookie).is_some_and(|t| token.matches(t));
+    let cookie_ok = cookie_token(request.cookie, bound.port()).is_some_and(|t| token.matches(t));
     if request.post {
         if !origin_allowed(request.origin, bound) {
             return Decision::Refuse("a form of another site");
@@ -340,7 +346,10 @@ mod tests {
             decide(&first, &token, bound()),
             Decision::SetCookieAndGo("/?verdict=fail".into())
         );
-        let cookie = format!("other=1; {}", set_cookie(&token).split(';').next().unwrap());
+        let cookie = format!(
+            "gpuprobe_ui_9=x; {}",
+            set_cookie(&token, 8765).split(';').next().unwrap()
+        );
         let later = Credentials {
             path: "/runs",
             host: Some("127.0.0.1:8765"),
@@ -367,14 +376,17 @@ mod tests {
             decide(&wrong_query, &token, bound()),
             Decision::Refuse(_)
         ));
-        let bad_cookie = Credentials {
-            cookie: Some("gpuprobe_ui=abc124"),
-            ..none.clone()
-        };
-        assert!(matches!(
-            decide(&bad_cookie, &token, bound()),
-            Decision::Refuse(_)
-        ));
+        for cookie in ["gpuprobe_ui_8765=abc124", "gpuprobe_ui_9=abc123"] {
+            // A wrong token, or another server's cookie.
+            let bad_cookie = Credentials {
+                cookie: Some(cookie),
+                ..none.clone()
+            };
+            assert!(matches!(
+                decide(&bad_cookie, &token, bound()),
+                Decision::Refuse(_)
+            ));
+        }
         let rebound = Credentials {
             host: Some("evil.example:8765"),
             ..later.clone()
@@ -393,7 +405,7 @@ mod tests {
             post: true,
             path: "/check",
             host: Some("127.0.0.1:8765"),
-            cookie: Some("gpuprobe_ui=abc123"),
+            cookie: Some("gpuprobe_ui_8765=abc123"),
             form: &form,
             origin: Some("http://127.0.0.1:8765"),
             ..Default::default()

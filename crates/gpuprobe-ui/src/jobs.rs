@@ -1,5 +1,5 @@
-//! Checks started from the page. Each is a child `gpuprobe check --run-dir <runs dir>/<name>`
-//! of the running binary: the same command, supervision and run directory as one typed at a
+//! Checks and fixes started from the page. Each is a child `gpuprobe check --run-dir <runs
+//! dir>/<name>` (or `gpuprobe fix --from <a check> --run-dir ...`) of the running binary: the same command, supervision and run directory as one typed at a
 //! terminal, so its results land in `results.jsonl` as they are known, its report at the
 //! end, and the page reads them from there like any other run's. The child runs in a
 //! process group of its own, and stopping it sends SIGINT to that group, as Ctrl-C at a
@@ -134,8 +134,8 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Starts `request` as a child of `exe` in a new run directory under `root`; the run's
-    /// name.
+    /// Starts `request` as a child `check` of `exe` in a new run directory under `root`;
+    /// the run's name.
     pub fn start(
         &self,
         exe: &Path,
@@ -143,11 +143,38 @@ impl Jobs {
         python: Option<&Path>,
         request: &CheckRequest,
     ) -> Result<String, String> {
+        self.spawn(exe, root, "check", |run_dir| {
+            request.arguments(run_dir, python)
+        })
+    }
+
+    /// Starts `gpuprobe fix --from CHECK` as a child of `exe` in a new run directory under
+    /// `root`, its search bounded by `max_runs`; the run's name.
+    pub fn start_fix(
+        &self,
+        exe: &Path,
+        root: &Path,
+        python: Option<&Path>,
+        from: &Path,
+        max_runs: u32,
+    ) -> Result<String, String> {
+        self.spawn(exe, root, "fix", |run_dir| {
+            fix_arguments(from, run_dir, max_runs, python)
+        })
+    }
+
+    fn spawn(
+        &self,
+        exe: &Path,
+        root: &Path,
+        command_name: &str,
+        arguments: impl FnOnce(&Path) -> Vec<String>,
+    ) -> Result<String, String> {
         std::fs::create_dir_all(root)
             .map_err(|e| format!("cannot make the runs directory {}: {e}", root.display()))?;
-        let run_dir = fresh_run_dir(root)?;
-        // Made now, so that its page is there from the first moment; `check` takes an empty
-        // directory as its run directory.
+        let run_dir = fresh_run_dir(root, command_name)?;
+        // Made now, so that its page is there from the first moment; `check` and `fix` take
+        // an empty directory as their run directory.
         std::fs::create_dir(&run_dir)
             .map_err(|e| format!("cannot make the run directory {}: {e}", run_dir.display()))?;
         let name = run_dir
@@ -160,7 +187,7 @@ impl Jobs {
             command.process_group(0);
         }
         let mut child = command
-            .args(request.arguments(&run_dir, python))
+            .args(arguments(&run_dir))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -256,15 +283,38 @@ impl Jobs {
 
 /// A run directory under `root` named as `check` names its own, that does not exist yet (a
 /// second check started within the same second waits for the next).
-fn fresh_run_dir(root: &Path) -> Result<PathBuf, String> {
+fn fresh_run_dir(root: &Path, command: &str) -> Result<PathBuf, String> {
     for _ in 0..5 {
-        let path = gpuprobe_runner::paths::new_run_dir_in(root, "check");
+        let path = gpuprobe_runner::paths::new_run_dir_in(root, command);
         if std::fs::symlink_metadata(&path).is_err() {
             return Ok(path);
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
-    Err("a run directory for a new check could not be named; try again".into())
+    Err("a run directory for a new run could not be named; try again".into())
+}
+
+/// The most trial runs a `fix` started from the page may take (`fix --max-runs`).
+pub const MAX_FIX_RUNS: u32 = 200;
+
+/// A `fix` child's arguments after the binary: the search starts from the finished check
+/// `from`, as `gpuprobe fix --from` does.
+pub fn fix_arguments(
+    from: &Path,
+    run_dir: &Path,
+    max_runs: u32,
+    python: Option<&Path>,
+) -> Vec<String> {
+    let mut args = vec![
+        "fix".to_string(),
+        format!("--from={}", from.display()),
+        format!("--run-dir={}", run_dir.display()),
+        format!("--max-runs={}", max_runs.clamp(1, MAX_FIX_RUNS)),
+    ];
+    if let Some(python) = python {
+        args.push(format!("--python={}", python.display()));
+    }
+    args
 }
 
 #[cfg(test)]
@@ -301,6 +351,20 @@ mod tests {
                 "--only=bool.?",
                 "--simulate=h2d-zeros,bf16-fp32-zeros",
                 "--python=/py"
+            ]
+        );
+        assert_eq!(
+            fix_arguments(
+                Path::new("/runs/check-x"),
+                Path::new("/runs/fix-y"),
+                100_000,
+                None
+            ),
+            [
+                "fix",
+                "--from=/runs/check-x",
+                "--run-dir=/runs/fix-y",
+                "--max-runs=200"
             ]
         );
         let plain = CheckRequest::parse(&form(&[("tier", "full")])).unwrap();

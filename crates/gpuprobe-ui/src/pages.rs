@@ -7,7 +7,7 @@ use minijinja::{AutoEscape, Environment};
 use serde::Serialize;
 
 /// The templates, by name.
-const TEMPLATES: [(&str, &str); 9] = [
+const TEMPLATES: [(&str, &str); 10] = [
     ("base.html", include_str!("../templates/base.html")),
     ("runs.html", include_str!("../templates/runs.html")),
     ("compare.html", include_str!("../templates/compare.html")),
@@ -17,6 +17,7 @@ const TEMPLATES: [(&str, &str); 9] = [
     ("profiles.html", include_str!("../templates/profiles.html")),
     ("profile.html", include_str!("../templates/profile.html")),
     ("kb.html", include_str!("../templates/kb.html")),
+    ("fix.html", include_str!("../templates/fix.html")),
 ];
 
 /// A file served as it is: its content type and bytes.

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use gpuprobe_doctor::profile_file::{self, ExportFormat};
 use gpuprobe_model::profile::{FixAccount, Profile};
-use gpuprobe_runner::rundir::{PROFILE_FILE, Run, RunFiles};
+use gpuprobe_runner::rundir::{PROFILE_FILE, RunFiles};
 use serde::Serialize;
 
 /// One profile as the pages show it.
@@ -99,14 +99,13 @@ pub fn list(root: &Path) -> Vec<ProfileView> {
 /// One run's profile as a page shows it.
 pub fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
     let loaded = load(run)?;
-    let source_run = Run::open(run)
+    let source_run = RunFiles::at(run)
+        .read_fix_account::<FixAccount>()
         .ok()
-        .and_then(|_| RunFiles::at(run).read_fix_account::<FixAccount>().ok())
         .and_then(|account| account.source_run)
         .and_then(|source| {
-            let source = Path::new(&source);
-            let name = source.file_name()?.to_str()?.to_string();
-            (source.parent() == Some(root)).then_some(name)
+            let name = Path::new(&source).file_name()?.to_str()?.to_string();
+            crate::catalogue::run_path(root, &name).map(|_| name)
         });
     let mut out = ProfileView {
         run: name.to_string(),

@@ -125,7 +125,10 @@ pub(crate) fn answer(state: &State, mut request: tiny_http::Request) {
                     tiny_http::Response::from_string("").with_status_code(303),
                     &[
                         ("Location", &location),
-                        ("Set-Cookie", &gate::set_cookie(&state.token)),
+                        (
+                            "Set-Cookie",
+                            &gate::set_cookie(&state.token, state.bound.port()),
+                        ),
                     ],
                 );
                 let _ = request.respond(response);
@@ -176,6 +179,8 @@ pub(crate) fn route(
         (true, ["profiles", name, "delete"]) => delete_profile(state, name, form),
         (false, ["kb"]) => kb_page(state, query),
         (true, ["check"]) => start_check(state, form),
+        (false, ["fix"]) => fix_page(state, first(query, "from"), None),
+        (true, ["fix"]) => start_fix(state, form),
         _ => not_found(state),
     }
 }
@@ -222,10 +227,12 @@ fn run_page(state: &State, name: &str) -> Reply {
     };
     let job = state.jobs.view(name);
     let running = job.as_ref().is_some_and(|j| j.running);
+    let files = RunFiles::at(&path);
     let check = match Run::open(&path) {
         Ok(run) => run.check().clone(),
-        // A check this server just started has not written its plan yet.
-        Err(_) if job.is_some() => RunFiles::at(&path),
+        // A run this server just started has not written its plan yet; a `fix --from`
+        // keeps no check of its own.
+        Err(_) if job.is_some() || files.has_fix_account() => files.clone(),
         Err(_) => {
             return message(
                 state,
@@ -235,8 +242,17 @@ fn run_page(state: &State, name: &str) -> Reply {
             );
         }
     };
-    if check.has_report() && !running {
-        return match gpuprobe_runner::rundir::read_finished(&path) {
+    // A finished fix is shown from its account (and the check it started from), a finished
+    // check from its report.
+    let finished = if files.has_fix_account() {
+        Some(path.clone())
+    } else if check.has_report() {
+        Some(check.path().to_path_buf())
+    } else {
+        None
+    };
+    if let Some(finished) = finished.filter(|_| !running) {
+        return match gpuprobe_runner::rundir::read_finished(&finished) {
             Ok(finished) => {
                 let fix = finished.fix.as_ref();
                 let issues = html::issue_texts(&finished.report, fix);
@@ -456,6 +472,55 @@ fn start_check(state: &State, form: &[(String, String)]) -> Reply {
     ) {
         Ok(name) => Reply::Redirect(format!("/runs/{name}")),
         Err(e) => check_page(state, &shown, Some(e)),
+    }
+}
+
+/// A finished check a fix may start from: its directory.
+fn fix_source(state: &State, name: &str) -> Result<std::path::PathBuf, String> {
+    let path = catalogue::run_path(state.root(), name)
+        .ok_or_else(|| format!("no run {name:?} in the runs directory"))?;
+    match Run::open(&path) {
+        Ok(Run::Check(check)) if check.has_report() => Ok(path),
+        _ => Err(format!(
+            "{name} is no finished check: a fix starts from a check's report"
+        )),
+    }
+}
+
+fn fix_page(state: &State, from: &str, error: Option<String>) -> Reply {
+    let error = error.or_else(|| fix_source(state, from).err());
+    Reply::Page(
+        if error.is_some() { 400 } else { 200 },
+        state.pages.render(
+            "fix.html",
+            json!({"from": from, "token": state.token.as_str(), "error": error,
+                "max_runs": 40, "limit": crate::jobs::MAX_FIX_RUNS}),
+        ),
+    )
+}
+
+fn start_fix(state: &State, form: &[(String, String)]) -> Reply {
+    let from = first(form, "from");
+    let source = match fix_source(state, from) {
+        Ok(source) => source,
+        Err(e) => return fix_page(state, from, Some(e)),
+    };
+    let Ok(max_runs) = first(form, "max_runs").trim().parse::<u32>() else {
+        return fix_page(
+            state,
+            from,
+            Some("the most trial runs is a whole number".into()),
+        );
+    };
+    match state.jobs.start_fix(
+        &state.options.exe,
+        state.root(),
+        state.options.python.as_deref(),
+        &source,
+        max_runs,
+    ) {
+        Ok(name) => Reply::Redirect(format!("/runs/{name}")),
+        Err(e) => fix_page(state, from, Some(e)),
     }
 }
 
@@ -708,6 +773,16 @@ mod tests {
         }
         // Actions take POST only.
         assert_eq!(status(&get("/runs/check-2026-11-22T10-04-05-1/stop")), 404);
+        // A fix starts only from a finished check of the runs directory.
+        for from in ["", "..", "check-2026-11-22T10-04-05-1"] {
+            let q = vec![("from".to_string(), from.to_string())];
+            assert_eq!(status(&route(&s, false, "/fix", &q, &[])), 400, "{from}");
+            let form = vec![
+                ("from".to_string(), from.to_string()),
+                ("max_runs".to_string(), "3".to_string()),
+            ];
+            assert_eq!(status(&route(&s, true, "/fix", &[], &form)), 400, "{from}");
+        }
         let bad = vec![("tier".to_string(), "huge".to_string())];
         let reply = route(&s, true, "/check", &[], &bad);
         assert_eq!(status(&reply), 400);
