@@ -260,6 +260,28 @@ impl Jobs {
         .is_ok()
     }
 
+    /// Asks every running child to stop (SIGINT to each process group) and waits up to
+    /// `wait` for them to end; how many were running.
+    pub fn stop_all(&self, wait: std::time::Duration) -> usize {
+        let names: Vec<String> = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        let stopped = names.iter().filter(|name| self.stop(name)).count();
+        let deadline = std::time::Instant::now() + wait;
+        while std::time::Instant::now() < deadline
+            && names
+                .iter()
+                .any(|name| self.view(name).is_some_and(|j| j.running))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        stopped
+    }
+
     /// How the check `name` stands, when this server started it.
     pub fn view(&self, name: &str) -> Option<JobView> {
         let job = self.job(name)?;

@@ -116,6 +116,12 @@ impl Ui {
         Ok(Ui { server, state, url })
     }
 
+    /// What stops the checks and fixes this server started, for the binary's signal
+    /// handling: when the server is ended, so are they, as Ctrl-C ends a check.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::clone(&self.state))
+    }
+
     /// The URL to open: the address and the token.
     pub fn url(&self) -> &str {
         &self.url
@@ -128,6 +134,18 @@ impl Ui {
             let state = Arc::clone(&self.state);
             std::thread::spawn(move || server::answer(&state, request));
         }
+    }
+}
+
+/// Stops the runs a server started ([`Ui::stopper`]).
+#[derive(Clone)]
+pub struct Stopper(Arc<server::State>);
+
+impl Stopper {
+    /// Sends SIGINT to every run still going and waits up to `wait` for them to end; how
+    /// many were going.
+    pub fn stop_all(&self, wait: std::time::Duration) -> usize {
+        self.0.jobs().stop_all(wait)
     }
 }
 

@@ -53,6 +53,10 @@ impl State {
         }
     }
 
+    pub(crate) fn jobs(&self) -> &Jobs {
+        &self.jobs
+    }
+
     fn root(&self) -> &Path {
         &self.options.runs_root
     }
