@@ -80,6 +80,20 @@ impl CheckRequest {
                 "simulation {simulate:?}: preset names separated by commas (docs/probes.md lists them)"
             ));
         }
+        let known: Vec<String> = gpuprobe_runner::simulation::presets()
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        if let Some(unknown) = simulate
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .find(|p| !known.iter().any(|k| k == p))
+        {
+            return Err(format!(
+                "no simulation preset {unknown:?} (the list below names them)"
+            ));
+        }
         Ok(CheckRequest {
             tier,
             device,
@@ -397,6 +411,7 @@ mod tests {
             form(&[("tier", "quick"), ("only", "--python=/evil")]),
             form(&[("tier", "quick"), ("only", "a/../b")]),
             form(&[("tier", "quick"), ("simulate", "../../etc/passwd")]),
+            form(&[("tier", "quick"), ("simulate", "h2d-zeros,no-such-preset")]),
         ] {
             assert!(CheckRequest::parse(&bad).is_err(), "{bad:?}");
         }

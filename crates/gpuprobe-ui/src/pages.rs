@@ -141,7 +141,8 @@ mod tests {
         let pages = Pages::new();
         let html = pages.render(
             "check.html",
-            json!({"root": "/r", "token": "t", "form": {"tier": "quick", "device": "all", "only": "", "simulate": ""}}),
+            json!({"root": "/r", "token": "t", "presets": [],
+                "form": {"tier": "quick", "device": "all", "only": "", "simulate": ""}}),
         );
         assert!(html.contains("name=\"token\" value=\"t\""), "{html}");
         let html = pages.render("message.html", json!({"title": "x", "message": "y"}));

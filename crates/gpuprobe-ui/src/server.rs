@@ -441,12 +441,16 @@ impl Default for CheckForm {
 }
 
 fn check_page(state: &State, form: &CheckForm, error: Option<String>) -> Reply {
+    let presets: Vec<serde_json::Value> = gpuprobe_runner::simulation::presets()
+        .into_iter()
+        .map(|p| json!({"name": p.name, "description": p.description}))
+        .collect();
     Reply::Page(
         if error.is_some() { 400 } else { 200 },
         state.pages.render(
             "check.html",
             json!({"root": state.root().display().to_string(), "token": state.token.as_str(),
-                "form": form, "error": error}),
+                "form": form, "error": error, "presets": presets}),
         ),
     )
 }
