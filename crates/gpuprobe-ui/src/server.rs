@@ -28,6 +28,8 @@ pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 's
 const MAX_FORM_BYTES: u64 = 64 * 1024;
 /// How often a watched run's results are read again.
 const POLL: Duration = Duration::from_millis(250);
+/// How often a run this server did not start is looked at again.
+const POLL_OTHER: Duration = Duration::from_secs(2);
 /// How long one event stream stays open at most (the browser opens a new one after).
 const STREAM_LIMIT: Duration = Duration::from_secs(3600);
 /// The most recent results a live page lists.
@@ -416,7 +418,9 @@ fn stream_events(state: &State, request: tiny_http::Request, name: &str) {
         {
             return;
         }
-        std::thread::sleep(POLL);
+        // A run of this server's is read often; another's goes through `runs list`'s scan
+        // of every run, so less often.
+        std::thread::sleep(if progress.running { POLL } else { POLL_OTHER });
     }
 }
 
