@@ -7,7 +7,8 @@
 # installed twice):
 # - a C++ compiler: Inductor's CPU backend compiles C++ with it (tests/python/test_compile.py,
 #   test_train.py); $CXX, g++, clang++ or c++, as the compile family looks for one;
-# - Chromium: the HTML report's browser test (tests/python/test_html_browser.py); $CHROMIUM,
+# - Chromium: the browser tests of the HTML report and of `gpuprobe ui` (tests/python/test_html_browser.py,
+#   test_ui_browser.py, both through chromium_driver.py); $CHROMIUM,
 #   chromium, chromium-browser or Google Chrome, as that test looks for one;
 # - promtool (Debian's prometheus) and xmllint (libxml2-utils): the exports' tests check the
 #   Prometheus metrics with `promtool check metrics` and validate the JUnit XML against its

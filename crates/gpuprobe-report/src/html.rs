@@ -25,6 +25,18 @@ use crate::matrix;
 
 const TEMPLATE: &str = include_str!("../templates/report.html");
 const TEMPLATE_NAME: &str = "report.html";
+/// The report's stylesheet: inline in the file a run writes, a linked stylesheet where a
+/// server hands the report out under a policy that allows no inline style (`gpuprobe ui`).
+pub const STYLESHEET: &str = include_str!("../templates/report.css");
+
+/// Where a served report links to instead of carrying its own style ([`render_linked`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Linked {
+    /// The URL of [`STYLESHEET`].
+    pub stylesheet: String,
+    /// The URL a "back" link on top of the page leads to.
+    pub home: String,
+}
 
 /// The ISSUE.md text of one failure: which probe on which device, and the Markdown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,14 +91,27 @@ pub fn render(
     fix: Option<&FixAccount>,
     issues: &[IssueText],
 ) -> Result<String, HtmlError> {
+    render_view(view(report, fix, issues, None))
+}
+
+/// Renders the report as a page of a server: the same document, its style linked from
+/// `linked.stylesheet` instead of inline, and a link back to `linked.home` on top.
+pub fn render_linked(
+    report: &Report,
+    fix: Option<&FixAccount>,
+    issues: &[IssueText],
+    linked: Linked,
+) -> Result<String, HtmlError> {
+    render_view(view(report, fix, issues, Some(linked)))
+}
+
+fn render_view(view: View) -> Result<String, HtmlError> {
     let mut env = Environment::new();
     env.set_auto_escape_callback(|_| AutoEscape::Html);
     env.add_template(TEMPLATE_NAME, TEMPLATE)
         .map_err(HtmlError::Render)?;
     let template = env.get_template(TEMPLATE_NAME).map_err(HtmlError::Render)?;
-    template
-        .render(view(report, fix, issues))
-        .map_err(HtmlError::Render)
+    template.render(view).map_err(HtmlError::Render)
 }
 
 /// Renders the report and writes it to `path` ([`render`], then [`write`]).
@@ -193,6 +218,10 @@ fn written_issue(run_dir: &Path, result: &ProbeResult) -> Option<String> {
 
 #[derive(Serialize)]
 struct View {
+    linked: Option<Linked>,
+    /// [`STYLESHEET`], inlined when the page is not [`Linked`] (a constant of gpuprobe's
+    /// own, so the template takes it unescaped).
+    inline_style: &'static str,
     simulated: bool,
     simulation: String,
     tool_version: String,
@@ -375,7 +404,12 @@ struct IssueView {
     markdown: String,
 }
 
-fn view(report: &Report, fix: Option<&FixAccount>, issues: &[IssueText]) -> View {
+fn view(
+    report: &Report,
+    fix: Option<&FixAccount>,
+    issues: &[IssueText],
+    linked: Option<Linked>,
+) -> View {
     let fp = &report.fingerprint;
     let simulation = report
         .simulation
@@ -416,6 +450,8 @@ fn view(report: &Report, fix: Option<&FixAccount>, issues: &[IssueText]) -> View
         }
     }
     View {
+        inline_style: if linked.is_some() { "" } else { STYLESHEET },
+        linked,
         simulated: report.simulation.is_some()
             || report.results.iter().any(|r| r.simulated)
             || fix.is_some_and(|f| f.simulated),

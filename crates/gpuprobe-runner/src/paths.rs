@@ -43,6 +43,13 @@ pub fn new_run_dir(env: &BTreeMap<String, String>, command: &str) -> PathBuf {
     runs_root(env).join(run_dir_name(command, SystemTime::now(), std::process::id()))
 }
 
+/// A fresh run directory path under `root` (a runs directory the user named), named as
+/// [`new_run_dir`] names its own so that `runs` lists it.
+pub fn new_run_dir_in(root: &std::path::Path, command: &str) -> PathBuf {
+    debug_assert!(RUN_COMMANDS.contains(&command), "{command}");
+    root.join(run_dir_name(command, SystemTime::now(), std::process::id()))
+}
+
 fn run_dir_name(command: &str, at: SystemTime, pid: u32) -> String {
     format!("{command}-{}-{pid}", file_stamp(at))
 }

@@ -52,6 +52,9 @@ pub enum Command {
     /// and flags a node whose output digests differ from the majority of its identical-stack
     /// peers (the cross-node differential; docs/fleet.md).
     Fleet(FleetArgs),
+    /// Serves a local web page over the runs: every run, a run's report, two runs
+    /// compared, and checks started, watched and stopped from the browser (docs/ui.md).
+    Ui(UiArgs),
     /// Packs a run into one redacted .tar.gz to attach to an issue: report, fingerprint,
     /// lint, kernel-log lines, worker log tails, profile.
     Bundle(BundleArgs),
@@ -676,6 +679,25 @@ fn fraction(text: &str) -> Result<f64, String> {
     } else {
         Err("allowed: more than 0, at most 1".into())
     }
+}
+
+/// Options of `ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The address to listen on. Anything but the loopback lets other machines reach the
+    /// page (each still needs the token the URL carries).
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDRESS")]
+    pub bind: std::net::IpAddr,
+    /// The port; 0 takes any free one.
+    #[arg(long, default_value_t = 8765, value_name = "PORT")]
+    pub port: u16,
+    /// The runs directory to show, and where checks started from the page go (default:
+    /// the one `gpuprobe runs list` shows).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// The Python interpreter the checks started from the page use (`check --python`).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -135,6 +135,7 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
         gpuprobe_gpu::memtest::InjectionArgError,
         gpuprobe_detect::triage::read::TriageReadError,
         gpuprobe_report::bundle::BundleError,
+        gpuprobe_ui::UiError,
     );
     None
 }

@@ -21,6 +21,7 @@ mod repro;
 mod run;
 mod runs;
 mod triage;
+mod ui;
 
 /// Runs one command and returns the exit code it earned: a documented [`ExitStatus`]
 /// code, or for `run` the job's own exit code.
@@ -38,6 +39,7 @@ pub(crate) fn dispatch(command: Command) -> Result<u8> {
         Command::Runs(args) => runs::run(args)?,
         Command::Report(args) => report::run(args)?,
         Command::Fleet(args) => fleet::run(args)?,
+        Command::Ui(args) => ui::run(args)?,
         Command::Bundle(args) => bundle::run(args)?,
         Command::Repro(args) => repro::run(args)?,
         Command::Completions(args) => completions::completions(args)?,

@@ -15,6 +15,7 @@ const PUBLIC: [&str; 15] = [
     "runs",
     "report",
     "fleet",
+    "ui",
     "bundle",
     "repro",
     "completions",
