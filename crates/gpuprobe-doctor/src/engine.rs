@@ -420,21 +420,25 @@ fn run_lane(
     send(LaneMessage::LaneDone(id));
 }
 
-/// The zygote for this run's Python workers (`gpuprobe_runner::zygote`), when it pays and is
-/// safe: two or more Python lanes, the ordinary interpreter and package, and no settings
-/// under test (a variable a worker is given could be read when torch is imported, which
-/// the zygote has done before any worker exists). `None` when not wanted; the error says
-/// why one could not start.
+/// The zygote for this run's Python workers (`gpuprobe_runner::zygote`), when it pays
+/// (`zygote::worth_it`: more Python lanes than cores, or `GPUPROBE_ZYGOTE=1`) and is safe:
+/// the ordinary interpreter and package, and no settings under test (a variable a worker is
+/// given could be read when torch is imported, which the zygote has done before any worker
+/// exists). `None` when not wanted; the error says why one could not start.
 fn start_zygote(lanes: &[Lane], config: &EngineConfig) -> Option<Result<Zygote, String>> {
     let python_lanes = lanes
         .iter()
         .filter(|l| l.backend == Backend::Python)
         .count();
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let (env, unset) = config.settings.worker_env();
-    if python_lanes < 2
-        || !env.is_empty()
+    if !env.is_empty()
         || !unset.is_empty()
-        || !gpuprobe_runner::zygote::enabled_by_environment()
+        || !gpuprobe_runner::zygote::worth_it(
+            gpuprobe_runner::zygote::choice_from_environment(),
+            python_lanes,
+            cores,
+        )
     {
         return None;
     }

@@ -24,6 +24,7 @@ with any other setting is started the ordinary way.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -197,6 +198,11 @@ def main(argv: list[str]) -> int:
     if torch.cuda.is_initialized():
         _reply(sock, {"error": "importing torch created a device context"})
         return 1
+    # Every object made so far moves to the collector's permanent generation: a forked
+    # worker's collections then never walk (and so never copy, page by page) the thousands
+    # of modules it shares with this process.
+    gc.collect()
+    gc.freeze()
     _reply(sock, {"ready": True, "pid": os.getpid()})
     return serve(sock, torch)
 

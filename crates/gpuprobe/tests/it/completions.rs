@@ -3,7 +3,7 @@
 
 use crate::support::*;
 
-const PUBLIC: [&str; 15] = [
+const PUBLIC: [&str; 16] = [
     "check",
     "env",
     "triage",

@@ -1,7 +1,9 @@
 //! Workers forked from the zygote (`gpuprobe_runner::zygote`) behave as spawned ones: a
 //! worker killed by a signal is a CRASH with that signal and a fresh (forked) worker goes
 //! on, the thread cap reaches torch, and `GPUPROBE_ZYGOTE=0` starts every worker the
-//! ordinary way with the same verdicts.
+//! ordinary way with the same verdicts. `GPUPROBE_ZYGOTE=1` makes the test independent of
+//! this host's cores (on its own the zygote is used only where more workers than cores
+//! would import torch at once).
 
 use std::path::Path;
 
@@ -49,12 +51,26 @@ fn verdicts(report: &Report) -> Vec<(String, String)> {
     all
 }
 
+/// `check --json` of [`PROBES`] on the CPU with `GPUPROBE_ZYGOTE` set to `choice` (`1`: used
+/// whatever this host's cores, `0`: never).
+fn check_with_zygote(run: &Path, choice: &str) -> Report {
+    let output = gpuprobe()
+        .args(["check", "--json", "--device", "cpu", "--python"])
+        .arg(python())
+        .arg("--run-dir")
+        .arg(run)
+        .args(PROBES)
+        .env("GPUPROBE_ZYGOTE", choice)
+        .output()
+        .unwrap();
+    expect_report(&output, serde_json::from_slice(&output.stdout).ok())
+}
+
 #[test]
 fn forked_workers_crash_recover_and_cap_threads_as_spawned_ones_do() {
     let dir = tempfile::tempdir().unwrap();
     let forked_run = dir.path().join("forked");
-    let (output, report) = check_json(&forked_run, PROBES);
-    let forked = expect_report(&output, report);
+    let forked = check_with_zygote(&forked_run, "1");
     assert!(forked_run.join("workers/zygote.log").is_file());
     let logs = worker_logs(&forked_run);
     assert!(
@@ -97,16 +113,7 @@ fn forked_workers_crash_recover_and_cap_threads_as_spawned_ones_do() {
     );
 
     let spawned_run = dir.path().join("spawned");
-    let output = gpuprobe()
-        .args(["check", "--json", "--device", "cpu", "--python"])
-        .arg(python())
-        .arg("--run-dir")
-        .arg(&spawned_run)
-        .args(PROBES)
-        .env("GPUPROBE_ZYGOTE", "0")
-        .output()
-        .unwrap();
-    let spawned = expect_report(&output, serde_json::from_slice(&output.stdout).ok());
+    let spawned = check_with_zygote(&spawned_run, "0");
     assert!(!spawned_run.join("workers/zygote.log").exists());
     assert!(
         worker_logs(&spawned_run)
