@@ -519,7 +519,12 @@ fn spawn_worker(
         .log_dir
         .as_ref()
         .map(|dir| dir.join(format!("worker-{worker_number}.log")));
-    let forked = config.zygote.as_deref().and_then(|zygote| {
+    // Native workers, and Python workers with settings, are never the zygote's.
+    let zygote = config
+        .zygote
+        .as_deref()
+        .filter(|zygote| zygote.forkable_args(&command).is_some());
+    let forked = zygote.and_then(|zygote| {
         RunningWorker::fork_from(zygote, &command, log_path.as_deref())
             .map_err(|why| {
                 if let Some(path) = &log_path {
