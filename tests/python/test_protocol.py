@@ -26,6 +26,7 @@ SPEC_KEYS = {
     "placement",
     "lane",
     "typical_s",
+    "native_counterpart",
 }
 
 

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use gpuprobe_model::finding::{Confidence, Evidence, Finding, FindingLayer, Severity};
 use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_model::observation::Measurement;
-use gpuprobe_model::probe::{DeviceRef, Layer};
+use gpuprobe_model::probe::{DeviceRef, Layer, ProbeSpec};
 use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
 
 /// Pairs of id segments whose swap gives a probe that differs in one condition.
@@ -36,18 +36,30 @@ fn layer_of(layer: Layer) -> FindingLayer {
     }
 }
 
-/// Which native family covers the same operation as a framework family, for placing
-/// framework failures above or at the runtime.
-fn native_counterpart(family: &str) -> Option<&'static str> {
-    match family {
-        "copy" | "pipeline" => Some("native.copy"),
-        "alloc" => Some("native.memtest"),
-        _ => None,
-    }
+/// Which native probes cover the same operation as a framework family (family → native id
+/// prefix), for placing framework failures above or at the runtime. Each family declares
+/// its counterpart in the catalogue its worker publishes (`ProbeSpec::native_counterpart`);
+/// this only collects them.
+pub type NativeCounterparts = BTreeMap<String, String>;
+
+/// The native counterparts the catalogue declares, by family.
+pub fn native_counterparts(catalog: &[ProbeSpec]) -> NativeCounterparts {
+    catalog
+        .iter()
+        .filter_map(|spec| {
+            let prefix = spec.native_counterpart.as_ref()?;
+            Some((spec.id.family().to_string(), prefix.clone()))
+        })
+        .collect()
 }
 
-/// Findings from the results alone.
-pub fn diagnose(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<Finding> {
+/// Findings from the results alone, each family's failures placed against the native
+/// counterpart the catalogue declares for it.
+pub fn diagnose(
+    results: &[ProbeResult],
+    fingerprint: &Fingerprint,
+    counterparts: &NativeCounterparts,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     let by_id: HashMap<(&str, DeviceRef), &ProbeResult> = results
         .iter()
@@ -70,7 +82,13 @@ pub fn diagnose(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<Findi
         }
     }
     for (family, failed) in &failing {
-        findings.push(wrong_results_finding(family, failed, results, &by_id));
+        findings.push(wrong_results_finding(
+            family,
+            failed,
+            results,
+            &by_id,
+            counterparts.get(family).map(String::as_str),
+        ));
     }
     for result in aborted {
         findings.push(aborted_finding(result));
@@ -181,6 +199,7 @@ fn wrong_results_finding(
     failed: &[&ProbeResult],
     all: &[ProbeResult],
     by_id: &HashMap<(&str, DeviceRef), &ProbeResult>,
+    native_counterpart: Option<&str>,
 ) -> Finding {
     let devices: BTreeSet<DeviceRef> = failed.iter().map(|r| r.device).collect();
     let device_text = devices
@@ -234,7 +253,7 @@ fn wrong_results_finding(
     let mut confidence = Confidence::Observed;
     let mut placement = String::new();
     if declared > Layer::Runtime
-        && let Some(prefix) = native_counterpart(family)
+        && let Some(prefix) = native_counterpart
     {
         let native: Vec<&ProbeResult> = all
             .iter()
@@ -641,6 +660,65 @@ mod tests {
 
     fn result(id: &str, layer: Layer, verdict: Verdict) -> ProbeResult {
         ProbeResult::new(ProbeId::new(id), DeviceRef::Gpu(0), layer, verdict)
+    }
+
+    /// The counterparts the Python catalogue declares today (its own test,
+    /// `test_catalog.py`, checks the families' declarations).
+    fn catalogue_counterparts() -> NativeCounterparts {
+        [
+            ("copy", "native.copy"),
+            ("pipeline", "native.copy"),
+            ("alloc", "native.memtest"),
+        ]
+        .into_iter()
+        .map(|(family, prefix)| (family.to_string(), prefix.to_string()))
+        .collect()
+    }
+
+    fn diagnose(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<Finding> {
+        super::diagnose(results, fingerprint, &catalogue_counterparts())
+    }
+
+    #[test]
+    fn the_native_counterpart_is_the_one_the_catalogue_declares() {
+        let spec = |id: &str, counterpart: Option<&str>| ProbeSpec {
+            native_counterpart: counterpart.map(str::to_string),
+            ..crate::test_support::spec(id)
+        };
+        let catalog = [
+            spec("copy.h2d.pageable", Some("native.copy")),
+            spec("copy.d2h.pageable", Some("native.copy")),
+            spec("newfam.case", Some("native.memtest")),
+            spec("ops.matmul", None),
+        ];
+        let counterparts = native_counterparts(&catalog);
+        assert_eq!(counterparts.len(), 2, "{counterparts:?}");
+        assert_eq!(counterparts["newfam"], "native.memtest");
+        let failing = vec![
+            result("newfam.case", Layer::Framework, zeros()),
+            result("native.memtest.quick", Layer::Runtime, Verdict::Pass),
+        ];
+        // A family placed by what it declares, not by a table here...
+        let placed = super::diagnose(&failing, &Fingerprint::default(), &counterparts);
+        assert!(
+            placed[0]
+                .evidence
+                .iter()
+                .any(|e| e.text.contains("native.memtest")),
+            "{:?}",
+            placed[0].evidence
+        );
+        // ...and a family that declares none is not placed, whatever its name.
+        let copy = vec![
+            result("copy.h2d.pageable", Layer::Framework, zeros()),
+            result("native.copy.h2d.pageable.4b", Layer::Runtime, Verdict::Pass),
+        ];
+        let unplaced = super::diagnose(&copy, &Fingerprint::default(), &NativeCounterparts::new());
+        assert!(
+            unplaced[0].evidence.iter().all(|e| e.kind != "layer"),
+            "{:?}",
+            unplaced[0].evidence
+        );
     }
 
     fn zeros() -> Verdict {

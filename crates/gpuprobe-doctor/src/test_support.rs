@@ -18,5 +18,6 @@ pub(crate) fn spec(id: &str) -> ProbeSpec {
         placement: Default::default(),
         lane: None,
         typical_s: None,
+        native_counterpart: None,
     }
 }

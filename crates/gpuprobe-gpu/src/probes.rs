@@ -77,6 +77,7 @@ fn spec(
         },
         lane: None,
         typical_s: None,
+        native_counterpart: None,
     }
 }
 

@@ -227,6 +227,12 @@ pub struct ProbeSpec {
     /// are sized by it; absent: the engine's estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typical_s: Option<f64>,
+    /// The native probe id prefix (`native.copy`) that covers the same operation one layer
+    /// down, declared by the probe's family: when the family's probes fail, its native
+    /// counterpart passing or failing places the failure above or at the runtime. Absent:
+    /// the family has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_counterpart: Option<String>,
 }
 
 /// How a probe shares its device with the probes that run beside it. A device's probes

@@ -1063,6 +1063,7 @@ emit({"event": "done"})
                 placement: Placement::Shared,
                 lane: None,
                 typical_s: None,
+                native_counterpart: None,
             },
             device: DeviceRef::Cpu,
         }

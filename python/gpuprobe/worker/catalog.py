@@ -10,6 +10,7 @@ listing the catalogue (mode ``catalog``) stays fast and never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -58,6 +59,10 @@ class ProbeDef:
     #: Seconds one run typically takes on a warm machine (``ProbeSpec.typical_s``), where the
     #: family knows better than the engine's table by id prefix; only lanes are sized by it.
     typical_s: float | None = None
+    #: The native probe id prefix covering the same operation one layer down
+    #: (``ProbeSpec.native_counterpart``): the family's specs module declares it once as
+    #: ``NATIVE_COUNTERPART`` and the catalogue sets it on each of the family's probes.
+    native_counterpart: str | None = None
 
     def spec(self) -> dict[str, Any]:
         """The ``ProbeSpec`` JSON object (protocol.rs / probe.rs)."""
@@ -80,6 +85,8 @@ class ProbeDef:
             out["lane"] = self.lane
         if self.typical_s is not None:
             out["typical_s"] = float(self.typical_s)
+        if self.native_counterpart:
+            out["native_counterpart"] = self.native_counterpart
         return out
 
     def resolve(self) -> Callable[..., Any]:
@@ -135,13 +142,32 @@ FAMILY_SPECS = (
 )
 
 
+#: What a family's specs module may declare once for all its probes (module attribute →
+#: ``ProbeDef`` field): metadata the Rust side reads from the published catalogue instead
+#: of keeping its own table by family.
+FAMILY_DECLARATIONS = {"NATIVE_COUNTERPART": "native_counterpart"}
+
+
+def family_declarations(specs: str) -> dict[str, Any]:
+    """The ``ProbeDef`` fields the family of spec function ``specs`` declares for all its
+    probes (``FAMILY_DECLARATIONS``), by field name."""
+    module = importlib.import_module(specs.partition(":")[0])
+    return {
+        field_name: getattr(module, attribute)
+        for attribute, field_name in FAMILY_DECLARATIONS.items()
+        if getattr(module, attribute, None) is not None
+    }
+
+
 def all_probes() -> dict[str, ProbeDef]:
     """Every probe this worker knows, by id, in catalogue order (built once)."""
     global _CATALOG
     if _CATALOG is None:
         catalog: dict[str, ProbeDef] = {}
         for specs in FAMILY_SPECS:
+            declared = family_declarations(specs)
             for probe in _function(specs)():
+                probe = dataclasses.replace(probe, **declared)
                 if probe.id in catalog:
                     raise ValueError(f"duplicate probe id {probe.id!r}")
                 if probe.tier not in TIERS:

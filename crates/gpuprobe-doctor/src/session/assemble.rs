@@ -86,7 +86,11 @@ pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError
     let matches = gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results);
     let kb_findings: Vec<_> = matches.iter().map(|m| m.to_finding()).collect();
     let mut findings = crate::diagnose::assemble(
-        crate::diagnose::diagnose(&results, &fingerprint),
+        crate::diagnose::diagnose(
+            &results,
+            &fingerprint,
+            &crate::diagnose::native_counterparts(&catalog),
+        ),
         kb_findings,
         gpuprobe_kb::lint(&fingerprint),
     );

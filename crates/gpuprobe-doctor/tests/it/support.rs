@@ -47,6 +47,7 @@ pub(crate) fn task_on(id: &str, placement: Placement, backend: Backend) -> Task 
             placement,
             lane: None,
             typical_s: None,
+            native_counterpart: None,
         },
         device: DeviceRef::Gpu(0),
     }

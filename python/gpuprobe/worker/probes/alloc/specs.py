@@ -32,6 +32,10 @@ from __future__ import annotations
 
 from gpuprobe.worker.catalog import BIT_EXACT, INVARIANT, MEASURE, ProbeDef
 
+#: The native probes that test the same device memory one layer down: when this family's
+#: probes fail, those passing place the failure above the runtime (``ProbeSpec.native_counterpart``).
+NATIVE_COUNTERPART = "native.memtest"
+
 _RUN = "gpuprobe.worker.probes.alloc.run"
 _STRESS = "gpuprobe.worker.probes.alloc.stress"
 #: Element counts of the handoff case: tiny, odd and ≡ 1 mod 32 (a partial last warp or vector).

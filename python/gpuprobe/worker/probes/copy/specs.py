@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 
+#: The native probes that move the same data one layer down: when this family's probes
+#: fail, those passing place the failure above the runtime (``ProbeSpec.native_counterpart``).
+NATIVE_COUNTERPART = "native.copy"
+
 _RUN = "gpuprobe.worker.probes.copy.run"
 
 MIB = 1 << 20
