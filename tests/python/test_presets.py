@@ -249,19 +249,22 @@ def test_a_malformed_spec_is_refused() -> None:
 def test_the_rust_validator_and_the_worker_know_the_same_ops_and_effects() -> None:
     """gpuprobe validates fault specs (crates/gpuprobe-runner/src/simulation.rs) before the
     worker applies them: an op or effect only one side knows would be refused there, or
-    accepted there and then refused by the worker mid-run."""
+    accepted there and then refused by the worker mid-run. Both read the one vocabulary,
+    ``gpuprobe/worker/simulation.json`` (the binary embeds it): no list of names in Rust."""
+    import json
     import re
 
-    from conftest import REPO
+    from conftest import PACKAGE_DIR, REPO
 
     from gpuprobe.worker import simulate
 
     rust = (REPO / "crates" / "gpuprobe-runner" / "src" / "simulation.rs").read_text(encoding="utf-8")
+    production = rust.split("#[cfg(test)]", 1)[0]
+    assert '"gpuprobe/worker/simulation.json"' in production
+    assert not re.search(r"&\[&str\] = &\[", production), "the op and effect names live in simulation.json"
+    assert not re.search(r'"(h2d|randn|zeros|bitflip)"', production), "the op and effect names live in simulation.json"
 
-    def listed(name: str) -> set[str]:
-        body = re.search(rf"pub const {name}: &\[&str\] = &\[(.*?)\];", rust, re.S)
-        assert body, name
-        return set(re.findall(r'"([a-z0-9_]+)"', body.group(1)))
-
-    assert listed("KNOWN_OPS") == set(simulate.OPS)
-    assert listed("KNOWN_EFFECTS") == set(simulate.EFFECTS)
+    vocabulary = json.loads((PACKAGE_DIR / "gpuprobe" / "worker" / "simulation.json").read_text(encoding="utf-8"))
+    assert set(vocabulary) == {"ops", "effects"}
+    assert frozenset(vocabulary["ops"]) == simulate.OPS and len(vocabulary["ops"]) == len(simulate.OPS)
+    assert frozenset(vocabulary["effects"]) == simulate.EFFECTS

@@ -5,6 +5,7 @@
 //! (operation, conditions, corruption, cure); the Python worker interprets them.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use gpuprobe_model::protocol::{FaultSpec, SimulationSpec};
 use serde::Deserialize;
@@ -12,53 +13,40 @@ use serde::Deserialize;
 use crate::embedded;
 use crate::error::RunnerError;
 
-/// Operations a fault can target.
-pub const KNOWN_OPS: &[&str] = &[
-    "h2d",
-    "d2h",
-    "d2d",
-    "convert",
-    "randn",
-    "randn_like",
-    "rand",
-    "randint",
-    "randperm",
-    "multinomial",
-    "matmul",
-    "reduce",
-    "elementwise",
-    "conv",
-    "sdpa",
-    "alloc",
-    "collective",
-    "save_load",
-    "dataloader",
-    "sweep",
-    "width",
-    "compile",
-    "graph",
-    "optim",
-    "train",
-    "any",
-];
+/// Where the fault vocabulary lives in the embedded Python package: the worker's fault
+/// engine reads the same file, so the names the supervisor accepts before any worker starts
+/// are the names the worker knows.
+const VOCABULARY_FILE: &str = "gpuprobe/worker/simulation.json";
 
-/// Corruptions a fault can apply.
-pub const KNOWN_EFFECTS: &[&str] = &[
-    "zeros",
-    "partial_zeros",
-    "nan",
-    "bitflip",
-    "stale",
-    "crash",
-    "hang",
-    "exception",
-    "oom",
-    "drop_nan",
-    "accept_invalid",
-    "wrap",
-    "round_bf16",
-    "lowbit",
-];
+/// The operations and effects a fault may name.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Vocabulary {
+    ops: Vec<String>,
+    effects: Vec<String>,
+}
+
+fn vocabulary() -> &'static Vocabulary {
+    static VOCABULARY: OnceLock<Vocabulary> = OnceLock::new();
+    VOCABULARY.get_or_init(|| {
+        let text = embedded::PYTHON_PACKAGE
+            .iter()
+            .find(|(rel, _)| *rel == VOCABULARY_FILE)
+            .map(|(_, text)| *text)
+            .expect("the build embeds gpuprobe/worker/simulation.json");
+        serde_json::from_str(text).expect("gpuprobe/worker/simulation.json is valid")
+    })
+}
+
+/// Operations a fault can target (`simulation.json`, shared with the worker).
+pub fn known_ops() -> &'static [String] {
+    &vocabulary().ops
+}
+
+/// Corruptions a fault can apply (`simulation.json`, shared with the worker).
+pub fn known_effects() -> &'static [String] {
+    &vocabulary().effects
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -156,18 +144,18 @@ pub fn parse_faults(origin: &str, text: &str) -> Result<Vec<FaultSpec>, RunnerEr
 
 fn validate(fault: &FaultSpec) -> Result<(), String> {
     let name = &fault.name;
-    if !KNOWN_OPS.contains(&fault.op.as_str()) {
+    if !known_ops().contains(&fault.op) {
         return Err(format!(
             "fault {name:?}: unknown op {:?} (known: {})",
             fault.op,
-            KNOWN_OPS.join(", ")
+            known_ops().join(", ")
         ));
     }
-    if !KNOWN_EFFECTS.contains(&fault.effect.kind.as_str()) {
+    if !known_effects().contains(&fault.effect.kind) {
         return Err(format!(
             "fault {name:?}: unknown effect {:?} (known: {})",
             fault.effect.kind,
-            KNOWN_EFFECTS.join(", ")
+            known_effects().join(", ")
         ));
     }
     if let Some(fraction) = fault.effect.fraction
@@ -200,6 +188,18 @@ fn validate(fault: &FaultSpec) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fault_vocabulary_is_the_workers_file() {
+        // The file the worker's fault engine reads, as embedded: every name once.
+        for names in [known_ops(), known_effects()] {
+            let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+            assert_eq!(unique.len(), names.len(), "{names:?}");
+        }
+        assert!(known_ops().iter().any(|op| op == "h2d"));
+        assert!(known_ops().iter().any(|op| op == "any"));
+        assert!(known_effects().iter().any(|effect| effect == "zeros"));
+    }
 
     #[test]
     fn every_preset_resolves() {

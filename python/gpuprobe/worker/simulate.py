@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import json
 import os
 import signal
 import sys
@@ -50,63 +51,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-#: Operations a fault may name (FaultSpec.op).
-OPS = frozenset(
-    {
-        "h2d",
-        "d2h",
-        "d2d",
-        "convert",
-        "randn",
-        "randn_like",
-        "rand",
-        "randint",
-        "randperm",
-        "multinomial",
-        "matmul",
-        "reduce",
-        "elementwise",
-        "conv",
-        "sdpa",
-        "alloc",
-        "collective",
-        "save_load",
-        "dataloader",
-        "sweep",
-        "width",
-        "compile",
-        "graph",
-        "optim",
-        "train",
-        "any",
-    }
-)
+#: The fault vocabulary, ``simulation.json`` beside this file: the one list of operations and
+#: effects, which the supervisor also reads (embedded in the binary) to reject a fault file
+#: before any worker starts.
+_VOCABULARY = json.loads(Path(__file__).with_name("simulation.json").read_text(encoding="utf-8"))
 
-#: Effects a fault may have (FaultEffect.kind).
-EFFECTS = frozenset(
-    {
-        "zeros",
-        "partial_zeros",
-        "nan",
-        "bitflip",
-        "stale",
-        "crash",
-        "hang",
-        "exception",
-        "oom",
-        # sweep only: NaN in the device's output becomes 0 (a NaN that silently disappears),
-        # and the device returns a result for an input it should reject.
-        "drop_nan",
-        "accept_invalid",
-        # width only: what a kernel that computes offsets in 32 bits reads past the boundary.
-        "wrap",
-        # floating values rounded to bfloat16: a kernel computing in a lower precision than asked.
-        "round_bf16",
-        # the lowest bit of every 16th element flips, the same elements at every call: a unit
-        # that computes slightly different bits, within every tolerance (gpuprobe fleet).
-        "lowbit",
-    }
-)
+#: Operations a fault may name (FaultSpec.op).
+OPS = frozenset(_VOCABULARY["ops"])
+
+#: Effects a fault may have (FaultEffect.kind). Beyond the common corruptions and aborts:
+#: ``drop_nan`` and ``accept_invalid`` (sweep only: NaN in the device's output becomes 0, a
+#: NaN that silently disappears; the device returns a result for an input it should reject);
+#: ``wrap`` (width only: what a kernel that computes offsets in 32 bits reads past the
+#: boundary); ``round_bf16`` (floating values rounded to bfloat16: a kernel computing in a
+#: lower precision than asked); ``lowbit`` (the lowest bit of every 16th element flips, the
+#: same elements at every call: a unit that computes slightly different bits, within every
+#: tolerance, for gpuprobe fleet).
+EFFECTS = frozenset(_VOCABULARY["effects"])
 
 _FAULT_KEYS = frozenset({"name", "description", "op", "when", "effect", "cured_by", "cured_by_all", "only_when_set"})
 _WHEN_KEYS = frozenset(
