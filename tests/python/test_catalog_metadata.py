@@ -8,6 +8,7 @@ probe's published spec, and that the Rust sources keep no table of their own bes
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from conftest import REPO
@@ -47,3 +48,23 @@ def test_the_diagnosis_keeps_no_table_of_native_counterparts() -> None:
     diagnose = _production_source("crates/gpuprobe-doctor/src/diagnose.rs")
     assert not re.search(r'"native\.[a-z]', diagnose), "native counterparts belong in the catalogue"
     assert "spec.native_counterpart" in diagnose
+
+
+def test_report_groups_are_published_only_where_they_differ_from_the_family(monkeypatch) -> None:
+    module = "gpuprobe.worker.probes.width.specs"
+    monkeypatch.setattr(f"{module}.REPORT_GROUP", "memory", raising=False)
+    declared = catalog.family_declarations(f"{module}:specs")
+    assert declared == {"report_group": "memory"}
+    probe = next(p for p in catalog.all_probes().values() if p.id.startswith("width."))
+    assert dataclasses.replace(probe, **declared).spec()["report_group"] == "memory"
+    assert "report_group" not in dataclasses.replace(probe, report_group="width").spec()
+    # Today every family is its own group: the published catalogue carries none.
+    assert not any("report_group" in p.spec() for p in catalog.all_probes().values())
+
+
+def test_the_html_report_groups_by_the_published_group() -> None:
+    html = _production_source("crates/gpuprobe-report/src/html.rs")
+    families = html[html.index("fn families(") :]
+    families = families[: families.index("\n}\n")]
+    assert ".entry((r.group().to_string(), r.device))" in families
+    assert ".family()" not in families and "contains(" not in families

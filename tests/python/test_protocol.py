@@ -27,6 +27,7 @@ SPEC_KEYS = {
     "lane",
     "typical_s",
     "native_counterpart",
+    "report_group",
 }
 
 

@@ -578,6 +578,7 @@ pub fn to_result(spec: &ProbeSpec, raw: RawResult, config: &EngineConfig) -> Pro
         kernel_log: raw.kernel_log,
         settings: config.settings.describe(),
         simulated: config.simulate.is_some(),
+        report_group: spec.report_group.clone(),
     }
 }
 

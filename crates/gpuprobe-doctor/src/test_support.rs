@@ -19,5 +19,6 @@ pub(crate) fn spec(id: &str) -> ProbeSpec {
         lane: None,
         typical_s: None,
         native_counterpart: None,
+        report_group: None,
     }
 }

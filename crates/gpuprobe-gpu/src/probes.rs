@@ -78,6 +78,7 @@ fn spec(
         lane: None,
         typical_s: None,
         native_counterpart: None,
+        report_group: None,
     }
 }
 

@@ -233,6 +233,10 @@ pub struct ProbeSpec {
     /// the family has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_counterpart: Option<String>,
+    /// The group the HTML report shows the probe's results in, where its family declares one
+    /// other than its own name. Absent: the family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_group: Option<String>,
 }
 
 /// How a probe shares its device with the probes that run beside it. A device's probes

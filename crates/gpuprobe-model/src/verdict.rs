@@ -174,6 +174,11 @@ pub struct ProbeResult {
     /// True when the result was produced under fault simulation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
+    /// The group the HTML report shows it in, copied from its spec (`ProbeSpec::report_group`)
+    /// so a report stands alone. Absent where the family is its own group, and in reports
+    /// written before the catalogue published groups: the family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_group: Option<String>,
 }
 
 impl ProbeResult {
@@ -191,6 +196,14 @@ impl ProbeResult {
             kernel_log: Vec::new(),
             settings: Vec::new(),
             simulated: false,
+            report_group: None,
         }
+    }
+
+    /// The group the report shows it in: its spec's `report_group`, else its family.
+    pub fn group(&self) -> &str {
+        self.report_group
+            .as_deref()
+            .unwrap_or_else(|| self.probe.family())
     }
 }

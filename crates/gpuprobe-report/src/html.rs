@@ -563,7 +563,7 @@ fn families(results: &[ProbeResult]) -> Vec<FamilyRow> {
     let mut groups: BTreeMap<(String, DeviceRef), Vec<&ProbeResult>> = BTreeMap::new();
     for r in results {
         groups
-            .entry((r.probe.family().to_string(), r.device))
+            .entry((r.group().to_string(), r.device))
             .or_default()
             .push(r);
     }

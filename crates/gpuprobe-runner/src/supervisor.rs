@@ -1064,6 +1064,7 @@ emit({"event": "done"})
                 lane: None,
                 typical_s: None,
                 native_counterpart: None,
+                report_group: None,
             },
             device: DeviceRef::Cpu,
         }

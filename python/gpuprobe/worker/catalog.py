@@ -63,6 +63,9 @@ class ProbeDef:
     #: (``ProbeSpec.native_counterpart``): the family's specs module declares it once as
     #: ``NATIVE_COUNTERPART`` and the catalogue sets it on each of the family's probes.
     native_counterpart: str | None = None
+    #: The group the HTML report shows the probe's results in (``ProbeSpec.report_group``),
+    #: declared once by a family as ``REPORT_GROUP`` where it is not the family's own name.
+    report_group: str | None = None
 
     def spec(self) -> dict[str, Any]:
         """The ``ProbeSpec`` JSON object (protocol.rs / probe.rs)."""
@@ -87,6 +90,8 @@ class ProbeDef:
             out["typical_s"] = float(self.typical_s)
         if self.native_counterpart:
             out["native_counterpart"] = self.native_counterpart
+        if self.report_group and self.report_group != self.id.split(".")[0]:
+            out["report_group"] = self.report_group
         return out
 
     def resolve(self) -> Callable[..., Any]:
@@ -145,7 +150,7 @@ FAMILY_SPECS = (
 #: What a family's specs module may declare once for all its probes (module attribute →
 #: ``ProbeDef`` field): metadata the Rust side reads from the published catalogue instead
 #: of keeping its own table by family.
-FAMILY_DECLARATIONS = {"NATIVE_COUNTERPART": "native_counterpart"}
+FAMILY_DECLARATIONS = {"NATIVE_COUNTERPART": "native_counterpart", "REPORT_GROUP": "report_group"}
 
 
 def family_declarations(specs: str) -> dict[str, Any]:

@@ -231,8 +231,9 @@ fn budget_spent_results(
     planned
         .iter()
         .filter(|task| !done.contains(&(&task.spec.id, task.device)))
-        .map(|task| {
-            gpuprobe_model::verdict::ProbeResult::new(
+        .map(|task| gpuprobe_model::verdict::ProbeResult {
+            report_group: task.spec.report_group.clone(),
+            ..gpuprobe_model::verdict::ProbeResult::new(
                 task.spec.id.clone(),
                 task.device,
                 task.spec.layer,

@@ -48,6 +48,7 @@ pub(crate) fn task_on(id: &str, placement: Placement, backend: Backend) -> Task 
             lane: None,
             typical_s: None,
             native_counterpart: None,
+            report_group: None,
         },
         device: DeviceRef::Gpu(0),
     }

@@ -283,6 +283,38 @@ fn failures_come_before_passes() {
 }
 
 #[test]
+fn the_summary_groups_by_the_group_the_catalogue_published_else_the_family() {
+    let grouped = |id: &str, group: Option<&str>| ProbeResult {
+        report_group: group.map(str::to_string),
+        ..result(id, DeviceRef::Gpu(0), Verdict::Pass)
+    };
+    let summary_of = |results: Vec<ProbeResult>| {
+        let html = render_plain(&report(results));
+        html[html.find("id=\"summary\"").unwrap()..html.find("id=\"failures\"").unwrap()]
+            .to_string()
+    };
+    // Two families that publish one group are one row, named by the group, not by an id.
+    let summary = summary_of(vec![
+        grouped("width.index.a", Some("memory")),
+        grouped("alloc.basic", Some("memory")),
+        grouped("copy.h2d", None),
+    ]);
+    assert!(summary.contains(">memory<"), "{summary}");
+    assert!(!summary.contains(">width<") && !summary.contains(">alloc<"));
+    assert!(summary.contains(">copy<"), "{summary}");
+    // A report written before groups were published has none: its families are the groups.
+    let old: ProbeResult = serde_json::from_value(json!({
+        "probe": "alloc.basic",
+        "device": "cuda:0",
+        "layer": "framework",
+        "verdict": {"verdict": "pass"},
+    }))
+    .unwrap();
+    assert_eq!(old.report_group, None);
+    assert!(summary_of(vec![old]).contains(">alloc<"));
+}
+
+#[test]
 fn the_failure_carries_its_evidence() {
     let html = render_plain(&failing());
     let section =
