@@ -9,6 +9,7 @@ probe's published spec, and that the Rust sources keep no table of their own bes
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 
 from conftest import REPO
@@ -68,3 +69,34 @@ def test_the_html_report_groups_by_the_published_group() -> None:
     families = families[: families.index("\n}\n")]
     assert ".entry((r.group().to_string(), r.device))" in families
     assert ".family()" not in families and "contains(" not in families
+
+
+def test_typical_seconds_come_from_the_familys_table_by_the_longest_whole_prefix() -> None:
+    table = {"nn.sdpa": 0.1, "nn.sdpa.matrix": 0.5}
+    assert catalog.typical_seconds(table, "nn.sdpa.bf16") == 0.1
+    assert catalog.typical_seconds(table, "nn.sdpa.matrix.fp16") == 0.5
+    assert catalog.typical_seconds(table, "nn.sdpa") == 0.1
+    assert catalog.typical_seconds(table, "nn.sdpax.bf16") is None, "a prefix ends at a dot"
+    probes = catalog.all_probes()
+    # A whole id listed beside its sub-family; a probe's own figure wins over its family's.
+    assert probes["copy.h2d.pageable.tiny.nonblocking"].spec()["typical_s"] == 1.397
+    assert probes["copy.h2d.pinned.tiny.nonblocking"].spec()["typical_s"] == 0.105
+    copy_specs = "gpuprobe.worker.probes.copy.specs:specs"
+    own = dataclasses.replace(probes["copy.h2d.pinned.tiny.nonblocking"], typical_s=2.0)
+    assert catalog.declared(own, copy_specs).typical_s == 2.0
+    # Every table lists its own family's prefixes only.
+    for specs in catalog.FAMILY_SPECS:
+        family = specs.split(".")[-2]
+        module = importlib.import_module(specs.partition(":")[0])
+        for prefix in getattr(module, "TYPICAL_SECONDS", {}):
+            assert prefix.split(".")[0] == family, (specs, prefix)
+
+
+def test_lane_sizing_keeps_no_table_of_seconds_by_id() -> None:
+    lanes = _production_source("crates/gpuprobe-doctor/src/lanes.rs")
+    first_use = lanes.index("pub const FIRST_USE_SECONDS")
+    without_first_use = lanes[:first_use] + lanes[lanes.index("];", first_use) :]
+    assert not re.search(r'\("[a-z_0-9]+(\.[a-z_0-9]+)*", [0-9.]+\)', without_first_use), (
+        "typical seconds belong in the catalogue (each family's TYPICAL_SECONDS)"
+    )
+    assert "spec.typical_s" in lanes

@@ -28,9 +28,10 @@
 //!   workers while the shared lane ran 10 s in two pieces), never with a lane of its own
 //!   family (the sweep names its lanes to spread over them); exclusive lanes never share.
 //!
-//! Work is estimated per probe from the seconds it publishes (`typical_s`), else from
-//! [`TYPICAL_SECONDS`], measured on the H200 host (bench/RESULTS.md "The standard tier's
-//! lanes"). Where the GPU's kernels are
+//! Work is estimated per probe from the seconds its catalogue publishes (`typical_s`: each
+//! Python family's `TYPICAL_SECONDS` by id prefix, in its `specs.py`, and the native
+//! catalogue's, measured on the H200 host, bench/RESULTS.md "The standard tier's lanes"),
+//! else [`DEFAULT_SECONDS`]. Where the GPU's kernels are
 //! compiled at their first use on this machine and its kernel cache is empty (CUDA's
 //! `ComputeCache` on a fresh machine), the probes that pay for that compilation are
 //! estimated from [`FIRST_USE_SECONDS`] instead: on the H100's first run the attention
@@ -55,127 +56,9 @@ pub const MIN_PIECE_S: f64 = 4.5;
 /// set of the largest shared probe (1 GiB round-trip copies).
 pub const MEMORY_PER_LANE: u64 = 2 << 30;
 
-/// Seconds of one probe, by the longest prefix of its id listed (most are sub-families,
-/// the first two parts of the id; a whole id where one probe takes several times its
-/// sub-family's mean), measured on the H200 host (torch 2.11: warm standard tier, mean per
-/// probe of three runs with the other lanes beside it, bench/RESULTS.md "The standard
-/// tier's lanes"; the full tier's families from its runs there). A probe that publishes
-/// its own `typical_s` (the sweep's standard subset) is estimated by that; one no prefix
-/// matches counts [`DEFAULT_SECONDS`].
-pub const TYPICAL_SECONDS: &[(&str, f64)] = &[
-    ("alloc.caching", 0.038),
-    ("alloc.config", 3.791),
-    ("alloc.expandable", 0.091),
-    ("alloc.fragmentation", 0.416),
-    ("alloc.largest", 1.200),
-    ("alloc.oom", 0.269),
-    ("alloc.stream", 0.266),
-    ("alloc.stress", 0.282),
-    ("alloc.usable", 0.479),
-    ("copy.batch", 0.004),
-    ("copy.d2d", 0.079),
-    ("copy.d2h", 0.041),
-    ("copy.h2d", 0.105),
-    // 20,000 tiny pageable copies from four threads, nonblocking: the host's page-locking
-    // of each source, not the copy, is the cost.
-    ("copy.h2d.pageable.tiny.nonblocking", 1.397),
-    ("copy.roundtrip", 0.433),
-    ("copy.roundtrip.pageable.1gib.blocking", 1.556),
-    ("dtype.bf16", 0.003),
-    ("dtype.bool", 0.001),
-    ("dtype.fp16", 0.007),
-    ("dtype.fp32", 0.013),
-    ("dtype.fp64", 0.002),
-    ("dtype.fp8e4m3", 0.002),
-    ("dtype.fp8e5m2", 0.001),
-    ("dtype.int32", 0.001),
-    ("dtype.int64", 0.002),
-    ("dtype.int8", 0.001),
-    ("nn.autocast", 0.113),
-    ("nn.conv2d", 0.296),
-    ("nn.conv_transpose2d", 0.023),
-    ("nn.sdpa", 0.107),
-    ("nn.sdpa.bf16.default.d128.s4096.causal", 1.041),
-    ("nn.sdpa.bf16.default.d64.s4096", 0.995),
-    ("nn.sdpa.bf16.math.d64.s1024.bwd", 0.507),
-    ("nn.sdpa.fp16.default.d128.s4096.causal", 1.076),
-    ("nn.sdpa.matrix.bf16.default.core", 0.558),
-    ("nn.sdpa.matrix.fp16.default.core", 0.548),
-    ("nn.vae", 0.353),
-    ("ops.addmm", 0.055),
-    ("ops.bmm", 0.126),
-    ("ops.elementwise", 0.058),
-    ("ops.layout", 0.018),
-    ("ops.linear", 0.134),
-    ("ops.matmul", 0.466),
-    ("ops.matmul.fp32.large_n", 1.677),
-    ("ops.reduce", 0.126),
-    ("ops.sentinel", 0.056),
-    ("pipeline.accelerate", 0.100),
-    ("pipeline.dataloader", 0.599),
-    ("pipeline.dataloader.w2.spawn.pinned", 2.155),
-    ("pipeline.save", 0.006),
-    ("rng.multinomial", 0.044),
-    ("rng.rand", 0.103),
-    ("rng.randint", 0.113),
-    ("rng.randn", 0.111),
-    ("rng.randn_like", 0.076),
-    ("rng.randperm", 0.428),
-    ("rng.repeat", 0.001),
-    // The sweep's mean on the H200's full tier (10,095 probes of two runs, 0.70 s), and
-    // the entries whose probes take many times that (the same runs' means): a lane cut by
-    // the flat mean put the low-rank decompositions' 8 probes of 23-30 s each wherever
-    // they fell.
-    ("sweep", 0.700),
-    ("sweep.gcd", 5.000),
-    ("sweep.grid_sampler_3d", 5.000),
-    ("sweep.lcm", 4.500),
-    ("sweep.linalg.lstsq", 20.000),
-    ("sweep.logaddexp", 4.500),
-    ("sweep.pca_lowrank", 23.000),
-    ("sweep.qr", 5.000),
-    ("sweep.svd_lowrank", 30.000),
-    // A compiled program of the database on a filled Inductor cache: about a quarter of
-    // its time on an empty one. The full tier's programs run the covering of passes over
-    // dtypes (15 compiles a program's four dtypes, not 39): on the H200, under the whole
-    // full tier's load on an empty cache, a float32 program with every pass took
-    // 130-194 s and a bfloat16 one 48-100 s (bench/RESULTS.md); their share of the
-    // covering, about 30 s.
-    ("compile", 8.000),
-    ("compile.standard", 6.495),
-    // CUDA-graph capture and replay (H200): the standard probe 0.3 s warm; a
-    // reduce-overhead probe about 0.5 s on a filled Inductor cache.
-    ("graph", 0.581),
-    ("graph.reduce_overhead", 8.000),
-    // Optimizer implementations against float64 (H200): 40 probes in 81 s at four steps,
-    // about 1.6 s a probe; a training step of a small model, under 1 s eager (estimate)
-    // and 2-3 s compiled on a filled cache.
-    ("optim", 1.600),
-    // The standard tier's one optimizer probe is its worker's first: it imports
-    // torch._dynamo (warm H200 standard tier, mean of three).
-    ("optim.adamw.fp32", 3.057),
-    ("optim.gradscaler", 0.300),
-    ("train", 1.000),
-    ("train.transformer", 1.211),
-    ("train.convnet.bf16.compile", 3.000),
-    ("train.convnet.fp16.compile", 3.000),
-    ("train.convnet.fp32.compile", 3.000),
-    ("train.transformer.bf16.compile", 3.000),
-    ("train.transformer.bf16.inner_fp16.compile", 3.000),
-    ("train.transformer.bf16.inner_fp32.compile", 3.000),
-    ("train.transformer.fp16.compile", 3.000),
-    ("train.transformer.fp32.compile", 3.000),
-    ("native.copy", 0.244),
-    ("native.copy.roundtrip.pageable.large", 5.622),
-    ("native.copy.roundtrip.pinned.large", 4.427),
-    ("native.kernel", 0.076),
-    ("native.memtest", 0.018),
-    ("native.rtc", 0.106),
-];
-
 /// Seconds of one probe on a machine whose kernel cache is empty, for the prefixes whose
-/// first use compiles kernels, by the same longest-prefix rule as [`TYPICAL_SECONDS`]
-/// (which holds for every other probe). Measured on the H100 host's first standard run
+/// first use compiles kernels, by the longest prefix of its id listed (whole parts), as the
+/// catalogue's `typical_s` is (which holds for every other probe). Measured on the H100 host's first standard run
 /// after the machine started (bench/RESULTS.md "Lane sizing and the first run"): the
 /// attention probes 0.43 s each (0.08 warm), the two masked-attention matrix probes
 /// 5.9 s each (0.67 warm), convolutions 0.55 s (0.24), the VAE blocks 0.50 s (0.16),
@@ -195,7 +78,7 @@ pub const FIRST_USE_SECONDS: &[(&str, f64)] = &[
     ("native.rtc", 0.455),
 ];
 
-/// The estimate of a probe whose sub-family [`TYPICAL_SECONDS`] does not list.
+/// The estimate of a probe whose catalogue publishes no `typical_s`.
 pub const DEFAULT_SECONDS: f64 = 0.1;
 
 /// What every probe costs beyond its own seconds: the worker's begin and result messages,
@@ -205,7 +88,7 @@ const PER_PROBE_OVERHEAD_S: f64 = 0.003;
 
 /// The estimated seconds of one probe: on a machine whose kernel cache is empty
 /// (`first_use`), [`FIRST_USE_SECONDS`] where it lists the probe; else the seconds its
-/// family publishes with it (`typical_s`), else [`TYPICAL_SECONDS`].
+/// catalogue publishes with it (`typical_s`), else [`DEFAULT_SECONDS`].
 pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
     let id = spec.id.as_str();
     let first_use_own = if first_use {
@@ -215,7 +98,6 @@ pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
     };
     let own = first_use_own
         .or(spec.typical_s.filter(|s| s.is_finite() && *s >= 0.0))
-        .or_else(|| longest_prefix(TYPICAL_SECONDS, id))
         .unwrap_or(DEFAULT_SECONDS);
     own + PER_PROBE_OVERHEAD_S
 }
@@ -622,9 +504,39 @@ fn weight(indices: &[usize], seconds: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::spec;
     use gpuprobe_model::probe::Backend;
     use gpuprobe_model::probe::ProbeSpec;
+
+    /// What the catalogue publishes (`typical_s`) for the ids these tests use: examples
+    /// from the families' `TYPICAL_SECONDS` (`python/gpuprobe/worker/probes/*/specs.py`)
+    /// and the native catalogue's, by the same longest-prefix rule.
+    const PUBLISHED: &[(&str, f64)] = &[
+        ("alloc.config", 3.791),
+        ("alloc.usable", 0.479),
+        ("copy.h2d", 0.105),
+        ("copy.roundtrip", 0.433),
+        ("dtype.fp32", 0.013),
+        ("native.copy", 0.244),
+        ("native.copy.roundtrip.pageable.large", 5.622),
+        ("native.copy.roundtrip.pinned.large", 4.427),
+        ("native.kernel", 0.076),
+        ("nn.conv2d", 0.296),
+        ("nn.sdpa", 0.107),
+        ("nn.sdpa.matrix.fp16.default.core", 0.548),
+        ("nn.vae", 0.353),
+        ("ops.matmul", 0.466),
+        ("rng.randperm", 0.428),
+        ("sweep", 0.700),
+        ("train", 1.000),
+    ];
+
+    /// A probe spec as its catalogue publishes it: with its `typical_s`, where it has one.
+    fn spec(id: &str) -> ProbeSpec {
+        ProbeSpec {
+            typical_s: longest_prefix(PUBLISHED, id),
+            ..crate::test_support::spec(id)
+        }
+    }
 
     fn task(id: &str, placement: Placement, lane: Option<&str>) -> Task {
         Task {
@@ -1029,17 +941,26 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_listed_prefix_sets_a_probe_estimate() {
-        let seconds = |id: &str| estimated_seconds(&spec(id), false) - PER_PROBE_OVERHEAD_S;
-        assert_eq!(seconds("native.copy.roundtrip.pinned.large"), 4.427);
-        assert_eq!(seconds("native.copy.roundtrip.pinned.small"), 0.244);
-        assert_eq!(seconds("nn.sdpa.bf16.cudnn.d64"), 0.107);
+    fn a_probe_is_estimated_by_the_seconds_its_catalogue_publishes() {
+        let seconds = |spec: ProbeSpec| estimated_seconds(&spec, false) - PER_PROBE_OVERHEAD_S;
+        let published = |id: &str, typical_s: f64| ProbeSpec {
+            typical_s: Some(typical_s),
+            ..crate::test_support::spec(id)
+        };
+        // Whatever its id: no table by id prefix decides beside the catalogue.
+        assert_eq!(seconds(published("brand.new.family", 2.5)), 2.5);
+        assert_eq!(seconds(published("nn.sdpa.bf16.cudnn.d64", 0.9)), 0.9);
         assert_eq!(
-            seconds("nn.sdpax.bf16"),
+            seconds(crate::test_support::spec("nn.sdpa.bf16.cudnn.d64")),
             DEFAULT_SECONDS,
-            "a prefix ends at a dot"
+            "nothing published: the default"
         );
-        assert_eq!(seconds("brand.new.family"), DEFAULT_SECONDS);
+        // The prefix rule of the examples above: a prefix ends at a dot.
+        assert_eq!(longest_prefix(PUBLISHED, "nn.sdpax.bf16"), None);
+        assert_eq!(
+            longest_prefix(PUBLISHED, "native.copy.roundtrip.pinned.large"),
+            Some(4.427)
+        );
     }
 
     #[test]
@@ -1051,13 +972,17 @@ mod tests {
             };
             estimated_seconds(&spec, first) - PER_PROBE_OVERHEAD_S
         };
-        // The sweep's standard subset runs a fraction of what the full tier's probe of the
-        // same operator runs: its own figure wins over the table's.
-        assert_eq!(published("sweep.add.fp32", None, false), 0.7);
+        assert_eq!(published("sweep.add.fp32", None, false), DEFAULT_SECONDS);
         assert_eq!(published("sweep.add.fp32", Some(0.2), false), 0.2);
         // A figure that is no duration is ignored.
-        assert_eq!(published("sweep.add.fp32", Some(f64::NAN), false), 0.7);
-        assert_eq!(published("sweep.add.fp32", Some(-1.0), false), 0.7);
+        assert_eq!(
+            published("sweep.add.fp32", Some(f64::NAN), false),
+            DEFAULT_SECONDS
+        );
+        assert_eq!(
+            published("sweep.add.fp32", Some(-1.0), false),
+            DEFAULT_SECONDS
+        );
         // On an empty kernel cache the first-use table still decides for what it lists.
         assert_eq!(published("nn.sdpa.matrix.x", Some(0.5), true), 5.920);
         assert_eq!(published("nn.sdpa.matrix.x", Some(0.5), false), 0.5);

@@ -51,6 +51,32 @@ pub mod ids {
     pub const RTC_COMPILE: &str = "native.rtc.compile";
 }
 
+/// Seconds one run of a native probe typically takes on a warm machine, by the longest
+/// prefix of its id listed (whole parts), published as its spec's `typical_s` (lanes are
+/// sized by it): measured on the H200 host (torch 2.11: warm standard tier, mean per probe
+/// of three runs with the other lanes beside it, bench/RESULTS.md "The standard tier's
+/// lanes"). The Python families publish theirs from their own `specs.py`.
+const TYPICAL_SECONDS: &[(&str, f64)] = &[
+    ("native.copy", 0.244),
+    ("native.copy.roundtrip.pageable.large", 5.622),
+    ("native.copy.roundtrip.pinned.large", 4.427),
+    ("native.kernel", 0.076),
+    ("native.memtest", 0.018),
+    ("native.rtc", 0.106),
+];
+
+/// The seconds of the longest prefix of `id` (whole parts) that [`TYPICAL_SECONDS`] lists.
+fn typical_seconds(id: &str) -> Option<f64> {
+    TYPICAL_SECONDS
+        .iter()
+        .filter(|(prefix, _)| {
+            id.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, seconds)| *seconds)
+}
+
 fn spec(
     id: &str,
     tier: Tier,
@@ -76,7 +102,7 @@ fn spec(
             gpuprobe_model::probe::Placement::Shared
         },
         lane: None,
-        typical_s: None,
+        typical_s: typical_seconds(id),
         native_counterpart: None,
         report_group: None,
     }
@@ -890,6 +916,31 @@ fn rtc_compile(env: &ProbeEnv<'_>, loaded: &GpuResult<KernelSet<'_>>) -> GpuResu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn native_specs_publish_their_measured_seconds_by_the_longest_prefix() {
+        let typical = |id: &str| {
+            native_catalog()
+                .into_iter()
+                .find(|s| s.id.as_str() == id)
+                .unwrap_or_else(|| panic!("{id} is in the catalogue"))
+                .typical_s
+        };
+        assert_eq!(typical(ids::COPY_PINNED_LARGE), Some(4.427));
+        assert_eq!(typical(ids::COPY_PAGEABLE_LARGE), Some(5.622));
+        assert_eq!(typical(ids::COPY_PINNED), Some(0.244));
+        assert_eq!(typical(ids::MEMTEST_QUICK), Some(0.018));
+        assert_eq!(
+            typical(ids::RUNTIME_LOAD),
+            None,
+            "none measured: the default"
+        );
+        assert_eq!(
+            typical_seconds("native.copyx"),
+            None,
+            "a prefix ends at a dot"
+        );
+    }
 
     #[test]
     fn catalog_ids_are_unique_native_and_runtime() {

@@ -11,6 +11,7 @@ listing the catalogue (mode ``catalog``) stays fast and never imports torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -164,15 +165,41 @@ def family_declarations(specs: str) -> dict[str, Any]:
     }
 
 
+def typical_seconds(table: dict[str, float], probe_id: str) -> float | None:
+    """The seconds of the longest prefix of ``probe_id`` (whole parts: ``nn.sdpa`` covers
+    ``nn.sdpa.bf16`` but not ``nn.sdpax``) that a family's ``TYPICAL_SECONDS`` lists."""
+    matching = [prefix for prefix in table if probe_id == prefix or probe_id.startswith(prefix + ".")]
+    return table[max(matching, key=len)] if matching else None
+
+
+@functools.cache
+def _family_metadata(specs: str) -> tuple[dict[str, Any], dict[str, float]]:
+    """A family's ``FAMILY_DECLARATIONS`` fields and its ``TYPICAL_SECONDS`` (read once)."""
+    module = importlib.import_module(specs.partition(":")[0])
+    return family_declarations(specs), getattr(module, "TYPICAL_SECONDS", {})
+
+
+def declared(probe: ProbeDef, specs: str) -> ProbeDef:
+    """``probe`` with what its family (spec function ``specs``) declares for all its probes:
+    ``FAMILY_DECLARATIONS``, and its ``typical_s`` from the family's ``TYPICAL_SECONDS``
+    where the probe sets none."""
+    fields, table = _family_metadata(specs)
+    probe = dataclasses.replace(probe, **fields)
+    if probe.typical_s is None:
+        seconds = typical_seconds(table, probe.id)
+        if seconds is not None:
+            probe = dataclasses.replace(probe, typical_s=seconds)
+    return probe
+
+
 def all_probes() -> dict[str, ProbeDef]:
     """Every probe this worker knows, by id, in catalogue order (built once)."""
     global _CATALOG
     if _CATALOG is None:
         catalog: dict[str, ProbeDef] = {}
         for specs in FAMILY_SPECS:
-            declared = family_declarations(specs)
             for probe in _function(specs)():
-                probe = dataclasses.replace(probe, **declared)
+                probe = declared(probe, specs)
                 if probe.id in catalog:
                     raise ValueError(f"duplicate probe id {probe.id!r}")
                 if probe.tier not in TIERS:
@@ -193,6 +220,9 @@ def lookup(probe_id: str) -> ProbeDef | None:
     return sweep_specs.resolve(probe_id)
 
 
+_SWEEP_SPECS = "gpuprobe.worker.probes.sweep.specs:specs"
+
+
 def expanded(families: list[str], torch: Any) -> tuple[list[ProbeDef], list[str]]:
     """The framework-dependent probes of ``families`` (mode ``catalog`` with ``expand``),
     and a note per family that could not be expanded (never raises)."""
@@ -205,7 +235,7 @@ def expanded(families: list[str], torch: Any) -> tuple[list[ProbeDef], list[str]
         try:
             from gpuprobe.worker.probes.sweep import specs as sweep_specs
 
-            out.extend(sweep_specs.expanded_specs(torch))
+            out.extend(declared(probe, _SWEEP_SPECS) for probe in sweep_specs.expanded_specs(torch))
         except Exception as exc:  # noqa: BLE001 - sweep.opdb reports the reason when it runs
             notes.append(f"the sweep's operators could not be listed: {type(exc).__name__}: {exc}")
     return out, notes

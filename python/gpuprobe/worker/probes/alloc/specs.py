@@ -36,6 +36,25 @@ from gpuprobe.worker.catalog import BIT_EXACT, INVARIANT, MEASURE, ProbeDef
 #: probes fail, those passing place the failure above the runtime (``ProbeSpec.native_counterpart``).
 NATIVE_COUNTERPART = "native.memtest"
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    "alloc.caching": 0.038,
+    "alloc.config": 3.791,
+    "alloc.expandable": 0.091,
+    "alloc.fragmentation": 0.416,
+    "alloc.largest": 1.200,
+    "alloc.oom": 0.269,
+    "alloc.stream": 0.266,
+    "alloc.stress": 0.282,
+    "alloc.usable": 0.479,
+}
+
 _RUN = "gpuprobe.worker.probes.alloc.run"
 _STRESS = "gpuprobe.worker.probes.alloc.stress"
 #: Element counts of the handoff case: tiny, odd and ≡ 1 mod 32 (a partial last warp or vector).

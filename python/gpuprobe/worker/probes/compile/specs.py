@@ -22,6 +22,24 @@ from typing import Any
 
 from gpuprobe.worker.catalog import ProbeDef
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    # A compiled program of the database on a filled Inductor cache: about a quarter of
+    # its time on an empty one. The full tier's programs run the covering of passes over
+    # dtypes (15 compiles a program's four dtypes, not 39): on the H200, under the whole
+    # full tier's load on an empty cache, a float32 program with every pass took
+    # 130-194 s and a bfloat16 one 48-100 s (bench/RESULTS.md); their share of the
+    # covering, about 30 s.
+    "compile": 8.000,
+    "compile.standard": 6.495,
+}
+
 _RUN = "gpuprobe.worker.probes.compile.run"
 SWEEP_RULE: dict[str, Any] = {"kind": "sweep"}
 

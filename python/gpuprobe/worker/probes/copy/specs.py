@@ -25,6 +25,25 @@ from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 #: fail, those passing place the failure above the runtime (``ProbeSpec.native_counterpart``).
 NATIVE_COUNTERPART = "native.copy"
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    "copy.batch": 0.004,
+    "copy.d2d": 0.079,
+    "copy.d2h": 0.041,
+    "copy.h2d": 0.105,
+    # 20,000 tiny pageable copies from four threads, nonblocking: the host's page-locking
+    # of each source, not the copy, is the cost.
+    "copy.h2d.pageable.tiny.nonblocking": 1.397,
+    "copy.roundtrip": 0.433,
+    "copy.roundtrip.pageable.1gib.blocking": 1.556,
+}
+
 _RUN = "gpuprobe.worker.probes.copy.run"
 
 MIB = 1 << 20

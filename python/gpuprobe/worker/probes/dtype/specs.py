@@ -18,6 +18,26 @@ from __future__ import annotations
 from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 from gpuprobe.worker.ops import SHORTCUTS  # ops imports torch lazily: the catalogue stays torch-free
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    "dtype.bf16": 0.003,
+    "dtype.bool": 0.001,
+    "dtype.fp16": 0.007,
+    "dtype.fp32": 0.013,
+    "dtype.fp64": 0.002,
+    "dtype.fp8e4m3": 0.002,
+    "dtype.fp8e5m2": 0.001,
+    "dtype.int32": 0.001,
+    "dtype.int64": 0.002,
+    "dtype.int8": 0.001,
+}
+
 _RUN = "gpuprobe.worker.probes.dtype.run"
 
 #: Short id name → torch dtype name.

@@ -34,6 +34,20 @@ from __future__ import annotations
 from gpuprobe.worker.catalog import ProbeDef
 from gpuprobe.worker.probes.sweep.specs import SWEEP_RULE
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    # CUDA-graph capture and replay (H200): the standard probe 0.3 s warm; a
+    # reduce-overhead probe about 0.5 s on a filled Inductor cache.
+    "graph": 0.581,
+    "graph.reduce_overhead": 8.000,
+}
+
 _RUN = "gpuprobe.worker.probes.graph.run"
 #: The side lane of the full tier's graph probes: their time goes to float64 references on
 #: the host and, for reduce-overhead, to Inductor's compilation on the host's cores.

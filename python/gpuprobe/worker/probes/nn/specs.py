@@ -54,6 +54,27 @@ from gpuprobe.worker.catalog import ProbeDef
 from gpuprobe.worker.probes.nn import sdpa_matrix
 from gpuprobe.worker.probes.ops.specs import SHORT, accumulation_scale, bound, tolerance_rule
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    "nn.autocast": 0.113,
+    "nn.conv2d": 0.296,
+    "nn.conv_transpose2d": 0.023,
+    "nn.sdpa": 0.107,
+    "nn.sdpa.bf16.default.d128.s4096.causal": 1.041,
+    "nn.sdpa.bf16.default.d64.s4096": 0.995,
+    "nn.sdpa.bf16.math.d64.s1024.bwd": 0.507,
+    "nn.sdpa.fp16.default.d128.s4096.causal": 1.076,
+    "nn.sdpa.matrix.bf16.default.core": 0.558,
+    "nn.sdpa.matrix.fp16.default.core": 0.548,
+    "nn.vae": 0.353,
+}
+
 _RUN = "gpuprobe.worker.probes.nn.run"
 
 #: Convolution algorithm factor by rule dtype (Winograd / FFT error allowance).

@@ -30,6 +30,25 @@ from typing import Any
 from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 from gpuprobe.worker.tolerances import DTYPE_TOLERANCE
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    "ops.addmm": 0.055,
+    "ops.bmm": 0.126,
+    "ops.elementwise": 0.058,
+    "ops.layout": 0.018,
+    "ops.linear": 0.134,
+    "ops.matmul": 0.466,
+    "ops.matmul.fp32.large_n": 1.677,
+    "ops.reduce": 0.126,
+    "ops.sentinel": 0.056,
+}
+
 _RUN = "gpuprobe.worker.probes.ops.run"
 
 # ``DTYPE_TOLERANCE``: the judge's base tolerances by rule dtype (docs/probes.md, "Judging"),

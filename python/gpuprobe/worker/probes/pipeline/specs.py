@@ -24,6 +24,20 @@ from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 #: fail, those passing place the failure above the runtime (``ProbeSpec.native_counterpart``).
 NATIVE_COUNTERPART = "native.copy"
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    "pipeline.accelerate": 0.100,
+    "pipeline.dataloader": 0.599,
+    "pipeline.dataloader.w2.spawn.pinned": 2.155,
+    "pipeline.save": 0.006,
+}
+
 _RUN = "gpuprobe.worker.probes.pipeline.run"
 
 

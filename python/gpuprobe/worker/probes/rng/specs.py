@@ -15,6 +15,23 @@ from __future__ import annotations
 
 from gpuprobe.worker.catalog import INVARIANT, ProbeDef, statistical
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    "rng.multinomial": 0.044,
+    "rng.rand": 0.103,
+    "rng.randint": 0.113,
+    "rng.randn": 0.111,
+    "rng.randn_like": 0.076,
+    "rng.randperm": 0.428,
+    "rng.repeat": 0.001,
+}
+
 _RUN = "gpuprobe.worker.probes.rng.run"
 
 _SHORT = {

@@ -31,6 +31,29 @@ from typing import Any
 from gpuprobe.worker.catalog import MEASURE, ProbeDef
 from gpuprobe.worker.probes.sweep import db as sweep_db
 
+#: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
+#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
+#: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
+#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
+#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
+#: listed where one probe takes several times its sub-family's mean.
+TYPICAL_SECONDS = {
+    # The sweep's mean on the H200's full tier (10,095 probes of two runs, 0.70 s), and
+    # the entries whose probes take many times that (the same runs' means): a lane cut by
+    # the flat mean put the low-rank decompositions' 8 probes of 23-30 s each wherever
+    # they fell.
+    "sweep": 0.700,
+    "sweep.gcd": 5.000,
+    "sweep.grid_sampler_3d": 5.000,
+    "sweep.lcm": 4.500,
+    "sweep.linalg.lstsq": 20.000,
+    "sweep.logaddexp": 4.500,
+    "sweep.pca_lowrank": 23.000,
+    "sweep.qr": 5.000,
+    "sweep.svd_lowrank": 30.000,
+}
+
 _RUN = "gpuprobe.worker.probes.sweep.run"
 #: The sweep's own rule (``Rule::Sweep``): the judge reads the failure classes it observed.
 SWEEP_RULE: dict[str, Any] = {"kind": "sweep"}
