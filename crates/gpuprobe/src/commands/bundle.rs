@@ -9,12 +9,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::bundle::{self, BundleError, Options, RunLayout};
 use gpuprobe_runner::rundir::{Run, RunContents};
 
 use crate::cli::BundleArgs;
+use crate::errors::{Internal, Result};
 use crate::paths;
 
 /// Runs `bundle`.
@@ -36,11 +36,11 @@ pub(super) fn run(args: BundleArgs) -> Result<ExitStatus> {
     };
     let written = bundle::make(&options, &env)?;
     let text = if args.json {
-        serde_json::to_string_pretty(&written)? + "\n"
+        serde_json::to_string_pretty(&written).internal()? + "\n"
     } else {
         bundle::render_text(&written)
     };
-    write!(crate::output::stdout(), "{text}")?;
+    write!(crate::output::stdout(), "{text}").internal()?;
     Ok(ExitStatus::AllPassed)
 }
 

@@ -7,13 +7,13 @@
 
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::{export, fleet, html};
 use gpuprobe_runner::{fleet_reports, rundir};
 
 use crate::cli::FleetArgs;
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 
 const JSON: &str = "fleet JSON";
 
@@ -64,10 +64,10 @@ pub(super) fn run(args: FleetArgs) -> Result<ExitStatus> {
         export::write(
             JSON,
             path,
-            &format!("{}\n", serde_json::to_string_pretty(&view)?),
+            &format!("{}\n", serde_json::to_string_pretty(&view).internal()?),
         )?;
         gpuprobe_report::console::note(&format!("{JSON}: {}", path.display()));
     }
-    write!(crate::output::stdout(), "{}", fleet::render_text(&view))?;
+    write!(crate::output::stdout(), "{}", fleet::render_text(&view)).internal()?;
     Ok(view.exit_status)
 }

@@ -3,13 +3,13 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Result;
 use gpuprobe_kb::{KnowledgeBase, Loaded};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::kb as kb_view;
 
 use crate::cli::{KbAction, KbArgs};
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 
 /// Loads the built-in entries plus `--kb DIR`; problems are printed, never fatal to the
 /// entries that did load.
@@ -40,7 +40,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
         KbAction::List => {
             // Fitted to a terminal; piped, each entry stays one line for grep and awk.
             let width = gpuprobe_report::console::current().text_width;
-            write!(out, "{}", kb_view::list(&loaded.kb, style, width))?;
+            write!(out, "{}", kb_view::list(&loaded.kb, style, width)).internal()?;
             Ok(broken)
         }
         KbAction::Show { id } => {
@@ -49,7 +49,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 .get(&id)
                 .or_else(|| loaded.kb.get(&id.to_ascii_uppercase()))
                 .ok_or_else(|| CliError::NoSuchKnownIssue { id: id.clone() })?;
-            write!(out, "{}", kb_view::show(entry, style))?;
+            write!(out, "{}", kb_view::show(entry, style)).internal()?;
             Ok(broken)
         }
         KbAction::Validate => {
@@ -63,7 +63,8 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 } else {
                     " (listed on stderr)"
                 }
-            )?;
+            )
+            .internal()?;
             Ok(broken)
         }
         KbAction::Match { report } => {
@@ -82,7 +83,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 ),
             };
             let matches = gpuprobe_kb::match_all(&loaded.kb, &fingerprint, &results);
-            write!(out, "{}", kb_view::matches(&matches, style))?;
+            write!(out, "{}", kb_view::matches(&matches, style)).internal()?;
             Ok(broken)
         }
     }

@@ -6,11 +6,11 @@
 
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_model::{ExitStatus, Report, profile::FixAccount};
 use gpuprobe_report::{export, html};
 
 use crate::cli::ReportArgs;
+use crate::errors::{Internal, Result};
 
 /// Writes the HTML report to `path`, when one is named (atomically), and says where on
 /// stderr (behind the guard: the path is the user's).
@@ -81,7 +81,7 @@ pub(super) fn run(args: ReportArgs) -> Result<ExitStatus> {
     if args.json || !asked_for_a_file {
         let options = gpuprobe_report::console::current().terminal_options();
         let text = html::text(&run.report, args.json, options);
-        write!(crate::output::stdout(), "{text}")?;
+        write!(crate::output::stdout(), "{text}").internal()?;
     }
     Ok(run.report.exit_status)
 }

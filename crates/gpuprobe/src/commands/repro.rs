@@ -8,8 +8,12 @@ use std::io::Write;
 use gpuprobe_doctor::repro::{self, ReproOptions};
 use gpuprobe_report::issue;
 
+use crate::errors::Internal;
+
 /// Runs `repro`.
-pub(super) fn run(args: crate::cli::ReproArgs) -> anyhow::Result<gpuprobe_model::ExitStatus> {
+pub(super) fn run(
+    args: crate::cli::ReproArgs,
+) -> crate::errors::Result<gpuprobe_model::ExitStatus> {
     let env = super::process_env();
     let options = ReproOptions {
         probe: args.probe,
@@ -26,6 +30,7 @@ pub(super) fn run(args: crate::cli::ReproArgs) -> anyhow::Result<gpuprobe_model:
         crate::output::stdout(),
         "{}",
         issue::terminal_text(&made, &issue_path)
-    )?;
+    )
+    .internal()?;
     Ok(repro::exit_status(made.run.as_ref()))
 }

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_model::profile::Profile;
 use gpuprobe_model::text::visible_line;
 use gpuprobe_runner::job::{self, EnvChanges, JobOptions, StartupHook};
@@ -18,6 +17,7 @@ use nix::sys::signal::Signal;
 
 use crate::cli::{FallbackArg, RunArgs};
 use crate::errors::CliError;
+use crate::errors::Result;
 use crate::{paths, profiles, stack};
 
 use super::process_env;

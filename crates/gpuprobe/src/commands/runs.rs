@@ -9,7 +9,6 @@ use std::io::Write;
 use std::path::Path;
 use std::time::SystemTime;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible;
 use gpuprobe_report::runs as words;
@@ -20,6 +19,7 @@ use gpuprobe_runner::runs::{
 
 use crate::cli::{RunsAction, RunsArgs};
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 use crate::paths;
 
 use super::process_env;
@@ -43,7 +43,12 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
                 "keep_after_check": keep_from_env(&env).ok().flatten(),
                 "runs": runs,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&document).internal()?
+            )
+            .internal()?;
         }
         RunsAction::List { json: false } => {
             let listed: Vec<ListedRun> = runs.iter().map(listed).collect();
@@ -51,7 +56,8 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
                 out,
                 "{}",
                 words::render_list(&root, &listed, keep_from_env(&env), DEFAULT_KEEP)
-            )?;
+            )
+            .internal()?;
         }
         RunsAction::Prune {
             keep,
@@ -73,7 +79,7 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
                         writeln!(
                             out,
                             "nothing pruned: {KEEP_ENV}=0 turns the retention off; pass --keep N or --older-than D"
-                        )?;
+                        ).internal()?;
                         return Ok(ExitStatus::AllPassed);
                     }
                 },
@@ -104,7 +110,8 @@ fn prune(
         crate::output::stdout(),
         "{}",
         words::render_prune(root, runs.len(), &removed, &spared, dry_run)
-    )?;
+    )
+    .internal()?;
     if !pruned.failures.is_empty() {
         let failures = pruned
             .failures

@@ -7,7 +7,6 @@
 
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
 use gpuprobe_detect::triage::read::{TriagedInputs, triage_inputs};
 use gpuprobe_model::ExitStatus;
@@ -15,6 +14,7 @@ use gpuprobe_report::triage as view;
 
 use crate::cli::TriageArgs;
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 
 /// Runs `triage`.
 pub(super) fn run(args: TriageArgs) -> Result<ExitStatus> {
@@ -29,13 +29,13 @@ pub(super) fn run(args: TriageArgs) -> Result<ExitStatus> {
     findings.extend(matches.iter().map(|m| m.to_finding()));
     let mut out = crate::output::stdout();
     if args.json {
-        let json = view::render_json(&outcome, &truncated, &matched, &findings)?;
-        writeln!(out, "{json}")?;
+        let json = view::render_json(&outcome, &truncated, &matched, &findings).internal()?;
+        writeln!(out, "{json}").internal()?;
     } else {
         let style = crate::output::stdout_style();
-        view::write_text(&mut out, &outcome, &truncated, &matched, &findings, style)?;
+        view::write_text(&mut out, &outcome, &truncated, &matched, &findings, style).internal()?;
     }
-    out.flush()?;
+    out.flush().internal()?;
     if outcome.recognized.is_empty() {
         return Err(CliError::NothingRecognized.into());
     }
