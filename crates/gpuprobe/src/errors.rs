@@ -4,10 +4,10 @@
 //! the type system carries it: a command returns a [`Failure`], into which such an error
 //! converts with its status, while an error that says none must be marked internal by name
 //! ([`Internal`]). No list of error types is kept, so none can be left out of one.
-//! [`exit_status_and_message`] gives the status and the text. The message is the chain joined by `: `
-//! (what anyhow's `{:#}` shows), less any cause whose text the message already quotes: many
-//! errors name their cause in their own text (a path and why it could not be read), and a
-//! user should not read it twice.
+//! [`exit_status_and_message`] gives the status and the text. The message is the chain
+//! joined by `: ` (what anyhow's `{:#}` shows), less any cause whose text the message
+//! already quotes: many errors name their cause in their own text (a path and why it could
+//! not be read), and a user should not read it twice.
 
 use std::path::PathBuf;
 
