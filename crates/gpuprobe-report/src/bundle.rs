@@ -1035,7 +1035,7 @@ mod tests {
 
     use std::collections::BTreeMap;
 
-    /// A fix's layout, as the runner gives it (`gpuprobe_runner::rundir::Run::contents`,
+    /// A fix's layout, as the runner gives it (`gpuprobe_runner::Run::contents`,
     /// whose tests pin it).
     fn fix_layout() -> RunLayout {
         RunLayout {

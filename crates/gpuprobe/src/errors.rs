@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn a_usage_error_keeps_its_status_under_context_and_is_shown_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        let err = Failure::from(gpuprobe_runner::rundir::RunFileError::Unreadable {
+        let err = Failure::from(gpuprobe_runner::RunFileError::Unreadable {
             path: PathBuf::from("/r.json"),
             source: io,
         })

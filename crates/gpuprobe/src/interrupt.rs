@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_model::text::visible_line;
-use gpuprobe_runner::signals::{SignalEvent, Signals};
+use gpuprobe_runner::{SignalEvent, Signals};
 use nix::sys::signal::Signal;
 
 /// Takes over SIGINT and SIGTERM for the rest of the process. Must run while gpuprobe has

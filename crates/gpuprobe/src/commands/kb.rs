@@ -70,7 +70,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
         KbAction::Match { report } => {
             let (fingerprint, results) = match report {
                 Some(path) => {
-                    let report = gpuprobe_runner::rundir::read_report_file(&path)?;
+                    let report = gpuprobe_runner::read_report_file(&path)?;
                     (report.fingerprint, report.results)
                 }
                 None => (

@@ -74,7 +74,7 @@ pub(super) fn run(args: ReportArgs) -> Result<ExitStatus> {
         junit: args.junit.as_deref(),
     };
     exports.check_writable()?;
-    let run = gpuprobe_runner::rundir::read_finished(&args.run_dir)?;
+    let run = gpuprobe_runner::read_finished(&args.run_dir)?;
     write_html(args.html.as_deref(), &run.report, run.fix.as_ref())?;
     exports.write(&run.report)?;
     let asked_for_a_file = args.html.is_some() || args.prometheus.is_some() || args.junit.is_some();

@@ -13,8 +13,8 @@ use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible;
 use gpuprobe_report::runs as words;
 use gpuprobe_report::runs::{ListedRun, RetentionAccount};
-use gpuprobe_runner::runs::{
-    self, DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan,
+use gpuprobe_runner::{
+    DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan_runs,
 };
 
 use crate::cli::{RunsAction, RunsArgs};
@@ -29,7 +29,7 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
     let env = process_env();
     let root = paths::runs_root(&env);
     let now = SystemTime::now();
-    let runs = scan(&root, now).map_err(|source| CliError::UnreadableRunsDir {
+    let runs = scan_runs(&root, now).map_err(|source| CliError::UnreadableRunsDir {
         root: root.clone(),
         source,
     })?;
@@ -99,7 +99,7 @@ fn prune(
     now: SystemTime,
     dry_run: bool,
 ) -> Result<()> {
-    let pruned = runs::prune(runs, policy, now, dry_run);
+    let pruned = gpuprobe_runner::prune_runs(runs, policy, now, dry_run);
     let removed: Vec<ListedRun> = pruned.removed.iter().map(|run| listed(run)).collect();
     let spared: Vec<(ListedRun, &str)> = pruned
         .spared
@@ -124,10 +124,10 @@ fn prune(
 }
 
 /// Says what the retention at the end of a `check` did (see
-/// [`gpuprobe_runner::runs::after_check`]): never fails the check; what it removed, or why
+/// [`gpuprobe_runner::after_check`]): never fails the check; what it removed, or why
 /// it could not, is one line on stderr.
 pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
-    let account = match runs::after_check(env, run_dir) {
+    let account = match gpuprobe_runner::after_check(env, run_dir) {
         Retention::NotHere | Retention::Off => RetentionAccount::Quiet,
         Retention::BadSetting(why) => RetentionAccount::BadSetting(why),
         Retention::ScanFailed(e) => RetentionAccount::ScanFailed(e),

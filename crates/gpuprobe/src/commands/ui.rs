@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_runner::signals::Signals;
+use gpuprobe_runner::Signals;
 use gpuprobe_ui::{Stopper, Ui, UiOptions};
 use nix::sys::signal::Signal;
 
