@@ -192,7 +192,7 @@ fn row(info: &RunInfo) -> RunRow {
         verdicts: info
             .verdicts
             .as_ref()
-            .map(gpuprobe_report::runs::verdict_text)
+            .map(gpuprobe_report::run_verdict_text)
             .unwrap_or_else(|| "no results".into()),
         exit_code: info.exit_code,
         stack,

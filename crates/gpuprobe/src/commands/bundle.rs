@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::bundle::{self, BundleError, Options, RunLayout};
+use gpuprobe_report::{BundleError, BundleOptions as Options, RunLayout};
 use gpuprobe_runner::{Run, RunContents};
 
 use crate::cli::BundleArgs;
@@ -34,11 +34,11 @@ pub(super) fn run(args: BundleArgs) -> Result<ExitStatus> {
         force: args.force,
         redact: !args.no_redact,
     };
-    let written = bundle::make(&options, &env)?;
+    let written = gpuprobe_report::make_bundle(&options, &env)?;
     let text = if args.json {
         serde_json::to_string_pretty(&written).internal()? + "\n"
     } else {
-        bundle::render_text(&written)
+        gpuprobe_report::render_bundle_text(&written)
     };
     write!(crate::output::stdout(), "{text}").internal()?;
     Ok(ExitStatus::AllPassed)

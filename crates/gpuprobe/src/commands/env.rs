@@ -22,10 +22,10 @@ pub(crate) fn run(args: EnvArgs) -> Result<ExitStatus> {
     let findings = gpuprobe_kb::lint(&fingerprint);
     let mut out = output::stdout();
     if args.json {
-        let json = gpuprobe_report::env::json(&fingerprint, &findings).internal()?;
+        let json = gpuprobe_report::env_json(&fingerprint, &findings).internal()?;
         writeln!(out, "{json}").internal()?;
     } else {
-        let text = gpuprobe_report::env::render(&fingerprint, &findings, output::stdout_style());
+        let text = gpuprobe_report::render_env(&fingerprint, &findings, output::stdout_style());
         write!(out, "{text}").internal()?;
     }
     Ok(super::findings_status(&findings))

@@ -86,7 +86,7 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
         write!(
             stdout,
             "{}",
-            gpuprobe_report::fix::render_for(
+            gpuprobe_report::render_fix_for(
                 &finished.account,
                 style,
                 &finished.run_options,

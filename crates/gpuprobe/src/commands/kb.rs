@@ -5,7 +5,6 @@ use std::path::Path;
 
 use gpuprobe_kb::{KnowledgeBase, Loaded};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::kb as kb_view;
 
 use crate::cli::{KbAction, KbArgs};
 use crate::errors::CliError;
@@ -40,7 +39,12 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
         KbAction::List => {
             // Fitted to a terminal; piped, each entry stays one line for grep and awk.
             let width = gpuprobe_report::console::current().text_width;
-            write!(out, "{}", kb_view::list(&loaded.kb, style, width)).internal()?;
+            write!(
+                out,
+                "{}",
+                gpuprobe_report::render_kb_list(&loaded.kb, style, width)
+            )
+            .internal()?;
             Ok(broken)
         }
         KbAction::Show { id } => {
@@ -49,7 +53,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 .get(&id)
                 .or_else(|| loaded.kb.get(&id.to_ascii_uppercase()))
                 .ok_or_else(|| CliError::NoSuchKnownIssue { id: id.clone() })?;
-            write!(out, "{}", kb_view::show(entry, style)).internal()?;
+            write!(out, "{}", gpuprobe_report::render_kb_entry(entry, style)).internal()?;
             Ok(broken)
         }
         KbAction::Validate => {
@@ -83,7 +87,12 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 ),
             };
             let matches = gpuprobe_kb::match_all(&loaded.kb, &fingerprint, &results);
-            write!(out, "{}", kb_view::matches(&matches, style)).internal()?;
+            write!(
+                out,
+                "{}",
+                gpuprobe_report::render_kb_matches(&matches, style)
+            )
+            .internal()?;
             Ok(broken)
         }
     }

@@ -8,7 +8,7 @@ use std::io::Write;
 use gpuprobe_doctor::memtest::MemtestRequest;
 use gpuprobe_gpu::memtest::{self as outcome, MemtestOutcome};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::memtest::colour;
+use gpuprobe_report::memtest_colour as colour;
 use gpuprobe_runner::RunDir;
 
 use crate::cli::MemtestArgs;

@@ -28,7 +28,7 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
     match args.action {
         ProfileAction::Show { profile } => {
             let loaded = profiles::load(&profile)?;
-            write!(out, "{}", gpuprobe_report::profile::render_profile(&loaded)).internal()?;
+            write!(out, "{}", gpuprobe_report::render_profile(&loaded)).internal()?;
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Check { profile, python } => {

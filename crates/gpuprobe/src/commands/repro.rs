@@ -6,7 +6,6 @@
 use std::io::Write;
 
 use gpuprobe_doctor::repro::{self, ReproOptions};
-use gpuprobe_report::issue;
 
 use crate::errors::Internal;
 
@@ -25,11 +24,11 @@ pub(super) fn run(
         timeout: args.timeout.map(std::time::Duration::from_secs),
     };
     let made = repro::make(&options, &env, &crate::paths::runs_root(&env))?;
-    let issue_path = repro::write_issue(&made.out, &issue::render_repro(&made))?;
+    let issue_path = repro::write_issue(&made.out, &gpuprobe_report::render_repro(&made))?;
     write!(
         crate::output::stdout(),
         "{}",
-        issue::terminal_text(&made, &issue_path)
+        gpuprobe_report::issue_terminal_text(&made, &issue_path)
     )
     .internal()?;
     Ok(repro::exit_status(made.run.as_ref()))

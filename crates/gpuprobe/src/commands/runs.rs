@@ -11,8 +11,7 @@ use std::time::SystemTime;
 
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible;
-use gpuprobe_report::runs as words;
-use gpuprobe_report::runs::{ListedRun, RetentionAccount};
+use gpuprobe_report::{ListedRun, RetentionAccount};
 use gpuprobe_runner::{
     DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan_runs,
 };
@@ -55,7 +54,7 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
             write!(
                 out,
                 "{}",
-                words::render_list(&root, &listed, keep_from_env(&env), DEFAULT_KEEP)
+                gpuprobe_report::render_run_list(&root, &listed, keep_from_env(&env), DEFAULT_KEEP)
             )
             .internal()?;
         }
@@ -109,7 +108,7 @@ fn prune(
     write!(
         crate::output::stdout(),
         "{}",
-        words::render_prune(root, runs.len(), &removed, &spared, dry_run)
+        gpuprobe_report::render_prune(root, runs.len(), &removed, &spared, dry_run)
     )
     .internal()?;
     if !pruned.failures.is_empty() {
@@ -145,7 +144,7 @@ pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
             failures,
         },
     };
-    for line in words::retention_lines(&account) {
+    for line in gpuprobe_report::retention_lines(&account) {
         gpuprobe_report::console::note(&format!("gpuprobe: {line}"));
     }
 }
