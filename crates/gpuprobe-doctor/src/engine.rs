@@ -19,12 +19,9 @@ use gpuprobe_model::protocol::{
 };
 use gpuprobe_model::report::LaneTiming;
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
-use gpuprobe_runner::supervisor::{SupervisorEvent, supervise};
-use gpuprobe_runner::worker::WorkerCommand;
-use gpuprobe_runner::zygote::Zygote;
 use gpuprobe_runner::{
     KernelLogSource, PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig,
-    Task,
+    SupervisorEvent, Task, WorkerCommand, Zygote, supervise,
 };
 use serde::{Deserialize, Serialize};
 
@@ -434,8 +431,8 @@ fn start_zygote(lanes: &[Lane], config: &EngineConfig) -> Option<Result<Zygote, 
     let (env, unset) = config.settings.worker_env();
     if !env.is_empty()
         || !unset.is_empty()
-        || !gpuprobe_runner::zygote::worth_it(
-            gpuprobe_runner::zygote::choice_from_environment(),
+        || !gpuprobe_runner::worth_it(
+            gpuprobe_runner::choice_from_environment(),
             python_lanes,
             cores,
         )
@@ -502,7 +499,7 @@ pub fn worker_command(
             let package = config.package_dir.as_ref().ok_or_else(|| {
                 RunnerError::Protocol("the probe package was not extracted".into())
             })?;
-            gpuprobe_runner::python::worker_command(&python.executable, package, plan_path)
+            gpuprobe_runner::worker_command(&python.executable, package, plan_path)
         }
         Backend::Native => {
             let program = config.native_program.clone().ok_or_else(|| {

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use gpuprobe_detect::{CollectOptions, Root};
 use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
-use gpuprobe_runner::python;
 
 /// A scratch directory removed when dropped (for the extracted probe package).
 struct Scratch(PathBuf);
@@ -30,7 +29,7 @@ impl Drop for Scratch {
 
 /// What the user's interpreter reports (torch build and devices), or why it could not.
 pub fn python_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Option<PythonEnv> {
-    let choice = match python::find_python(explicit, env) {
+    let choice = match gpuprobe_runner::find_python(explicit, env) {
         Ok(choice) => choice,
         Err(err) => {
             return Some(PythonEnv {
@@ -47,7 +46,7 @@ pub fn python_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Op
             ..PythonEnv::default()
         });
     };
-    let package = match python::extract_package(&scratch.0) {
+    let package = match gpuprobe_runner::extract_package(&scratch.0) {
         Ok(dir) => dir,
         Err(err) => {
             return Some(PythonEnv {
@@ -59,9 +58,9 @@ pub fn python_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Op
         }
     };
     let plan = scratch.0.join("env-plan.json");
-    Some(python::fetch_env(
+    Some(gpuprobe_runner::fetch_env(
         &choice,
-        |plan| python::worker_command(&choice.executable, &package, plan),
+        |plan| gpuprobe_runner::worker_command(&choice.executable, &package, plan),
         &plan,
         Duration::from_secs(120),
     ))

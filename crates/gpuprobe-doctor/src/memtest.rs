@@ -33,7 +33,7 @@ pub struct MemtestRequest {
 /// Runs the memtest in `run_dir` and returns its one result.
 pub fn run(request: MemtestRequest, run_dir: &RunDir) -> Result<ProbeResult, RunnerError> {
     let device = DeviceRef::Gpu(request.device);
-    run_dir.write_json(gpuprobe_runner::rundir::PLAN_FILE, &plan(&request, device))?;
+    run_dir.write_json(gpuprobe_runner::PLAN_FILE, &plan(&request, device))?;
     let config = engine_config(&request, run_dir);
     let lanes = engine::lanes_for(vec![Task {
         spec: request.spec,
@@ -73,7 +73,7 @@ fn plan(request: &MemtestRequest, device: DeviceRef) -> engine::RunPlan {
             spec: spec.clone(),
             device,
         }],
-        started_at: gpuprobe_runner::stamp::rfc3339(SystemTime::now()),
+        started_at: gpuprobe_runner::rfc3339(SystemTime::now()),
     }
 }
 

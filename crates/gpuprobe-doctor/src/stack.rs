@@ -13,7 +13,6 @@ use std::time::Duration;
 use gpuprobe_detect::{CollectOptions, Root};
 use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
 use gpuprobe_model::profile::StackKey;
-use gpuprobe_runner::python;
 
 /// Reads torch's `version.py` (found with `importlib.util.find_spec`, which does not import
 /// torch) and prints `version`, `cuda` and `hip` on three lines.
@@ -132,7 +131,7 @@ pub fn key_of(fp: &Fingerprint, torch: Option<&TorchFiles>) -> StackKey {
 /// This machine's key, with torch from `python` (or the interpreter gpuprobe would pick).
 pub fn live_key(python_path: Option<&Path>, env: &BTreeMap<String, String>) -> StackKey {
     let fp = gpuprobe_detect::collect(&Root::live(), env, &CollectOptions::default());
-    let torch = python::find_python(python_path, env)
+    let torch = gpuprobe_runner::find_python(python_path, env)
         .ok()
         .and_then(|choice| torch_files(&choice.executable));
     key_of(&fp, torch.as_ref())

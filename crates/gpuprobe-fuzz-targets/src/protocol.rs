@@ -1,12 +1,11 @@
 //! The `protocol` target: a worker's event stream as the supervisor reads it
-//! (`gpuprobe_runner::worker::read_messages`, one JSON event per line), and the same bytes
+//! (`gpuprobe_runner::read_messages`, one JSON event per line), and the same bytes
 //! as the worker's stderr tail the supervisor quotes when a probe crashes
 //! (`supervisor::telling_line`). Workers are separate processes running third-party
 //! libraries, so whatever they write must never take the supervisor down.
 
 use gpuprobe_model::protocol::WorkerEvent;
-use gpuprobe_runner::supervisor::telling_line;
-use gpuprobe_runner::worker::{WorkerMessage, read_messages};
+use gpuprobe_runner::{WorkerMessage, read_messages, telling_line};
 
 /// How many lines of output the supervisor keeps as a worker's tail (`worker::TAIL_LINES`).
 const TAIL_LINES: usize = 40;

@@ -47,8 +47,9 @@ impl ExitStatus {
 /// [`ExitStatus::InternalFailure`] when gpuprobe itself failed.
 ///
 /// Each library's error enum implements it, so the decision is made where the error is
-/// made, with the variant in hand, and survives being wrapped: the binary asks the errors
-/// of a chain, outermost first, and the first that answers decides.
+/// made, with the variant in hand. The binary's `?` converts such an error into a failure
+/// that carries its status (a type that does not implement this trait does not convert), so
+/// an error that wraps another answers for both: the outermost one decides.
 pub trait ClassifiedError: std::error::Error + Send + Sync + 'static {
     /// The exit status this error ends the command with.
     fn exit_status(&self) -> ExitStatus;

@@ -29,9 +29,9 @@ use crate::runs::disk_bytes;
 use crate::style::Style;
 
 /// The most of each worker log kept: its last lines ...
-pub const WORKER_TAIL_LINES: usize = 200;
+pub(crate) const WORKER_TAIL_LINES: usize = 200;
 /// ... within its last bytes.
-pub const WORKER_TAIL_BYTES: u64 = 64 * 1024;
+pub(crate) const WORKER_TAIL_BYTES: u64 = 64 * 1024;
 /// Worker logs taken from one directory (the first by name).
 const MAX_WORKER_LOGS: usize = 64;
 /// The largest JSON document read (`report.json`, `plan.json`, `fix.json`).
@@ -1035,7 +1035,7 @@ mod tests {
 
     use std::collections::BTreeMap;
 
-    /// A fix's layout, as the runner gives it (`gpuprobe_runner::rundir::Run::contents`,
+    /// A fix's layout, as the runner gives it (`gpuprobe_runner::Run::contents`,
     /// whose tests pin it).
     fn fix_layout() -> RunLayout {
         RunLayout {

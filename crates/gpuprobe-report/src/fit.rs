@@ -8,12 +8,12 @@ use gpuprobe_model::text::{display_width, wrap_words};
 
 /// The fewest columns of text a wrapped line keeps beside its lead. On a terminal narrower
 /// than its lead plus this, lines run past the edge rather than shrink to a word each.
-pub const MIN_TEXT: usize = 24;
+pub(crate) const MIN_TEXT: usize = 24;
 
 /// `lead` (it may hold colour) then `text` (plain, one line), wrapped so that no line is
 /// wider than `width`, continuation lines indented by `indent` spaces; each piece of `text`
 /// goes through `paint` (a colour), the indentation does not. Ends with a line break.
-pub fn hanging(
+pub(crate) fn hanging(
     lead: &str,
     indent: usize,
     text: &str,
@@ -49,7 +49,7 @@ pub fn hanging(
 }
 
 /// `text` cut to `max` characters, the last one an ellipsis when anything was cut.
-pub fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
     } else {

@@ -1,5 +1,5 @@
 //! The JSON report and its schema (reading one back is the runner's:
-//! `gpuprobe_runner::rundir::read_report_file`).
+//! `gpuprobe_runner::read_report_file`).
 
 use gpuprobe_model::Report;
 

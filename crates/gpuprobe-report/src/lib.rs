@@ -21,32 +21,62 @@
 //! anything about the results. Nor do they find a run's files: this crate does not depend
 //! on the runner; the caller reads the run directory through the runner and hands over
 //! what it read (a report, the runs it listed, where a run keeps its files).
+//!
+//! Most modules are private: what other crates use is re-exported here, by a name that
+//! says what it renders (`render_terminal`, `render_json`, `render_kb_entry`), and nothing
+//! else is, so `unreachable_pub` flags a `pub` item no other crate can reach. `console`,
+//! `export`, `fleet` and `html` are public modules still.
 
-pub mod bundle;
+mod bundle;
 pub mod console;
-pub mod env;
+mod env;
 pub mod export;
-pub mod fit;
-pub mod fix;
+mod fit;
+mod fix;
 pub mod fleet;
-pub mod guard;
+mod guard;
 pub mod html;
-pub mod issue;
-pub mod json;
-pub mod kb;
-pub mod matrix;
-pub mod memtest;
-pub mod profile;
-pub mod progress;
-pub mod redact;
-pub mod runs;
-pub mod style;
-pub mod terminal;
-pub mod timings;
-pub mod triage;
+mod issue;
+mod json;
+mod kb;
+mod matrix;
+mod memtest;
+mod profile;
+mod progress;
+mod redact;
+mod runs;
+mod style;
+mod terminal;
+mod timings;
+mod triage;
 
 #[cfg(test)]
 mod test_support;
+
+pub use bundle::{
+    BundleError, Options as BundleOptions, RunLayout, make as make_bundle,
+    render_text as render_bundle_text,
+};
+pub use env::{json as env_json, render as render_env};
+pub use fix::{render as render_fix, render_for as render_fix_for};
+pub use issue::{render_repro, terminal_text as issue_terminal_text};
+pub use json::{render as render_json, schema as report_schema};
+pub use kb::{list as render_kb_list, matches as render_kb_matches, show as render_kb_entry};
+pub use memtest::colour as memtest_colour;
+pub use profile::render_profile;
+pub use progress::{
+    ProgressLog, finished_line as progress_finished_line, log_line as progress_log_line,
+};
+pub use runs::{
+    ListedRun, RetentionAccount, render_list as render_run_list, render_prune, retention_lines,
+    verdict_text as run_verdict_text,
+};
+pub use style::Style;
+pub use terminal::{TerminalOptions, render as render_terminal};
+pub use triage::{
+    matched_lines as triage_matched_lines, render_json as render_triage_json,
+    truncation_message as triage_truncation_message, write_text as write_triage_text,
+};
 
 #[cfg(test)]
 mod layering {

@@ -35,7 +35,7 @@ pub(crate) fn parse(id: &str) -> Option<Cell<'_>> {
 
 /// Renders the matrix as a table: one row per (from, to, where), one column per method;
 /// `ok`, `BROKEN (class)`, `skip`, or blank where not measured. Empty when no dtype probe ran.
-pub fn render(results: &[ProbeResult], style: Style) -> String {
+pub(crate) fn render(results: &[ProbeResult], style: Style) -> String {
     let mut methods: BTreeSet<&str> = BTreeSet::new();
     let mut rows: BTreeMap<(String, &str, &str, &str), BTreeMap<&str, String>> = BTreeMap::new();
     for result in results {

@@ -79,7 +79,7 @@ impl Category {
 /// Who and where the bundle was made: the values redacted wherever they appear, beyond what
 /// the patterns find.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// Home directories (`$HOME`), replaced by `~` as a path prefix.
     pub homes: Vec<String>,
     /// User names (`USER`, `LOGNAME`).
@@ -92,7 +92,7 @@ pub struct Identity {
 
 impl Identity {
     /// The identity an environment reveals, plus the host names read from the machine.
-    pub fn from_env(env: &BTreeMap<String, String>, hostnames: &[String]) -> Identity {
+    pub(crate) fn from_env(env: &BTreeMap<String, String>, hostnames: &[String]) -> Identity {
         let mut identity = Identity::default();
         if let Some(home) = env.get(env_vars::HOME) {
             identity.add_home(home);
@@ -114,7 +114,7 @@ impl Identity {
     }
 
     /// Adds a home directory (a trailing `/` is dropped; `/` alone is no home).
-    pub fn add_home(&mut self, home: &str) {
+    pub(crate) fn add_home(&mut self, home: &str) {
         let home = home.trim_end_matches('/');
         if home.len() > 1 {
             push_new(&mut self.homes, home);
@@ -122,7 +122,7 @@ impl Identity {
     }
 
     /// Adds a user name (`root` is nobody's secret and too common a word to replace).
-    pub fn add_user(&mut self, user: &str) {
+    pub(crate) fn add_user(&mut self, user: &str) {
         let user = user.trim();
         if !user.is_empty() && user != "root" {
             push_new(&mut self.users, user);
@@ -130,7 +130,7 @@ impl Identity {
     }
 
     /// Adds a host name (`localhost` identifies nothing).
-    pub fn add_host(&mut self, host: &str) {
+    pub(crate) fn add_host(&mut self, host: &str) {
         let host = host.trim().trim_end_matches('.');
         if !host.is_empty() && !host.starts_with("localhost") {
             push_new(&mut self.hosts, host);
@@ -256,7 +256,7 @@ pattern!(PLACEHOLDER, r"^<(?:user|host|secret|serial|mac|ip)-\d+>$");
 /// Replaces private values with placeholders; one per bundle, so that placeholders agree
 /// across its files.
 #[derive(Debug)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     homes: Vec<String>,
     /// Values replaced wherever they appear, with their category.
     literals: BTreeMap<String, Category>,
@@ -271,7 +271,7 @@ pub struct Redactor {
 
 impl Redactor {
     /// A redactor for what `identity` names (and whatever the patterns find).
-    pub fn new(identity: &Identity) -> Redactor {
+    pub(crate) fn new(identity: &Identity) -> Redactor {
         let mut homes = identity.homes.clone();
         // The longer first, so `/home/a/b` is not taken as `/home/a` + `/b`.
         homes.sort_by_key(|h| std::cmp::Reverse(h.len()));
@@ -313,7 +313,7 @@ impl Redactor {
     }
 
     /// Learns the values the patterns find in `text` (the first pass), changing nothing.
-    pub fn learn_text(&mut self, text: &str) {
+    pub(crate) fn learn_text(&mut self, text: &str) {
         for (category, value) in found_values(text) {
             let min = if matches!(category, Category::User | Category::Host) {
                 1
@@ -325,7 +325,7 @@ impl Redactor {
     }
 
     /// Learns the values in every string of `value` (the first pass), keys included.
-    pub fn learn_json(&mut self, value: &Value) {
+    pub(crate) fn learn_json(&mut self, value: &Value) {
         match value {
             Value::String(text) => self.learn_text(text),
             Value::Array(items) => items.iter().for_each(|item| self.learn_json(item)),
@@ -360,7 +360,7 @@ impl Redactor {
     }
 
     /// `text` with every private value replaced (the second pass).
-    pub fn text(&mut self, text: &str) -> String {
+    pub(crate) fn text(&mut self, text: &str) -> String {
         self.text_in(text, false)
     }
 
@@ -408,7 +408,7 @@ impl Redactor {
     }
 
     /// `value` with every string redacted (keys included); stays valid JSON.
-    pub fn json(&mut self, value: &mut Value) {
+    pub(crate) fn json(&mut self, value: &mut Value) {
         self.json_in(value, false);
     }
 
@@ -441,7 +441,7 @@ impl Redactor {
     }
 
     /// What was replaced so far, per category, for every category with a replacement.
-    pub fn summary(&self) -> Vec<CategorySummary> {
+    pub(crate) fn summary(&self) -> Vec<CategorySummary> {
         Category::ALL
             .into_iter()
             .filter_map(|category| {

@@ -60,7 +60,7 @@ pub enum RetentionAccount {
 
 /// Disk sizes for people: `512 B`, `1.9 MB` (powers of 1000, as `du --si` prints them;
 /// memory sizes use binary units instead, `gpuprobe_detect::human_bytes`).
-pub fn disk_bytes(bytes: u64) -> String {
+pub(crate) fn disk_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
     if bytes < 1000 {
         return format!("{bytes} B");

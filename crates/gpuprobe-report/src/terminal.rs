@@ -387,7 +387,7 @@ fn results_table(results: &[ProbeResult], options: TerminalOptions) -> String {
 
 /// Renders findings: symbol, layer, title, evidence, what to do; every line whole (a file,
 /// a bundle, a view that fits nothing to a width).
-pub fn render_findings(findings: &[Finding], style: Style) -> String {
+pub(crate) fn render_findings(findings: &[Finding], style: Style) -> String {
     render_findings_within(findings, style, None)
 }
 
@@ -397,7 +397,11 @@ const FINDING_TEXT: usize = 13;
 /// Renders findings fitted to `width` columns: a line that does not fit wraps, its
 /// continuation indented under its text (two columns deeper for a piece of evidence, a
 /// remedy or a step, so that each still reads as one item); `None` keeps every line whole.
-pub fn render_findings_within(findings: &[Finding], style: Style, width: Option<u16>) -> String {
+pub(crate) fn render_findings_within(
+    findings: &[Finding],
+    style: Style,
+    width: Option<u16>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", style.bold("findings"));
     let lead = " ".repeat(FINDING_TEXT);

@@ -9,7 +9,7 @@ use gpuprobe_model::text::terminal_safe;
 
 /// Renders the timings: phases on one line, then a table of lanes in launch order (seconds
 /// since the run started; `-` where a milestone was not reached).
-pub fn render(timings: &Timings, wall_s: f64) -> String {
+pub(crate) fn render(timings: &Timings, wall_s: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

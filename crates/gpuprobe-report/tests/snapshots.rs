@@ -73,7 +73,7 @@ fn report() -> Report {
 fn check_at_80_and_120_columns_and_in_a_pipe() {
     let report = report();
     for (case, console) in consoles() {
-        let text = gpuprobe_report::terminal::render(&report, console.terminal_options());
+        let text = gpuprobe_report::render_terminal(&report, console.terminal_options());
         assert_snapshot!(format!("check-{case}"), shown(&text));
     }
     let pipe = console(None).terminal_options();
@@ -85,7 +85,7 @@ fn check_quiet_prints_the_verdict_line_alone() {
     let report = report();
     let mut options = console(None).terminal_options();
     options.quiet = true;
-    let text = gpuprobe_report::terminal::render(&report, options);
+    let text = gpuprobe_report::render_terminal(&report, options);
     assert_snapshot!("check-quiet", shown(&text));
 }
 
@@ -103,7 +103,7 @@ fn env_of_a_fixed_fingerprint() {
     let fingerprint: Fingerprint = serde_json::from_str(&text).unwrap();
     let findings = gpuprobe_kb::lint(&fingerprint);
     assert_views("env", |console| {
-        gpuprobe_report::env::render(&fingerprint, &findings, console.stdout_style())
+        gpuprobe_report::render_env(&fingerprint, &findings, console.stdout_style())
     });
 }
 
@@ -112,7 +112,7 @@ fn kb_show_of_a_built_in_entry() {
     let kb = gpuprobe_kb::KnowledgeBase::load_embedded().kb;
     let entry = kb.get("RKB-001").unwrap();
     assert_views("kb-show", |console| {
-        gpuprobe_report::kb::show(entry, console.stdout_style())
+        gpuprobe_report::render_kb_entry(entry, console.stdout_style())
     });
 }
 
@@ -129,13 +129,13 @@ fn triage_of_fixture_pastes() {
     // As `gpuprobe triage` composes it.
     let kb = gpuprobe_kb::KnowledgeBase::load_embedded().kb;
     let matches = gpuprobe_kb::match_all(&kb, &outcome.fingerprint, &[]);
-    let matched = gpuprobe_report::triage::matched_lines(&matches, outcome);
+    let matched = gpuprobe_report::triage_matched_lines(&matches, outcome);
     let mut findings = gpuprobe_kb::lint(&outcome.fingerprint);
     findings.extend(matches.iter().map(|m| m.to_finding()));
     assert!(!findings.is_empty(), "the pastes should reveal something");
     assert_views("triage", |console| {
         let mut out = Vec::new();
-        gpuprobe_report::triage::write_text(
+        gpuprobe_report::write_triage_text(
             &mut out,
             outcome,
             &inputs.truncated,

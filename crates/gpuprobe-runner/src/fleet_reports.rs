@@ -21,7 +21,7 @@ use crate::rundir::{REPORT_FILE, Run};
 
 /// How deep below a named directory the search goes (a tree of sites, clusters, nodes and
 /// their run directories is well within it).
-pub const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 8;
 
 /// One place a report should be: its file, and the name of the node it came from when the
 /// report itself does not say (the directory holding it, or a loose file's stem).

@@ -24,29 +24,55 @@
 //!
 //! It does not judge: workers report observations, and `gpuprobe-doctor` turns them into
 //! verdicts.
+//!
+//! The modules are private: what other crates use is re-exported here, by name, and
+//! nothing else is, so `unreachable_pub` flags a `pub` item no other crate can reach
+//! (make it `pub(crate)`, or export it here when another crate needs it). `simulation`
+//! is the one public module still.
 
-pub mod error;
-pub mod fleet_reports;
-pub mod job;
-pub mod kmsg;
-pub mod paths;
-pub mod process;
-pub mod python;
-pub mod rundir;
-pub mod runs;
-pub mod signals;
+mod error;
+mod fleet_reports;
+mod job;
+mod kmsg;
+mod paths;
+mod process;
+mod python;
+mod rundir;
+mod runs;
+mod signals;
 pub mod simulation;
-pub mod stamp;
-pub mod supervisor;
-pub mod worker;
-pub mod zygote;
+mod stamp;
+mod supervisor;
+mod worker;
+mod zygote;
 
 pub use error::RunnerError;
+pub use fleet_reports::find as find_fleet_reports;
+pub use job::{EnvChanges, JobError, JobOptions, StartupHook, exec_job, run_job};
 pub use kmsg::KernelLogSource;
-pub use python::{PythonChoice, find_python};
-pub use rundir::RunDir;
-pub use supervisor::{RawOutcome, RawResult, StartGate, SupervisorConfig, Task};
-pub use worker::WorkerCommand;
+pub use paths::{bytecode_cache, new_run_dir, new_run_dir_in, parse_run_dir_name, runs_root};
+pub use process::{FORWARDED, run_to_files};
+pub use python::{
+    BadInterpreter, PythonChoice, extract_package, fetch_catalog, fetch_env, find_python,
+    resolve_explicit, validate_explicit, worker_command,
+};
+pub use rundir::{
+    FIX_ACCOUNT_FILE, FIX_CHECK_DIR, FIX_JOURNAL_FILE, FIX_OPTIONS_FILE, FIX_TRIALS_DIR, PLAN_FILE,
+    PROFILE_FILE, REPORT_FILE, Run, RunContents, RunDir, RunFileError, RunFiles, RunStack,
+    WORKERS_DIR, read_finished, read_report_file,
+};
+pub use runs::{
+    DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, RunState, after_check, keep_from_env,
+    parse_age, prune as prune_runs, scan as scan_runs,
+};
+pub use signals::{SignalEvent, Signals};
+pub use stamp::rfc3339;
+pub use supervisor::{
+    Cancel, RawOutcome, RawResult, StartGate, SupervisorConfig, SupervisorEvent, Task, supervise,
+    telling_line,
+};
+pub use worker::{WorkerCommand, WorkerMessage, read_messages};
+pub use zygote::{Zygote, choice_from_environment, worth_it};
 
 /// Files embedded at build time.
 pub(crate) mod embedded {

@@ -35,7 +35,7 @@ pub fn bytecode_cache(env: &BTreeMap<String, String>) -> Option<PathBuf> {
 /// The commands that make run directories under the default root. `runs` recognises a run
 /// directory by the name [`new_run_dir`] gives it, so a command missing here would leave
 /// runs that are never listed nor pruned (the safe side; the debug assertion says so first).
-pub const RUN_COMMANDS: [&str; 3] = ["check", "fix", "memtest"];
+pub(crate) const RUN_COMMANDS: [&str; 3] = ["check", "fix", "memtest"];
 
 /// A fresh run directory path under the default root: `<command>-<UTC stamp>-<pid>`.
 pub fn new_run_dir(env: &BTreeMap<String, String>, command: &str) -> PathBuf {

@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 
 /// Signals that mean a process crashed: SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGKILL
 /// (when the supervisor did not send it: the out-of-memory killer), SIGSEGV, SIGSYS.
-pub const CRASH_SIGNALS: &[i32] = &[4, 5, 6, 7, 8, 9, 11, 31];
+pub(crate) const CRASH_SIGNALS: &[i32] = &[4, 5, 6, 7, 8, 9, 11, 31];
 
 /// Signals a supervisor passes on to its child's process group (`gpuprobe run` watches
 /// them with [`crate::signals::Signals`]).
@@ -26,7 +26,7 @@ pub const FORWARDED: &[Signal] = &[
 ];
 
 /// `SIGSEGV (signal 11)`: a signal as `gpuprobe run` names it.
-pub fn signal_words(sig: i32) -> String {
+pub(crate) fn signal_words(sig: i32) -> String {
     match Signal::try_from(sig) {
         Ok(signal) => format!("{} (signal {sig})", signal.as_str()),
         Err(_) => format!("signal {sig}"),
@@ -35,7 +35,7 @@ pub fn signal_words(sig: i32) -> String {
 
 /// The name of a signal number as the probe supervisor's messages give it (`signal` for the
 /// ones a probe worker is not expected to die of).
-pub fn signal_name(sig: i32) -> &'static str {
+pub(crate) fn signal_name(sig: i32) -> &'static str {
     match sig {
         4 => "SIGILL",
         6 => "SIGABRT",
@@ -51,7 +51,7 @@ pub fn signal_name(sig: i32) -> &'static str {
 /// Sends `signal` to the process group led by `leader` (a child spawned with
 /// `process_group(0)`, whose pid is its group's id). A group already gone is no error: there
 /// is nothing left to signal.
-pub fn signal_group(leader: u32, signal: Signal) {
+pub(crate) fn signal_group(leader: u32, signal: Signal) {
     let Ok(raw) = i32::try_from(leader) else {
         return;
     };
@@ -59,26 +59,26 @@ pub fn signal_group(leader: u32, signal: Signal) {
 }
 
 /// Kills the process group led by `leader` at once.
-pub fn kill_group(leader: u32) {
+pub(crate) fn kill_group(leader: u32) {
     signal_group(leader, Signal::SIGKILL);
 }
 
 /// Unblocks every signal of the calling thread: what a re-executed child does before it
 /// becomes the user's program, which must start with the mask a shell would give it.
-pub fn unblock_all_signals() {
+pub(crate) fn unblock_all_signals() {
     let _ = SigSet::all().thread_unblock();
 }
 
 /// Hands the terminal's foreground to a child's group when this process holds it, so a
 /// child that reads the terminal is not stopped; gives it back on drop.
 #[derive(Debug)]
-pub struct Foreground {
+pub(crate) struct Foreground {
     ours: Option<Pid>,
 }
 
 impl Foreground {
     /// Gives the terminal to `group` when stdin is a terminal whose foreground is ours.
-    pub fn give(group: i32) -> Foreground {
+    pub(crate) fn give(group: i32) -> Foreground {
         let group = Pid::from_raw(group);
         let stdin = std::io::stdin();
         if !stdin.is_terminal() {

@@ -148,7 +148,7 @@ pub fn resolve_explicit(
 /// that does not answer in time is refused: every worker, the catalogue query and the
 /// fingerprint would each wait minutes on it only to report nothing. A Python answers this
 /// in well under a second; the margin is for a cold network file system.
-pub const VERSION_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const VERSION_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the check runs: prints a marker and the version, using nothing but `sys`.
 const VERSION_CHECK: &str =
@@ -287,11 +287,6 @@ pub(crate) fn extract_matching(
     Ok(written)
 }
 
-/// Number of files in the embedded package (zero means the build found no Python sources).
-pub fn embedded_file_count() -> usize {
-    embedded::PYTHON_PACKAGE.len()
-}
-
 /// The bootstrap passed to `python -c`: puts the extracted package first on `sys.path` and
 /// hands over to the worker. Kept tiny because it runs before any of our code can report.
 const BOOTSTRAP: &str = "import sys; sys.path.insert(0, sys.argv[1]); \
@@ -321,7 +316,7 @@ pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> Wo
 
 /// Runs a worker in a non-probing mode (`catalog` or `env`) and returns every event it sent
 /// up to `done`; fails with the reason when it cannot start, hangs or dies first.
-pub fn query_worker(
+pub(crate) fn query_worker(
     command_for: impl Fn(&Path) -> WorkerCommand,
     plan_path: &Path,
     mode: gpuprobe_model::protocol::WorkerMode,
@@ -611,7 +606,7 @@ mod tests {
     #[test]
     fn package_is_embedded_and_extracts() {
         assert!(
-            embedded_file_count() > 0,
+            !embedded::PYTHON_PACKAGE.is_empty(),
             "the build embedded no Python files"
         );
         let dir = tempfile::tempdir().unwrap();

@@ -28,11 +28,11 @@ use crate::error::RunnerError;
 /// The plan: what the run was asked and every planned (probe, device).
 pub const PLAN_FILE: &str = "plan.json";
 /// Results, one JSON object per line.
-pub const RESULTS_FILE: &str = "results.jsonl";
+pub(crate) const RESULTS_FILE: &str = "results.jsonl";
 /// The final report; a `check` that has it is finished.
 pub const REPORT_FILE: &str = "report.json";
 /// What the run's probes ran under, as its workers reported it ([`RunStack`]).
-pub const STACK_FILE: &str = "stack.json";
+pub(crate) const STACK_FILE: &str = "stack.json";
 /// The directory of worker logs, made first in every run directory.
 pub const WORKERS_DIR: &str = "workers";
 /// The directory inside a `fix` run that holds its starting check, a run directory of its
@@ -937,7 +937,7 @@ mod tests {
         assert_eq!(joined_run_files(sample), ["REPORT_FILE", "PLAN_FILE"]);
         for name in READ_BACK {
             assert!(
-                include_str!("rundir.rs").contains(&format!("pub const {name}: &str")),
+                include_str!("rundir.rs").contains(&format!(" const {name}: &str")),
                 "{name} is no constant of the layout"
             );
         }

@@ -265,7 +265,7 @@ fn protected(run: &RunInfo, current: Option<&Path>) -> Option<&'static str> {
 /// The runs (newest first, as [`scan`] gives them) the policy removes, and those it selected
 /// but that stay, with why. A run goes when every limit given allows it: it is not among the
 /// newest `keep`, and it started longer than `older_than` ago.
-pub fn plan<'a>(
+pub(crate) fn plan<'a>(
     runs: &'a [RunInfo],
     policy: Policy,
     now: SystemTime,
@@ -383,7 +383,7 @@ pub fn prune(runs: &[RunInfo], policy: Policy, now: SystemTime, dry_run: bool) -
 
 /// Removes a run directory; `false` when it was gone already (another prune, a check
 /// finishing beside this one, got there first).
-pub fn remove(run: &RunInfo) -> std::io::Result<bool> {
+pub(crate) fn remove(run: &RunInfo) -> std::io::Result<bool> {
     match std::fs::remove_dir_all(&run.path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),

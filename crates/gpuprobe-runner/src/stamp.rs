@@ -34,7 +34,7 @@ pub fn rfc3339(at: SystemTime) -> String {
 }
 
 /// A file-name-safe stamp, e.g. `2026-11-22T10-04-05`.
-pub fn file_stamp(at: SystemTime) -> String {
+pub(crate) fn file_stamp(at: SystemTime) -> String {
     let (y, m, d, hh, mm, ss) = parts(at);
     format!("{y:04}-{m:02}-{d:02}T{hh:02}-{mm:02}-{ss:02}")
 }

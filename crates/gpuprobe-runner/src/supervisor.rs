@@ -300,7 +300,8 @@ pub enum SupervisorEvent {
 /// The second argument, `ahead`, says the worker is started ahead of its turn: its command
 /// must then wait for the start line (`waits_for_start`, plan `wait_for_start`), or it is
 /// not started ahead.
-pub type CommandFactory<'a> = dyn FnMut(&[Task], bool) -> Result<WorkerCommand, RunnerError> + 'a;
+pub(crate) type CommandFactory<'a> =
+    dyn FnMut(&[Task], bool) -> Result<WorkerCommand, RunnerError> + 'a;
 
 /// Runs `tasks` (all on one device), reporting through `on_event`; returns when every task
 /// has a result, or at once when [`SupervisorConfig::cancel`] is cancelled (the tasks not

@@ -59,7 +59,7 @@ pub enum WorkerMessage {
 
 /// The result of waiting for the next message.
 #[derive(Debug)]
-pub enum Next {
+pub(crate) enum Next {
     /// A message arrived.
     Message(WorkerMessage),
     /// The deadline passed first.
@@ -68,7 +68,7 @@ pub enum Next {
 
 /// How a worker process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorkerExit {
+pub(crate) struct WorkerExit {
     /// Exit code, when it exited.
     pub code: Option<i32>,
     /// Signal, when one killed it.
@@ -85,7 +85,7 @@ impl From<ExitStatus> for WorkerExit {
 }
 
 /// A running worker.
-pub struct RunningWorker {
+pub(crate) struct RunningWorker {
     process: Process,
     events: Receiver<WorkerMessage>,
     tail: Arc<Mutex<VecDeque<String>>>,
@@ -162,7 +162,10 @@ fn wait_forked(pid: u32, flags: WaitPidFlag) -> Result<Option<WorkerExit>, ()> {
 impl RunningWorker {
     /// Starts `cmd` with the event pipe on fd 3, stdin closed (a pipe for the start line when
     /// it waits for one), and stdout/stderr appended to `log` (when given) and kept in a tail.
-    pub fn spawn(cmd: &WorkerCommand, log: Option<&Path>) -> Result<RunningWorker, RunnerError> {
+    pub(crate) fn spawn(
+        cmd: &WorkerCommand,
+        log: Option<&Path>,
+    ) -> Result<RunningWorker, RunnerError> {
         let (event_reader, event_writer) =
             std::io::pipe().map_err(|source| RunnerError::Spawn {
                 program: cmd.program.clone(),
@@ -220,7 +223,7 @@ impl RunningWorker {
     /// Has `zygote` fork the worker `cmd` would start, when it may (see
     /// [`Zygote::forkable_args`]); `None` when it may not or the fork failed (start it
     /// with [`RunningWorker::spawn`] then), with the reason for the log.
-    pub fn fork_from(
+    pub(crate) fn fork_from(
         zygote: &Zygote,
         cmd: &WorkerCommand,
         log: Option<&Path>,
@@ -315,19 +318,19 @@ impl RunningWorker {
     /// Lets a worker that waits for the start line begin its probes (once; later calls and
     /// workers that do not wait are no-ops). A worker that already died is noticed through
     /// its event pipe, so a failed write is not an error here.
-    pub fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         if let Some(mut pipe) = self.start.take() {
             let _ = writeln!(pipe, "{START_LINE}");
         }
     }
 
     /// The worker's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.process.id()
     }
 
     /// Waits for the next message until `deadline`.
-    pub fn next(&self, deadline: Instant) -> Next {
+    pub(crate) fn next(&self, deadline: Instant) -> Next {
         let timeout = deadline.saturating_duration_since(Instant::now());
         match self.events.recv_timeout(timeout) {
             Ok(message) => Next::Message(message),
@@ -337,7 +340,7 @@ impl RunningWorker {
     }
 
     /// The last lines the worker printed (stdout and stderr interleaved as they arrived).
-    pub fn tail(&self) -> Vec<String> {
+    pub(crate) fn tail(&self) -> Vec<String> {
         self.tail
             .lock()
             .map(|t| t.iter().cloned().collect())
@@ -346,7 +349,7 @@ impl RunningWorker {
 
     /// Ends a hung worker: asks it for a traceback (SIGUSR1, which the Python worker
     /// registers with faulthandler), then kills its whole process group.
-    pub fn kill_hung(&mut self) -> WorkerExit {
+    pub(crate) fn kill_hung(&mut self) -> WorkerExit {
         let pid = Pid::from_raw(self.process.id() as i32);
         let _ = kill(pid, Signal::SIGUSR1);
         thread::sleep(Duration::from_millis(300));
@@ -356,7 +359,7 @@ impl RunningWorker {
 
     /// Waits for the process to end (it is killed if it outlives a grace period) and for
     /// its output to be read completely.
-    pub fn wait(&mut self) -> WorkerExit {
+    pub(crate) fn wait(&mut self) -> WorkerExit {
         let grace = Instant::now() + Duration::from_secs(10);
         let status = loop {
             match self.process.try_wait() {
@@ -424,7 +427,7 @@ pub fn read_messages(mut reader: impl BufRead, mut deliver: impl FnMut(WorkerMes
 /// A line that is not UTF-8 is garbage (shown with replacement characters), not the end of
 /// the stream: reading lines as `String`s used to stop at such a line and report the
 /// worker's events closed while it was still running.
-pub fn decode_line(line: &[u8]) -> Option<WorkerMessage> {
+pub(crate) fn decode_line(line: &[u8]) -> Option<WorkerMessage> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let text = String::from_utf8_lossy(line);

@@ -37,7 +37,7 @@ use crate::process::kill_group;
 use crate::worker::WorkerCommand;
 
 /// The variable that turns the zygote off (`0`).
-pub const ZYGOTE_VARIABLE: &str = "GPUPROBE_ZYGOTE";
+pub(crate) const ZYGOTE_VARIABLE: &str = "GPUPROBE_ZYGOTE";
 /// The only environment change a forked worker may carry: the thread cap, which the child
 /// applies through `torch.set_num_threads` (the OpenMP runtime read the variable when torch
 /// loaded in the zygote).

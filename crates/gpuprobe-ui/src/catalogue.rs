@@ -1,5 +1,5 @@
 //! The runs the page shows: which directories are runs and whether each is over are
-//! `gpuprobe_runner::runs::scan`'s (the same list `gpuprobe runs list` prints); this module
+//! `gpuprobe_runner::scan_runs`'s (the same list `gpuprobe runs list` prints); this module
 //! adds what a row of the page needs (the outcome, the stack in one line), the filter of
 //! the list, and the one way from a name in a URL to a run directory ([`run_path`]).
 //!
@@ -12,9 +12,7 @@ use std::time::SystemTime;
 use gpuprobe_model::Report;
 use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_model::probe::Tier;
-use gpuprobe_runner::paths::parse_run_dir_name;
-use gpuprobe_runner::rundir::{Run, RunFileError};
-use gpuprobe_runner::runs::{RunInfo, RunState, scan};
+use gpuprobe_runner::{Run, RunFileError, RunInfo, RunState, parse_run_dir_name, scan_runs};
 use serde::Serialize;
 
 /// What a run came to, as the list shows and filters it.
@@ -142,7 +140,7 @@ pub fn tier_named(name: &str) -> Option<Tier> {
 /// Every run under `root`, newest first, as rows; a runs directory that cannot be read is
 /// the error's text.
 pub fn rows(root: &Path) -> Result<Vec<RunRow>, String> {
-    let runs = scan(root, SystemTime::now())
+    let runs = scan_runs(root, SystemTime::now())
         .map_err(|e| format!("cannot read the runs directory {}: {e}", root.display()))?;
     Ok(runs.iter().map(row).collect())
 }
@@ -194,7 +192,7 @@ fn row(info: &RunInfo) -> RunRow {
         verdicts: info
             .verdicts
             .as_ref()
-            .map(gpuprobe_report::runs::verdict_text)
+            .map(gpuprobe_report::run_verdict_text)
             .unwrap_or_else(|| "no results".into()),
         exit_code: info.exit_code,
         stack,
@@ -326,7 +324,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let run = root.path().join(NAME);
         std::fs::create_dir_all(run.join("workers")).unwrap();
-        std::fs::write(run.join(gpuprobe_runner::rundir::REPORT_FILE), "{\"schema").unwrap();
+        std::fs::write(run.join(gpuprobe_runner::REPORT_FILE), "{\"schema").unwrap();
         let listed = rows(root.path()).unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].outcome, Outcome::Corrupt);

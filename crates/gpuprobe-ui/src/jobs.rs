@@ -321,7 +321,7 @@ impl Jobs {
 /// second check started within the same second waits for the next).
 fn fresh_run_dir(root: &Path, command: &str) -> Result<PathBuf, String> {
     for _ in 0..5 {
-        let path = gpuprobe_runner::paths::new_run_dir_in(root, command);
+        let path = gpuprobe_runner::new_run_dir_in(root, command);
         if std::fs::symlink_metadata(&path).is_err() {
             return Ok(path);
         }

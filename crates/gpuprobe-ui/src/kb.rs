@@ -103,7 +103,7 @@ pub fn matches(
 
 /// The newest finished check under `root`: its name, fingerprint and results.
 pub fn newest_report(root: &Path) -> Option<(String, Fingerprint, Vec<ProbeResult>)> {
-    let runs = gpuprobe_runner::runs::scan(root, std::time::SystemTime::now()).ok()?;
+    let runs = gpuprobe_runner::scan_runs(root, std::time::SystemTime::now()).ok()?;
     runs.iter().find_map(|run| {
         let report = crate::catalogue::read_report(&run.path)?.ok()?;
         Some((run.name.clone(), report.fingerprint, report.results))

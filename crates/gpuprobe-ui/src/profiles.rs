@@ -7,7 +7,7 @@ use std::path::Path;
 
 use gpuprobe_doctor::profile_file::{self, ExportFormat};
 use gpuprobe_model::profile::{FixAccount, Profile};
-use gpuprobe_runner::rundir::{PROFILE_FILE, RunFiles};
+use gpuprobe_runner::{PROFILE_FILE, RunFiles};
 use serde::Serialize;
 
 /// One profile as the pages show it.
@@ -89,7 +89,7 @@ pub fn load(run: &Path) -> Option<Result<Profile, String>> {
 
 /// Every profile under `root`, newest first.
 pub fn list(root: &Path) -> Vec<ProfileView> {
-    let runs = gpuprobe_runner::runs::scan(root, std::time::SystemTime::now()).unwrap_or_default();
+    let runs = gpuprobe_runner::scan_runs(root, std::time::SystemTime::now()).unwrap_or_default();
     runs.iter()
         .filter(|r| r.holds_profile)
         .filter_map(|r| view(root, &r.name, &r.path))

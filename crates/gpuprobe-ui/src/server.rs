@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_report::html;
-use gpuprobe_runner::rundir::{Run, RunFiles};
+use gpuprobe_runner::{Run, RunFiles};
 use serde::Serialize;
 use serde_json::json;
 
@@ -258,7 +258,7 @@ fn run_page(state: &State, name: &str) -> Reply {
         None
     };
     if let Some(finished) = finished.filter(|_| !running) {
-        return match gpuprobe_runner::rundir::read_finished(&finished) {
+        return match gpuprobe_runner::read_finished(&finished) {
             Ok(finished) => {
                 let fix = finished.fix.as_ref();
                 let issues = html::issue_texts(&finished.report, fix);
@@ -326,13 +326,13 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
     // A run this server did not start is watched through what `runs list` says of it.
     let info = job
         .is_none()
-        .then(|| gpuprobe_runner::runs::scan(state.root(), std::time::SystemTime::now()).ok())
+        .then(|| gpuprobe_runner::scan_runs(state.root(), std::time::SystemTime::now()).ok())
         .flatten()
         .and_then(|runs| runs.into_iter().find(|r| r.name == name));
     let live = running
         || info
             .as_ref()
-            .is_some_and(|r| r.state == gpuprobe_runner::runs::RunState::InProgress);
+            .is_some_and(|r| r.state == gpuprobe_runner::RunState::InProgress);
     let state_text = match &job {
         Some(j) if j.running && j.stopping => "stopping".to_string(),
         Some(j) if j.running => "running".to_string(),
@@ -810,7 +810,7 @@ mod tests {
         let name = "check-2026-11-22T10-04-05-1";
         let run = root.path().join(name);
         std::fs::create_dir_all(run.join("workers")).unwrap();
-        std::fs::write(run.join(gpuprobe_runner::rundir::REPORT_FILE), "[1,").unwrap();
+        std::fs::write(run.join(gpuprobe_runner::REPORT_FILE), "[1,").unwrap();
         let s = state(root.path());
         let Reply::Page(200, list) = route(&s, false, "/", &[], &[]) else {
             panic!()
@@ -845,7 +845,7 @@ mod tests {
         let run = root.path().join(name);
         std::fs::create_dir_all(run.join("workers")).unwrap();
         std::fs::write(
-            RunFiles::at(&run).file(gpuprobe_runner::rundir::PROFILE_FILE),
+            RunFiles::at(&run).file(gpuprobe_runner::PROFILE_FILE),
             PROFILE,
         )
         .unwrap();

@@ -1,11 +1,13 @@
 //! The binary's own errors and the one place that turns any error into an exit status.
 //!
-//! Library errors say which exit status they earn (`gpuprobe_model::ClassifiedError`); the
-//! binary only needs to recognise them. [`exit_status_and_message`] walks a chain outermost
-//! first and the first error that answers decides. The message is the chain joined by `: `
-//! (what anyhow's `{:#}` shows), less any cause whose text the message already quotes: many
-//! errors name their cause in their own text (a path and why it could not be read), and a
-//! user should not read it twice.
+//! Library errors say which exit status they earn (`gpuprobe_model::ClassifiedError`), and
+//! the type system carries it: a command returns a [`Failure`], into which such an error
+//! converts with its status, while an error that says none must be marked internal by name
+//! ([`Internal`]). No list of error types is kept, so none can be left out of one.
+//! [`exit_status_and_message`] gives the status and the text. The message is the chain
+//! joined by `: ` (what anyhow's `{:#}` shows), less any cause whose text the message
+//! already quotes: many errors name their cause in their own text (a path and why it could
+//! not be read), and a user should not read it twice.
 
 use std::path::PathBuf;
 
@@ -111,43 +113,90 @@ impl ClassifiedError for CliError {
     }
 }
 
-/// The exit status an error of any library earns, if it is one gpuprobe knows.
-fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
-    macro_rules! first_of {
-        ($($error:ty),* $(,)?) => {
-            $(if let Some(known) = err.downcast_ref::<$error>() {
-                return Some(known.exit_status());
-            })*
-        };
-    }
-    first_of!(
-        CliError,
-        gpuprobe_doctor::session::SessionError,
-        gpuprobe_doctor::fix::run::FixError,
-        gpuprobe_doctor::profile_file::ProfileError,
-        gpuprobe_doctor::repro::ReproError,
-        gpuprobe_runner::job::JobError,
-        gpuprobe_runner::RunnerError,
-        gpuprobe_report::html::HtmlError,
-        gpuprobe_report::export::ExportError,
-        gpuprobe_kb::KbError,
-        gpuprobe_runner::rundir::RunFileError,
-        gpuprobe_gpu::memtest::InjectionArgError,
-        gpuprobe_detect::triage::read::TriageReadError,
-        gpuprobe_report::bundle::BundleError,
-        gpuprobe_ui::UiError,
-    );
-    None
+/// A command's failure: the error, and the exit status it earns, fixed when the error
+/// became a failure.
+///
+/// There are two ways in, and no other: a library error that says its own status
+/// (`ClassifiedError`) converts by `From`, which the commands' `?` goes through, and an
+/// error that says none (writing to stdout, serializing) is marked with
+/// [`Internal::internal`], which only the [`Unclassified`] types offer. A new library error
+/// type therefore cannot be forgotten: until it implements `ClassifiedError`, the `?` that
+/// hands it to the binary does not compile.
+pub(crate) struct Failure {
+    status: ExitStatus,
+    error: anyhow::Error,
 }
 
-/// The exit status an error ends gpuprobe with, and the text to show for it.
-pub(crate) fn exit_status_and_message(err: &anyhow::Error) -> (ExitStatus, String) {
-    let status = err
-        .chain()
-        .find_map(classify)
-        .unwrap_or(ExitStatus::InternalFailure);
+/// What every command returns.
+pub(crate) type Result<T, E = Failure> = std::result::Result<T, E>;
+
+impl<E: ClassifiedError> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure {
+            status: error.exit_status(),
+            error: anyhow::Error::new(error),
+        }
+    }
+}
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {:?}", self.status, self.error)
+    }
+}
+
+impl Failure {
+    /// gpuprobe itself failed, and `message` says how.
+    pub(crate) fn internal_message(message: &'static str) -> Self {
+        Failure {
+            status: ExitStatus::InternalFailure,
+            error: anyhow::Error::msg(message),
+        }
+    }
+
+    /// The same failure, with `context` shown before it; its exit status stays.
+    pub(crate) fn context(self, context: String) -> Self {
+        Failure {
+            status: self.status,
+            error: self.error.context(context),
+        }
+    }
+
+    /// The errors it is made of, outermost first.
+    pub(crate) fn chain(&self) -> anyhow::Chain<'_> {
+        self.error.chain()
+    }
+}
+
+/// Errors that say no exit status and mean that gpuprobe itself failed: those of the
+/// standard library and of the libraries gpuprobe uses for output. A closed list on
+/// purpose: a gpuprobe library error does not belong here but implements
+/// `ClassifiedError`, and then [`Internal::internal`] does not compile on it.
+pub(crate) trait Unclassified: std::error::Error + Send + Sync + 'static {}
+
+impl Unclassified for std::io::Error {}
+impl Unclassified for serde_json::Error {}
+impl Unclassified for toml::ser::Error {}
+
+/// `.internal()`: an [`Unclassified`] error as a failure of gpuprobe itself (exit 3).
+pub(crate) trait Internal<T> {
+    /// The error as an internal failure.
+    fn internal(self) -> Result<T>;
+}
+
+impl<T, E: Unclassified> Internal<T> for std::result::Result<T, E> {
+    fn internal(self) -> Result<T> {
+        self.map_err(|error| Failure {
+            status: ExitStatus::InternalFailure,
+            error: anyhow::Error::new(error),
+        })
+    }
+}
+
+/// The exit status a failure ends gpuprobe with, and the text to show for it.
+pub(crate) fn exit_status_and_message(failure: &Failure) -> (ExitStatus, String) {
     let mut message = String::new();
-    for cause in err.chain() {
+    for cause in failure.chain() {
         let text = cause.to_string();
         // A message that shows its cause on one line (`visible_line`) holds the cause's
         // line breaks as escapes: the cause is there all the same.
@@ -159,7 +208,7 @@ pub(crate) fn exit_status_and_message(err: &anyhow::Error) -> (ExitStatus, Strin
             message.push_str(&text);
         }
     }
-    (status, message)
+    (failure.status, message)
 }
 
 #[cfg(test)]
@@ -167,13 +216,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_usage_error_deep_in_a_chain_decides_and_is_shown_once() {
+    fn a_usage_error_keeps_its_status_under_context_and_is_shown_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        let err = anyhow::Error::new(gpuprobe_runner::rundir::RunFileError::Unreadable {
+        let err = Failure::from(gpuprobe_runner::RunFileError::Unreadable {
             path: PathBuf::from("/r.json"),
             source: io,
         })
-        .context("kb match");
+        .context("kb match".to_string());
         let (status, text) = exit_status_and_message(&err);
         assert_eq!(status, ExitStatus::UsageError);
         assert_eq!(text, "kb match: cannot read /r.json: gone");
@@ -185,7 +234,7 @@ mod tests {
         std::fs::write(&path, "profile_version = 1\n[env\nX=1\n").unwrap();
         let source = crate::profiles::load(&path).unwrap_err();
         let _ = std::fs::remove_file(&path);
-        let err = anyhow::Error::new(CliError::Profile { source });
+        let err = Failure::from(CliError::Profile { source });
         let (status, text) = exit_status_and_message(&err);
         assert_eq!(status, ExitStatus::UsageError);
         assert_eq!(text.matches("is not a valid profile").count(), 1, "{text}");
@@ -194,7 +243,8 @@ mod tests {
 
     #[test]
     fn an_unknown_error_is_an_internal_failure_with_every_cause() {
-        let err = anyhow::anyhow!("inner").context("outer");
+        let inner: std::result::Result<(), _> = Err(std::io::Error::other("inner"));
+        let err = inner.internal().unwrap_err().context("outer".to_string());
         let (status, text) = exit_status_and_message(&err);
         assert_eq!(status, ExitStatus::InternalFailure);
         assert_eq!(text, "outer: inner");
@@ -202,7 +252,7 @@ mod tests {
 
     #[test]
     fn a_cause_the_message_does_not_quote_is_shown() {
-        let err = anyhow::Error::new(CliError::NothingRecognized).context("triage");
+        let err = Failure::from(CliError::NothingRecognized).context("triage".to_string());
         let (status, text) = exit_status_and_message(&err);
         assert_eq!(status, ExitStatus::UsageError);
         assert_eq!(

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_model::text::visible_line;
-use gpuprobe_runner::signals::{SignalEvent, Signals};
+use gpuprobe_runner::{SignalEvent, Signals};
 use nix::sys::signal::Signal;
 
 /// Takes over SIGINT and SIGTERM for the rest of the process. Must run while gpuprobe has
@@ -44,7 +44,7 @@ pub(crate) fn install() -> Arc<Signals> {
 }
 
 /// The interruption an error carries, if a signal stopped the command.
-pub(crate) fn interruption(err: &anyhow::Error) -> Option<&Interrupted> {
+pub(crate) fn interruption(err: &crate::errors::Failure) -> Option<&Interrupted> {
     err.chain()
         .find_map(|cause| cause.downcast_ref::<Interrupted>())
 }
@@ -192,11 +192,12 @@ mod tests {
             "gpuprobe: fix: interrupted; the trials done are kept; finish with: gpuprobe fix --resume /runs/f"
         );
         // Found however deep the library wrapped it.
-        let wrapped = anyhow::Error::new(gpuprobe_doctor::fix::run::FixError::Session(
+        let wrapped = crate::errors::Failure::from(gpuprobe_doctor::fix::run::FixError::Session(
             gpuprobe_doctor::session::SessionError::Interrupted(check.clone()),
         ))
-        .context("fix");
+        .context("fix".to_string());
         assert_eq!(interruption(&wrapped), Some(&check));
-        assert_eq!(interruption(&anyhow::anyhow!("other")), None);
+        let other = crate::errors::Failure::internal_message("other");
+        assert_eq!(interruption(&other), None);
     }
 }

@@ -77,7 +77,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
-fn is_broken_pipe(err: &anyhow::Error) -> bool {
+fn is_broken_pipe(err: &errors::Failure) -> bool {
     err.chain().any(|e| {
         e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)

@@ -8,8 +8,8 @@
 
 use std::io::Write;
 
+use gpuprobe_report::Style;
 pub(crate) use gpuprobe_report::console::stdout;
-use gpuprobe_report::style::Style;
 
 /// Prints one line on standard error behind the guard (messages that quote file names,
 /// worker output or exception text).

@@ -3,4 +3,4 @@
 //! (`gpuprobe_fs`).
 
 pub(crate) use gpuprobe_fs::check_writable_file;
-pub(crate) use gpuprobe_runner::paths::{bytecode_cache, new_run_dir, runs_root};
+pub(crate) use gpuprobe_runner::{bytecode_cache, new_run_dir, runs_root};

@@ -1,5 +1,5 @@
 //! The progress of a session on stderr, shown as `gpuprobe_report::console` decides: a bar
-//! on a terminal, plain lines in a log (`gpuprobe_report::progress::ProgressLog`: a line
+//! on a terminal, plain lines in a log (`gpuprobe_report::ProgressLog`: a line
 //! per finished family, per probe with `--verbose`), nothing with `--quiet`.
 //!
 //! The bar on screen is also known to [`clear_active`], so that gpuprobe leaving on a
@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use gpuprobe_doctor::engine::Progress;
 use gpuprobe_doctor::session::SessionProgress;
+use gpuprobe_report::ProgressLog;
 use gpuprobe_report::console::{self, ProgressMode};
-use gpuprobe_report::progress::{self, ProgressLog};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The bar of the view in use, if any.
@@ -98,9 +98,9 @@ impl SessionProgress for TerminalProgress {
             }
             Progress::Finished(result) => {
                 bar.inc(1);
-                progress::finished_line(result, self.verbose)
+                gpuprobe_report::progress_finished_line(result, self.verbose)
             }
-            Progress::Log(message) => progress::log_line(message, self.verbose),
+            Progress::Log(message) => gpuprobe_report::progress_log_line(message, self.verbose),
         };
         if let Some(line) = line {
             bar.println(line);

@@ -1,3 +1,3 @@
 //! Wall-clock timestamps in UTC: `gpuprobe_runner::stamp`'s, which names run directories.
 
-pub(crate) use gpuprobe_runner::stamp::rfc3339;
+pub(crate) use gpuprobe_runner::rfc3339;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use gpuprobe_model::probe::Tier;
-use gpuprobe_runner::rundir::{FIX_OPTIONS_FILE, RunFiles};
+use gpuprobe_runner::{FIX_OPTIONS_FILE, RunFiles};
 use serde::{Deserialize, Serialize};
 
 use super::candidates::{self, Candidate};

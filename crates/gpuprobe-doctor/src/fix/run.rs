@@ -25,11 +25,10 @@ use gpuprobe_model::profile::{FixAccount, FixOutcome, ProbeRef};
 use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
-use gpuprobe_runner::rundir::{
+use gpuprobe_runner::{
     FIX_ACCOUNT_FILE, FIX_JOURNAL_FILE, FIX_OPTIONS_FILE, FIX_TRIALS_DIR, PLAN_FILE, PROFILE_FILE,
-    REPORT_FILE, RunFiles,
+    REPORT_FILE, RunDir, RunFiles, RunnerError,
 };
-use gpuprobe_runner::{RunDir, RunnerError};
 
 use super::SearchInput;
 use super::account::{self, AccountHeader};

@@ -7,8 +7,7 @@ use std::time::Instant;
 use gpuprobe_kb::KbMatch;
 use gpuprobe_model::probe::{ProbeSpec, Tier};
 use gpuprobe_model::report::Report;
-use gpuprobe_runner::RunDir;
-use gpuprobe_runner::rundir::{FIX_CHECK_DIR, RunFileError, RunFiles, WORKERS_DIR};
+use gpuprobe_runner::{FIX_CHECK_DIR, RunDir, RunFileError, RunFiles, WORKERS_DIR};
 
 use super::options::FixOptions;
 use super::run::{FixError, FixHost};

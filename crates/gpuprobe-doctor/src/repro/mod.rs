@@ -19,9 +19,9 @@ use gpuprobe_model::repro::{Repro, ReproManifest, ScriptOutcome, ScriptRun};
 use gpuprobe_model::text::visible_line;
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Report, env_vars};
-use gpuprobe_runner::process::run_to_files;
-use gpuprobe_runner::rundir::{FIX_CHECK_DIR, REPORT_FILE, RunFileError, RunFiles};
-use gpuprobe_runner::runs::{RunState, scan};
+use gpuprobe_runner::{
+    FIX_CHECK_DIR, REPORT_FILE, RunFileError, RunFiles, RunState, run_to_files, scan_runs,
+};
 
 use crate::engine::RunPlan;
 
@@ -150,7 +150,7 @@ pub enum ReproError {
     Interpreter {
         /// The runner's check.
         #[source]
-        source: gpuprobe_runner::python::BadInterpreter,
+        source: gpuprobe_runner::BadInterpreter,
     },
     /// The run's interpreter is gone (a deleted environment).
     #[error(
@@ -287,7 +287,7 @@ pub fn locate_run(given: Option<&Path>, root: &Path) -> Result<PathBuf, ReproErr
             ),
         });
     }
-    let runs = scan(root, SystemTime::now()).map_err(|source| ReproError::UnreadableRuns {
+    let runs = scan_runs(root, SystemTime::now()).map_err(|source| ReproError::UnreadableRuns {
         root: root.to_path_buf(),
         source,
     })?;
@@ -459,17 +459,17 @@ pub fn make(
         path: out.clone(),
         source,
     })?;
-    let python =
-        match (&options.python, &plan.python) {
-            (Some(p), _) => gpuprobe_runner::python::resolve_explicit(p, env)
-                .map_err(|source| ReproError::Interpreter { source })?,
-            (None, Some(p)) => gpuprobe_runner::python::resolve_explicit(Path::new(p), env)
-                .map_err(|e| ReproError::RunInterpreter {
-                    path: PathBuf::from(p),
-                    reason: e.reason,
-                })?,
-            (None, None) => return Err(ReproError::NoInterpreter),
-        };
+    let python = match (&options.python, &plan.python) {
+        (Some(p), _) => gpuprobe_runner::resolve_explicit(p, env)
+            .map_err(|source| ReproError::Interpreter { source })?,
+        (None, Some(p)) => gpuprobe_runner::resolve_explicit(Path::new(p), env).map_err(|e| {
+            ReproError::RunInterpreter {
+                path: PathBuf::from(p),
+                reason: e.reason,
+            }
+        })?,
+        (None, None) => return Err(ReproError::NoInterpreter),
+    };
     // What an earlier repro left here must not pass for this one's.
     for stale in [SCRIPT_FILE, MANIFEST_FILE, RUN_FILE, ISSUE_FILE] {
         let _ = std::fs::remove_file(out.join(stale));
@@ -514,7 +514,7 @@ fn generate_and_run(
     let (settings, unset) = settings_env(result);
     let needs_package = !result.probe.as_str().starts_with("native.");
     if needs_package || result.simulated {
-        gpuprobe_runner::python::extract_package(package)
+        gpuprobe_runner::extract_package(package)
             .map_err(|source| ReproError::Package { source })?;
     }
     let (manifest, script) = if result.probe.as_str().starts_with("native.") {
@@ -678,7 +678,7 @@ fn fix_from(run_dir: &Path, runs_root: &Path) -> Option<(PathBuf, FixAccount)> {
     {
         candidates.push(parent.to_path_buf());
     }
-    if let Ok(runs) = scan(runs_root, SystemTime::now()) {
+    if let Ok(runs) = scan_runs(runs_root, SystemTime::now()) {
         candidates.extend(
             runs.into_iter()
                 .filter(|r| r.command == "fix" && r.state == RunState::Finished)

@@ -8,7 +8,7 @@ use gpuprobe_model::report::Summary;
 use gpuprobe_model::verdict::{FailClass, Verdict};
 
 use super::*;
-use gpuprobe_runner::rundir::FIX_ACCOUNT_FILE;
+use gpuprobe_runner::FIX_ACCOUNT_FILE;
 
 fn result(probe: &str, device: DeviceRef, verdict: Verdict) -> ProbeResult {
     ProbeResult::new(ProbeId::new(probe), device, Layer::Framework, verdict)

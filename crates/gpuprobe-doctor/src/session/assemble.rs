@@ -11,8 +11,7 @@ use gpuprobe_model::protocol::WorkerEvent;
 use gpuprobe_model::report::{Report, Summary, Timings};
 use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use gpuprobe_model::{ExitStatus, REPORT_SCHEMA_VERSION};
-use gpuprobe_runner::rundir::REPORT_FILE;
-use gpuprobe_runner::{PythonChoice, RunDir};
+use gpuprobe_runner::{PythonChoice, REPORT_FILE, RunDir};
 
 use super::options::DeviceRequest;
 use super::{Completed, SessionError};

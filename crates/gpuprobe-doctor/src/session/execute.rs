@@ -10,8 +10,7 @@ use std::time::Instant;
 use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec};
 use gpuprobe_model::protocol::WorkerEvent;
-use gpuprobe_runner::Task;
-use gpuprobe_runner::rundir::PLAN_FILE;
+use gpuprobe_runner::{PLAN_FILE, Task};
 
 use super::assemble::{self, Finished};
 use super::interrupt::{Interrupted, Stopped};

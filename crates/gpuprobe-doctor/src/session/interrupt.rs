@@ -1,7 +1,7 @@
 //! A session or fix that a signal cut short, as this library reports it to its caller.
 //!
 //! The signal itself is received by `gpuprobe_runner::signals`, which cancels the
-//! supervisors' [`gpuprobe_runner::supervisor::Cancel`] flag (remembering the signal): each
+//! supervisors' [`gpuprobe_runner::Cancel`] flag (remembering the signal): each
 //! supervisor kills its workers' process groups and records nothing more, so every result
 //! already written stays and the run directory remains resumable. The session and the
 //! fix's trials then see the flag, make no report and record no cut-short trial, and return
@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use gpuprobe_runner::supervisor::Cancel;
+use gpuprobe_runner::Cancel;
 
 /// A command stopped by a signal: its workers are gone and what it finished is recorded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

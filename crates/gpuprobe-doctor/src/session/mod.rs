@@ -29,8 +29,7 @@ use gpuprobe_kb::KbMatch;
 use gpuprobe_model::probe::{ProbeSpec, Tier};
 use gpuprobe_model::report::Report;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
-use gpuprobe_runner::supervisor::Cancel;
-use gpuprobe_runner::{PythonChoice, RunDir, RunnerError};
+use gpuprobe_runner::{Cancel, PythonChoice, RunDir, RunnerError};
 
 pub use assemble::{absent_gpus_note, exit_status_for, untested_gpus_note};
 pub use execute::{Collector, execute, spawn_collector};
@@ -98,7 +97,7 @@ pub enum SessionError {
     TimeoutScale,
     /// `--python` names no interpreter.
     #[error(transparent)]
-    BadInterpreter(#[from] gpuprobe_runner::python::BadInterpreter),
+    BadInterpreter(#[from] gpuprobe_runner::BadInterpreter),
     /// `--simulate` names no preset or readable file.
     #[error(transparent)]
     Simulation(RunnerError),

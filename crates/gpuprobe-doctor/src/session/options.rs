@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use gpuprobe_detect::Root;
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec, Tier};
-use gpuprobe_runner::{PythonChoice, SupervisorConfig, python};
-
-use gpuprobe_runner::supervisor::Cancel;
+use gpuprobe_runner::{Cancel, PythonChoice, SupervisorConfig};
 
 use super::SessionError;
 
@@ -111,7 +109,7 @@ pub fn validate_python(
     env: &BTreeMap<String, String>,
 ) -> Result<Option<PythonChoice>, SessionError> {
     Ok(explicit
-        .map(|path| python::validate_explicit(path, env))
+        .map(|path| gpuprobe_runner::validate_explicit(path, env))
         .transpose()?)
 }
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use gpuprobe_model::probe::{DeviceRef, ProbeSpec, Tier};
 use gpuprobe_model::protocol::SimulationSpec;
-use gpuprobe_runner::rundir::{PLAN_FILE, RunStack, WORKERS_DIR};
 use gpuprobe_runner::{
-    KernelLogSource, PythonChoice, RunDir, SupervisorConfig, python, simulation,
+    KernelLogSource, PLAN_FILE, PythonChoice, RunDir, RunStack, SupervisorConfig, WORKERS_DIR,
+    simulation,
 };
 
 use super::options::{
@@ -66,7 +66,7 @@ pub fn prepare_new(
 
     let python = match explicit_python {
         Some(choice) => Some(choice),
-        None => match python::find_python(None, env) {
+        None => match gpuprobe_runner::find_python(None, env) {
             Ok(choice) => Some(choice),
             Err(err) => {
                 notes.push(err.to_string());
@@ -74,7 +74,7 @@ pub fn prepare_new(
             }
         },
     };
-    let package_dir = python::extract_package(&run_dir.path().join("python"))
+    let package_dir = gpuprobe_runner::extract_package(&run_dir.path().join("python"))
         .map_err(SessionError::ExtractPackage)?;
     let bytecode_cache = host.bytecode_cache.clone();
     let mut catalog = python_catalog_for(
@@ -225,9 +225,9 @@ pub fn prepare_existing(
     let stack = run_dir.read_stack().map_err(SessionError::RunDir)?;
     let python = match explicit {
         Some(choice) => Some(choice),
-        None => planned_python(&plan).or_else(|| python::find_python(None, env).ok()),
+        None => planned_python(&plan).or_else(|| gpuprobe_runner::find_python(None, env).ok()),
     };
-    let package_dir = python::extract_package(&work.path().join("python"))
+    let package_dir = gpuprobe_runner::extract_package(&work.path().join("python"))
         .map_err(SessionError::ExtractPackage)?;
     let mut notes = vec![format!("resumed run started {}", plan.started_at)];
     notes.extend(stack.replans.iter().cloned());
@@ -282,7 +282,7 @@ pub fn prepare_resume(
             plan.tool_version
         ));
     }
-    let package_dir = python::extract_package(&run_dir.path().join("python"))
+    let package_dir = gpuprobe_runner::extract_package(&run_dir.path().join("python"))
         .map_err(SessionError::ExtractPackage)?;
     // Only asked when nothing else differs, since any difference already needs --replan.
     if differences.is_empty()
@@ -376,7 +376,7 @@ fn resume_interpreter(
             Some(now)
         }
         (None, Some(run)) if differences.is_empty() => Some(run),
-        (None, Some(_)) => python::find_python(None, env).ok(),
+        (None, Some(_)) => gpuprobe_runner::find_python(None, env).ok(),
         (None, None) => None,
     }
 }
@@ -390,9 +390,9 @@ fn torch_moved(
     run_dir: &RunDir,
     supervisor: &SupervisorConfig,
 ) -> Option<String> {
-    let now = python::fetch_env(
+    let now = gpuprobe_runner::fetch_env(
         choice,
-        |plan| python::worker_command(&choice.executable, package_dir, plan),
+        |plan| gpuprobe_runner::worker_command(&choice.executable, package_dir, plan),
         &run_dir.workers_dir().join("resume-env-plan.json"),
         supervisor.startup_timeout,
     );
@@ -730,8 +730,8 @@ fn python_catalog(
         .unwrap_or_default();
     candidates.push(PathBuf::from("python3"));
     for (i, interpreter) in candidates.iter().enumerate() {
-        let result = python::fetch_catalog(
-            |plan| python::worker_command(interpreter, package_dir, plan),
+        let result = gpuprobe_runner::fetch_catalog(
+            |plan| gpuprobe_runner::worker_command(interpreter, package_dir, plan),
             &plan_path,
             timeout,
             options.clone(),

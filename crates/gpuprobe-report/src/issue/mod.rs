@@ -26,7 +26,7 @@ const OUTPUT_LINES: usize = 60;
 
 /// Everything ISSUE.md is made of. No I/O: the caller reads the files.
 #[derive(Debug, Clone, Copy)]
-pub struct IssueInput<'a> {
+pub(crate) struct IssueInput<'a> {
     /// The run's report.
     pub report: &'a Report,
     /// The failing result.
@@ -43,7 +43,7 @@ pub struct IssueInput<'a> {
 
 /// Inline text made inert: control characters visible, markdown and HTML characters
 /// escaped, on one line.
-pub fn inline(text: &str) -> String {
+pub(crate) fn inline(text: &str) -> String {
     let text = visible_line(text);
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
@@ -64,7 +64,7 @@ pub fn inline(text: &str) -> String {
 
 /// A fenced block holding `text` verbatim (control characters visible): its fence is one
 /// backtick longer than the longest run of backticks inside, so nothing can close it early.
-pub fn fenced(lang: &str, text: &str) -> String {
+pub(crate) fn fenced(lang: &str, text: &str) -> String {
     let text = visible(text);
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
@@ -74,7 +74,7 @@ pub fn fenced(lang: &str, text: &str) -> String {
 
 /// The project to file the failure with, and why, from the layer the result and the
 /// diagnosis place it in, the probe's family and the GPU vendor.
-pub fn upstream(
+pub(crate) fn upstream(
     result: &ProbeResult,
     findings: &[&Finding],
     vendor: Option<Vendor>,
@@ -182,7 +182,7 @@ fn related<'a>(report: &'a Report, result: &ProbeResult) -> Vec<&'a Finding> {
 }
 
 /// The one-line title.
-pub fn title(input: &IssueInput<'_>) -> String {
+pub(crate) fn title(input: &IssueInput<'_>) -> String {
     let r = input.result;
     let what = match &r.verdict {
         Verdict::Fail { class, .. } => format!("gives wrong results ({})", class.describe()),
@@ -300,7 +300,7 @@ fn public_fingerprint(fp: &gpuprobe_model::fingerprint::Fingerprint) -> String {
 }
 
 /// ISSUE.md for one failing result.
-pub fn render(input: &IssueInput<'_>) -> String {
+pub(crate) fn render(input: &IssueInput<'_>) -> String {
     let r = input.result;
     let report = input.report;
     let sim = simulated(input);
@@ -624,7 +624,7 @@ pub fn terminal_text(made: &Repro, issue: &std::path::Path) -> String {
 
 /// What `gpuprobe repro` prints: where the files are, what the script said, how to run it.
 /// Every path and line from outside goes through [`visible_line`].
-pub fn terminal_lines(made: &Repro, issue: &std::path::Path) -> Vec<String> {
+pub(crate) fn terminal_lines(made: &Repro, issue: &std::path::Path) -> Vec<String> {
     let (result, manifest, out) = (&made.result, &made.manifest, made.out.as_path());
     let (python, run) = (made.python.as_path(), made.run.as_ref());
     let show = |p: &std::path::Path| visible_line(&p.display().to_string()).into_owned();

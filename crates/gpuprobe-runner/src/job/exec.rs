@@ -16,7 +16,7 @@ use super::JobError;
 use crate::process::unblock_all_signals;
 
 /// The hidden subcommand that starts a job (see [`exec_job`]).
-pub const EXEC_JOB: &str = "__exec-job";
+pub(super) const EXEC_JOB: &str = "__exec-job";
 
 /// Becomes the job: clears the signal mask inherited from `gpuprobe run`, then replaces
 /// this process with `command`. Returns only when that fails; [`JobError::exec_exit_code`]

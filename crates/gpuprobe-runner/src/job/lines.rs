@@ -84,7 +84,7 @@ pub(crate) fn fallback_line(job: &JobRun) -> String {
 }
 
 /// The crash and hang rates of repeated runs, with the exit codes.
-pub fn rates(runs: &[JobRun]) -> String {
+pub(super) fn rates(runs: &[JobRun]) -> String {
     let n = runs.len().max(1) as f64;
     let count =
         |pred: &dyn Fn(&JobOutcome) -> bool| runs.iter().filter(|r| pred(&r.outcome)).count();

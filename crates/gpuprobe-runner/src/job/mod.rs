@@ -19,7 +19,7 @@
 
 mod activity;
 mod error;
-pub mod exec;
+mod exec;
 mod lines;
 mod startup_hook;
 mod summary;
@@ -30,17 +30,17 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use error::JobError;
-pub use exec::{EXEC_JOB, exec_job};
-pub use lines::rates;
-pub use startup_hook::{INHERIT_VARIABLE, StartupHook};
-pub use summary::write_summary;
+pub use exec::exec_job;
+pub use startup_hook::StartupHook;
 
 use self::activity::ActivitySource;
+use self::lines::rates;
+use self::summary::write_summary;
 use self::watch::run_once;
-pub use crate::signals::Signals;
+use crate::signals::Signals;
 
 /// The variables that hide every GPU from a process (CUDA, HIP and ROCr levels).
-pub const HIDE_GPUS: &[&str] = gpuprobe_model::env_vars::GPU_VISIBILITY_LISTS;
+pub(crate) const HIDE_GPUS: &[&str] = gpuprobe_model::env_vars::GPU_VISIBILITY_LISTS;
 
 /// Changes to the environment the supervisor was started with (variables that are not
 /// UTF-8 are passed through untouched).

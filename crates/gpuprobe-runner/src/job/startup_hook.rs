@@ -17,7 +17,7 @@ use crate::error::RunnerError;
 use crate::python::extract_matching;
 
 /// Asks the hook to leave itself and the switches in the environment of the job's children.
-pub const INHERIT_VARIABLE: &str = "GPUPROBE_SWITCHES_INHERIT";
+pub(super) const INHERIT_VARIABLE: &str = "GPUPROBE_SWITCHES_INHERIT";
 
 /// The hook's directory, relative to the extracted package root.
 const HOOK_DIR: &str = "gpuprobe/startup";

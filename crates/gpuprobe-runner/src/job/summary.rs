@@ -6,7 +6,7 @@ use super::{JobError, JobOptions, JobOutcome, JobReport};
 
 /// Writes the summary of `report` to `path`, making missing parent directories (as for a
 /// profile).
-pub fn write_summary(
+pub(super) fn write_summary(
     path: &Path,
     options: &JobOptions,
     report: &JobReport,

@@ -1,6 +1,6 @@
 //! `gpuprobe bundle`: packs a run directory into one redacted `.tar.gz` for an issue. Which
 //! run (`--run`, else the newest under the state directory) and where it keeps each file are
-//! the runner's (`gpuprobe_runner::runs`, `gpuprobe_runner::rundir::Run`); what goes in,
+//! the runner's (`gpuprobe_runner::runs`, `gpuprobe_runner::Run`); what goes in,
 //! the bounds, the redaction and the archive are `gpuprobe_report::bundle`'s (and
 //! `gpuprobe_report::redact`'s); this adapter hands the one to the other and prints the
 //! account.
@@ -9,12 +9,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::bundle::{self, BundleError, Options, RunLayout};
-use gpuprobe_runner::rundir::{Run, RunContents};
+use gpuprobe_report::{BundleError, BundleOptions as Options, RunLayout};
+use gpuprobe_runner::{Run, RunContents};
 
 use crate::cli::BundleArgs;
+use crate::errors::{Internal, Result};
 use crate::paths;
 
 /// Runs `bundle`.
@@ -34,19 +34,19 @@ pub(super) fn run(args: BundleArgs) -> Result<ExitStatus> {
         force: args.force,
         redact: !args.no_redact,
     };
-    let written = bundle::make(&options, &env)?;
+    let written = gpuprobe_report::make_bundle(&options, &env)?;
     let text = if args.json {
-        serde_json::to_string_pretty(&written)? + "\n"
+        serde_json::to_string_pretty(&written).internal()? + "\n"
     } else {
-        bundle::render_text(&written)
+        gpuprobe_report::render_bundle_text(&written)
     };
-    write!(crate::output::stdout(), "{text}")?;
+    write!(crate::output::stdout(), "{text}").internal()?;
     Ok(ExitStatus::AllPassed)
 }
 
 /// The newest run under `root` (the state directory's runs directory).
 fn newest_run(root: &Path) -> Result<PathBuf, BundleError> {
-    let runs = gpuprobe_runner::runs::scan(root, SystemTime::now()).map_err(|source| {
+    let runs = gpuprobe_runner::scan_runs(root, SystemTime::now()).map_err(|source| {
         BundleError::RunsUnreadable {
             root: root.to_path_buf(),
             source,

@@ -7,15 +7,15 @@
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::Result;
 use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_doctor::session::{self as doctor, SessionError};
 use gpuprobe_model::ExitStatus;
+use gpuprobe_report::TerminalOptions;
 use gpuprobe_report::export::health::{self, NoReport};
-use gpuprobe_report::terminal::TerminalOptions;
 use gpuprobe_runner::simulation;
 
 use crate::cli::{CheckArgs, HealthFormatArg};
+use crate::errors::{Internal, Result};
 use crate::progress::TerminalProgress;
 use crate::session::{self, session_options};
 use crate::{interrupt, time};
@@ -45,7 +45,7 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
     // JSON document holds no control characters, so it passes unchanged).
     let mut stdout = crate::output::stdout();
     if shared.json {
-        writeln!(stdout, "{}", gpuprobe_report::json::render(report))?;
+        writeln!(stdout, "{}", gpuprobe_report::render_json(report)).internal()?;
     } else {
         let options = TerminalOptions {
             all: args.all,
@@ -53,8 +53,8 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
             timings: args.timings,
             ..gpuprobe_report::console::current().terminal_options()
         };
-        let text = gpuprobe_report::terminal::render(report, options);
-        write!(stdout, "{text}")?;
+        let text = gpuprobe_report::render_terminal(report, options);
+        write!(stdout, "{text}").internal()?;
     }
     super::report::write_html(args.html.as_deref(), report, None)?;
     checked.finish(&args)?;
@@ -87,7 +87,7 @@ pub(super) fn run_health(args: CheckArgs) -> Result<u8> {
             health::of_no_report(why, args.session.simulate.is_some(), format)
         }
     };
-    writeln!(crate::output::stdout(), "{}", verdict.line)?;
+    writeln!(crate::output::stdout(), "{}", verdict.line).internal()?;
     Ok(verdict.code())
 }
 

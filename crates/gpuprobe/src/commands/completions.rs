@@ -6,12 +6,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Result;
 use clap::CommandFactory;
 use gpuprobe_model::ExitStatus;
 
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 
 /// The command line as users see it: every command but the hidden ones.
 fn public_command() -> clap::Command {
@@ -47,8 +47,8 @@ pub(super) fn completions(args: CompletionsArgs) -> Result<ExitStatus> {
     clap_complete::generate(args.shell, &mut public_command(), "gpuprobe", &mut script);
     let mut out = std::io::stdout().lock();
     // Generated from our own definitions, not echoed input: it goes out as is.
-    out.write_all(&script)?;
-    out.flush()?;
+    out.write_all(&script).internal()?;
+    out.flush().internal()?;
     Ok(ExitStatus::AllPassed)
 }
 
@@ -58,10 +58,12 @@ pub(super) fn man(args: ManArgs) -> Result<ExitStatus> {
     let command = public_command();
     let Some(dir) = args.out else {
         let mut page = Vec::new();
-        clap_mangen::Man::new(command).render(&mut page)?;
+        clap_mangen::Man::new(command)
+            .render(&mut page)
+            .internal()?;
         let mut out = std::io::stdout().lock();
-        out.write_all(&page)?;
-        out.flush()?;
+        out.write_all(&page).internal()?;
+        out.flush().internal()?;
         return Ok(ExitStatus::AllPassed);
     };
     std::fs::create_dir_all(&dir).map_err(|source| CliError::Unwritable {
@@ -85,7 +87,9 @@ fn write_pages(dir: &Path, name: &str, invocation: &str, command: clap::Command)
         write_pages(dir, &sub_name, &sub_invocation, page)?;
     }
     let mut page = Vec::new();
-    clap_mangen::Man::new(command).render(&mut page)?;
+    clap_mangen::Man::new(command)
+        .render(&mut page)
+        .internal()?;
     let path = dir.join(format!("{name}.1"));
     std::fs::write(&path, page).map_err(|source| CliError::Unwritable { path, source })?;
     Ok(())

@@ -3,11 +3,11 @@
 
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_doctor::live_stack;
 use gpuprobe_model::ExitStatus;
 
 use crate::cli::EnvArgs;
+use crate::errors::{Internal, Result};
 use crate::output;
 
 use super::process_env;
@@ -22,11 +22,11 @@ pub(crate) fn run(args: EnvArgs) -> Result<ExitStatus> {
     let findings = gpuprobe_kb::lint(&fingerprint);
     let mut out = output::stdout();
     if args.json {
-        let json = gpuprobe_report::env::json(&fingerprint, &findings)?;
-        writeln!(out, "{json}")?;
+        let json = gpuprobe_report::env_json(&fingerprint, &findings).internal()?;
+        writeln!(out, "{json}").internal()?;
     } else {
-        let text = gpuprobe_report::env::render(&fingerprint, &findings, output::stdout_style());
-        write!(out, "{text}")?;
+        let text = gpuprobe_report::render_env(&fingerprint, &findings, output::stdout_style());
+        write!(out, "{text}").internal()?;
     }
     Ok(super::findings_status(&findings))
 }

@@ -5,7 +5,6 @@
 use std::io::Write;
 use std::time::SystemTime;
 
-use anyhow::Result;
 use gpuprobe_doctor::fix::options::{FixOptions, ResumeOptions};
 use gpuprobe_doctor::fix::run::FixError;
 use gpuprobe_doctor::fix::run::{self as fix, FixHost};
@@ -15,6 +14,7 @@ use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible_line;
 
 use crate::cli::FixArgs;
+use crate::errors::{Internal, Result};
 use crate::progress::TerminalProgress;
 use crate::session::{self, session_options};
 use crate::{interrupt, output, paths, time};
@@ -78,7 +78,7 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
     }
     if shared.json {
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{}", finished.json)?;
+        writeln!(stdout, "{}", finished.json).internal()?;
     } else {
         let style = output::stdout_style();
         // The account quotes probe details and paths: behind the terminal guard.
@@ -86,14 +86,15 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
         write!(
             stdout,
             "{}",
-            gpuprobe_report::fix::render_for(
+            gpuprobe_report::render_fix_for(
                 &finished.account,
                 style,
                 &finished.run_options,
                 gpuprobe_report::console::current().text_width,
             )
-        )?;
-        stdout.flush()?;
+        )
+        .internal()?;
+        stdout.flush().internal()?;
     }
     Ok(finished.account.exit_status)
 }

@@ -1,19 +1,18 @@
 //! `gpuprobe fleet PATH...`: many nodes' reports merged. The runner finds the reports and
-//! reads each ([`gpuprobe_runner::fleet_reports`], [`gpuprobe_runner::rundir`]), one at a
-//! time; `gpuprobe_report::fleet` keeps what its views need, judges the cross-node
-//! differential and renders. Exit 0 when nothing is wrong, 1 when a node is flagged, a
-//! node's check did not pass or a report is unreadable, 2 when no report was found
-//! (docs/exit-codes.md).
+//! reads each ([`gpuprobe_runner::find_fleet_reports`],
+//! [`gpuprobe_runner::read_report_file`]), one at a time; `gpuprobe_report::fleet` keeps
+//! what its views need, judges the cross-node differential and renders. Exit 0 when
+//! nothing is wrong, 1 when a node is flagged, a node's check did not pass or a report is
+//! unreadable, 2 when no report was found (docs/exit-codes.md).
 
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::{export, fleet, html};
-use gpuprobe_runner::{fleet_reports, rundir};
 
 use crate::cli::FleetArgs;
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 
 const JSON: &str = "fleet JSON";
 
@@ -22,21 +21,21 @@ pub(super) fn run(args: FleetArgs) -> Result<ExitStatus> {
     // An unwritable output is refused before anything is read.
     html::check_writable(args.html.as_deref())?;
     export::check_writable(JSON, args.json.as_deref())?;
-    let found = fleet_reports::find(&args.paths);
+    let found = gpuprobe_runner::find_fleet_reports(&args.paths);
     let mut merged = fleet::Fleet::new();
     for unfound in &found.unfound {
         merged.add_unreadable(&unfound.path.display().to_string(), &unfound.reason);
     }
     for report in &found.reports {
         let source = report.path.display().to_string();
-        match rundir::read_report_file(&report.path) {
+        match gpuprobe_runner::read_report_file(&report.path) {
             Ok(parsed) => merged.add(&source, &report.fallback_name, &parsed),
             Err(e) => {
                 let reason = match &e {
-                    rundir::RunFileError::Invalid { source, .. } => {
+                    gpuprobe_runner::RunFileError::Invalid { source, .. } => {
                         format!("not a gpuprobe report: {source}")
                     }
-                    rundir::RunFileError::Unreadable { source, .. } => {
+                    gpuprobe_runner::RunFileError::Unreadable { source, .. } => {
                         format!("cannot read: {source}")
                     }
                 };
@@ -64,10 +63,10 @@ pub(super) fn run(args: FleetArgs) -> Result<ExitStatus> {
         export::write(
             JSON,
             path,
-            &format!("{}\n", serde_json::to_string_pretty(&view)?),
+            &format!("{}\n", serde_json::to_string_pretty(&view).internal()?),
         )?;
         gpuprobe_report::console::note(&format!("{JSON}: {}", path.display()));
     }
-    write!(crate::output::stdout(), "{}", fleet::render_text(&view))?;
+    write!(crate::output::stdout(), "{}", fleet::render_text(&view)).internal()?;
     Ok(view.exit_status)
 }

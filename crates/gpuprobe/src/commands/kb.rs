@@ -3,13 +3,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Result;
 use gpuprobe_kb::{KnowledgeBase, Loaded};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::kb as kb_view;
 
 use crate::cli::{KbAction, KbArgs};
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 
 /// Loads the built-in entries plus `--kb DIR`; problems are printed, never fatal to the
 /// entries that did load.
@@ -40,7 +39,12 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
         KbAction::List => {
             // Fitted to a terminal; piped, each entry stays one line for grep and awk.
             let width = gpuprobe_report::console::current().text_width;
-            write!(out, "{}", kb_view::list(&loaded.kb, style, width))?;
+            write!(
+                out,
+                "{}",
+                gpuprobe_report::render_kb_list(&loaded.kb, style, width)
+            )
+            .internal()?;
             Ok(broken)
         }
         KbAction::Show { id } => {
@@ -49,7 +53,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 .get(&id)
                 .or_else(|| loaded.kb.get(&id.to_ascii_uppercase()))
                 .ok_or_else(|| CliError::NoSuchKnownIssue { id: id.clone() })?;
-            write!(out, "{}", kb_view::show(entry, style))?;
+            write!(out, "{}", gpuprobe_report::render_kb_entry(entry, style)).internal()?;
             Ok(broken)
         }
         KbAction::Validate => {
@@ -63,13 +67,14 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 } else {
                     " (listed on stderr)"
                 }
-            )?;
+            )
+            .internal()?;
             Ok(broken)
         }
         KbAction::Match { report } => {
             let (fingerprint, results) = match report {
                 Some(path) => {
-                    let report = gpuprobe_runner::rundir::read_report_file(&path)?;
+                    let report = gpuprobe_runner::read_report_file(&path)?;
                     (report.fingerprint, report.results)
                 }
                 None => (
@@ -82,7 +87,12 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                 ),
             };
             let matches = gpuprobe_kb::match_all(&loaded.kb, &fingerprint, &results);
-            write!(out, "{}", kb_view::matches(&matches, style))?;
+            write!(
+                out,
+                "{}",
+                gpuprobe_report::render_kb_matches(&matches, style)
+            )
+            .internal()?;
             Ok(broken)
         }
     }

@@ -5,14 +5,14 @@
 use std::ffi::OsString;
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_doctor::memtest::MemtestRequest;
 use gpuprobe_gpu::memtest::{self as outcome, MemtestOutcome};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::memtest::colour;
+use gpuprobe_report::memtest_colour as colour;
 use gpuprobe_runner::RunDir;
 
 use crate::cli::MemtestArgs;
+use crate::errors::{Failure, Internal, Result};
 use crate::{output, paths};
 
 use super::process_env;
@@ -24,13 +24,13 @@ pub(crate) fn run(args: MemtestArgs) -> Result<ExitStatus> {
         let tested = tested?;
         let mut out = output::stdout();
         let text = colour(&tested.render_text(args.device), output::stdout_style());
-        write!(out, "{text}")?;
-        out.flush()?;
+        write!(out, "{text}").internal()?;
+        out.flush().internal()?;
         return Ok(tested.exit_status());
     }
     match tested {
         Ok(tested) => {
-            print_json(&tested.render_json(args.device)?)?;
+            print_json(&tested.render_json(args.device).internal()?)?;
             Ok(tested.exit_status())
         }
         Err(err) => {
@@ -38,7 +38,7 @@ pub(crate) fn run(args: MemtestArgs) -> Result<ExitStatus> {
             // (and the usual error line on stderr for whoever watches it).
             let (status, message) = crate::errors::exit_status_and_message(&err);
             output::eprint_line(&format!("gpuprobe: error: {message}"));
-            print_json(&outcome::render_refusal_json(status, message, args.device)?)?;
+            print_json(&outcome::render_refusal_json(status, message, args.device).internal()?)?;
             Ok(status)
         }
     }
@@ -52,13 +52,13 @@ pub(crate) fn wants_json(args: &[OsString]) -> bool {
 /// Prints the `usage_error` document for arguments the parser refused (`message` is its
 /// explanation).
 pub(crate) fn print_usage_error(message: &str, args: &[OsString]) -> Result<()> {
-    print_json(&outcome::render_usage_error_json(message, args)?)
+    print_json(&outcome::render_usage_error_json(message, args).internal()?)
 }
 
 fn print_json(document: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{document}")?;
-    out.flush()?;
+    writeln!(out, "{document}").internal()?;
+    out.flush().internal()?;
     Ok(())
 }
 
@@ -71,8 +71,8 @@ fn test(args: &MemtestArgs) -> Result<MemtestOutcome> {
         .clone()
         .unwrap_or_else(|| paths::new_run_dir(&process_env(), "memtest"));
     let run_dir = RunDir::create(&run_path)?;
-    let spec =
-        outcome::probe_spec().ok_or_else(|| anyhow::anyhow!("this build has no memtest probe"))?;
+    let spec = outcome::probe_spec()
+        .ok_or_else(|| Failure::internal_message("this build has no memtest probe"))?;
     let request = MemtestRequest {
         spec,
         device: args.device,

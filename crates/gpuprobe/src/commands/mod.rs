@@ -1,10 +1,10 @@
 //! One module per command; `dispatch` picks it.
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::finding::{Finding, Severity};
 
 use crate::cli::Command;
+use crate::errors::Result;
 
 mod bundle;
 pub(crate) mod check;

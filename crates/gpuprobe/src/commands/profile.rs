@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::profile::{Profile, StackKey};
 
 use crate::cli::{ExportFormatArg, ProfileAction, ProfileArgs};
+use crate::errors::{Internal, Result};
 use gpuprobe_doctor::profile_file::{self as profiles, ExportFormat};
 use gpuprobe_doctor::stack;
 
@@ -28,7 +28,7 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
     match args.action {
         ProfileAction::Show { profile } => {
             let loaded = profiles::load(&profile)?;
-            write!(out, "{}", gpuprobe_report::profile::render_profile(&loaded))?;
+            write!(out, "{}", gpuprobe_report::render_profile(&loaded)).internal()?;
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Check { profile, python } => {
@@ -44,14 +44,16 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
                 "{}: valid; proven on this stack ({}){simulated}",
                 profile.display(),
                 here.describe(),
-            )?;
+            )
+            .internal()?;
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Stack { python } => {
             let here = stack::live_key(python.as_deref(), &env);
             let text = toml::to_string(&here)
-                .map_err(|e| anyhow::anyhow!("cannot serialize the stack key: {e}"))?;
-            write!(out, "[proven_on]\n{text}")?;
+                .internal()
+                .map_err(|e| e.context("cannot serialize the stack key".to_string()))?;
+            write!(out, "[proven_on]\n{text}").internal()?;
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Export {
@@ -70,7 +72,7 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
                 ExportFormatArg::Json => ExportFormat::Json,
                 ExportFormatArg::Python => ExportFormat::Python,
             };
-            write!(out, "{}", profiles::export(&loaded, format))?;
+            write!(out, "{}", profiles::export(&loaded, format)).internal()?;
             Ok(ExitStatus::AllPassed)
         }
     }

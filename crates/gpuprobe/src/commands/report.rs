@@ -6,11 +6,11 @@
 
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_model::{ExitStatus, Report, profile::FixAccount};
 use gpuprobe_report::{export, html};
 
 use crate::cli::ReportArgs;
+use crate::errors::{Internal, Result};
 
 /// Writes the HTML report to `path`, when one is named (atomically), and says where on
 /// stderr (behind the guard: the path is the user's).
@@ -74,14 +74,14 @@ pub(super) fn run(args: ReportArgs) -> Result<ExitStatus> {
         junit: args.junit.as_deref(),
     };
     exports.check_writable()?;
-    let run = gpuprobe_runner::rundir::read_finished(&args.run_dir)?;
+    let run = gpuprobe_runner::read_finished(&args.run_dir)?;
     write_html(args.html.as_deref(), &run.report, run.fix.as_ref())?;
     exports.write(&run.report)?;
     let asked_for_a_file = args.html.is_some() || args.prometheus.is_some() || args.junit.is_some();
     if args.json || !asked_for_a_file {
         let options = gpuprobe_report::console::current().terminal_options();
         let text = html::text(&run.report, args.json, options);
-        write!(crate::output::stdout(), "{text}")?;
+        write!(crate::output::stdout(), "{text}").internal()?;
     }
     Ok(run.report.exit_status)
 }

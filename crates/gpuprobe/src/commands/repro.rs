@@ -6,10 +6,13 @@
 use std::io::Write;
 
 use gpuprobe_doctor::repro::{self, ReproOptions};
-use gpuprobe_report::issue;
+
+use crate::errors::Internal;
 
 /// Runs `repro`.
-pub(super) fn run(args: crate::cli::ReproArgs) -> anyhow::Result<gpuprobe_model::ExitStatus> {
+pub(super) fn run(
+    args: crate::cli::ReproArgs,
+) -> crate::errors::Result<gpuprobe_model::ExitStatus> {
     let env = super::process_env();
     let options = ReproOptions {
         probe: args.probe,
@@ -21,11 +24,12 @@ pub(super) fn run(args: crate::cli::ReproArgs) -> anyhow::Result<gpuprobe_model:
         timeout: args.timeout.map(std::time::Duration::from_secs),
     };
     let made = repro::make(&options, &env, &crate::paths::runs_root(&env))?;
-    let issue_path = repro::write_issue(&made.out, &issue::render_repro(&made))?;
+    let issue_path = repro::write_issue(&made.out, &gpuprobe_report::render_repro(&made))?;
     write!(
         crate::output::stdout(),
         "{}",
-        issue::terminal_text(&made, &issue_path)
-    )?;
+        gpuprobe_report::issue_terminal_text(&made, &issue_path)
+    )
+    .internal()?;
     Ok(repro::exit_status(made.run.as_ref()))
 }

@@ -8,16 +8,14 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_model::profile::Profile;
 use gpuprobe_model::text::visible_line;
-use gpuprobe_runner::job::{self, EnvChanges, JobOptions, StartupHook};
-use gpuprobe_runner::process::FORWARDED;
-use gpuprobe_runner::signals::Signals;
+use gpuprobe_runner::{EnvChanges, FORWARDED, JobOptions, Signals, StartupHook};
 use nix::sys::signal::Signal;
 
 use crate::cli::{FallbackArg, RunArgs};
 use crate::errors::CliError;
+use crate::errors::Result;
 use crate::{paths, profiles, stack};
 
 use super::process_env;
@@ -32,9 +30,9 @@ fn say(line: &str) {
 }
 
 /// The `__exec-job` entry: becomes the job, or says why it cannot and returns the code to
-/// leave with (see [`job::exec`]).
+/// leave with (see [`gpuprobe_runner::exec_job`]).
 pub(super) fn exec_job(command: &[OsString]) -> u8 {
-    let err = job::exec_job(command);
+    let err = gpuprobe_runner::exec_job(command);
     say(&err.to_string());
     err.exec_exit_code()
 }
@@ -138,7 +136,7 @@ pub(super) fn run(args: RunArgs) -> Result<u8> {
         profile: args.profile,
         command: args.command,
     };
-    let report = job::run_job(&options, &signals, &mut |line| say(line));
+    let report = gpuprobe_runner::run_job(&options, &signals, &mut |line| say(line));
     drop(hook);
     Ok(u8::try_from(report.exit_code.clamp(0, 255)).unwrap_or(1))
 }

@@ -9,17 +9,16 @@ use std::io::Write;
 use std::path::Path;
 use std::time::SystemTime;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::text::visible;
-use gpuprobe_report::runs as words;
-use gpuprobe_report::runs::{ListedRun, RetentionAccount};
-use gpuprobe_runner::runs::{
-    self, DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan,
+use gpuprobe_report::{ListedRun, RetentionAccount};
+use gpuprobe_runner::{
+    DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan_runs,
 };
 
 use crate::cli::{RunsAction, RunsArgs};
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 use crate::paths;
 
 use super::process_env;
@@ -29,7 +28,7 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
     let env = process_env();
     let root = paths::runs_root(&env);
     let now = SystemTime::now();
-    let runs = scan(&root, now).map_err(|source| CliError::UnreadableRunsDir {
+    let runs = scan_runs(&root, now).map_err(|source| CliError::UnreadableRunsDir {
         root: root.clone(),
         source,
     })?;
@@ -43,15 +42,21 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
                 "keep_after_check": keep_from_env(&env).ok().flatten(),
                 "runs": runs,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&document).internal()?
+            )
+            .internal()?;
         }
         RunsAction::List { json: false } => {
             let listed: Vec<ListedRun> = runs.iter().map(listed).collect();
             write!(
                 out,
                 "{}",
-                words::render_list(&root, &listed, keep_from_env(&env), DEFAULT_KEEP)
-            )?;
+                gpuprobe_report::render_run_list(&root, &listed, keep_from_env(&env), DEFAULT_KEEP)
+            )
+            .internal()?;
         }
         RunsAction::Prune {
             keep,
@@ -73,7 +78,7 @@ pub(super) fn run(args: RunsArgs) -> Result<ExitStatus> {
                         writeln!(
                             out,
                             "nothing pruned: {KEEP_ENV}=0 turns the retention off; pass --keep N or --older-than D"
-                        )?;
+                        ).internal()?;
                         return Ok(ExitStatus::AllPassed);
                     }
                 },
@@ -93,7 +98,7 @@ fn prune(
     now: SystemTime,
     dry_run: bool,
 ) -> Result<()> {
-    let pruned = runs::prune(runs, policy, now, dry_run);
+    let pruned = gpuprobe_runner::prune_runs(runs, policy, now, dry_run);
     let removed: Vec<ListedRun> = pruned.removed.iter().map(|run| listed(run)).collect();
     let spared: Vec<(ListedRun, &str)> = pruned
         .spared
@@ -103,8 +108,9 @@ fn prune(
     write!(
         crate::output::stdout(),
         "{}",
-        words::render_prune(root, runs.len(), &removed, &spared, dry_run)
-    )?;
+        gpuprobe_report::render_prune(root, runs.len(), &removed, &spared, dry_run)
+    )
+    .internal()?;
     if !pruned.failures.is_empty() {
         let failures = pruned
             .failures
@@ -117,10 +123,10 @@ fn prune(
 }
 
 /// Says what the retention at the end of a `check` did (see
-/// [`gpuprobe_runner::runs::after_check`]): never fails the check; what it removed, or why
+/// [`gpuprobe_runner::after_check`]): never fails the check; what it removed, or why
 /// it could not, is one line on stderr.
 pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
-    let account = match runs::after_check(env, run_dir) {
+    let account = match gpuprobe_runner::after_check(env, run_dir) {
         Retention::NotHere | Retention::Off => RetentionAccount::Quiet,
         Retention::BadSetting(why) => RetentionAccount::BadSetting(why),
         Retention::ScanFailed(e) => RetentionAccount::ScanFailed(e),
@@ -138,7 +144,7 @@ pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
             failures,
         },
     };
-    for line in words::retention_lines(&account) {
+    for line in gpuprobe_report::retention_lines(&account) {
         gpuprobe_report::console::note(&format!("gpuprobe: {line}"));
     }
 }

@@ -7,35 +7,38 @@
 
 use std::io::Write;
 
-use anyhow::Result;
 use gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
 use gpuprobe_detect::triage::read::{TriagedInputs, triage_inputs};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::triage as view;
 
 use crate::cli::TriageArgs;
 use crate::errors::CliError;
+use crate::errors::{Internal, Result};
 
 /// Runs `triage`.
 pub(super) fn run(args: TriageArgs) -> Result<ExitStatus> {
     let cap = args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
     let TriagedInputs { outcome, truncated } = triage_inputs(&args.files, cap, &mut |t| {
-        crate::output::eprint_line(&view::truncation_message(t, cap));
+        crate::output::eprint_line(&gpuprobe_report::triage_truncation_message(t, cap));
     })?;
     let loaded = super::kb::load(None)?;
     let matches = gpuprobe_kb::match_all(&loaded.kb, &outcome.fingerprint, &[]);
-    let matched = view::matched_lines(&matches, &outcome);
+    let matched = gpuprobe_report::triage_matched_lines(&matches, &outcome);
     let mut findings = gpuprobe_kb::lint(&outcome.fingerprint);
     findings.extend(matches.iter().map(|m| m.to_finding()));
     let mut out = crate::output::stdout();
     if args.json {
-        let json = view::render_json(&outcome, &truncated, &matched, &findings)?;
-        writeln!(out, "{json}")?;
+        let json = gpuprobe_report::render_triage_json(&outcome, &truncated, &matched, &findings)
+            .internal()?;
+        writeln!(out, "{json}").internal()?;
     } else {
         let style = crate::output::stdout_style();
-        view::write_text(&mut out, &outcome, &truncated, &matched, &findings, style)?;
+        gpuprobe_report::write_triage_text(
+            &mut out, &outcome, &truncated, &matched, &findings, style,
+        )
+        .internal()?;
     }
-    out.flush()?;
+    out.flush().internal()?;
     if outcome.recognized.is_empty() {
         return Err(CliError::NothingRecognized.into());
     }

@@ -7,13 +7,13 @@ use std::io::Write;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use anyhow::Result;
 use gpuprobe_model::ExitStatus;
-use gpuprobe_runner::signals::Signals;
+use gpuprobe_runner::Signals;
 use gpuprobe_ui::{Stopper, Ui, UiOptions};
 use nix::sys::signal::Signal;
 
 use crate::cli::UiArgs;
+use crate::errors::{Internal, Result};
 use crate::paths;
 
 use super::process_env;
@@ -24,7 +24,7 @@ pub(super) fn run(args: UiArgs) -> Result<ExitStatus> {
         .runs_dir
         .unwrap_or_else(|| paths::runs_root(&process_env()));
     // The checks started from the page run this very binary.
-    let exe = std::env::current_exe()?;
+    let exe = std::env::current_exe().internal()?;
     // Installed while the process has one thread (the server starts threads).
     let stopper: Arc<OnceLock<Stopper>> = Arc::new(OnceLock::new());
     let on_signal = Arc::clone(&stopper);
@@ -48,8 +48,8 @@ pub(super) fn run(args: UiArgs) -> Result<ExitStatus> {
     })?;
     let _ = stopper.set(ui.stopper());
     let mut out = crate::output::stdout();
-    writeln!(out, "{}", ui.url())?;
-    out.flush()?;
+    writeln!(out, "{}", ui.url()).internal()?;
+    out.flush().internal()?;
     crate::output::eprint_line(&format!(
         "gpuprobe ui: serving the runs in {}; open the URL above (it carries this start's token). Ctrl-C ends it.",
         runs_root.display()

@@ -243,7 +243,7 @@ fn fix_finds_catalogue_cures_writes_a_profile_and_run_applies_it() {
     assert!(String::from_utf8_lossy(&with.stderr).contains("SIMULATION"));
 
     // The terminal account says SIMULATED and what cured what.
-    let text = gpuprobe_report::fix::render(&account, gpuprobe_report::style::Style::PLAIN);
+    let text = gpuprobe_report::render_fix(&account, gpuprobe_report::Style::PLAIN);
     assert!(text.starts_with(" SIMULATED "));
     assert!(
         text.contains("chosen: HIP_LAUNCH_BLOCKING=1 HSA_ENABLE_SDMA=0"),
