@@ -220,6 +220,8 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             newly = browser.evaluate("[...document.querySelectorAll('#newly-failing td.mono')].map(t => t.textContent)")
             assert "dtype.bf16.fp32.to.device" in newly, newly
             assert browser.evaluate("document.querySelectorAll('#cured td.mono').length") == 0
+            # B was made under fault simulation: the comparison says so beside it.
+            assert "SIMULATED" in browser.evaluate("document.body.innerText")
             browser.screenshot(_shot("compare", tmp_path))
 
             # The profile: what it cures, what it was proven on, its export; delete, confirmed.
@@ -262,6 +264,8 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             )
             started = browser.evaluate("location.pathname")
             assert started.startswith("/runs/check-"), browser.evaluate("document.body.innerText")
+            # Live or already its report, the page says SIMULATED.
+            assert "SIMULATED" in browser.evaluate("document.body.innerText")
             browser.wait_until("document.title.includes('report')", timeout=180)
             assert browser.evaluate("location.pathname") == started
             assert browser.evaluate("document.title").startswith("SIMULATED")

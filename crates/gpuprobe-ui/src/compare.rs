@@ -64,6 +64,10 @@ pub struct Comparison {
     pub findings_before: Vec<FindingLine>,
     /// The after run's findings.
     pub findings_after: Vec<FindingLine>,
+    /// Whether A was made under fault simulation (every page that shows it says SIMULATED).
+    pub before_simulated: bool,
+    /// Whether B was.
+    pub after_simulated: bool,
 }
 
 fn key(r: &ProbeResult) -> (String, String) {
@@ -85,11 +89,20 @@ fn detail(r: &ProbeResult) -> String {
     }
 }
 
+/// Whether a report was made under fault simulation.
+fn simulated(report: &Report) -> bool {
+    report.simulation.is_some() || report.results.iter().any(|r| r.simulated)
+}
+
 /// Compares `before` with `after`.
 pub fn compare(before: &Report, after: &Report) -> Comparison {
     let earlier: BTreeMap<_, _> = before.results.iter().map(|r| (key(r), r)).collect();
     let later: BTreeMap<_, _> = after.results.iter().map(|r| (key(r), r)).collect();
-    let mut out = Comparison::default();
+    let mut out = Comparison {
+        before_simulated: simulated(before),
+        after_simulated: simulated(after),
+        ..Comparison::default()
+    };
     let change = |(probe, device): &(String, String),
                   b: Option<&&ProbeResult>,
                   a: Option<&&ProbeResult>,
@@ -301,5 +314,20 @@ mod tests {
         assert_eq!(facts[0], ("driver", "nvidia.version", "570.2"));
         assert!(facts.contains(&("torch", "python.torch.version", "2.6.0")));
         assert!(!facts.iter().any(|f| f.1 == "host.kernel_release"));
+    }
+
+    #[test]
+    fn a_simulated_run_is_marked_on_its_side_of_the_comparison() {
+        let healthy = report(
+            serde_json::json!([result("a.x", false)]),
+            serde_json::json!({}),
+        );
+        let mut faulty = result("a.x", true);
+        faulty["simulated"] = serde_json::json!(true);
+        let simulated = report(serde_json::json!([faulty]), serde_json::json!({}));
+        let c = compare(&healthy, &simulated);
+        assert!(!c.before_simulated && c.after_simulated);
+        let c = compare(&simulated, &healthy);
+        assert!(c.before_simulated && !c.after_simulated);
     }
 }

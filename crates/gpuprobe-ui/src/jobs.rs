@@ -132,10 +132,14 @@ pub struct JobView {
     pub stopping: bool,
     /// The last lines it printed (stdout and stderr).
     pub log: Vec<String>,
+    /// Whether it was started under fault simulation (`--simulate`): its page says
+    /// SIMULATED before its plan is written.
+    pub simulated: bool,
 }
 
 struct Job {
     pid: u32,
+    simulated: bool,
     stopping: bool,
     ended: Option<Option<i32>>,
     log: VecDeque<String>,
@@ -200,8 +204,10 @@ impl Jobs {
             use std::os::unix::process::CommandExt;
             command.process_group(0);
         }
+        let arguments = arguments(&run_dir);
+        let simulated = arguments.iter().any(|a| a.starts_with("--simulate"));
         let mut child = command
-            .args(arguments(&run_dir))
+            .args(arguments)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -210,6 +216,7 @@ impl Jobs {
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         let job = Arc::new(Mutex::new(Job {
             pid: child.id(),
+            simulated,
             stopping: false,
             ended: None,
             log: VecDeque::new(),
@@ -305,6 +312,7 @@ impl Jobs {
             exit_code: job.ended.flatten(),
             stopping: job.stopping,
             log: job.log.iter().cloned().collect(),
+            simulated: job.simulated,
         })
     }
 

@@ -288,7 +288,8 @@ fn run_page(state: &State, name: &str) -> Reply {
         200,
         state.pages.render(
             "live.html",
-            json!({"name": name, "state": progress.state, "done": progress.done,
+            json!({"name": name, "state": progress.state, "simulated": progress.simulated,
+                "done": progress.done,
                 "total": progress.total, "results": progress.results, "job": job,
                 "live": progress.live, "token": state.token.as_str(),
                 "path": path.display().to_string()}),
@@ -300,6 +301,7 @@ fn run_page(state: &State, name: &str) -> Reply {
 #[derive(Debug, Serialize)]
 struct Progress {
     state: String,
+    simulated: bool,
     done: usize,
     total: usize,
     running: bool,
@@ -308,21 +310,27 @@ struct Progress {
     log: Vec<String>,
 }
 
-/// Only the count of planned tasks is read of the plan.
+/// Only the count of planned tasks, and whether the run is under fault simulation, are read
+/// of the plan.
 #[derive(serde::Deserialize)]
 struct PlanCount {
     #[serde(default)]
     tasks: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    simulate: Option<serde::de::IgnoredAny>,
 }
 
 fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
     let results: Vec<ProbeResult> = check.recorded_results().unwrap_or_default();
-    let total = check
-        .read_plan::<PlanCount>()
-        .map(|p| p.tasks.len())
-        .unwrap_or(0);
+    let plan = check.read_plan::<PlanCount>().ok();
+    let total = plan.as_ref().map_or(0, |p| p.tasks.len());
     let job = state.jobs.view(name);
     let running = job.as_ref().is_some_and(|j| j.running);
+    // Every page made under fault simulation says so: from its start (the job's arguments),
+    // its plan or its results.
+    let simulated = plan.as_ref().is_some_and(|p| p.simulate.is_some())
+        || results.iter().any(|r| r.simulated)
+        || job.as_ref().is_some_and(|j| j.simulated);
     // A run this server did not start is watched through what `runs list` says of it.
     let info = job
         .is_none()
@@ -360,6 +368,7 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
         .collect();
     Progress {
         state: state_text,
+        simulated,
         done: results.len(),
         total: total.max(results.len()),
         running,
