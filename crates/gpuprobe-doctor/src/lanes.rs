@@ -38,7 +38,7 @@
 //! probes took 48 probe-seconds against 14 warm, and their lane set the run's wall time.
 //! Estimates only place probes; every planned probe runs whatever its estimate.
 
-use gpuprobe_model::probe::{DeviceRef, Placement, ProbeSpec};
+use gpuprobe_model::probe::{DeviceRef, Placement, ProbeSpec, longest_prefix_value};
 use gpuprobe_runner::Task;
 
 use crate::engine::Lane;
@@ -92,7 +92,7 @@ const PER_PROBE_OVERHEAD_S: f64 = 0.003;
 pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
     let id = spec.id.as_str();
     let first_use_own = if first_use {
-        longest_prefix(FIRST_USE_SECONDS, id)
+        longest_prefix_value(FIRST_USE_SECONDS, id)
     } else {
         None
     };
@@ -100,18 +100,6 @@ pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
         .or(spec.typical_s.filter(|s| s.is_finite() && *s >= 0.0))
         .unwrap_or(DEFAULT_SECONDS);
     own + PER_PROBE_OVERHEAD_S
-}
-
-/// The seconds of the longest prefix of `id` (whole parts) that `table` lists.
-fn longest_prefix(table: &[(&str, f64)], id: &str) -> Option<f64> {
-    table
-        .iter()
-        .filter(|(prefix, _)| {
-            id.strip_prefix(prefix)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-        })
-        .max_by_key(|(prefix, _)| prefix.len())
-        .map(|(_, seconds)| *seconds)
 }
 
 /// The first two parts of a probe id (`nn.sdpa` of `nn.sdpa.bf16.cudnn.d64`).
@@ -533,7 +521,7 @@ mod tests {
     /// A probe spec as its catalogue publishes it: with its `typical_s`, where it has one.
     fn spec(id: &str) -> ProbeSpec {
         ProbeSpec {
-            typical_s: longest_prefix(PUBLISHED, id),
+            typical_s: longest_prefix_value(PUBLISHED, id),
             ..crate::test_support::spec(id)
         }
     }
@@ -956,9 +944,9 @@ mod tests {
             "nothing published: the default"
         );
         // The prefix rule of the examples above: a prefix ends at a dot.
-        assert_eq!(longest_prefix(PUBLISHED, "nn.sdpax.bf16"), None);
+        assert_eq!(longest_prefix_value(PUBLISHED, "nn.sdpax.bf16"), None);
         assert_eq!(
-            longest_prefix(PUBLISHED, "native.copy.roundtrip.pinned.large"),
+            longest_prefix_value(PUBLISHED, "native.copy.roundtrip.pinned.large"),
             Some(4.427)
         );
     }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use gpuprobe_model::observation::MismatchExample;
+use gpuprobe_model::probe::longest_prefix_value;
 use gpuprobe_model::protocol::Outcome;
 use gpuprobe_model::{
     Backend as WorkerBackend, CompareStats, DeviceRef, Layer, Measurement, Observation, ProbeId,
@@ -65,18 +66,6 @@ const TYPICAL_SECONDS: &[(&str, f64)] = &[
     ("native.rtc", 0.106),
 ];
 
-/// The seconds of the longest prefix of `id` (whole parts) that [`TYPICAL_SECONDS`] lists.
-fn typical_seconds(id: &str) -> Option<f64> {
-    TYPICAL_SECONDS
-        .iter()
-        .filter(|(prefix, _)| {
-            id.strip_prefix(prefix)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-        })
-        .max_by_key(|(prefix, _)| prefix.len())
-        .map(|(_, seconds)| *seconds)
-}
-
 fn spec(
     id: &str,
     tier: Tier,
@@ -102,7 +91,7 @@ fn spec(
             gpuprobe_model::probe::Placement::Shared
         },
         lane: None,
-        typical_s: typical_seconds(id),
+        typical_s: longest_prefix_value(TYPICAL_SECONDS, id),
         native_counterpart: None,
         report_group: None,
     }
@@ -936,7 +925,7 @@ mod tests {
             "none measured: the default"
         );
         assert_eq!(
-            typical_seconds("native.copyx"),
+            longest_prefix_value(TYPICAL_SECONDS, "native.copyx"),
             None,
             "a prefix ends at a dot"
         );

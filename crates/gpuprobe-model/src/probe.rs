@@ -185,6 +185,20 @@ fn one() -> f64 {
     1.0
 }
 
+/// The value of the longest entry of `table` that is a whole-part prefix of the probe id `id`
+/// (`nn.sdpa` covers `nn.sdpa.bf16` and `nn.sdpa`, not `nn.sdpax`): how per-prefix tables
+/// (typical seconds, first-use seconds) are read.
+pub fn longest_prefix_value(table: &[(&str, f64)], id: &str) -> Option<f64> {
+    table
+        .iter()
+        .filter(|(prefix, _)| {
+            id.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, value)| *value)
+}
+
 /// Default false-alarm budget of a statistical probe (issue: below 1e-9).
 pub fn default_alpha() -> f64 {
     1e-10

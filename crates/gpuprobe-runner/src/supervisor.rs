@@ -521,12 +521,12 @@ fn spawn_worker(
         .as_ref()
         .map(|dir| dir.join(format!("worker-{worker_number}.log")));
     // Native workers, and Python workers with settings, are never the zygote's.
-    let zygote = config
+    let forkable = config
         .zygote
         .as_deref()
-        .filter(|zygote| zygote.forkable_args(&command).is_some());
-    let forked = zygote.and_then(|zygote| {
-        RunningWorker::fork_from(zygote, &command, log_path.as_deref())
+        .and_then(|zygote| Some((zygote, zygote.forkable_args(&command)?)));
+    let forked = forkable.and_then(|(zygote, args)| {
+        RunningWorker::fork_from(zygote, &args, &command, log_path.as_deref())
             .map_err(|why| {
                 if let Some(path) = &log_path {
                     note_in_log(path, &format!("started the ordinary way: {why}"));

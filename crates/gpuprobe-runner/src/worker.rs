@@ -220,17 +220,15 @@ impl RunningWorker {
         )
     }
 
-    /// Has `zygote` fork the worker `cmd` would start, when it may (see
-    /// [`Zygote::forkable_args`]); `None` when it may not or the fork failed (start it
-    /// with [`RunningWorker::spawn`] then), with the reason for the log.
+    /// Has `zygote` fork the worker `cmd` would start, running `args` (what
+    /// [`Zygote::forkable_args`] allowed for `cmd`); the error says why it could not (start
+    /// it with [`RunningWorker::spawn`] then).
     pub(crate) fn fork_from(
         zygote: &Zygote,
+        args: &[String],
         cmd: &WorkerCommand,
         log: Option<&Path>,
     ) -> Result<RunningWorker, String> {
-        let args = zygote
-            .forkable_args(cmd)
-            .ok_or_else(|| "not a worker the zygote may fork".to_string())?;
         let (event_reader, event_writer) = std::io::pipe().map_err(|e| e.to_string())?;
         let (stdout_reader, stdout_writer) = std::io::pipe().map_err(|e| e.to_string())?;
         let (stderr_reader, stderr_writer) = std::io::pipe().map_err(|e| e.to_string())?;
@@ -246,7 +244,7 @@ impl RunningWorker {
             stderr: stderr_writer.into(),
             stdin: stdin_reader,
         };
-        let pid = zygote.fork(&args, &cmd.env, &fds)?;
+        let pid = zygote.fork(args, &cmd.env, &fds)?;
         // Our copies of the child's ends go now, so each reader sees end-of-file when the
         // worker (and whatever inherited them) is gone.
         drop(fds);
