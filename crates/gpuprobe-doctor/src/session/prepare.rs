@@ -794,6 +794,94 @@ fn python_catalog(
 mod tests {
     use super::*;
 
+    fn session_options(spread: bool) -> SessionOptions {
+        SessionOptions {
+            command: "check",
+            tier: Tier::Full,
+            device: "all".into(),
+            only: Vec::new(),
+            python: None,
+            simulate: None,
+            run_dir: PathBuf::from("/runs/check-1"),
+            no_native: true,
+            spread,
+            timeout_scale: 1.0,
+            startup_timeout: 30.0,
+            seed: 1,
+            probe_options: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn every_gpu_asked_for_spreads_and_a_resumed_or_replanned_plan_spreads_the_same() {
+        let h200 = |index| TorchDevice {
+            index,
+            name: "NVIDIA H200".into(),
+            arch: Some("sm_90".into()),
+            total_memory: Some(150_000_000_000),
+            ..Default::default()
+        };
+        let two = [h200(0), h200(1)];
+        let listed = DeviceRequest::Listed(vec![DeviceRef::Gpu(0), DeviceRef::Gpu(1)]);
+        assert!(spread_for(&session_options(false), &DeviceRequest::All, Some(&two)).is_none());
+        assert!(spread_for(&session_options(true), &listed, Some(&two)).is_none());
+        assert!(spread_for(&session_options(true), &DeviceRequest::All, None).is_none());
+        let spread = spread_for(&session_options(true), &DeviceRequest::All, Some(&two)).unwrap();
+
+        let full = |id: &str, seconds: f64| ProbeSpec {
+            tier: Tier::Full,
+            typical_s: Some(seconds),
+            ..crate::test_support::spec(id)
+        };
+        let catalog = vec![
+            full("copy.h2d", 1.0),
+            full("sweep.add.fp32", 4.0),
+            full("sweep.mul.fp32", 3.0),
+            full("width.index.int32", 2.0),
+        ];
+        let selected = engine::select(&catalog, Tier::Full, &[]);
+        let planned = spread::tasks(&selected, &spread, &[]);
+        let mut plan: RunPlan = serde_json::from_value(serde_json::json!({
+            "tool_version": "0",
+            "command": "check",
+            "tier": "full",
+            "seed": 1,
+            "tasks": planned,
+            "started_at": "2026-01-01T00:00:00Z",
+            "spread": spread,
+        }))
+        .unwrap();
+        // plan.json keeps it: a resume runs what is left where it was planned.
+        let text = serde_json::to_string(&plan).unwrap();
+        let reread: RunPlan = serde_json::from_str(&text).unwrap();
+        assert_eq!(reread.spread.as_ref(), Some(&spread));
+        let placed = |tasks: &[PlannedTask]| -> Vec<String> {
+            tasks
+                .iter()
+                .map(|t| format!("{}@{}", t.spec.id, t.device))
+                .collect()
+        };
+        assert_eq!(
+            placed(&planned),
+            [
+                "copy.h2d@0",
+                "sweep.add.fp32@0",
+                "copy.h2d@1",
+                "sweep.mul.fp32@1",
+                "width.index.int32@1"
+            ]
+        );
+        // --replan with today's catalogue keeps each stack probe on its GPU.
+        assert_eq!(
+            placed(&replanned_tasks(&reread, &catalog)),
+            placed(&planned)
+        );
+        // A plan from before (no spread recorded) re-plans every probe on every device.
+        plan.spread = None;
+        assert_eq!(replanned_tasks(&plan, &catalog).len(), 8);
+        assert!(!serde_json::to_string(&plan).unwrap().contains("spread"));
+    }
+
     #[test]
     fn workers_and_an_expanding_catalogue_are_told_the_bytecode_cache() {
         let cache = Path::new("/c/gpuprobe/bytecode");
