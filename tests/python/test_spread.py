@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import gpuprobe_binary
+from conftest import gpuprobe_binary, run_worker
 from gpuprobe.worker import catalog
 
 FAKE_GPUS = """\
@@ -72,6 +72,13 @@ def test_the_listing_names_the_gpus_torch_sees() -> None:
     # torch that cannot even say: unknown, never an exception.
     broken = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: 1 / 0))
     assert catalog.framework_devices(broken) is None
+
+
+def test_the_cheap_listing_names_no_gpus() -> None:
+    # Without a family to expand the framework is not imported, and no device list is sent.
+    run = run_worker({"protocol": 1, "mode": "catalog"}, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "devices" not in run.of("catalog")[0]
 
 
 @pytest.fixture(scope="module")
