@@ -691,6 +691,10 @@ pub struct RunPlan {
     pub tasks: Vec<PlannedTask>,
     /// When the run started (RFC 3339).
     pub started_at: String,
+    /// The GPUs planned up front and the stack probes spread over identical ones
+    /// (`crate::session::spread`); absent: GPU 0 planned, the others added at its hello.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<crate::session::spread::SpreadPlan>,
 }
 
 /// One planned probe run.

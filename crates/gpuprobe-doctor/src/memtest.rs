@@ -74,6 +74,7 @@ fn plan(request: &MemtestRequest, device: DeviceRef) -> engine::RunPlan {
             device,
         }],
         started_at: gpuprobe_runner::rfc3339(SystemTime::now()),
+        spread: None,
     }
 }
 

@@ -133,6 +133,7 @@ pub fn run_worker(plan: &WorkerPlan, emit: &mut dyn FnMut(&WorkerEvent)) {
             emit(&hello(None, BTreeMap::new()));
             emit(&WorkerEvent::Catalog {
                 probes: native_catalog(),
+                devices: None,
             });
         }
         WorkerMode::Env => {
@@ -372,7 +373,7 @@ mod tests {
         assert!(
             matches!(&events[0], WorkerEvent::Hello { worker, unusable: None, .. } if worker == "native")
         );
-        assert!(matches!(&events[1], WorkerEvent::Catalog { probes } if !probes.is_empty()));
+        assert!(matches!(&events[1], WorkerEvent::Catalog { probes, .. } if !probes.is_empty()));
         assert_eq!(events.last(), Some(&WorkerEvent::Done));
     }
 

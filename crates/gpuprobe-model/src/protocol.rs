@@ -62,6 +62,18 @@ pub struct WorkerPlan {
     pub wait_for_start: bool,
 }
 
+/// A catalogue's device list, or `None` when the field is not one: a device list the
+/// supervisor cannot read only costs the planning ahead, never the catalogue.
+fn lenient_devices<'de, D>(
+    deserializer: D,
+) -> Result<Option<Vec<crate::fingerprint::TorchDevice>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
+}
+
 /// The line (without its newline) a supervisor writes to a waiting worker's stdin.
 pub const START_LINE: &str = "start";
 
@@ -133,6 +145,15 @@ pub enum WorkerEvent {
     Catalog {
         /// Every probe the worker can run.
         probes: Vec<ProbeSpec>,
+        /// The GPUs the framework sees, when the listing imported it anyway (it expanded
+        /// the framework-dependent families): the devices can then be planned before any
+        /// worker runs. Absent, or not a device list: unknown.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "lenient_devices"
+        )]
+        devices: Option<Vec<crate::fingerprint::TorchDevice>>,
     },
     /// A probe is about to start; the supervisor starts its timeout.
     Begin {
@@ -263,6 +284,44 @@ pub struct FaultEffect {
 mod tests {
     use super::*;
     use crate::observation::{CompareStats, Measurement};
+
+    #[test]
+    fn a_catalogue_device_list_that_is_missing_or_garbage_is_unknown() {
+        let parse = |devices: &str| -> WorkerEvent {
+            serde_json::from_str(&format!(r#"{{"event":"catalog","probes":[]{devices}}}"#)).unwrap()
+        };
+        let devices_of = |event: WorkerEvent| match event {
+            WorkerEvent::Catalog { devices, .. } => devices,
+            other => panic!("not a catalogue: {other:?}"),
+        };
+        assert_eq!(devices_of(parse("")), None);
+        assert_eq!(devices_of(parse(r#","devices":null"#)), None);
+        assert_eq!(devices_of(parse(r#","devices":"garbage""#)), None);
+        assert_eq!(
+            devices_of(parse(r#","devices":[{"name":"no index"}]"#)),
+            None
+        );
+        assert_eq!(devices_of(parse(r#","devices":[]"#)), Some(Vec::new()));
+        let listed = devices_of(parse(
+            r#","devices":[{"index":1,"name":"GPU","arch":"sm_90","total_memory":8,"extra":true}]"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            (
+                listed[0].index,
+                listed[0].arch.as_deref(),
+                listed[0].total_memory
+            ),
+            (1, Some("sm_90"), Some(8))
+        );
+        // Written without devices, a catalogue reads as before.
+        let written = serde_json::to_string(&WorkerEvent::Catalog {
+            probes: Vec::new(),
+            devices: None,
+        })
+        .unwrap();
+        assert_eq!(written, r#"{"event":"catalog","probes":[]}"#);
+    }
 
     #[test]
     fn result_event_json_shape() {

@@ -53,8 +53,8 @@ pub use kmsg::KernelLogSource;
 pub use paths::{bytecode_cache, new_run_dir, new_run_dir_in, parse_run_dir_name, runs_root};
 pub use process::{FORWARDED, run_to_files};
 pub use python::{
-    BadInterpreter, PythonChoice, extract_package, fetch_catalog, fetch_env, find_python,
-    resolve_explicit, validate_explicit, worker_command,
+    BadInterpreter, ListedCatalog, PythonChoice, extract_package, fetch_catalog, fetch_env,
+    find_python, resolve_explicit, validate_explicit, worker_command,
 };
 pub use rundir::{
     FIX_ACCOUNT_FILE, FIX_CHECK_DIR, FIX_JOURNAL_FILE, FIX_OPTIONS_FILE, FIX_TRIALS_DIR, PLAN_FILE,

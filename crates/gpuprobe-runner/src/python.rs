@@ -385,17 +385,28 @@ pub(crate) fn query_worker(
     }
 }
 
+/// What a catalogue listing returned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListedCatalog {
+    /// Every probe the worker can run.
+    pub probes: Vec<gpuprobe_model::ProbeSpec>,
+    /// The GPUs the framework sees, when the listing imported it (it expanded a family);
+    /// `None`: not known before a worker runs.
+    pub devices: Option<Vec<gpuprobe_model::fingerprint::TorchDevice>>,
+}
+
 /// The probe catalogue (mode `catalog`: the framework is not imported, so this takes a
 /// fraction of a second).
 ///
 /// `options` go into the catalogue plan: `expand` names the families whose probes depend on
-/// the installed framework (the sweep's operators); listing them makes the worker import it.
+/// the installed framework (the sweep's operators); listing them makes the worker import it,
+/// and then it also lists the GPUs the framework sees.
 pub fn fetch_catalog(
     command_for: impl Fn(&Path) -> WorkerCommand,
     plan_path: &Path,
     timeout: std::time::Duration,
     options: BTreeMap<String, serde_json::Value>,
-) -> Result<Vec<gpuprobe_model::ProbeSpec>, String> {
+) -> Result<ListedCatalog, String> {
     use gpuprobe_model::protocol::{WorkerEvent, WorkerMode};
     let events = query_worker(
         command_for,
@@ -407,7 +418,9 @@ pub fn fetch_catalog(
     let mut unusable = None;
     for event in events {
         match event {
-            WorkerEvent::Catalog { probes } => return Ok(probes),
+            WorkerEvent::Catalog { probes, devices } => {
+                return Ok(ListedCatalog { probes, devices });
+            }
             WorkerEvent::Hello {
                 unusable: Some(reason),
                 ..

@@ -195,6 +195,10 @@ pub struct CheckArgs {
         display_order = 23
     )]
     pub health_format: HealthFormatArg,
+    /// With `--device all` on identical GPUs: run every sweep and width probe on every GPU
+    /// instead of each on one of them (docs/fleet.md, "All GPUs of a node").
+    #[arg(long, conflicts_with = "resume", display_order = 24)]
+    pub no_spread: bool,
 }
 
 /// Readers of `check --health`'s line.

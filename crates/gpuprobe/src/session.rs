@@ -54,6 +54,8 @@ pub(crate) fn session_options(
             .clone()
             .unwrap_or_else(|| paths::new_run_dir(env, command)),
         no_native: args.no_native,
+        // `check --no-spread` turns it off.
+        spread: true,
         timeout_scale: args.timeout_scale,
         startup_timeout: args.startup_timeout,
         seed: args.seed,

@@ -241,6 +241,20 @@ def expanded(families: list[str], torch: Any) -> tuple[list[ProbeDef], list[str]
     return out, notes
 
 
+def framework_devices(torch: Any) -> list[dict[str, Any]] | None:
+    """The GPUs ``torch`` sees, as a hello lists them (``TorchDevice``: index, name, total
+    memory, arch), for a listing that imported the framework anyway (``expanded``): the
+    supervisor then plans every GPU before any worker runs and spreads the stack's probes
+    over identical ones. ``[]`` without a usable GPU; ``None`` when torch cannot say (the
+    supervisor then plans as without a list). Never raises."""
+    from gpuprobe.worker import envinfo
+
+    try:
+        return envinfo.gpu_devices(torch) if torch.cuda.is_available() else []
+    except Exception:  # noqa: BLE001 - a broken runtime is the workers' to report
+        return None
+
+
 def probes_in_tier(tier: str) -> list[ProbeDef]:
     """The probes a run at ``tier`` includes (each tier includes the ones below it)."""
     if tier == "soak":

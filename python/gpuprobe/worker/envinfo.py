@@ -476,6 +476,19 @@ def _device_info(torch: Any, index: int, is_rocm: bool) -> dict[str, Any]:
     return info
 
 
+def gpu_devices(torch: Any) -> list[dict[str, Any]]:
+    """The ``TorchDevice`` objects of every GPU ``torch`` sees (``cuda:N`` order); one whose
+    properties cannot be read keeps its index and says why in place of its name."""
+    is_rocm = bool(getattr(torch.version, "hip", None))
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        try:
+            devices.append(_device_info(torch, index, is_rocm))
+        except Exception as exc:  # noqa: BLE001 - keep the others
+            devices.append({"index": index, "name": f"(unreadable: {exc})"})
+    return devices
+
+
 def torch_info(torch: Any) -> dict[str, Any]:
     """The ``TorchInfo`` object for an imported torch."""
     version = str(torch.__version__)
@@ -495,14 +508,7 @@ def torch_info(torch: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001
         available = False
     info["gpu_available"] = available
-    devices = []
-    if available:
-        for index in range(torch.cuda.device_count()):
-            try:
-                devices.append(_device_info(torch, index, bool(hip)))
-            except Exception as exc:  # noqa: BLE001 - keep the others
-                devices.append({"index": index, "name": f"(unreadable: {exc})"})
-    info["devices"] = devices
+    info["devices"] = gpu_devices(torch) if available else []
     if available:
         # collect_env's "CUDA_MODULE_LOADING set to": torch sets LAZY when it initialises
         # CUDA with the variable unset; the device queries above initialised it.

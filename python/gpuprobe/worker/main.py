@@ -205,6 +205,7 @@ def _catalog_mode(events: EventStream, options: dict[str, Any]) -> int:
     # installed framework (the sweep's operators); that imports torch.
     _hello(events, torch_info=None, unusable=None, packages={}, simulated=False)
     probes = [p.spec() for p in catalog.all_probes().values()]
+    listing: dict[str, Any] = {"event": "catalog", "probes": probes}
     families = options.get("expand") or []
     if isinstance(families, list) and families:
         _cache_bytecode(events, options)
@@ -216,7 +217,11 @@ def _catalog_mode(events: EventStream, options: dict[str, Any]) -> int:
             probes.extend(p.spec() for p in extra)
             for note in notes:
                 events.log("warn", note)
-    events.emit({"event": "catalog", "probes": probes})
+            # Only here, where torch is imported anyway: the GPUs, for planning ahead.
+            devices = catalog.framework_devices(torch)
+            if devices is not None:
+                listing["devices"] = devices
+    events.emit(listing)
     events.emit({"event": "done"})
     return EXIT_OK
 

@@ -1,7 +1,7 @@
 //! Executing a prepared session: the machine's fingerprint gathered in the background,
 //! what is left of the plan run through the engine (the other GPUs planned once GPU 0's
-//! worker has counted them), progress told to the caller's observer, then the report
-//! assembled ([`super::assemble`]).
+//! worker has counted them, unless the plan had them all: [`super::spread`]), progress told
+//! to the caller's observer, then the report assembled ([`super::assemble`]).
 
 use std::collections::BTreeMap;
 use std::thread::JoinHandle;
@@ -107,6 +107,9 @@ pub fn execute(
     let mut planned_devices: Vec<DeviceRef> = plan.tasks.iter().map(|t| t.device).collect();
     planned_devices.dedup();
     let mut added_tasks: Vec<PlannedTask> = Vec::new();
+    // A spread plan has every GPU already: adding one at hello would run its stack probes
+    // twice.
+    let planned_up_front = plan.spread.is_some();
     let mut expand = |backend: Backend, device: DeviceRef, hello: &WorkerEvent| -> Vec<Lane> {
         // The first torch a Python worker reports is the run's: a resume compares with it.
         if backend == Backend::Python
@@ -120,6 +123,7 @@ pub fn execute(
         }
         // Device 0's Python worker tells how many GPUs torch sees; plan the others.
         if device_request != DeviceRequest::All
+            || planned_up_front
             || backend != Backend::Python
             || device != DeviceRef::Gpu(0)
         {

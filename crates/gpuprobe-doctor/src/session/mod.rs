@@ -5,7 +5,8 @@
 //! matches, lint and diagnosis.
 //!
 //! By phase: [`options`] (what was asked, the devices), [`prepare`] (a new run, one reopened
-//! for `fix`, one resumed), [`execute`] (the probes), [`assemble`] (the report).
+//! for `fix`, one resumed), [`execute`] (the probes), [`assemble`] (the report); [`spread`]
+//! plans every identical GPU up front and runs each stack probe on one of them.
 //!
 //! A resumed run continues only under what it ran under (interpreter, torch, gpuprobe):
 //! anything else is refused unless `--replan` asks to re-plan, which the report then says.
@@ -21,6 +22,7 @@ pub mod execute;
 pub mod interrupt;
 pub mod options;
 pub mod prepare;
+pub mod spread;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

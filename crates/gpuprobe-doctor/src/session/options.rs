@@ -60,6 +60,9 @@ pub struct SessionOptions {
     pub run_dir: PathBuf,
     /// Skip native probes.
     pub no_native: bool,
+    /// With `--device all`: run each sweep and width probe on one GPU of identical ones
+    /// ([`super::spread`]); off (`check --no-spread`), every GPU runs every probe.
+    pub spread: bool,
     /// Timeout multiplier.
     pub timeout_scale: f64,
     /// Worker start-up limit, seconds.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use gpuprobe_model::fingerprint::TorchDevice;
 use gpuprobe_model::probe::{DeviceRef, ProbeSpec, Tier};
 use gpuprobe_model::protocol::SimulationSpec;
 use gpuprobe_runner::{
@@ -17,6 +18,7 @@ use super::options::{
     DeviceRequest, SessionOptions, applies_to, gpu_count_hint, initial_devices, parse_devices,
     supervisor_config, validate_python,
 };
+use super::spread::{self, SpreadPlan};
 use super::{Prepared, SessionError, SessionHost};
 use crate::engine::{self, EngineConfig, PlannedTask, RunPlan, Settings};
 
@@ -77,7 +79,7 @@ pub fn prepare_new(
     let package_dir = gpuprobe_runner::extract_package(&run_dir.path().join("python"))
         .map_err(SessionError::ExtractPackage)?;
     let bytecode_cache = host.bytecode_cache.clone();
-    let mut catalog = python_catalog_for(
+    let (mut catalog, listed_gpus) = python_catalog_for(
         tier,
         &options.only,
         python.as_ref(),
@@ -105,8 +107,19 @@ pub fn prepare_new(
         });
     }
     notes.extend(unmatched);
-    let devices = initial_devices(&device_request, simulate.is_some(), &mut notes);
-    let tasks = tasks_on(&devices, &selected);
+    let spread = spread_for(options, &device_request, listed_gpus.as_deref());
+    let (devices, tasks) = match &spread {
+        Some(spread) => {
+            let tasks = spread::tasks(&selected, spread, &[]);
+            notes.extend(spread::notes(spread, &tasks));
+            (spread.devices(), tasks)
+        }
+        None => {
+            let devices = initial_devices(&device_request, simulate.is_some(), &mut notes);
+            let tasks = tasks_on(&devices, &selected);
+            (devices, tasks)
+        }
+    };
     let plan = RunPlan {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         command: options.command.into(),
@@ -125,6 +138,7 @@ pub fn prepare_new(
         options: options.probe_options.clone(),
         tasks,
         started_at: started_at.to_string(),
+        spread: spread.clone(),
     };
     run_dir
         .write_json(PLAN_FILE, &plan)
@@ -149,9 +163,11 @@ pub fn prepare_new(
             python.as_ref(),
             bytecode_cache.as_deref(),
         ),
-        // Only GPU 0 is planned so far; the other GPUs join once its worker has counted them.
-        expected_devices: if devices == [DeviceRef::Gpu(0)] && device_request == DeviceRequest::All
-        {
+        // Only GPU 0 is planned so far, unless every GPU was planned up front; the other
+        // GPUs join once its worker has counted them.
+        expected_devices: if spread.is_some() {
+            devices.len()
+        } else if devices == [DeviceRef::Gpu(0)] && device_request == DeviceRequest::All {
             gpu_count_hint()
         } else {
             1
@@ -166,6 +182,20 @@ pub fn prepare_new(
         notes,
         python,
     })
+}
+
+/// The spread of a new run: with `--device all` (and `check` not told `--no-spread`), when
+/// the catalogue listing found two or more identical GPUs. Listed devices never spread:
+/// who names GPUs asks for those runs.
+fn spread_for(
+    options: &SessionOptions,
+    request: &DeviceRequest,
+    listed_gpus: Option<&[TorchDevice]>,
+) -> Option<SpreadPlan> {
+    if !options.spread || *request != DeviceRequest::All {
+        return None;
+    }
+    spread::plan_for(listed_gpus?)
 }
 
 /// A note for each `--only` pattern that matches no probe of `tier`, naming the tier it
@@ -476,7 +506,7 @@ fn catalog_for(
     notes: &mut Vec<String>,
 ) -> Vec<ProbeSpec> {
     let bytecode_cache = host.bytecode_cache.clone();
-    let mut catalog = python_catalog_for(
+    let (mut catalog, _) = python_catalog_for(
         plan.tier,
         &plan.only,
         python,
@@ -492,9 +522,13 @@ fn catalog_for(
 }
 
 /// A plan's tasks made again from `catalog`: its tier and patterns, on every device it had
-/// planned (the GPUs found while it ran included).
+/// planned (the GPUs found while it ran included), spread as it was (each stack probe kept
+/// on the GPU it had, a new one placed as a new plan would).
 fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<PlannedTask> {
     let selected = engine::select(catalog, plan.tier, &plan.only);
+    if let Some(spread) = &plan.spread {
+        return spread::tasks(&selected, spread, &plan.tasks);
+    }
     let mut devices: Vec<DeviceRef> = Vec::new();
     for task in &plan.tasks {
         if !devices.contains(&task.device) {
@@ -514,8 +548,11 @@ fn reopened(
     catalog: Vec<ProbeSpec>,
     supervisor: SupervisorConfig,
     host: &SessionHost,
-    notes: Vec<String>,
+    mut notes: Vec<String>,
 ) -> Prepared {
+    if let Some(spread) = &plan.spread {
+        notes.extend(spread::notes(spread, &plan.tasks));
+    }
     let bytecode_cache = host.bytecode_cache.clone();
     let device_request = match &plan.devices {
         None => DeviceRequest::All,
@@ -683,7 +720,8 @@ pub fn expanded_families(tier: Tier, only: &[String], listed: &[ProbeSpec]) -> V
 /// framework first, then once more with the families [`expanded_families`] names, if any.
 /// The full tier always expands, so it lists once. When the first listing found nothing
 /// (no interpreter could list it), it is not tried again: that could only wait for the
-/// same failure a second time.
+/// same failure a second time. With the catalogue, the GPUs the framework sees when the
+/// listing used imported it (an expanding one), else `None`.
 fn python_catalog_for(
     tier: Tier,
     only: &[String],
@@ -692,22 +730,23 @@ fn python_catalog_for(
     run_dir: &RunDir,
     bytecode_cache: Option<&Path>,
     notes: &mut Vec<String>,
-) -> Vec<ProbeSpec> {
+) -> (Vec<ProbeSpec>, Option<Vec<TorchDevice>>) {
     let list = |expand: &[&str], notes: &mut Vec<String>| {
         python_catalog(python, package_dir, run_dir, expand, bytecode_cache, notes)
     };
+    let parts = |listed: gpuprobe_runner::ListedCatalog| (listed.probes, listed.devices);
     if tier == Tier::Full {
-        return list(&expanded_families(tier, only, &[]), notes);
+        return parts(list(&expanded_families(tier, only, &[]), notes));
     }
     // The first listing's notes are kept only when it is the one used.
     let mut first_notes = Vec::new();
     let listed = list(&[], &mut first_notes);
-    let expand = expanded_families(tier, only, &listed);
-    if listed.is_empty() || expand.is_empty() {
+    let expand = expanded_families(tier, only, &listed.probes);
+    if listed.probes.is_empty() || expand.is_empty() {
         notes.extend(first_notes);
-        return listed;
+        return parts(listed);
     }
-    list(&expand, notes)
+    parts(list(&expand, notes))
 }
 
 /// The Python probe catalogue, from the user's interpreter, or from any `python3` when that
@@ -720,7 +759,7 @@ fn python_catalog(
     expand: &[&str],
     bytecode_cache: Option<&Path>,
     notes: &mut Vec<String>,
-) -> Vec<ProbeSpec> {
+) -> gpuprobe_runner::ListedCatalog {
     let options = catalog_options(expand, bytecode_cache);
     let plan_path = run_dir.workers_dir().join("catalog.json");
     // Listing the sweep's operators imports the framework and its operator database.
@@ -737,21 +776,111 @@ fn python_catalog(
             options.clone(),
         );
         match result {
-            Ok(catalog) => {
+            Ok(mut catalog) => {
                 if i > 0 {
                     notes.push(format!("probe list taken from {}", interpreter.display()));
+                    // Another interpreter's framework: not the GPUs the run's workers see.
+                    catalog.devices = None;
                 }
                 return catalog;
             }
             Err(err) => notes.push(err),
         }
     }
-    Vec::new()
+    gpuprobe_runner::ListedCatalog::default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn session_options(spread: bool) -> SessionOptions {
+        SessionOptions {
+            command: "check",
+            tier: Tier::Full,
+            device: "all".into(),
+            only: Vec::new(),
+            python: None,
+            simulate: None,
+            run_dir: PathBuf::from("/runs/check-1"),
+            no_native: true,
+            spread,
+            timeout_scale: 1.0,
+            startup_timeout: 30.0,
+            seed: 1,
+            probe_options: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn every_gpu_asked_for_spreads_and_a_resumed_or_replanned_plan_spreads_the_same() {
+        let h200 = |index| TorchDevice {
+            index,
+            name: "NVIDIA H200".into(),
+            arch: Some("sm_90".into()),
+            total_memory: Some(150_000_000_000),
+            ..Default::default()
+        };
+        let two = [h200(0), h200(1)];
+        let listed = DeviceRequest::Listed(vec![DeviceRef::Gpu(0), DeviceRef::Gpu(1)]);
+        assert!(spread_for(&session_options(false), &DeviceRequest::All, Some(&two)).is_none());
+        assert!(spread_for(&session_options(true), &listed, Some(&two)).is_none());
+        assert!(spread_for(&session_options(true), &DeviceRequest::All, None).is_none());
+        let spread = spread_for(&session_options(true), &DeviceRequest::All, Some(&two)).unwrap();
+
+        let full = |id: &str, seconds: f64| ProbeSpec {
+            tier: Tier::Full,
+            typical_s: Some(seconds),
+            ..crate::test_support::spec(id)
+        };
+        let catalog = vec![
+            full("copy.h2d", 1.0),
+            full("sweep.add.fp32", 4.0),
+            full("sweep.mul.fp32", 3.0),
+            full("width.index.int32", 2.0),
+        ];
+        let selected = engine::select(&catalog, Tier::Full, &[]);
+        let planned = spread::tasks(&selected, &spread, &[]);
+        let mut plan: RunPlan = serde_json::from_value(serde_json::json!({
+            "tool_version": "0",
+            "command": "check",
+            "tier": "full",
+            "seed": 1,
+            "tasks": planned,
+            "started_at": "2026-01-01T00:00:00Z",
+            "spread": spread,
+        }))
+        .unwrap();
+        // plan.json keeps it: a resume runs what is left where it was planned.
+        let text = serde_json::to_string(&plan).unwrap();
+        let reread: RunPlan = serde_json::from_str(&text).unwrap();
+        assert_eq!(reread.spread.as_ref(), Some(&spread));
+        let placed = |tasks: &[PlannedTask]| -> Vec<String> {
+            tasks
+                .iter()
+                .map(|t| format!("{}@{}", t.spec.id, t.device))
+                .collect()
+        };
+        assert_eq!(
+            placed(&planned),
+            [
+                "copy.h2d@0",
+                "sweep.add.fp32@0",
+                "copy.h2d@1",
+                "sweep.mul.fp32@1",
+                "width.index.int32@1"
+            ]
+        );
+        // --replan with today's catalogue keeps each stack probe on its GPU.
+        assert_eq!(
+            placed(&replanned_tasks(&reread, &catalog)),
+            placed(&planned)
+        );
+        // A plan from before (no spread recorded) re-plans every probe on every device.
+        plan.spread = None;
+        assert_eq!(replanned_tasks(&plan, &catalog).len(), 8);
+        assert!(!serde_json::to_string(&plan).unwrap().contains("spread"));
+    }
 
     #[test]
     fn workers_and_an_expanding_catalogue_are_told_the_bytecode_cache() {

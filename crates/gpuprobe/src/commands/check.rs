@@ -161,7 +161,7 @@ fn session(args: &CheckArgs) -> Result<Checked> {
         });
     }
     let env = process_env();
-    let options = session_options(
+    let mut options = session_options(
         shared,
         "check",
         &env,
@@ -171,6 +171,7 @@ fn session(args: &CheckArgs) -> Result<Checked> {
         )]
         .into(),
     );
+    options.spread = !args.no_spread;
     options.validate()?;
     gpuprobe_report::html::check_writable(args.html.as_deref())?;
     exports(args).check_writable()?;
