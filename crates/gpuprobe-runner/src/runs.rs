@@ -143,12 +143,18 @@ fn gpuprobe_alive(pid: u32) -> bool {
 
 /// The run directory at `path` named `name`, or `None` when it is not recognisably one.
 fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
+    inspect_with(path, name, now, true)
+}
+
+/// [`inspect`], measuring the run's size only when `measure` says so (its newest change is
+/// looked for only when the run's state needs it).
+fn inspect_with(path: &Path, name: &str, now: SystemTime, measure: bool) -> Option<RunInfo> {
     let parsed = paths::parse_run_dir_name(name)?;
     let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     if !is_dir(path) || !is_dir(&path.join(WORKERS_DIR)) {
         return None;
     }
-    let (bytes, newest) = usage(path);
+    let mut measured = measure.then(|| usage(path));
     let run = RunFiles::at(path);
     let recorded_results = |run: &RunFiles| run.recorded_results().map(|r| Summary::of(&r[..]));
     let (recorded, finished, verdicts, tier) = if parsed.command == "fix" {
@@ -186,16 +192,19 @@ fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
             || (parsed.command == "memtest" && verdicts.as_ref().is_some_and(|v| v.total > 0));
         (report, finished, verdicts, tier)
     };
-    let recently_changed = now
-        .duration_since(newest)
-        .map_or(true, |age| age < ACTIVE_WINDOW);
+    let mut recently_changed = || {
+        let (_, newest) = *measured.get_or_insert_with(|| usage(path));
+        now.duration_since(newest)
+            .map_or(true, |age| age < ACTIVE_WINDOW)
+    };
     let state = if finished {
         RunState::Finished
-    } else if gpuprobe_alive(parsed.pid) || recently_changed {
+    } else if gpuprobe_alive(parsed.pid) || recently_changed() {
         RunState::InProgress
     } else {
         RunState::Interrupted
     };
+    let bytes = measured.map_or(0, |(bytes, _)| bytes);
     let recorded = recorded.unwrap_or_default();
     let stamp = parsed.stamp;
     Some(RunInfo {
@@ -238,6 +247,39 @@ pub fn scan(root: &Path, now: SystemTime) -> std::io::Result<Vec<RunInfo>> {
         .collect();
     runs.sort_by(|a, b| b.stamp.cmp(&a.stamp).then_with(|| b.name.cmp(&a.name)));
     Ok(runs)
+}
+
+/// Every run directory under `root` as [`scan`] recognises one (its name, a directory with
+/// its `workers/`), newest first, told from the names alone: no file of any run is opened, so
+/// a listing shows one page of thousands of runs by inspecting only that page's
+/// ([`inspect_run`]).
+pub fn scan_names(root: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let mut runs: Vec<(String, String, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let stamp = paths::parse_run_dir_name(&name)?.stamp.to_string();
+            let path = entry.path();
+            (is_dir(&path) && is_dir(&path.join(WORKERS_DIR))).then_some((stamp, name, path))
+        })
+        .collect();
+    runs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    Ok(runs
+        .into_iter()
+        .map(|(_, name, path)| (name, path))
+        .collect())
+}
+
+/// One run directory, as [`scan`] lists it but for its size on disk (`bytes` is 0: measuring
+/// walks every file of the run, which a listing of runs does not show).
+pub fn inspect_run(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
+    inspect_with(path, name, now, false)
 }
 
 /// Which runs to remove.

@@ -145,6 +145,16 @@ pub fn rows(root: &Path) -> Result<Vec<RunRow>, String> {
     Ok(runs.iter().map(row).collect())
 }
 
+/// The names of every run under `root`, newest first, from the directory's names alone (no
+/// run file is read); none when the runs directory cannot be read.
+pub fn run_names(root: &Path) -> Vec<String> {
+    gpuprobe_runner::scan_run_names(root)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
 /// What a run's report says, or why it cannot be read; `None` when it has none yet.
 pub fn read_report(path: &Path) -> Option<Result<Report, String>> {
     let run = Run::open(path).ok()?;

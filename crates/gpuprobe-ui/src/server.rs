@@ -609,9 +609,11 @@ fn profile_run(state: &State, name: &str) -> Option<std::path::PathBuf> {
 }
 
 fn profile_page(state: &State, name: &str) -> Reply {
-    let Some(view) =
-        profile_run(state, name).and_then(|path| crate::profiles::view(state.root(), name, &path))
-    else {
+    let Some(view) = profile_run(state, name).and_then(|path| {
+        let mut view = crate::profiles::view(state.root(), name, &path)?;
+        view.used_by = Some(crate::profiles::used_by(state.root(), name, &path));
+        Some(view)
+    }) else {
         return not_found(state);
     };
     Reply::Page(
@@ -750,6 +752,7 @@ fn with_headers<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn state(root: &Path) -> State {
         State::new(
@@ -858,6 +861,44 @@ mod tests {
             PROFILE,
         )
         .unwrap();
+        // A check whose workers ran with the profile's settings, one that did not, and two
+        // `run --profile` uses of it (one of an earlier version).
+        for (check, settings) in [
+            (
+                "check-2026-11-22T11-00-00-1",
+                json!({"set": {"HSA_ENABLE_SDMA": "0"}}),
+            ),
+            ("check-2026-11-22T12-00-00-1", json!({})),
+        ] {
+            let dir = root.path().join(check);
+            std::fs::create_dir_all(dir.join("workers")).unwrap();
+            std::fs::write(
+                RunFiles::at(&dir).file(gpuprobe_runner::PLAN_FILE),
+                json!({"tasks": [], "settings": settings}).to_string(),
+            )
+            .unwrap();
+        }
+        let profile_path =
+            std::fs::canonicalize(RunFiles::at(&run).file(gpuprobe_runner::PROFILE_FILE)).unwrap();
+        for (digest, program) in [
+            ("fnv1a64:0".to_string(), "torchrun"),
+            (
+                gpuprobe_runner::profile_digest(PROFILE.as_bytes()),
+                "<python>",
+            ),
+        ] {
+            gpuprobe_runner::append_profile_use(
+                root.path(),
+                &gpuprobe_runner::ProfileUse {
+                    at: "2026-11-22T13:00:00Z".into(),
+                    profile: profile_path.display().to_string(),
+                    digest,
+                    program: program.into(),
+                    exit_code: 3,
+                },
+            )
+            .unwrap();
+        }
         let s = state(root.path());
         let page = |path: &str| match route(&s, false, path, &[], &[]) {
             Reply::Page(status, html) => (status, html),
@@ -870,6 +911,20 @@ mod tests {
         let (_, one) = page(&format!("/profiles/{name}"));
         assert!(one.contains("copy.h2d.pageable.tiny.nonblocking"), "{one}");
         assert!(one.contains("HSA_ENABLE_SDMA=0"), "{one}");
+        // Used by: the check that ran under it (linked), not the other; both uses, newest
+        // first, the program's name escaped.
+        assert!(
+            one.contains("<a href=\"/runs/check-2026-11-22T11-00-00-1\">"),
+            "{one}"
+        );
+        assert!(!one.contains("check-2026-11-22T12-00-00-1"), "{one}");
+        assert!(one.contains("2 uses recorded"), "{one}");
+        assert!(
+            one.contains("&lt;python&gt;") && !one.contains("<python>"),
+            "{one}"
+        );
+        let newest = one.find("this version").unwrap();
+        assert!(newest < one.find("an earlier version").unwrap(), "{one}");
         assert!(
             one.contains("&lt;b&gt;none") && !one.contains("<b>none"),
             "{one}"
