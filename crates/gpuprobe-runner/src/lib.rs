@@ -62,8 +62,8 @@ pub use rundir::{
     WORKERS_DIR, read_finished, read_report_file,
 };
 pub use rundir::{
-    PROFILE_USES_FILE, PROFILE_USES_KEPT, ProfileUse, append_profile_use, profile_digest,
-    read_profile_uses,
+    PROFILE_USES_FILE, PROFILE_USES_KEPT, ProfileUse, WRITER_LOCK_FILE, Writer, append_profile_use,
+    profile_digest, read_profile_uses,
 };
 pub use runs::{
     DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, RunState, after_check, inspect_run,

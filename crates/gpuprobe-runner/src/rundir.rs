@@ -49,6 +49,10 @@ pub const FIX_TRIALS_DIR: &str = "trials";
 /// Where a `fix` writes its profile unless told otherwise (`run --profile` may read it from
 /// there).
 pub const PROFILE_FILE: &str = "profile.toml";
+/// Locked (`flock`, exclusive) by the process writing the run for as long as it does: the
+/// kernel drops the lock when that process ends however it ends (SIGKILL, a crash), so a run
+/// whose lock is free and which has no finished marker was interrupted ([`RunFiles::writer`]).
+pub const WRITER_LOCK_FILE: &str = "writer.lock";
 
 /// A run file that cannot be used: which file, and why. Every typed reader of a run
 /// directory ([`RunFiles`], [`read_report_file`]) answers with it; a command words it in its
@@ -206,6 +210,20 @@ impl RunFiles {
     pub fn read_profile(&self) -> Result<String, RunFileError> {
         let path = self.path.join(PROFILE_FILE);
         fs::read_to_string(&path).map_err(|source| RunFileError::Unreadable { path, source })
+    }
+
+    /// Whether the process writing the run is still there ([`WRITER_LOCK_FILE`]). Asking
+    /// takes the lock, shared, for an instant when it is free.
+    pub fn writer(&self) -> Writer {
+        use nix::fcntl::{Flock, FlockArg};
+        let Ok(file) = File::open(self.path.join(WRITER_LOCK_FILE)) else {
+            return Writer::Unknown;
+        };
+        match Flock::lock(file, FlockArg::LockSharedNonblock) {
+            Ok(_free) => Writer::Gone,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Writer::Alive,
+            Err(_) => Writer::Unknown,
+        }
     }
 
     /// Every result recorded so far, a torn or foreign line skipped (none when there is
@@ -393,6 +411,45 @@ pub struct RunStack {
 #[derive(Debug, Clone)]
 pub struct RunDir {
     path: PathBuf,
+    /// The run's writer lock, held while any copy of this lives ([`WRITER_LOCK_FILE`]).
+    _writer: Option<std::sync::Arc<nix::fcntl::Flock<File>>>,
+}
+
+/// Whether the process that writes a run is still there, as its writer lock tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// No lock file: a run made before the lock existed, or one whose process has not
+    /// started writing yet. Other signs must tell.
+    Unknown,
+    /// A process holds the lock: the run is being written.
+    Alive,
+    /// The lock is free: whoever wrote the run is gone.
+    Gone,
+}
+
+/// Takes the writer lock of the run at `path`, made when missing. Another process holding it
+/// briefly (a reader asking [`RunFiles::writer`]) is waited for a moment; one that keeps it
+/// (two writers of one run) or a lock that cannot be made leaves the run unlocked, which only
+/// costs readers their certainty, never the run.
+fn hold_writer(path: &Path) -> Option<std::sync::Arc<nix::fcntl::Flock<File>>> {
+    use nix::fcntl::{Flock, FlockArg};
+    let lock = path.join(WRITER_LOCK_FILE);
+    for _ in 0..40 {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .ok()?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Some(std::sync::Arc::new(held)),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 impl RunDir {
@@ -416,6 +473,7 @@ impl RunDir {
         let _ = fs::remove_file(probe);
         Ok(RunDir {
             path: path.to_path_buf(),
+            _writer: hold_writer(path),
         })
     }
 
@@ -431,6 +489,7 @@ impl RunDir {
             .map_err(|e| RunnerError::io("cannot write in", path, e))?;
         Ok(RunDir {
             path: path.to_path_buf(),
+            _writer: hold_writer(path),
         })
     }
 
@@ -1065,6 +1124,45 @@ mod tests {
         assert!(uses.len() >= PROFILE_USES_KEPT, "{}", uses.len());
         assert_eq!(uses.last(), Some(&used(2599)));
         assert!(!root.join(PROFILE_USES_TMP).exists());
+    }
+
+    #[test]
+    fn the_writer_lock_is_held_while_the_run_is_written_and_free_once_its_writer_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = RunFiles::at(dir.path());
+        assert_eq!(files.writer(), Writer::Unknown);
+        let run = RunDir::create(dir.path()).unwrap();
+        assert_eq!(files.writer(), Writer::Alive);
+        let copy = run.clone();
+        drop(run);
+        assert_eq!(files.writer(), Writer::Alive, "a copy still holds it");
+        drop(copy);
+        assert_eq!(files.writer(), Writer::Gone);
+        run_dir_with_plan(dir.path());
+        let resumed = RunDir::open(dir.path()).unwrap();
+        assert_eq!(files.writer(), Writer::Alive);
+        drop(resumed);
+        // A process killed outright leaves the lock free: the kernel drops it.
+        // (`-o`: the lock stays with `flock` itself, not the command it runs.)
+        let child = std::process::Command::new("flock")
+            .arg("-o")
+            .arg(dir.path().join(WRITER_LOCK_FILE))
+            .args(["sleep", "30"])
+            .spawn();
+        if let Ok(mut child) = child {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while files.writer() != Writer::Alive && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(files.writer(), Writer::Alive);
+            child.kill().unwrap();
+            child.wait().unwrap();
+            assert_eq!(files.writer(), Writer::Gone);
+        }
+    }
+
+    fn run_dir_with_plan(path: &Path) {
+        fs::write(path.join(PLAN_FILE), "{}").unwrap();
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //! directory that [`crate::RunDir::create`] makes first. Anything else under the state
 //! directory is neither listed nor removed.
 //!
-//! A run directory holds no lock, so whether a run is still going is judged from what it
-//! holds: a run with its finished marker (`report.json` for `check`, `fix.json` for `fix`,
-//! the one result of `memtest`) is finished; one without is in progress while the process
+//! Whether a run is still going is judged from what it holds: a run with its finished marker
+//! (`report.json` for `check`, `fix.json` for `fix`, the one result of `memtest`) is
+//! finished; one without is in progress while its writer lock (`writer.lock`, which the
+//! process writing the run holds and the kernel frees when that process ends, however it
+//! ends) is held, and interrupted once it is free. A run without the lock file (made before
+//! it existed, or whose process has not started writing) is in progress while the process
 //! named in the directory is a live gpuprobe, or while anything in it changed within the last
 //! hour (a `check --resume` runs under another process; a home directory shared between
 //! hosts hides the process), and interrupted after that. Runs in progress are never removed,
@@ -197,8 +200,19 @@ fn inspect_with(path: &Path, name: &str, now: SystemTime, measure: bool) -> Opti
         now.duration_since(newest)
             .map_or(true, |age| age < ACTIVE_WINDOW)
     };
+    // The writer lock answers when the run has one: a fix's own, else its starting
+    // check's. Without one (a run made before it, or not started yet), the process named in
+    // the directory and the run's last change tell.
+    let writer = match run.writer() {
+        crate::rundir::Writer::Unknown if parsed.command == "fix" => run.check_subrun().writer(),
+        writer => writer,
+    };
     let state = if finished {
         RunState::Finished
+    } else if writer == crate::rundir::Writer::Alive {
+        RunState::InProgress
+    } else if writer == crate::rundir::Writer::Gone {
+        RunState::Interrupted
     } else if gpuprobe_alive(parsed.pid) || recently_changed() {
         RunState::InProgress
     } else {
@@ -632,5 +646,48 @@ mod tests {
         // An age longer than the epoch is old selects nothing.
         let (remove, _) = plan(&runs, policy(None, Some(Duration::MAX)), noon(), None);
         assert!(remove.is_empty());
+    }
+
+    #[test]
+    fn a_run_whose_writer_lock_is_free_is_interrupted_though_its_named_process_lives() {
+        let root = tempfile::tempdir().unwrap();
+        // Named after this process, a live one whose name starts with gpuprobe (the test
+        // binary's): without the lock it would count as in progress.
+        let name = format!("check-2026-11-22T10-04-05-{}", std::process::id());
+        let path = root.path().join(&name);
+        let now = SystemTime::now();
+        std::fs::create_dir_all(path.join(WORKERS_DIR)).unwrap();
+        let state = || inspect_run(&path, &name, now).unwrap().state;
+        assert_eq!(
+            state(),
+            RunState::InProgress,
+            "no lock yet: the process tells"
+        );
+        let writer = crate::RunDir::create(&path).unwrap();
+        writer
+            .write_json(crate::rundir::PLAN_FILE, &serde_json::json!({"tasks": []}))
+            .unwrap();
+        assert_eq!(state(), RunState::InProgress);
+        drop(writer);
+        assert_eq!(state(), RunState::Interrupted, "its writer is gone");
+        // The names alone list it, newest first, and a listing's inspection measures nothing.
+        std::fs::create_dir_all(
+            root.path()
+                .join("check-2026-11-22T11-00-00-1")
+                .join(WORKERS_DIR),
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.path().join("notarun").join(WORKERS_DIR)).unwrap();
+        let listed: Vec<String> = scan_names(root.path())
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            listed,
+            ["check-2026-11-22T11-00-00-1".to_string(), name.clone()]
+        );
+        assert_eq!(inspect_run(&path, &name, now).unwrap().bytes, 0);
+        assert!(scan(root.path(), now).unwrap()[1].bytes > 0);
     }
 }

@@ -344,11 +344,9 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
     let state_text = match &job {
         Some(j) if j.running && j.stopping => "stopping".to_string(),
         Some(j) if j.running => "running".to_string(),
-        Some(j) => format!(
-            "ended{}",
-            j.exit_code
-                .map(|c| format!(", exit {c}"))
-                .unwrap_or_default()
+        Some(j) => ended_text(
+            j,
+            check.has_report() || run_files(state, name).has_fix_account(),
         ),
         None => info.map_or("unknown".into(), |r| r.state.label().to_string()),
     };
@@ -378,6 +376,29 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
             .map(|j| j.log.into_iter().rev().take(30).rev().collect())
             .unwrap_or_default(),
     }
+}
+
+/// How a child this server started ended: with its report, or without one (killed, crashed)
+/// and how: its exit code or the signal that ended it.
+fn ended_text(job: &crate::jobs::JobView, finished: bool) -> String {
+    let how = match (job.exit_code, job.signal) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => match nix::sys::signal::Signal::try_from(signal) {
+            Ok(name) => format!("signal {signal}, {}", name.as_str()),
+            Err(_) => format!("signal {signal}"),
+        },
+        (None, None) => "exit status unknown".to_string(),
+    };
+    if finished {
+        format!("ended, {how}")
+    } else {
+        format!("ended without a report ({how})")
+    }
+}
+
+/// The files of the run `name` (nothing is read yet).
+fn run_files(state: &State, name: &str) -> RunFiles {
+    RunFiles::at(&state.root().join(name))
 }
 
 /// The event stream of a run: `progress` whenever what it holds changed, then `done` with
@@ -949,6 +970,48 @@ mod tests {
         assert_eq!(
             status_of(&route(&s, false, &format!("/profiles/{name}"), &[], &[])),
             404
+        );
+    }
+
+    #[test]
+    fn a_started_run_that_dies_says_how_and_is_no_longer_in_progress() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        // A "check" that writes its plan under its writer lock, then is killed outright.
+        let exe = root.path().join("dies");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nfor a; do case $a in --run-dir=*) d=${a#--run-dir=};; esac; done\n\
+             mkdir -p $d/workers && echo '{\"tasks\": [1, 2]}' > $d/plan.json\n\
+             exec flock -o $d/writer.lock sh -c 'kill -9 $PPID; sleep 1'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut s = state(root.path());
+        s.options.exe = exe;
+        let form = vec![("tier".to_string(), "quick".to_string())];
+        let Reply::Redirect(to) = route(&s, true, "/check", &[], &form) else {
+            panic!("not started")
+        };
+        let name = to.trim_start_matches("/runs/").to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.jobs.view(&name).is_some_and(|j| j.running) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let Reply::Page(200, page) = route(&s, false, &to, &[], &[]) else {
+            panic!()
+        };
+        assert!(
+            page.contains("ended without a report (signal 9, SIGKILL)"),
+            "{page}"
+        );
+        let Reply::Page(200, list) = route(&s, false, "/", &[], &[]) else {
+            panic!()
+        };
+        assert!(list.contains(&name), "{list}");
+        assert!(
+            list.contains("interrupted") && !list.contains("in progress"),
+            "{list}"
         );
     }
 
