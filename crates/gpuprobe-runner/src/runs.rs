@@ -178,17 +178,17 @@ fn inspect_with(path: &Path, name: &str, now: SystemTime, measure: bool) -> Opti
         (account, finished, verdicts, tier)
     } else {
         let report = run.read_report_as::<Recorded>().ok();
-        let plan = run.read_plan::<Recorded>().ok();
         let verdicts = report
             .as_ref()
             .and_then(|r| r.summary)
             .or_else(|| recorded_results(&run));
         // A memtest runs no tier: its plan records its probe's (soak, the tier that never
-        // selects it), which is no tier the user asked for.
+        // selects it), which is no tier the user asked for. The plan is read only when the
+        // report does not say (a run not finished).
         let tier = report
             .as_ref()
             .and_then(|r| r.tier)
-            .or(plan.and_then(|p| p.tier))
+            .or_else(|| run.read_plan::<Recorded>().ok().and_then(|p| p.tier))
             .filter(|_| parsed.command != "memtest");
         // A memtest writes no report: its one result is the end of it.
         let finished = report.is_some()

@@ -198,10 +198,10 @@ pub fn load(run: &Path) -> Option<Result<Profile, String>> {
 
 /// Every profile under `root`, newest first.
 pub fn list(root: &Path) -> Vec<ProfileView> {
-    let runs = gpuprobe_runner::scan_runs(root, std::time::SystemTime::now()).unwrap_or_default();
+    let runs = gpuprobe_runner::scan_run_names(root).unwrap_or_default();
     runs.iter()
-        .filter(|r| r.holds_profile)
-        .filter_map(|r| view(root, &r.name, &r.path))
+        .filter(|(_, path)| RunFiles::at(path).holds_profile())
+        .filter_map(|(name, path)| view(root, name, path))
         .collect()
 }
 

@@ -211,18 +211,18 @@ fn message(state: &State, status: u16, title: &str, text: &str) -> Reply {
 
 fn runs_page(state: &State, query: &[(String, String)]) -> Reply {
     let filter = Filter::from_query(query);
-    let (rows, error) = match catalogue::rows(state.root()) {
-        Ok(rows) => (rows, None),
-        Err(e) => (Vec::new(), Some(e)),
+    let number = first(query, "page").trim().parse::<usize>().unwrap_or(1);
+    let (page, error) = match catalogue::page(state.root(), &filter, number) {
+        Ok(page) => (Some(page), None),
+        Err(e) => (None, Some(e)),
     };
-    let total = rows.len();
-    let kept: Vec<_> = rows.into_iter().filter(|r| filter.keeps(r)).collect();
+    let rows = page.as_ref().map(|p| p.rows.clone()).unwrap_or_default();
     Reply::Page(
         200,
         state.pages.render(
             "runs.html",
-            json!({"rows": kept, "total": total, "root": state.root().display().to_string(),
-                "filter": filter, "error": error}),
+            json!({"rows": rows, "page": page, "total": page.as_ref().map_or(0, |p| p.total),
+                "root": state.root().display().to_string(), "filter": filter, "error": error}),
         ),
     )
 }
@@ -334,9 +334,9 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
     // A run this server did not start is watched through what `runs list` says of it.
     let info = job
         .is_none()
-        .then(|| gpuprobe_runner::scan_runs(state.root(), std::time::SystemTime::now()).ok())
+        .then(|| catalogue::run_path(state.root(), name))
         .flatten()
-        .and_then(|runs| runs.into_iter().find(|r| r.name == name));
+        .and_then(|path| gpuprobe_runner::inspect_run(&path, name, std::time::SystemTime::now()));
     let live = running
         || info
             .as_ref()
@@ -448,8 +448,8 @@ fn stream_events(state: &State, request: tiny_http::Request, name: &str) {
         {
             return;
         }
-        // A run of this server's is read often; another's goes through `runs list`'s scan
-        // of every run, so less often.
+        // A run of this server's is read often; another's is judged as `runs list` judges
+        // it (its writer lock, else its files' last change), so less often.
         std::thread::sleep(if progress.running { POLL } else { POLL_OTHER });
     }
 }
@@ -574,11 +574,7 @@ fn compare_page(state: &State, query: &[(String, String)]) -> Reply {
             .map(|(_, v)| v.clone())
             .unwrap_or_default()
     };
-    let names: Vec<String> = catalogue::rows(state.root())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.name)
-        .collect();
+    let names = catalogue::run_names(state.root());
     let (a, b) = (get("a"), get("b"));
     let mut context = json!({"names": names, "a": a, "b": b});
     if !a.is_empty() || !b.is_empty() {
