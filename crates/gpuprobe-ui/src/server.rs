@@ -683,6 +683,8 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
     let kb = gpuprobe_kb::KnowledgeBase::embedded();
     let q = first(query, "q");
     let entries = crate::kb::search(&kb, q);
+    let run = first(query, "run").trim();
+    let mut error = None;
     let (against, matches) = if first(query, "live") == "1" {
         let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
         let fingerprint = gpuprobe_doctor::live_stack::live_fingerprint(
@@ -694,6 +696,26 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
             "this machine now".to_string(),
             crate::kb::matches(&kb, &fingerprint, &[]),
         )
+    } else if !run.is_empty() {
+        // A run's recorded stack and results, as `gpuprobe kb match --report` matches them.
+        let report = match catalogue::run_path(state.root(), run) {
+            None => Err(format!("no run {run:?} in the runs directory")),
+            Some(path) => match catalogue::read_report(&path) {
+                Some(Ok(report)) => Ok(report),
+                Some(Err(why)) => Err(format!("{run} is corrupt: {why}")),
+                None => Err(format!("{run} has no report yet (not finished)")),
+            },
+        };
+        match report {
+            Ok(report) => (
+                format!("the run {run}"),
+                crate::kb::matches(&kb, &report.fingerprint, &report.results),
+            ),
+            Err(why) => {
+                error = Some(why);
+                (String::new(), Vec::new())
+            }
+        }
     } else {
         match crate::kb::newest_report(state.root()) {
             Some((name, fingerprint, results)) => (
@@ -707,7 +729,8 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
         200,
         state.pages.render(
             "kb.html",
-            json!({"q": q, "entries": entries, "matches": matches, "against": against}),
+            json!({"q": q, "entries": entries, "matches": matches, "against": against,
+                "run": run, "error": error}),
         ),
     )
 }
@@ -1013,6 +1036,53 @@ mod tests {
 
     fn status_of(reply: &Reply) -> u16 {
         status(reply)
+    }
+
+    #[test]
+    fn the_kb_page_matches_a_chosen_run_s_recorded_stack_and_says_why() {
+        use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+        let root = tempfile::tempdir().unwrap();
+        let name = "check-2026-11-22T10-04-05-1";
+        let run = root.path().join(name);
+        std::fs::create_dir_all(run.join("workers")).unwrap();
+        // A report recorded on an AMD gfx1100 Linux host, no results: RKB-001's stack.
+        let mut gpu = GpuInfo::new(Vendor::Amd);
+        gpu.index = Some(0);
+        gpu.native_isa = Some("gfx1100".into());
+        gpu.runtime_isa = Some("gfx1100".into());
+        let mut report: gpuprobe_model::Report = serde_json::from_value(json!({
+            "schema_version": 1, "tool_version": "0.1.0", "command": "check",
+            "started_at": "2026-11-22T10:04:05Z", "wall_s": 1.0, "tier": "quick",
+            "fingerprint": gpuprobe_model::fingerprint::Fingerprint::default(),
+            "results": [], "findings": [],
+            "summary": gpuprobe_model::report::Summary::of(&[]),
+            "exit_status": "all_passed", "exit_code": 0
+        }))
+        .unwrap();
+        report.fingerprint.host.os = Some("linux".into());
+        report.fingerprint.gpus = vec![gpu];
+        std::fs::write(
+            RunFiles::at(&run).file(gpuprobe_runner::REPORT_FILE),
+            serde_json::to_string(&report).unwrap(),
+        )
+        .unwrap();
+        let s = state(root.path());
+        let kb = |run: &str| {
+            let q = vec![("run".to_string(), run.to_string())];
+            match route(&s, false, "/kb", &q, &[]) {
+                Reply::Page(200, html) => html,
+                other => panic!("{other:?}"),
+            }
+        };
+        let html = kb(name);
+        assert!(html.contains(&format!("Matching the run {name}")), "{html}");
+        assert!(html.contains("RKB-001"), "{html}");
+        assert!(html.contains("gfx1100 matches gfx11*"), "{html}");
+        for bad in ["check-2026-11-22T10-04-06-1", "../etc", "<script>"] {
+            let html = kb(bad);
+            assert!(html.contains("no run"), "{html}");
+            assert!(!html.contains("<script>"), "{html}");
+        }
     }
 
     #[test]
