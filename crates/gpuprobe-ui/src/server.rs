@@ -1028,6 +1028,12 @@ mod tests {
             panic!()
         };
         assert!(list.contains(&name), "{list}");
+        assert!(list.contains("1–1 of 1 run(s) in"), "{list}");
+        let q = vec![("verdict".to_string(), "pass".to_string())];
+        let Reply::Page(200, none) = route(&s, false, "/", &q, &[]) else {
+            panic!()
+        };
+        assert!(none.contains("none of 1 run(s) in"), "{none}");
         assert!(
             list.contains("interrupted") && !list.contains("in progress"),
             "{list}"
