@@ -12,12 +12,13 @@ temporary directory); ``docs/ui.md`` names the command that refreshes ``docs/ima
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -36,6 +37,11 @@ HEALTHY = "check-2026-01-01T10-00-00-1"
 FAILING = "check-2026-01-02T10-00-00-1"
 CORRUPT = "check-2026-01-03T10-00-00-1"
 FIX = "fix-2026-01-04T10-00-00-1"
+# The failing check's report as recorded on an AMD gfx1100 Linux host: the stack RKB-001
+# names, so the KB page matched against this run shows an entry and why.
+AMD = "check-2025-12-01T10-00-00-1"
+# Older runs that fill the list past its first page (100 runs a page).
+FILLERS = 100
 # A profile as `fix` writes it into its run (proven under simulation, on another stack).
 PROFILE = """\
 profile_version = 1
@@ -76,9 +82,13 @@ def binary() -> str:
 
 @pytest.fixture(scope="module")
 def runs(binary: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A runs directory: a healthy run, a SIMULATED failing one, a corrupt one, and a fix run
-    holding a profile (its starting check a copy of the failing one)."""
-    root = tmp_path_factory.mktemp("ui") / "runs"
+    """A runs directory: a healthy run, a SIMULATED failing one, a corrupt one, a fix run
+    holding a profile (its starting check a copy of the failing one) that `gpuprobe run
+    --profile` used once, the failing run's report as recorded on an AMD host, and older
+    unfinished runs that fill the list past its first page. It is the state directory's
+    (`$XDG_STATE_HOME/gpuprobe/runs`), where `run --profile` records its uses."""
+    state = tmp_path_factory.mktemp("ui") / "state"
+    root = state / "gpuprobe" / "runs"
     env = {**os.environ, "NO_COLOR": "1"}
     # The two checks run side by side: the test's setup is most of its time.
     started = {
@@ -104,6 +114,27 @@ def runs(binary: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     (fix / "workers").mkdir(parents=True)
     shutil.copytree(root / FAILING, fix / "check")
     (fix / "profile.toml").write_text(PROFILE)
+    # One use of the profile (proven on another stack, so --force), its arguments secret.
+    used = subprocess.run(
+        [binary, "run", "--force", "--profile", str(fix / "profile.toml"), "--", "sh", "-c", "exit 3", "secret-arg"],
+        env={**env, "XDG_STATE_HOME": str(state)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert used.returncode == 3, used.stderr
+    journal = (root / "profile-uses.jsonl").read_text()
+    assert '"program":"sh"' in journal and "secret-arg" not in journal, journal
+    amd = root / AMD
+    (amd / "workers").mkdir(parents=True)
+    report = json.loads((root / FAILING / "report.json").read_text())
+    report["fingerprint"]["host"]["os"] = "linux"
+    report["fingerprint"]["gpus"] = [
+        {"index": 0, "vendor": "amd", "name": "Radeon RX 7900 XTX", "native_isa": "gfx1100", "runtime_isa": "gfx1100"}
+    ]
+    (amd / "report.json").write_text(json.dumps(report))
+    for i in range(FILLERS):
+        (root / f"check-2025-11-01T10-{i // 60:02}-{i % 60:02}-1" / "workers").mkdir(parents=True)
     return root
 
 
@@ -178,6 +209,21 @@ def _submit(browser: Browser, form: str, values: dict[str, str]) -> None:
     _then_loaded(browser, f"(() => {{ const f = document.querySelector({form!r}); {fills} f.requestSubmit(); }})()")
 
 
+def _process_writing(run: Path) -> int:
+    """The `gpuprobe check` the page started for `run` (the process whose arguments name it)."""
+    wanted = f"--run-dir={run}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in argv and b"check" in argv:
+            return int(entry.name)
+    raise AssertionError(f"no process writes {run}")
+
+
 def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: str, runs: Path, tmp_path: Path) -> None:
     base = server.split("?")[0].rstrip("/")
     with tempfile.TemporaryDirectory(prefix="gpuprobe-chromium-") as profile:
@@ -188,18 +234,27 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             browser.send("Page.navigate", {"url": server})
             browser.wait_until("location.href === " + repr(base + "/") + " && document.readyState === 'complete'")
             names = browser.evaluate("[...document.querySelectorAll('tr.run')].map(r => r.dataset.name)")
-            assert names == [FIX, CORRUPT, FAILING, HEALTHY], names
+            assert names[:5] == [FIX, CORRUPT, FAILING, HEALTHY, AMD] and len(names) == 100, names
             outcomes = browser.evaluate("[...document.querySelectorAll('tr.run')].map(r => r.dataset.outcome)")
-            assert outcomes[1:] == ["corrupt", "fail", "pass"], outcomes
+            assert outcomes[1:4] == ["corrupt", "fail", "pass"], outcomes
             text = browser.evaluate("document.body.innerText")
             assert "is not a gpuprobe report" in text and "<script>" not in browser.evaluate(
                 f"document.querySelector('tr.run[data-name={CORRUPT}]').innerHTML"
             )
-            browser.screenshot(_shot("runs", tmp_path))
+            # The first runs only: a hundred older fillers follow them.
+            browser.screenshot(_shot("runs", tmp_path), max_height=720)
             # The filter works without script: a GET form.
             _submit(browser, "#filter", {"verdict": "fail"})
             names = browser.evaluate("[...document.querySelectorAll('tr.run')].map(r => r.dataset.name)")
-            assert names == [FAILING], names
+            assert names == [FAILING, AMD], names
+            # Pages: 100 runs each, the filter kept by the plain "older" link.
+            _submit(browser, "#filter", {"verdict": "unfinished"})
+            assert browser.evaluate("document.querySelectorAll('tr.run').length") == 100
+            _then_loaded(browser, "document.getElementById('next').click()")
+            assert browser.evaluate("location.search") == "?verdict=unfinished&page=2"
+            outcomes = browser.evaluate("[...document.querySelectorAll('tr.run')].map(r => r.dataset.outcome)")
+            assert outcomes == ["unfinished"] and not browser.evaluate("document.getElementById('next')"), outcomes
+            assert "101–101 of 101 matching" in browser.evaluate("document.getElementById('count').textContent")
 
             # A run's page is its report.
             _go(browser, f"{base}/runs/{FAILING}")
@@ -231,6 +286,11 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             text = browser.evaluate("document.body.innerText")
             assert "copy.h2d.pageable.tiny.nonblocking" in text and "0.0.0-nowhere" in text, text
             assert "none measured <b>" in text
+            # Used by: the fix that proved it, and the one `run --profile` use (its program's
+            # name only).
+            used = browser.evaluate("document.getElementById('used-by').innerText")
+            assert FIX in used and "1 use recorded" in used, used
+            assert browser.evaluate("document.querySelector('#recent-uses td.mono').textContent") == "sh"
             browser.screenshot(_shot("profile", tmp_path))
             _go(browser, f"{base}/profiles/{FIX}/export?format=env")
             assert "HSA_ENABLE_SDMA=0" in browser.evaluate("document.body.innerText")
@@ -244,6 +304,12 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             _go(browser, base + "/kb")
             assert browser.evaluate("document.querySelectorAll('#entries tbody tr').length") > 10
             assert "the newest finished check" in browser.evaluate("document.getElementById('matches').innerText")
+            # Matched against a run's recorded stack, from its row: the entry, and why.
+            _go(browser, base + "/")
+            _then_loaded(browser, f"document.querySelector('tr.run[data-name={AMD}] a.kb').click()")
+            matched = browser.evaluate("document.getElementById('matches').innerText")
+            assert f"Matching the run {AMD}" in matched and "RKB-001" in matched, matched
+            assert "gfx1100 matches gfx11*" in matched, matched
 
             # Search a cure for the failing check from its row: a fix, live, then its report.
             _go(browser, base + "/")
@@ -251,7 +317,7 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             _submit(browser, "#start-fix", {"max_runs": "2"})
             fixing = browser.evaluate("location.pathname")
             assert fixing.startswith("/runs/fix-"), browser.evaluate("document.body.innerText")
-            browser.wait_until("document.title.includes('report')", timeout=180)
+            browser.wait_until("document.title.includes('report') && document.readyState === 'complete'", timeout=180)
             assert browser.evaluate("!!document.getElementById('fix')"), "the fix search is on the page"
             assert (runs / fixing.rsplit("/", 1)[1] / "fix.json").is_file()
 
@@ -266,7 +332,7 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
             assert started.startswith("/runs/check-"), browser.evaluate("document.body.innerText")
             # Live or already its report, the page says SIMULATED.
             assert "SIMULATED" in browser.evaluate("document.body.innerText")
-            browser.wait_until("document.title.includes('report')", timeout=180)
+            browser.wait_until("document.title.includes('report') && document.readyState === 'complete'", timeout=180)
             assert browser.evaluate("location.pathname") == started
             assert browser.evaluate("document.title").startswith("SIMULATED")
             assert "dtype.bf16.fp32.to.device" in browser.evaluate("document.body.innerText")
@@ -284,6 +350,30 @@ def test_the_page_lists_opens_compares_starts_and_stops(chromium: str, server: s
                 timeout=60,
             )
             assert browser.evaluate("!document.getElementById('stop')")
+
+            # Start one and kill it outright (SIGKILL, as the OOM killer would): the page says
+            # it ended without a report and how, and the list has it interrupted.
+            _go(browser, base + "/check")
+            _submit(browser, "#start", {"tier": "standard", "device": "cpu", "only": "", "simulate": ""})
+            killed = browser.evaluate("location.pathname").rsplit("/", 1)[1]
+            browser.wait_until("Number(document.getElementById('progress')?.value) > 0", timeout=120)
+            pid = _process_writing(runs / killed)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                browser.wait_until(
+                    "/ended without a report \\(signal 9, SIGKILL\\)/.test(document.getElementById('state')?.textContent)",
+                    timeout=30,
+                )
+                assert browser.evaluate("!document.getElementById('stop')")
+                _go(browser, base + "/")
+                row = browser.evaluate(f"document.querySelector('tr.run[data-name={killed}]').innerText")
+                assert "interrupted" in row and "in progress" not in row, row
+            finally:
+                # Its workers, left behind in its process group.
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             browser.drain(0.3)
         finally:
             browser.close()

@@ -61,9 +61,13 @@ pub use rundir::{
     PROFILE_FILE, REPORT_FILE, Run, RunContents, RunDir, RunFileError, RunFiles, RunStack,
     WORKERS_DIR, read_finished, read_report_file,
 };
+pub use rundir::{
+    PROFILE_USES_FILE, PROFILE_USES_KEPT, ProfileUse, WRITER_LOCK_FILE, Writer, append_profile_use,
+    profile_digest, read_profile_uses,
+};
 pub use runs::{
-    DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, RunState, after_check, keep_from_env,
-    parse_age, prune as prune_runs, scan as scan_runs,
+    DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, RunState, after_check, inspect_run,
+    keep_from_env, parse_age, prune as prune_runs, scan as scan_runs, scan_names as scan_run_names,
 };
 pub use signals::{SignalEvent, Signals};
 pub use stamp::rfc3339;

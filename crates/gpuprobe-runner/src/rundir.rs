@@ -49,6 +49,10 @@ pub const FIX_TRIALS_DIR: &str = "trials";
 /// Where a `fix` writes its profile unless told otherwise (`run --profile` may read it from
 /// there).
 pub const PROFILE_FILE: &str = "profile.toml";
+/// Locked (`flock`, exclusive) by the process writing the run for as long as it does: the
+/// kernel drops the lock when that process ends however it ends (SIGKILL, a crash), so a run
+/// whose lock is free and which has no finished marker was interrupted ([`RunFiles::writer`]).
+pub const WRITER_LOCK_FILE: &str = "writer.lock";
 
 /// A run file that cannot be used: which file, and why. Every typed reader of a run
 /// directory ([`RunFiles`], [`read_report_file`]) answers with it; a command words it in its
@@ -206,6 +210,20 @@ impl RunFiles {
     pub fn read_profile(&self) -> Result<String, RunFileError> {
         let path = self.path.join(PROFILE_FILE);
         fs::read_to_string(&path).map_err(|source| RunFileError::Unreadable { path, source })
+    }
+
+    /// Whether the process writing the run is still there ([`WRITER_LOCK_FILE`]). Asking
+    /// takes the lock, shared, for an instant when it is free.
+    pub fn writer(&self) -> Writer {
+        use nix::fcntl::{Flock, FlockArg};
+        let Ok(file) = File::open(self.path.join(WRITER_LOCK_FILE)) else {
+            return Writer::Unknown;
+        };
+        match Flock::lock(file, FlockArg::LockSharedNonblock) {
+            Ok(_free) => Writer::Gone,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Writer::Alive,
+            Err(_) => Writer::Unknown,
+        }
     }
 
     /// Every result recorded so far, a torn or foreign line skipped (none when there is
@@ -393,6 +411,45 @@ pub struct RunStack {
 #[derive(Debug, Clone)]
 pub struct RunDir {
     path: PathBuf,
+    /// The run's writer lock, held while any copy of this lives ([`WRITER_LOCK_FILE`]).
+    _writer: Option<std::sync::Arc<nix::fcntl::Flock<File>>>,
+}
+
+/// Whether the process that writes a run is still there, as its writer lock tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// No lock file: a run made before the lock existed, or one whose process has not
+    /// started writing yet. Other signs must tell.
+    Unknown,
+    /// A process holds the lock: the run is being written.
+    Alive,
+    /// The lock is free: whoever wrote the run is gone.
+    Gone,
+}
+
+/// Takes the writer lock of the run at `path`, made when missing. Another process holding it
+/// briefly (a reader asking [`RunFiles::writer`]) is waited for a moment; one that keeps it
+/// (two writers of one run) or a lock that cannot be made leaves the run unlocked, which only
+/// costs readers their certainty, never the run.
+fn hold_writer(path: &Path) -> Option<std::sync::Arc<nix::fcntl::Flock<File>>> {
+    use nix::fcntl::{Flock, FlockArg};
+    let lock = path.join(WRITER_LOCK_FILE);
+    for _ in 0..40 {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .ok()?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Some(std::sync::Arc::new(held)),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 impl RunDir {
@@ -416,6 +473,7 @@ impl RunDir {
         let _ = fs::remove_file(probe);
         Ok(RunDir {
             path: path.to_path_buf(),
+            _writer: hold_writer(path),
         })
     }
 
@@ -431,6 +489,7 @@ impl RunDir {
             .map_err(|e| RunnerError::io("cannot write in", path, e))?;
         Ok(RunDir {
             path: path.to_path_buf(),
+            _writer: hold_writer(path),
         })
     }
 
@@ -558,6 +617,95 @@ impl RunDir {
         }
         Ok((results, skipped))
     }
+}
+
+// The journal of profile uses. It lives right under a runs directory, beside the run
+// directories and in none of them: a `run --profile` makes no run directory, and the page
+// that lists which runs used a profile reads it from here.
+
+/// The journal of `gpuprobe run --profile` uses: one JSON line per use ([`ProfileUse`]).
+pub const PROFILE_USES_FILE: &str = "profile-uses.jsonl";
+/// The journal while it is being cut to its last [`PROFILE_USES_KEPT`] lines.
+const PROFILE_USES_TMP: &str = ".profile-uses.jsonl.tmp";
+/// The uses the journal keeps at least: when it grows past [`PROFILE_USES_MAX_BYTES`] it is
+/// cut to its newest this many lines.
+pub const PROFILE_USES_KEPT: usize = 1000;
+/// The size past which the journal is cut (a line is about 250 bytes: some 2,000 uses).
+const PROFILE_USES_MAX_BYTES: u64 = 512 * 1024;
+
+/// One `run --profile`: when, which profile, what ran and how it ended. The command is its
+/// program's name only (`python`, `torchrun`), never its arguments: a command line may carry
+/// tokens, passwords and private paths, and the journal is shown by `gpuprobe ui` and kept
+/// in a state directory that may be shared or copied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileUse {
+    /// When the job ended, RFC 3339 UTC.
+    pub at: String,
+    /// The profile file, as an absolute path.
+    pub profile: String,
+    /// [`profile_digest`] of the profile's text: tells the profile that was used from a
+    /// later one written to the same path.
+    pub digest: String,
+    /// The job's program: the last component of its first argument.
+    pub program: String,
+    /// The job's exit code (128 + the signal when a signal ended it, as shells say).
+    pub exit_code: i32,
+}
+
+/// A short fingerprint of a profile's text (64-bit FNV-1a, hex): enough to tell two versions
+/// of a profile apart, no protection against a forged one.
+pub fn profile_digest(text: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in text {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{hash:016x}")
+}
+
+/// Appends `entry` to the journal of the runs directory `root` (made when missing). The line
+/// is written by one `write` on a file opened for appending, under an exclusive lock of the
+/// journal, so two jobs ending together never interleave; a journal grown past its bound is
+/// cut to its newest [`PROFILE_USES_KEPT`] lines through a temporary file and a rename.
+pub fn append_profile_use(root: &Path, entry: &ProfileUse) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    fs::create_dir_all(root)?;
+    let path = root.join(PROFILE_USES_FILE);
+    let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
+    line.push('\n');
+    // A cut replaces the file: a writer that waited for the lock on the old one opens the new.
+    let file = loop {
+        let file = File::options().create(true).append(true).open(&path)?;
+        let file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| std::io::Error::from(errno))?;
+        let current = fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()));
+        let held = file.metadata()?;
+        if current == Some((held.dev(), held.ino())) {
+            break file;
+        }
+    };
+    (&*file).write_all(line.as_bytes())?;
+    if file.metadata()?.len() > PROFILE_USES_MAX_BYTES {
+        let text = fs::read_to_string(&path)?;
+        let lines: Vec<&str> = text.lines().collect();
+        let kept = &lines[lines.len().saturating_sub(PROFILE_USES_KEPT)..];
+        let tmp = root.join(PROFILE_USES_TMP);
+        fs::write(&tmp, kept.join("\n") + "\n")?;
+        fs::rename(&tmp, &path)?;
+    }
+    Ok(())
+}
+
+/// Every use the journal of `root` records, oldest first; a line that is not one (torn,
+/// foreign) is skipped, and a missing journal records none.
+pub fn read_profile_uses(root: &Path) -> Vec<ProfileUse> {
+    fs::read_to_string(root.join(PROFILE_USES_FILE))
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| serde_json::from_str(line).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -941,6 +1089,80 @@ mod tests {
                 "{name} is no constant of the layout"
             );
         }
+    }
+
+    #[test]
+    fn profile_uses_are_appended_read_back_and_kept_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("runs");
+        assert!(read_profile_uses(&root).is_empty());
+        let used = |n: usize| ProfileUse {
+            at: format!("2026-11-29T10:00:{:02}Z", n % 60),
+            profile: format!("/{}/fix-{n}/profile.toml", "d".repeat(200)),
+            digest: profile_digest(format!("p{n}").as_bytes()),
+            program: "python".into(),
+            exit_code: i32::try_from(n % 3).unwrap(),
+        };
+        append_profile_use(&root, &used(0)).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(root.join(PROFILE_USES_FILE))
+            .unwrap()
+            .write_all(b"{\"at\": torn\n")
+            .unwrap();
+        append_profile_use(&root, &used(1)).unwrap();
+        assert_eq!(read_profile_uses(&root), [used(0), used(1)]);
+        assert_ne!(profile_digest(b"a"), profile_digest(b"b"));
+        assert_eq!(profile_digest(b""), "fnv1a64:cbf29ce484222325");
+        // Past its bound the journal keeps its newest lines.
+        for n in 2..2600 {
+            append_profile_use(&root, &used(n)).unwrap();
+        }
+        let size = fs::metadata(root.join(PROFILE_USES_FILE)).unwrap().len();
+        assert!(size <= PROFILE_USES_MAX_BYTES, "{size}");
+        let uses = read_profile_uses(&root);
+        assert!(uses.len() >= PROFILE_USES_KEPT, "{}", uses.len());
+        assert_eq!(uses.last(), Some(&used(2599)));
+        assert!(!root.join(PROFILE_USES_TMP).exists());
+    }
+
+    #[test]
+    fn the_writer_lock_is_held_while_the_run_is_written_and_free_once_its_writer_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = RunFiles::at(dir.path());
+        assert_eq!(files.writer(), Writer::Unknown);
+        let run = RunDir::create(dir.path()).unwrap();
+        assert_eq!(files.writer(), Writer::Alive);
+        let copy = run.clone();
+        drop(run);
+        assert_eq!(files.writer(), Writer::Alive, "a copy still holds it");
+        drop(copy);
+        assert_eq!(files.writer(), Writer::Gone);
+        run_dir_with_plan(dir.path());
+        let resumed = RunDir::open(dir.path()).unwrap();
+        assert_eq!(files.writer(), Writer::Alive);
+        drop(resumed);
+        // A process killed outright leaves the lock free: the kernel drops it.
+        // (`-o`: the lock stays with `flock` itself, not the command it runs.)
+        let child = std::process::Command::new("flock")
+            .arg("-o")
+            .arg(dir.path().join(WRITER_LOCK_FILE))
+            .args(["sleep", "30"])
+            .spawn();
+        if let Ok(mut child) = child {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while files.writer() != Writer::Alive && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(files.writer(), Writer::Alive);
+            child.kill().unwrap();
+            child.wait().unwrap();
+            assert_eq!(files.writer(), Writer::Gone);
+        }
+    }
+
+    fn run_dir_with_plan(path: &Path) {
+        fs::write(path.join(PLAN_FILE), "{}").unwrap();
     }
 
     #[test]

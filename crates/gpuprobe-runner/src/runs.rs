@@ -8,9 +8,12 @@
 //! directory that [`crate::RunDir::create`] makes first. Anything else under the state
 //! directory is neither listed nor removed.
 //!
-//! A run directory holds no lock, so whether a run is still going is judged from what it
-//! holds: a run with its finished marker (`report.json` for `check`, `fix.json` for `fix`,
-//! the one result of `memtest`) is finished; one without is in progress while the process
+//! Whether a run is still going is judged from what it holds: a run with its finished marker
+//! (`report.json` for `check`, `fix.json` for `fix`, the one result of `memtest`) is
+//! finished; one without is in progress while its writer lock (`writer.lock`, which the
+//! process writing the run holds and the kernel frees when that process ends, however it
+//! ends) is held, and interrupted once it is free. A run without the lock file (made before
+//! it existed, or whose process has not started writing) is in progress while the process
 //! named in the directory is a live gpuprobe, or while anything in it changed within the last
 //! hour (a `check --resume` runs under another process; a home directory shared between
 //! hosts hides the process), and interrupted after that. Runs in progress are never removed,
@@ -143,12 +146,18 @@ fn gpuprobe_alive(pid: u32) -> bool {
 
 /// The run directory at `path` named `name`, or `None` when it is not recognisably one.
 fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
+    inspect_with(path, name, now, true)
+}
+
+/// [`inspect`], measuring the run's size only when `measure` says so (its newest change is
+/// looked for only when the run's state needs it).
+fn inspect_with(path: &Path, name: &str, now: SystemTime, measure: bool) -> Option<RunInfo> {
     let parsed = paths::parse_run_dir_name(name)?;
     let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     if !is_dir(path) || !is_dir(&path.join(WORKERS_DIR)) {
         return None;
     }
-    let (bytes, newest) = usage(path);
+    let mut measured = measure.then(|| usage(path));
     let run = RunFiles::at(path);
     let recorded_results = |run: &RunFiles| run.recorded_results().map(|r| Summary::of(&r[..]));
     let (recorded, finished, verdicts, tier) = if parsed.command == "fix" {
@@ -169,33 +178,47 @@ fn inspect(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
         (account, finished, verdicts, tier)
     } else {
         let report = run.read_report_as::<Recorded>().ok();
-        let plan = run.read_plan::<Recorded>().ok();
         let verdicts = report
             .as_ref()
             .and_then(|r| r.summary)
             .or_else(|| recorded_results(&run));
         // A memtest runs no tier: its plan records its probe's (soak, the tier that never
-        // selects it), which is no tier the user asked for.
+        // selects it), which is no tier the user asked for. The plan is read only when the
+        // report does not say (a run not finished).
         let tier = report
             .as_ref()
             .and_then(|r| r.tier)
-            .or(plan.and_then(|p| p.tier))
+            .or_else(|| run.read_plan::<Recorded>().ok().and_then(|p| p.tier))
             .filter(|_| parsed.command != "memtest");
         // A memtest writes no report: its one result is the end of it.
         let finished = report.is_some()
             || (parsed.command == "memtest" && verdicts.as_ref().is_some_and(|v| v.total > 0));
         (report, finished, verdicts, tier)
     };
-    let recently_changed = now
-        .duration_since(newest)
-        .map_or(true, |age| age < ACTIVE_WINDOW);
+    let mut recently_changed = || {
+        let (_, newest) = *measured.get_or_insert_with(|| usage(path));
+        now.duration_since(newest)
+            .map_or(true, |age| age < ACTIVE_WINDOW)
+    };
+    // The writer lock answers when the run has one: a fix's own, else its starting
+    // check's. Without one (a run made before it, or not started yet), the process named in
+    // the directory and the run's last change tell.
+    let writer = match run.writer() {
+        crate::rundir::Writer::Unknown if parsed.command == "fix" => run.check_subrun().writer(),
+        writer => writer,
+    };
     let state = if finished {
         RunState::Finished
-    } else if gpuprobe_alive(parsed.pid) || recently_changed {
+    } else if writer == crate::rundir::Writer::Alive {
+        RunState::InProgress
+    } else if writer == crate::rundir::Writer::Gone {
+        RunState::Interrupted
+    } else if gpuprobe_alive(parsed.pid) || recently_changed() {
         RunState::InProgress
     } else {
         RunState::Interrupted
     };
+    let bytes = measured.map_or(0, |(bytes, _)| bytes);
     let recorded = recorded.unwrap_or_default();
     let stamp = parsed.stamp;
     Some(RunInfo {
@@ -238,6 +261,39 @@ pub fn scan(root: &Path, now: SystemTime) -> std::io::Result<Vec<RunInfo>> {
         .collect();
     runs.sort_by(|a, b| b.stamp.cmp(&a.stamp).then_with(|| b.name.cmp(&a.name)));
     Ok(runs)
+}
+
+/// Every run directory under `root` as [`scan`] recognises one (its name, a directory with
+/// its `workers/`), newest first, told from the names alone: no file of any run is opened, so
+/// a listing shows one page of thousands of runs by inspecting only that page's
+/// ([`inspect_run`]).
+pub fn scan_names(root: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let mut runs: Vec<(String, String, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let stamp = paths::parse_run_dir_name(&name)?.stamp.to_string();
+            let path = entry.path();
+            (is_dir(&path) && is_dir(&path.join(WORKERS_DIR))).then_some((stamp, name, path))
+        })
+        .collect();
+    runs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    Ok(runs
+        .into_iter()
+        .map(|(_, name, path)| (name, path))
+        .collect())
+}
+
+/// One run directory, as [`scan`] lists it but for its size on disk (`bytes` is 0: measuring
+/// walks every file of the run, which a listing of runs does not show).
+pub fn inspect_run(path: &Path, name: &str, now: SystemTime) -> Option<RunInfo> {
+    inspect_with(path, name, now, false)
 }
 
 /// Which runs to remove.
@@ -590,5 +646,48 @@ mod tests {
         // An age longer than the epoch is old selects nothing.
         let (remove, _) = plan(&runs, policy(None, Some(Duration::MAX)), noon(), None);
         assert!(remove.is_empty());
+    }
+
+    #[test]
+    fn a_run_whose_writer_lock_is_free_is_interrupted_though_its_named_process_lives() {
+        let root = tempfile::tempdir().unwrap();
+        // Named after this process, a live one whose name starts with gpuprobe (the test
+        // binary's): without the lock it would count as in progress.
+        let name = format!("check-2026-11-22T10-04-05-{}", std::process::id());
+        let path = root.path().join(&name);
+        let now = SystemTime::now();
+        std::fs::create_dir_all(path.join(WORKERS_DIR)).unwrap();
+        let state = || inspect_run(&path, &name, now).unwrap().state;
+        assert_eq!(
+            state(),
+            RunState::InProgress,
+            "no lock yet: the process tells"
+        );
+        let writer = crate::RunDir::create(&path).unwrap();
+        writer
+            .write_json(crate::rundir::PLAN_FILE, &serde_json::json!({"tasks": []}))
+            .unwrap();
+        assert_eq!(state(), RunState::InProgress);
+        drop(writer);
+        assert_eq!(state(), RunState::Interrupted, "its writer is gone");
+        // The names alone list it, newest first, and a listing's inspection measures nothing.
+        std::fs::create_dir_all(
+            root.path()
+                .join("check-2026-11-22T11-00-00-1")
+                .join(WORKERS_DIR),
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.path().join("notarun").join(WORKERS_DIR)).unwrap();
+        let listed: Vec<String> = scan_names(root.path())
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            listed,
+            ["check-2026-11-22T11-00-00-1".to_string(), name.clone()]
+        );
+        assert_eq!(inspect_run(&path, &name, now).unwrap().bytes, 0);
+        assert!(scan(root.path(), now).unwrap()[1].bytes > 0);
     }
 }

@@ -118,6 +118,41 @@ impl Filter {
         }
     }
 
+    /// Whether it keeps every row.
+    pub fn is_empty(&self) -> bool {
+        self.outcome.is_empty() && self.tier.is_empty() && self.stack.is_empty()
+    }
+
+    /// Its query pairs, as the form sends them (the empty ones left out).
+    pub fn query(&self) -> Vec<(String, String)> {
+        [
+            ("verdict", &self.outcome),
+            ("tier", &self.tier),
+            ("stack", &self.stack),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+    }
+
+    /// Whether a run may pass it, told from what `runs list` knows of it (no report read
+    /// beyond its summary): never false for a run whose row [`Filter::keeps`], so the rows of
+    /// the runs it rules out need not be made.
+    fn may_keep(&self, info: &RunInfo, has_report: bool) -> bool {
+        let finished = info.state == RunState::Finished;
+        let tier_ok =
+            self.tier.is_empty() || info.tier.is_some_and(|t| t.name() == self.tier.as_str());
+        let outcome_ok = match self.outcome.as_str() {
+            "pass" => finished && info.exit_code == Some(0),
+            "fail" => finished && info.exit_code != Some(0),
+            "unfinished" => !finished,
+            "corrupt" => has_report,
+            _ => true,
+        };
+        tier_ok && outcome_ok
+    }
+
     /// Whether a row passes it.
     pub fn keeps(&self, row: &RunRow) -> bool {
         (self.outcome.is_empty() || row.outcome.name() == self.outcome)
@@ -145,6 +180,120 @@ pub fn rows(root: &Path) -> Result<Vec<RunRow>, String> {
     Ok(runs.iter().map(row).collect())
 }
 
+/// The runs one page of the list shows at most.
+pub const PAGE_SIZE: usize = 100;
+
+/// One page of the list.
+#[derive(Debug, Clone, Serialize)]
+pub struct Page {
+    /// Its rows, newest first.
+    pub rows: Vec<RunRow>,
+    /// Its number, from 1.
+    pub number: usize,
+    /// How many pages the runs the filter keeps fill (at least 1).
+    pub pages: usize,
+    /// The position of its first row among the runs the filter keeps, from 1 (0: none).
+    pub first: usize,
+    /// How many runs the filter keeps.
+    pub matching: usize,
+    /// How many runs the runs directory holds.
+    pub total: usize,
+    /// The URL of the page before, with the same filter, when there is one.
+    pub previous: Option<String>,
+    /// The URL of the page after, when there is one.
+    pub next: Option<String>,
+}
+
+/// Page `number` (from 1; one past the end is the last) of the runs under `root` that
+/// `filter` keeps, newest first. Which directories are runs, and their order, come from their
+/// names alone; only the runs the page shows are read, unless a filter is set, which needs
+/// every run's outcome, tier and stack (read from its plan and report, never its size on
+/// disk).
+pub fn page(root: &Path, filter: &Filter, number: usize) -> Result<Page, String> {
+    let names = gpuprobe_runner::scan_run_names(root)
+        .map_err(|e| format!("cannot read the runs directory {}: {e}", root.display()))?;
+    let now = SystemTime::now();
+    let read = |(name, path): &(String, PathBuf)| {
+        gpuprobe_runner::inspect_run(path, name, now).map(|info| row(&info))
+    };
+    let total = names.len();
+    let (matching, rows, number, pages) = if filter.is_empty() {
+        let pages = total.div_ceil(PAGE_SIZE).max(1);
+        let number = number.clamp(1, pages);
+        let shown = names.iter().skip((number - 1) * PAGE_SIZE).take(PAGE_SIZE);
+        (total, shown.filter_map(read).collect(), number, pages)
+    } else {
+        // The outcome and tier rule out most runs from what `runs list` reads; only the
+        // others' reports are read for their stack.
+        let kept: Vec<RunRow> = names
+            .iter()
+            .filter_map(|(name, path)| gpuprobe_runner::inspect_run(path, name, now))
+            .filter(|info| {
+                let has_report = Run::open(&info.path).is_ok_and(|run| run.check().has_report());
+                filter.may_keep(info, has_report)
+            })
+            .map(|info| row(&info))
+            .filter(|r| filter.keeps(r))
+            .collect();
+        let pages = kept.len().div_ceil(PAGE_SIZE).max(1);
+        let number = number.clamp(1, pages);
+        let matching = kept.len();
+        let rows = kept
+            .into_iter()
+            .skip((number - 1) * PAGE_SIZE)
+            .take(PAGE_SIZE)
+            .collect();
+        (matching, rows, number, pages)
+    };
+    let link = |to: usize| {
+        let mut query = filter.query();
+        query.push(("page".to_string(), to.to_string()));
+        crate::gate::with_query("/", &query)
+    };
+    Ok(Page {
+        rows,
+        number,
+        pages,
+        first: if matching == 0 {
+            0
+        } else {
+            (number - 1) * PAGE_SIZE + 1
+        },
+        matching,
+        total,
+        previous: (number > 1).then(|| link(number - 1)),
+        next: (number < pages).then(|| link(number + 1)),
+    })
+}
+
+/// What a row needs of a report: the stack, and whether it was simulated. The results are
+/// skimmed for their simulation flag only.
+#[derive(serde::Deserialize)]
+struct RowView {
+    #[serde(default)]
+    fingerprint: Fingerprint,
+    #[serde(default)]
+    simulation: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    results: Vec<SimulatedFlag>,
+}
+
+#[derive(serde::Deserialize)]
+struct SimulatedFlag {
+    #[serde(default)]
+    simulated: bool,
+}
+
+/// The names of every run under `root`, newest first, from the directory's names alone (no
+/// run file is read); none when the runs directory cannot be read.
+pub fn run_names(root: &Path) -> Vec<String> {
+    gpuprobe_runner::scan_run_names(root)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
 /// What a run's report says, or why it cannot be read; `None` when it has none yet.
 pub fn read_report(path: &Path) -> Option<Result<Report, String>> {
     let run = Run::open(path).ok()?;
@@ -163,7 +312,14 @@ fn describe(error: &RunFileError, run: &Path) -> String {
 }
 
 fn row(info: &RunInfo) -> RunRow {
-    let report = read_report(&info.path);
+    let report = Run::open(&info.path).ok().and_then(|run| {
+        let check = run.check();
+        check.has_report().then(|| {
+            check
+                .read_report_as::<RowView>()
+                .map_err(|e| describe(&e, &info.path))
+        })
+    });
     let (stack, simulated, problem) = match &report {
         Some(Ok(report)) => (
             stack_line(&report.fingerprint),
@@ -276,6 +432,57 @@ mod tests {
         let file = "check-2026-11-22T10-04-07-1";
         std::fs::write(root.path().join(file), "x").unwrap();
         assert_eq!(run_path(root.path(), file), None);
+    }
+
+    #[test]
+    fn a_page_reads_only_its_runs_and_keeps_the_filter_in_its_links() {
+        let root = tempfile::tempdir().unwrap();
+        // 250 runs, one a minute; every tenth has a corrupt report.
+        for i in 0..250 {
+            let name = format!("check-2026-11-22T{:02}-{:02}-00-1", 10 + i / 60, i % 60);
+            let run = root.path().join(&name);
+            std::fs::create_dir_all(run.join("workers")).unwrap();
+            if i % 10 == 0 {
+                std::fs::write(run.join(gpuprobe_runner::REPORT_FILE), "[").unwrap();
+            }
+        }
+        let all = Filter::default();
+        let first = page(root.path(), &all, 1).unwrap();
+        assert_eq!((first.rows.len(), first.pages, first.total), (100, 3, 250));
+        assert_eq!(first.rows[0].name, "check-2026-11-22T14-09-00-1");
+        assert_eq!(first.previous, None);
+        assert_eq!(first.next.as_deref(), Some("/?page=2"));
+        let last = page(root.path(), &all, 99).unwrap();
+        assert_eq!((last.number, last.rows.len(), last.first), (3, 50, 201));
+        assert_eq!(last.rows[49].name, "check-2026-11-22T10-00-00-1");
+        assert_eq!(last.next, None);
+        // A filter reads every run, and its links keep it.
+        let corrupt = Filter::from_query(&[
+            ("verdict".to_string(), "corrupt".to_string()),
+            ("stack".to_string(), "".to_string()),
+        ]);
+        let kept = page(root.path(), &corrupt, 1).unwrap();
+        assert_eq!((kept.matching, kept.pages, kept.rows.len()), (25, 1, 25));
+        assert!(kept.rows.iter().all(|r| r.outcome == Outcome::Corrupt));
+        let stack = Filter::from_query(&[("stack".to_string(), "torch 2.5 & x".to_string())]);
+        let none = page(root.path(), &stack, 1).unwrap();
+        assert_eq!((none.matching, none.first, none.rows.len()), (0, 0, 0));
+        let many = Filter {
+            outcome: "unfinished".into(),
+            ..Filter::default()
+        };
+        let p = page(root.path(), &many, 2).unwrap();
+        assert_eq!((p.matching, p.number), (225, 2));
+        assert_eq!(p.previous.as_deref(), Some("/?verdict=unfinished&page=1"));
+        assert_eq!(p.next.as_deref(), Some("/?verdict=unfinished&page=3"));
+        let q = Filter {
+            stack: "torch 2.5 & x".into(),
+            ..Filter::default()
+        };
+        assert_eq!(
+            q.query(),
+            [("stack".to_string(), "torch 2.5 & x".to_string())]
+        );
     }
 
     fn row_of(outcome: Outcome, tier: &str, stack: &str) -> RunRow {

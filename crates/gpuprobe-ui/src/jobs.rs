@@ -128,6 +128,8 @@ pub struct JobView {
     pub running: bool,
     /// Its exit code once it ended (none when a signal ended it).
     pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did (SIGKILL from the OOM killer, a crash).
+    pub signal: Option<i32>,
     /// Whether the user asked it to stop.
     pub stopping: bool,
     /// The last lines it printed (stdout and stderr).
@@ -141,7 +143,8 @@ struct Job {
     pid: u32,
     simulated: bool,
     stopping: bool,
-    ended: Option<Option<i32>>,
+    /// How it ended, once it did: its exit code, or the signal that ended it.
+    ended: Option<(Option<i32>, Option<i32>)>,
     log: VecDeque<String>,
 }
 
@@ -249,8 +252,13 @@ impl Jobs {
         {
             let job = Arc::clone(&job);
             std::thread::spawn(move || {
-                let code = child.wait().ok().and_then(|status| status.code());
-                job.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(code);
+                use std::os::unix::process::ExitStatusExt;
+                let status = child.wait().ok();
+                let ended = (
+                    status.and_then(|s| s.code()),
+                    status.and_then(|s| s.signal()),
+                );
+                job.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(ended);
             });
         }
         self.jobs
@@ -309,7 +317,8 @@ impl Jobs {
         let job = job.lock().unwrap_or_else(|e| e.into_inner());
         Some(JobView {
             running: job.ended.is_none(),
-            exit_code: job.ended.flatten(),
+            exit_code: job.ended.and_then(|(code, _)| code),
+            signal: job.ended.and_then(|(_, signal)| signal),
             stopping: job.stopping,
             log: job.log.iter().cloned().collect(),
             simulated: job.simulated,

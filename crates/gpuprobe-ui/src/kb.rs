@@ -103,10 +103,10 @@ pub fn matches(
 
 /// The newest finished check under `root`: its name, fingerprint and results.
 pub fn newest_report(root: &Path) -> Option<(String, Fingerprint, Vec<ProbeResult>)> {
-    let runs = gpuprobe_runner::scan_runs(root, std::time::SystemTime::now()).ok()?;
-    runs.iter().find_map(|run| {
-        let report = crate::catalogue::read_report(&run.path)?.ok()?;
-        Some((run.name.clone(), report.fingerprint, report.results))
+    let runs = gpuprobe_runner::scan_run_names(root).ok()?;
+    runs.iter().find_map(|(name, path)| {
+        let report = crate::catalogue::read_report(path)?.ok()?;
+        Some((name.clone(), report.fingerprint, report.results))
     })
 }
 

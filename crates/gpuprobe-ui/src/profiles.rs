@@ -37,6 +37,115 @@ pub struct ProfileView {
     pub source_run: Option<String>,
     /// Why it cannot be read, when it cannot (then the rest is empty).
     pub problem: Option<String>,
+    /// Which runs used it (only on its own page: [`used_by`]).
+    pub used_by: Option<UsedBy>,
+}
+
+/// Which runs used a profile: the fix that proved it, the checks whose workers ran with its
+/// settings, and the jobs `gpuprobe run --profile` ran with it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UsedBy {
+    /// The fix's verification of its chosen settings, in words (none when it recorded none).
+    pub verification: Option<String>,
+    /// Runs of the runs directory whose plan applied every setting of the profile, newest
+    /// first.
+    pub checks: Vec<String>,
+    /// How many `run --profile` uses the journal records of this profile file.
+    pub uses: usize,
+    /// The newest of them, newest first.
+    pub recent: Vec<UseView>,
+}
+
+/// One `run --profile` use, as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct UseView {
+    /// When it ended.
+    pub at: String,
+    /// The job's program (its name only: the journal keeps no arguments).
+    pub program: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// Whether the profile then was the one there now (same digest).
+    pub same_version: bool,
+}
+
+/// The newest `run --profile` uses a profile page lists.
+const RECENT_USES: usize = 5;
+
+/// The settings a run's workers ran with, the only part of its plan read here.
+#[derive(serde::Deserialize)]
+struct PlanSettings {
+    #[serde(default)]
+    settings: AppliedSettings,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct AppliedSettings {
+    #[serde(default)]
+    set: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    unset: Vec<String>,
+}
+
+/// Which runs used the profile held by the fix run `run` (named `name`) under `root`.
+pub fn used_by(root: &Path, name: &str, run: &Path) -> UsedBy {
+    let mut out = UsedBy::default();
+    let files = RunFiles::at(run);
+    if let Ok(account) = files.read_fix_account::<FixAccount>()
+        && let Some(v) = account.verification
+    {
+        out.verification = Some(format!(
+            "its final run with the chosen settings {}: {} cured, {} still failing, {} broken",
+            if v.passed { "passed" } else { "did not pass" },
+            v.cured.len(),
+            v.still_failing.len(),
+            v.broke.len()
+        ));
+    }
+    let Some(Ok(profile)) = load(run) else {
+        return out;
+    };
+    if !profile.env.is_empty() || !profile.unset.is_empty() {
+        out.checks = crate::catalogue::run_names(root)
+            .into_iter()
+            .filter(|other| other != name)
+            .filter(|other| {
+                let Some(Ok(plan)) = crate::catalogue::run_path(root, other)
+                    .map(|path| RunFiles::at(&path).read_plan::<PlanSettings>())
+                else {
+                    return false;
+                };
+                let applied = plan.settings;
+                profile
+                    .env
+                    .iter()
+                    .all(|(k, v)| applied.set.get(k) == Some(v))
+                    && profile.unset.iter().all(|k| applied.unset.contains(k))
+            })
+            .collect();
+    }
+    let path = files.file(PROFILE_FILE);
+    let here = std::fs::canonicalize(&path).unwrap_or(path);
+    let digest = std::fs::read(&here)
+        .map(|text| gpuprobe_runner::profile_digest(&text))
+        .unwrap_or_default();
+    let mine: Vec<_> = gpuprobe_runner::read_profile_uses(root)
+        .into_iter()
+        .filter(|u| Path::new(&u.profile) == here)
+        .collect();
+    out.uses = mine.len();
+    out.recent = mine
+        .iter()
+        .rev()
+        .take(RECENT_USES)
+        .map(|u| UseView {
+            at: u.at.clone(),
+            program: u.program.clone(),
+            exit_code: u.exit_code,
+            same_version: u.digest == digest,
+        })
+        .collect();
+    out
 }
 
 /// One setting of a profile.
@@ -89,10 +198,10 @@ pub fn load(run: &Path) -> Option<Result<Profile, String>> {
 
 /// Every profile under `root`, newest first.
 pub fn list(root: &Path) -> Vec<ProfileView> {
-    let runs = gpuprobe_runner::scan_runs(root, std::time::SystemTime::now()).unwrap_or_default();
+    let runs = gpuprobe_runner::scan_run_names(root).unwrap_or_default();
     runs.iter()
-        .filter(|r| r.holds_profile)
-        .filter_map(|r| view(root, &r.name, &r.path))
+        .filter(|(_, path)| RunFiles::at(path).holds_profile())
+        .filter_map(|(name, path)| view(root, name, path))
         .collect()
 }
 
@@ -120,6 +229,7 @@ pub fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
         reported: Vec::new(),
         source_run,
         problem: None,
+        used_by: None,
     };
     match loaded {
         Err(why) => out.problem = Some(why),

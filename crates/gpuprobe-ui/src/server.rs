@@ -211,18 +211,18 @@ fn message(state: &State, status: u16, title: &str, text: &str) -> Reply {
 
 fn runs_page(state: &State, query: &[(String, String)]) -> Reply {
     let filter = Filter::from_query(query);
-    let (rows, error) = match catalogue::rows(state.root()) {
-        Ok(rows) => (rows, None),
-        Err(e) => (Vec::new(), Some(e)),
+    let number = first(query, "page").trim().parse::<usize>().unwrap_or(1);
+    let (page, error) = match catalogue::page(state.root(), &filter, number) {
+        Ok(page) => (Some(page), None),
+        Err(e) => (None, Some(e)),
     };
-    let total = rows.len();
-    let kept: Vec<_> = rows.into_iter().filter(|r| filter.keeps(r)).collect();
+    let rows = page.as_ref().map(|p| p.rows.clone()).unwrap_or_default();
     Reply::Page(
         200,
         state.pages.render(
             "runs.html",
-            json!({"rows": kept, "total": total, "root": state.root().display().to_string(),
-                "filter": filter, "error": error}),
+            json!({"rows": rows, "page": page, "total": page.as_ref().map_or(0, |p| p.total),
+                "root": state.root().display().to_string(), "filter": filter, "error": error}),
         ),
     )
 }
@@ -334,9 +334,9 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
     // A run this server did not start is watched through what `runs list` says of it.
     let info = job
         .is_none()
-        .then(|| gpuprobe_runner::scan_runs(state.root(), std::time::SystemTime::now()).ok())
+        .then(|| catalogue::run_path(state.root(), name))
         .flatten()
-        .and_then(|runs| runs.into_iter().find(|r| r.name == name));
+        .and_then(|path| gpuprobe_runner::inspect_run(&path, name, std::time::SystemTime::now()));
     let live = running
         || info
             .as_ref()
@@ -344,11 +344,9 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
     let state_text = match &job {
         Some(j) if j.running && j.stopping => "stopping".to_string(),
         Some(j) if j.running => "running".to_string(),
-        Some(j) => format!(
-            "ended{}",
-            j.exit_code
-                .map(|c| format!(", exit {c}"))
-                .unwrap_or_default()
+        Some(j) => ended_text(
+            j,
+            check.has_report() || run_files(state, name).has_fix_account(),
         ),
         None => info.map_or("unknown".into(), |r| r.state.label().to_string()),
     };
@@ -378,6 +376,29 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
             .map(|j| j.log.into_iter().rev().take(30).rev().collect())
             .unwrap_or_default(),
     }
+}
+
+/// How a child this server started ended: with its report, or without one (killed, crashed)
+/// and how: its exit code or the signal that ended it.
+fn ended_text(job: &crate::jobs::JobView, finished: bool) -> String {
+    let how = match (job.exit_code, job.signal) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => match nix::sys::signal::Signal::try_from(signal) {
+            Ok(name) => format!("signal {signal}, {}", name.as_str()),
+            Err(_) => format!("signal {signal}"),
+        },
+        (None, None) => "exit status unknown".to_string(),
+    };
+    if finished {
+        format!("ended, {how}")
+    } else {
+        format!("ended without a report ({how})")
+    }
+}
+
+/// The files of the run `name` (nothing is read yet).
+fn run_files(state: &State, name: &str) -> RunFiles {
+    RunFiles::at(&state.root().join(name))
 }
 
 /// The event stream of a run: `progress` whenever what it holds changed, then `done` with
@@ -427,8 +448,8 @@ fn stream_events(state: &State, request: tiny_http::Request, name: &str) {
         {
             return;
         }
-        // A run of this server's is read often; another's goes through `runs list`'s scan
-        // of every run, so less often.
+        // A run of this server's is read often; another's is judged as `runs list` judges
+        // it (its writer lock, else its files' last change), so less often.
         std::thread::sleep(if progress.running { POLL } else { POLL_OTHER });
     }
 }
@@ -553,11 +574,7 @@ fn compare_page(state: &State, query: &[(String, String)]) -> Reply {
             .map(|(_, v)| v.clone())
             .unwrap_or_default()
     };
-    let names: Vec<String> = catalogue::rows(state.root())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.name)
-        .collect();
+    let names = catalogue::run_names(state.root());
     let (a, b) = (get("a"), get("b"));
     let mut context = json!({"names": names, "a": a, "b": b});
     if !a.is_empty() || !b.is_empty() {
@@ -609,9 +626,11 @@ fn profile_run(state: &State, name: &str) -> Option<std::path::PathBuf> {
 }
 
 fn profile_page(state: &State, name: &str) -> Reply {
-    let Some(view) =
-        profile_run(state, name).and_then(|path| crate::profiles::view(state.root(), name, &path))
-    else {
+    let Some(view) = profile_run(state, name).and_then(|path| {
+        let mut view = crate::profiles::view(state.root(), name, &path)?;
+        view.used_by = Some(crate::profiles::used_by(state.root(), name, &path));
+        Some(view)
+    }) else {
         return not_found(state);
     };
     Reply::Page(
@@ -664,6 +683,8 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
     let kb = gpuprobe_kb::KnowledgeBase::embedded();
     let q = first(query, "q");
     let entries = crate::kb::search(&kb, q);
+    let run = first(query, "run").trim();
+    let mut error = None;
     let (against, matches) = if first(query, "live") == "1" {
         let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
         let fingerprint = gpuprobe_doctor::live_stack::live_fingerprint(
@@ -675,6 +696,26 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
             "this machine now".to_string(),
             crate::kb::matches(&kb, &fingerprint, &[]),
         )
+    } else if !run.is_empty() {
+        // A run's recorded stack and results, as `gpuprobe kb match --report` matches them.
+        let report = match catalogue::run_path(state.root(), run) {
+            None => Err(format!("no run {run:?} in the runs directory")),
+            Some(path) => match catalogue::read_report(&path) {
+                Some(Ok(report)) => Ok(report),
+                Some(Err(why)) => Err(format!("{run} is corrupt: {why}")),
+                None => Err(format!("{run} has no report yet (not finished)")),
+            },
+        };
+        match report {
+            Ok(report) => (
+                format!("the run {run}"),
+                crate::kb::matches(&kb, &report.fingerprint, &report.results),
+            ),
+            Err(why) => {
+                error = Some(why);
+                (String::new(), Vec::new())
+            }
+        }
     } else {
         match crate::kb::newest_report(state.root()) {
             Some((name, fingerprint, results)) => (
@@ -688,7 +729,8 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
         200,
         state.pages.render(
             "kb.html",
-            json!({"q": q, "entries": entries, "matches": matches, "against": against}),
+            json!({"q": q, "entries": entries, "matches": matches, "against": against,
+                "run": run, "error": error}),
         ),
     )
 }
@@ -750,6 +792,7 @@ fn with_headers<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn state(root: &Path) -> State {
         State::new(
@@ -858,6 +901,44 @@ mod tests {
             PROFILE,
         )
         .unwrap();
+        // A check whose workers ran with the profile's settings, one that did not, and two
+        // `run --profile` uses of it (one of an earlier version).
+        for (check, settings) in [
+            (
+                "check-2026-11-22T11-00-00-1",
+                json!({"set": {"HSA_ENABLE_SDMA": "0"}}),
+            ),
+            ("check-2026-11-22T12-00-00-1", json!({})),
+        ] {
+            let dir = root.path().join(check);
+            std::fs::create_dir_all(dir.join("workers")).unwrap();
+            std::fs::write(
+                RunFiles::at(&dir).file(gpuprobe_runner::PLAN_FILE),
+                json!({"tasks": [], "settings": settings}).to_string(),
+            )
+            .unwrap();
+        }
+        let profile_path =
+            std::fs::canonicalize(RunFiles::at(&run).file(gpuprobe_runner::PROFILE_FILE)).unwrap();
+        for (digest, program) in [
+            ("fnv1a64:0".to_string(), "torchrun"),
+            (
+                gpuprobe_runner::profile_digest(PROFILE.as_bytes()),
+                "<python>",
+            ),
+        ] {
+            gpuprobe_runner::append_profile_use(
+                root.path(),
+                &gpuprobe_runner::ProfileUse {
+                    at: "2026-11-22T13:00:00Z".into(),
+                    profile: profile_path.display().to_string(),
+                    digest,
+                    program: program.into(),
+                    exit_code: 3,
+                },
+            )
+            .unwrap();
+        }
         let s = state(root.path());
         let page = |path: &str| match route(&s, false, path, &[], &[]) {
             Reply::Page(status, html) => (status, html),
@@ -870,6 +951,20 @@ mod tests {
         let (_, one) = page(&format!("/profiles/{name}"));
         assert!(one.contains("copy.h2d.pageable.tiny.nonblocking"), "{one}");
         assert!(one.contains("HSA_ENABLE_SDMA=0"), "{one}");
+        // Used by: the check that ran under it (linked), not the other; both uses, newest
+        // first, the program's name escaped.
+        assert!(
+            one.contains("<a href=\"/runs/check-2026-11-22T11-00-00-1\">"),
+            "{one}"
+        );
+        assert!(!one.contains("check-2026-11-22T12-00-00-1"), "{one}");
+        assert!(one.contains("2 uses recorded"), "{one}");
+        assert!(
+            one.contains("&lt;python&gt;") && !one.contains("<python>"),
+            "{one}"
+        );
+        let newest = one.find("this version").unwrap();
+        assert!(newest < one.find("an earlier version").unwrap(), "{one}");
         assert!(
             one.contains("&lt;b&gt;none") && !one.contains("<b>none"),
             "{one}"
@@ -897,8 +992,103 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_started_run_that_dies_says_how_and_is_no_longer_in_progress() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        // A "check" that writes its plan under its writer lock, then is killed outright.
+        let exe = root.path().join("dies");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nfor a; do case $a in --run-dir=*) d=${a#--run-dir=};; esac; done\n\
+             mkdir -p $d/workers && echo '{\"tasks\": [1, 2]}' > $d/plan.json\n\
+             exec flock -o $d/writer.lock sh -c 'kill -9 $PPID; sleep 1'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut s = state(root.path());
+        s.options.exe = exe;
+        let form = vec![("tier".to_string(), "quick".to_string())];
+        let Reply::Redirect(to) = route(&s, true, "/check", &[], &form) else {
+            panic!("not started")
+        };
+        let name = to.trim_start_matches("/runs/").to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.jobs.view(&name).is_some_and(|j| j.running) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let Reply::Page(200, page) = route(&s, false, &to, &[], &[]) else {
+            panic!()
+        };
+        assert!(
+            page.contains("ended without a report (signal 9, SIGKILL)"),
+            "{page}"
+        );
+        let Reply::Page(200, list) = route(&s, false, "/", &[], &[]) else {
+            panic!()
+        };
+        assert!(list.contains(&name), "{list}");
+        assert!(list.contains("1–1 of 1 run(s) in"), "{list}");
+        let q = vec![("verdict".to_string(), "pass".to_string())];
+        let Reply::Page(200, none) = route(&s, false, "/", &q, &[]) else {
+            panic!()
+        };
+        assert!(none.contains("none of 1 run(s) in"), "{none}");
+        assert!(
+            list.contains("interrupted") && !list.contains("in progress"),
+            "{list}"
+        );
+    }
+
     fn status_of(reply: &Reply) -> u16 {
         status(reply)
+    }
+
+    #[test]
+    fn the_kb_page_matches_a_chosen_run_s_recorded_stack_and_says_why() {
+        use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+        let root = tempfile::tempdir().unwrap();
+        let name = "check-2026-11-22T10-04-05-1";
+        let run = root.path().join(name);
+        std::fs::create_dir_all(run.join("workers")).unwrap();
+        // A report recorded on an AMD gfx1100 Linux host, no results: RKB-001's stack.
+        let mut gpu = GpuInfo::new(Vendor::Amd);
+        gpu.index = Some(0);
+        gpu.native_isa = Some("gfx1100".into());
+        gpu.runtime_isa = Some("gfx1100".into());
+        let mut report: gpuprobe_model::Report = serde_json::from_value(json!({
+            "schema_version": 1, "tool_version": "0.1.0", "command": "check",
+            "started_at": "2026-11-22T10:04:05Z", "wall_s": 1.0, "tier": "quick",
+            "fingerprint": gpuprobe_model::fingerprint::Fingerprint::default(),
+            "results": [], "findings": [],
+            "summary": gpuprobe_model::report::Summary::of(&[]),
+            "exit_status": "all_passed", "exit_code": 0
+        }))
+        .unwrap();
+        report.fingerprint.host.os = Some("linux".into());
+        report.fingerprint.gpus = vec![gpu];
+        std::fs::write(
+            RunFiles::at(&run).file(gpuprobe_runner::REPORT_FILE),
+            serde_json::to_string(&report).unwrap(),
+        )
+        .unwrap();
+        let s = state(root.path());
+        let kb = |run: &str| {
+            let q = vec![("run".to_string(), run.to_string())];
+            match route(&s, false, "/kb", &q, &[]) {
+                Reply::Page(200, html) => html,
+                other => panic!("{other:?}"),
+            }
+        };
+        let html = kb(name);
+        assert!(html.contains(&format!("Matching the run {name}")), "{html}");
+        assert!(html.contains("RKB-001"), "{html}");
+        assert!(html.contains("gfx1100 matches gfx11*"), "{html}");
+        for bad in ["check-2026-11-22T10-04-06-1", "../etc", "<script>"] {
+            let html = kb(bad);
+            assert!(html.contains("no run"), "{html}");
+            assert!(!html.contains("<script>"), "{html}");
+        }
     }
 
     #[test]

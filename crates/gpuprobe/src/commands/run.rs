@@ -121,6 +121,13 @@ pub(super) fn run(args: RunArgs) -> Result<u8> {
         ));
         changes.set.extend(hook.env.clone());
     }
+    // The text applied, digested before the job starts (the file may be rewritten meanwhile).
+    let digest = args
+        .profile
+        .as_ref()
+        .and_then(|path| std::fs::read(path).ok())
+        .map(|text| gpuprobe_runner::profile_digest(&text))
+        .unwrap_or_default();
     let options = JobOptions {
         env: changes,
         uncured: profile
@@ -138,5 +145,42 @@ pub(super) fn run(args: RunArgs) -> Result<u8> {
     };
     let report = gpuprobe_runner::run_job(&options, &signals, &mut |line| say(line));
     drop(hook);
+    if let Some(path) = &options.profile {
+        record_use(&env, path, digest, &options.command, report.exit_code);
+    }
     Ok(u8::try_from(report.exit_code.clamp(0, 255)).unwrap_or(1))
+}
+
+/// Adds this use of the profile at `path` to the runs directory's journal, which the page's
+/// profile view reads ("used by"). Only the program's name is recorded, never its arguments
+/// (a command line may carry secrets). A journal that cannot be written costs a warning,
+/// never the job's exit code.
+fn record_use(
+    env: &BTreeMap<String, String>,
+    path: &std::path::Path,
+    digest: String,
+    command: &[OsString],
+    exit_code: i32,
+) {
+    let profile = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let program = command
+        .first()
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let entry = gpuprobe_runner::ProfileUse {
+        at: gpuprobe_runner::rfc3339(std::time::SystemTime::now()),
+        profile: profile.display().to_string(),
+        digest,
+        program,
+        exit_code,
+    };
+    let root = gpuprobe_runner::runs_root(env);
+    if let Err(e) = gpuprobe_runner::append_profile_use(&root, &entry) {
+        say(&format!(
+            "warning: cannot record this use of the profile in {}: {e}",
+            root.join(gpuprobe_runner::PROFILE_USES_FILE).display()
+        ));
+    }
 }

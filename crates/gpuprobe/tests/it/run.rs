@@ -31,8 +31,15 @@ fn profile(dir: &Path, name: &str, env: &str, top: &str, proven_on: Option<&str>
     path
 }
 
+/// The state directory of this file's `run`s: a use of a profile is recorded in its runs
+/// directory, never in the developer's.
+fn state_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("gpuprobe-it-run-state-{}", std::process::id()))
+}
+
 fn run(args: &[&str], job: &[&str]) -> Output {
     gpuprobe()
+        .env("XDG_STATE_HOME", state_dir())
         .arg("run")
         .args(args)
         .arg("--python")
@@ -478,4 +485,54 @@ fn run_without_a_command_is_a_usage_error() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn each_use_of_a_profile_is_recorded_by_its_program_s_name_and_a_journal_that_cannot_be_written_is_a_warning()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let foreign = profile(
+        dir.path(),
+        "used.toml",
+        "HSA_ENABLE_SDMA = \"0\"",
+        "",
+        Some("[proven_on]\ngpus = [\"gfx1151\"]"),
+    );
+    let used = |state: &Path, code: &str| {
+        gpuprobe()
+            .env("XDG_STATE_HOME", state)
+            .args(["run", "--force", "--profile"])
+            .arg(&foreign)
+            .arg("--python")
+            .arg(python())
+            .args(["--", "/bin/sh", "-c", code, "--token=secret"])
+            .output()
+            .unwrap()
+    };
+    let output = used(&state, "exit 3");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let journal = std::fs::read_to_string(state.join("gpuprobe/runs/profile-uses.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(journal.trim()).unwrap();
+    assert_eq!(line["program"], "sh", "{journal}");
+    assert_eq!(line["exit_code"], 3, "{journal}");
+    assert_eq!(
+        line["profile"],
+        std::fs::canonicalize(&foreign)
+            .unwrap()
+            .display()
+            .to_string()
+    );
+    assert!(!journal.contains("secret"), "{journal}");
+    // A runs directory that is a file: the job's exit code stands, with a warning.
+    let blocked = dir.path().join("blocked");
+    std::fs::create_dir_all(blocked.join("gpuprobe")).unwrap();
+    std::fs::write(blocked.join("gpuprobe/runs"), "").unwrap();
+    let output = used(&blocked, "exit 4");
+    assert_eq!(output.status.code(), Some(4));
+    assert!(
+        stderr(&output).contains("warning: cannot record this use of the profile"),
+        "{}",
+        stderr(&output)
+    );
 }
