@@ -6,12 +6,15 @@ code generates."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 from conftest import PACKAGE_DIR, run_plan, run_worker
+
+from gpuprobe.worker.probes.sweep import ref as sweep_ref
 
 SEED = 4242
 #: A small cross-section: elementwise, reduction, scan, convolution, sort, normalization.
@@ -309,10 +312,10 @@ def test_unavailable_database_is_a_skip_with_reason(tmp_path: Any) -> None:
         assert "operator database" in results[probe]["reason"] and "blocked for the test" in results[probe]["reason"]
 
 
-def test_the_reference_process_starts_before_the_worker_imports_torch(tmp_path: Any) -> None:
+def test_a_fresh_reference_process_starts_before_the_worker_imports_torch(tmp_path: Any) -> None:
     # When torch's import begins in the worker (its first submodule lookup: looking the
-    # package up alone imports nothing), the worker notes its child processes: the sweep's
-    # reference process must already be one of them, starting beside the worker's import.
+    # package up alone imports nothing), the worker notes its child processes: a reference
+    # process that is not a fork must already be one of them, starting beside the import.
     if not os.path.isdir("/proc/self"):
         pytest.skip("needs /proc to list a process's children")
     trace = tmp_path / "trace.txt"
@@ -346,10 +349,14 @@ def test_the_reference_process_starts_before_the_worker_imports_torch(tmp_path: 
     env = {
         "PYTHONPATH": str(shadow) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         "GPUPROBE_TEST_TRACE": str(trace),
+        # A framework switch under test: a fork of the worker would inherit it, so the
+        # reference is a fresh interpreter, started ahead.
+        "GPUPROBE_SWITCHES": "torch.backends.cudnn.enabled=False",
     }
     run = run_plan(["dtype.fp32.fp16.to.device", "sweep.add.fp32"], seed=SEED, env_extra=env, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.results()["sweep.add.fp32"]["outcome"] == "observed"
+    assert run.results()["sweep.add.fp32"]["observation"]["metrics"]["reference_process"] == "spawn"
     children_at_import = trace.read_text(encoding="utf-8").splitlines()
     assert len(children_at_import) == 1, children_at_import
     assert "sweep_ref" in children_at_import[0], children_at_import
@@ -358,6 +365,75 @@ def test_the_reference_process_starts_before_the_worker_imports_torch(tmp_path: 
     run = run_plan(["dtype.fp32.fp16.to.device"], seed=SEED, env_extra=env, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "sweep_ref" not in trace.read_text(encoding="utf-8")
+
+
+def test_the_reference_is_a_fork_of_the_worker() -> None:
+    # The reference process is a fork of the worker made after the database import: the
+    # same verdicts, no second import. Two CPU threads in the worker: the fork runs on one.
+    run = run_plan(["sweep.add.fp32"], seed=SEED, env_extra={"OMP_NUM_THREADS": "2"}, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = run.results()["sweep.add.fp32"]
+    assert result["outcome"] == "observed", result
+    metrics = result["observation"]["metrics"]
+    assert metrics["reference_process"] == "fork", metrics
+    assert metrics["reference_restarts"] == 0
+    assert result["observation"]["measurement"]["failed"] == {}, result
+
+
+def test_a_forked_reference_that_dies_is_replaced_by_another_fork() -> None:
+    import torch
+
+    from gpuprobe.worker.probes.sweep import cases as sweep_cases
+    from gpuprobe.worker.probes.sweep import db as sweep_db
+
+    if sweep_ref.fork_refusal() is not None:
+        pytest.skip(f"no fork here: {sweep_ref.fork_refusal()}")
+    reference = sweep_ref.ReferenceProcess()
+    try:
+        assert sweep_ref.fork_refusal() is None
+        reference.prestart()  # nothing ahead: forked at the first reference
+        info = sweep_db.load(torch).entry("add")
+        samples = sweep_cases.generate_samples(torch, info, "float32", SEED, False)
+        request = {
+            "key": "add", "dtype": "float32", "seed": SEED, "requires_grad": False, "sample": 0,
+            "digest": sweep_cases.digest(torch, samples[0]), "transform": "base", "backward": False,
+        }
+        first = reference.compute(request)
+        assert first["ok"] and reference.made_by == "fork", first
+        os.kill(reference._proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+        reference._proc.wait(timeout=10)  # type: ignore[union-attr]
+        again = reference.compute(request)
+        assert again["ok"] and reference.restarts == 1 and reference.made_by == "fork", again
+        assert torch.equal(again["outputs"][0], first["outputs"][0])
+    finally:
+        reference.close()
+
+
+def test_the_database_loads_without_importing_packages_it_does_not_need(tmp_path: Any) -> None:
+    # numba and hypothesis that stop the interpreter when imported: the database must load
+    # all the same, with the same entries, and leave both importable afterwards.
+    for name in ("numba", "hypothesis"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"raise SystemExit('{name} was imported')\n", encoding="utf-8")
+    code = (
+        "import importlib.util, json, sys, torch\n"
+        "from gpuprobe.worker.probes.sweep import db\n"
+        "ops = db.load(torch).ops\n"
+        "print(json.dumps({'keys': sorted(ops), 'loaded': [m for m in ('numba', 'hypothesis') if m in sys.modules],"
+        " 'findable': importlib.util.find_spec('numba') is not None}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PACKAGE_DIR)]))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    import torch
+
+    from gpuprobe.worker.probes.sweep import db as sweep_db
+
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["loaded"] == [] and seen["findable"], seen
+    assert seen["keys"] == sorted(sweep_db.load(torch).ops)
 
 
 def test_helpers_start_once_per_starter_and_a_failure_is_a_note(monkeypatch: Any) -> None:
@@ -448,6 +524,8 @@ def test_a_device_that_accepts_error_inputs_is_invalid_accepted_not_wrong_math()
     assert m["invalid_accepted"] == result["metrics"]["error_inputs"] >= 1, (m, result["metrics"])
     assert m["failed"] == {} and m["device_errors"] == 0
     assert any("error_input 0: the database expects" in n for n in result["notes"]), result["notes"]
+    # A fork would inherit the bound fault: the reference is a fresh interpreter.
+    assert result["metrics"]["reference_process"] == "spawn"
 
 
 def test_full_tier_probes_run_the_reference_inputs_own_samples(healthy: Any) -> None:

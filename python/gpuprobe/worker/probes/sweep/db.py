@@ -308,6 +308,46 @@ def _install_expecttest_stand_in() -> None:
         sys.modules["expecttest"] = stand_in
 
 
+#: Packages PyTorch's test modules import behind the database when they find them, for tests
+#: that are not the database's: ``numba`` (with ``numba.cuda``, whose availability check
+#: starts its own CUDA driver binding) for the CUDA array interface tests, and
+#: ``hypothesis`` for property-based tests' settings. No entry, sample or reference input
+#: of the database uses either; the test modules look both up with ``find_spec`` or import
+#: them under ``try/except ImportError``, so withheld they read as absent, as on a host
+#: without them. On the H200 host they were
+#: 2 of the 19 s an uncached database import took there (``python -X importtime``), in every
+#: sweep lane. (``scipy`` stays: one sample generator's reference uses it.)
+WITHHELD_WHILE_LOADING = ("numba", "hypothesis")
+
+
+class _Withheld:
+    """A ``sys.meta_path`` finder that answers "no such module" for ``WITHHELD_WHILE_LOADING``."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.partition(".")[0] in WITHHELD_WHILE_LOADING:
+            raise ModuleNotFoundError(f"No module named {name!r} (not needed by the operator database)", name=name)
+        return None
+
+
+def _import_op_db() -> Any:
+    """The database's entries, imported with ``WITHHELD_WHILE_LOADING`` withheld (only for
+    the import: a later import of either in this process finds it as usual)."""
+    # The compiler's tracing rules look every known package up once, at their import (which
+    # the database's own imports trigger): imported first, they see the packages as they are.
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception:  # noqa: BLE001 - the database import below reports a broken torch
+        pass
+    finder = _Withheld()
+    sys.meta_path.insert(0, finder)
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db  # type: ignore
+
+        return op_db
+    finally:
+        sys.meta_path.remove(finder)
+
+
 def op_key(name: str, variant: str) -> str:
     """The id part of an entry: its name and variant, sanitized."""
     raw = f"{name}.{variant}" if variant else name
@@ -324,7 +364,7 @@ def load(torch: Any) -> Database:
     version = str(getattr(torch, "__version__", "unknown"))
     try:
         _install_expecttest_stand_in()
-        from torch.testing._internal.common_methods_invocations import op_db  # type: ignore
+        op_db = _import_op_db()
     except BaseException as exc:  # noqa: BLE001 - any import failure is a reason, never a crash
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -23,6 +23,21 @@ every other mode a call variant returns the functional call's values, after the 
 variant has shown the call is valid). When the
 sample at the requested index has another digest, the sample with the device's digest is
 used (the database's generators may iterate over sets, whose order follows the process).
+
+Where it is safe, the reference process is a fork of the worker, made at the first
+reference once the worker has loaded the database, instead of a fresh interpreter: a fresh
+one imports torch and the database again (on the H200 host the standard tier's two cost
+17 CPU seconds, on a host whose cores every lane already keeps busy). A fork shares the
+worker's imports and gives the same isolation (its own address space: a crash is its own).
+It is made only where nothing it inherits could change what it computes (``fork_refusal``):
+no framework switch under test applied, no simulated fault bound. Elsewhere, and where fork
+fails, a fresh interpreter is started as before. The fork computes on one CPU thread, set
+first thing, as PyTorch's own data-loader workers do after their fork: the worker's OpenMP
+team has no threads in the child, and only a pool of one never uses it (the references are
+small; on a host whose lanes share the cores each worker had one or two threads anyway). It
+never touches the GPU (the framework refuses device calls in a forked child), hands its
+descriptors back (only its two pipes and stderr stay open, standard output going to
+stderr), and leaves with ``os._exit``.
 """
 
 from __future__ import annotations
@@ -248,6 +263,11 @@ def serve() -> int:
         sweep_db.load(torch)
     except sweep_db.DatabaseUnavailable:
         pass  # each request reports it
+    return answer(torch, stdin, stdout)
+
+
+def answer(torch: Any, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    """Says hello, then answers requests until ``stdin`` ends (both kinds of process)."""
     cache: dict[Any, Any] = {}
     _write(stdout, {"ok": True, "ready": True, "torch": torch.__version__})
     while True:
@@ -265,6 +285,128 @@ def serve() -> int:
             _write(stdout, {"ok": False, "kind": "unavailable", "error": f"reference not transferable: {exc}"})
 
 
+# --------------------------------------------------------------------------- the fork
+
+
+def fork_expected(environ: Any) -> bool:
+    """Whether this worker's reference will be forked (``fork_refusal``'s conditions that
+    hold before torch is imported): then nothing is started ahead."""
+    return hasattr(os, "fork") and not environ.get("GPUPROBE_SWITCHES")
+
+
+def fork_refusal() -> str | None:
+    """Why the reference must not be a fork of this worker, or None when it may be."""
+    if not hasattr(os, "fork"):
+        return "no fork on this platform"
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "torch is not imported here"
+    if not hasattr(torch, "set_num_threads"):
+        return "this torch cannot be set to one CPU thread"
+    if os.environ.get("GPUPROBE_SWITCHES"):
+        return "a framework switch under test is applied here"
+    from gpuprobe.worker import simulate
+
+    if simulate.engine() is not None:
+        return "a simulated fault is bound here"
+    return None
+
+
+class ForkedReference:
+    """A reference process forked from this worker, with the part of ``subprocess.Popen``'s
+    interface that ``ReferenceProcess`` uses."""
+
+    def __init__(self, pid: int, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        self.pid = pid
+        self.stdin: BinaryIO | None = stdin
+        self.stdout: BinaryIO | None = stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -signal.SIGKILL  # reaped elsewhere: gone all the same
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"reference process {self.pid}", timeout or 0.0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def fork_reference() -> ForkedReference:
+    """Forks this worker into a reference process (the caller checked ``fork_refusal``)."""
+    import warnings
+
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12 warns that forking a threaded process may deadlock: the child
+            # takes no lock the worker's threads hold (no GPU, no events, no logging).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        for fd in (requests_read, requests_write, replies_read, replies_write):
+            os.close(fd)
+        raise
+    if pid == 0:  # pragma: no cover - the child; its work is seen through its replies
+        _child(requests_read, replies_write)
+    os.close(requests_read)
+    os.close(replies_write)
+    return ForkedReference(pid, os.fdopen(requests_write, "wb"), os.fdopen(replies_read, "rb"))
+
+
+def _child(requests: int, replies: int) -> None:  # pragma: no cover - runs after fork
+    code = 70
+    try:
+        import gc
+
+        # The worker's objects stay as they are: none is collected here (a collected file
+        # object would close a descriptor number this process has reused).
+        gc.freeze()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(2, 1)  # nothing printed may reach the worker's stdout
+        keep = {0, 1, 2, requests, replies}
+        try:
+            open_fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+        except OSError:
+            open_fds = list(range(3, 1024))
+        for fd in open_fds:
+            if fd not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        sys.stdout = sys.stderr
+        torch = sys.modules["torch"]
+        # Before any CPU work: the worker's thread pools have no threads here.
+        torch.set_num_threads(1)
+        code = answer(torch, os.fdopen(requests, "rb"), os.fdopen(replies, "wb"))
+    except BaseException:  # noqa: BLE001 - the worker sees the death and restarts
+        import traceback
+
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
 # --------------------------------------------------------------------------- the client
 
 
@@ -273,7 +415,9 @@ class ReferenceProcess:
     a death)."""
 
     def __init__(self, start_timeout_s: float = 180.0) -> None:
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | ForkedReference | None = None
+        #: How the current process was made: ``fork`` or ``spawn`` (None before the first).
+        self.made_by: str | None = None
         self._hello_pending = False
         self.start_timeout_s = start_timeout_s
         self.restarts = 0
@@ -283,6 +427,9 @@ class ReferenceProcess:
         """Starts the process without waiting for it, so that its imports (torch, the
         database) overlap with the worker's; the first ``compute`` waits for its hello."""
         if self._proc is not None or self.start_failure is not None:
+            return
+        if fork_expected(os.environ):
+            # Forked at the first reference, once this worker holds the database.
             return
         try:
             self._spawn()
@@ -302,6 +449,15 @@ class ReferenceProcess:
             raise RuntimeError(f"the reference process did not start: {reason}")
 
     def _spawn(self) -> None:
+        if fork_refusal() is None:
+            try:
+                self._proc = fork_reference()
+                self.made_by = "fork"
+                self._hello_pending = True
+                return
+            except OSError:
+                pass  # a fresh interpreter instead
+        self.made_by = "spawn"
         package_root = children.package_dir()
         env = dict(os.environ)
         # The reference runs on the CPU only: no GPU context, no GPU memory.

@@ -234,6 +234,8 @@ class SweepTally(CaseTally):
             "rtol": rtol,
             "seed": seed,
             "reference_restarts": reference.restarts,
+            # ``fork`` (of this worker) or ``spawn`` (a fresh interpreter): sweep_ref's header.
+            "reference_process": reference.made_by,
             "seconds": round(seconds, 3),
             "not_run": self.not_run,
             "error_inputs": self.error_inputs,
