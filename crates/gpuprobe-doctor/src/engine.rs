@@ -418,7 +418,7 @@ fn run_lane(
 }
 
 /// The zygote for this run's Python workers (`gpuprobe_runner::zygote`), when it pays
-/// (`zygote::worth_it`: more Python lanes than cores, or `GPUPROBE_ZYGOTE=1`) and is safe:
+/// (`zygote::worth_it`: two or more Python lanes, unless `GPUPROBE_ZYGOTE=0`) and is safe:
 /// the ordinary interpreter and package, and no settings under test (a variable a worker is
 /// given could be read when torch is imported, which the zygote has done before any worker
 /// exists). `None` when not wanted; the error says why one could not start.
@@ -427,15 +427,10 @@ fn start_zygote(lanes: &[Lane], config: &EngineConfig) -> Option<Result<Zygote, 
         .iter()
         .filter(|l| l.backend == Backend::Python)
         .count();
-    let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let (env, unset) = config.settings.worker_env();
     if !env.is_empty()
         || !unset.is_empty()
-        || !gpuprobe_runner::worth_it(
-            gpuprobe_runner::choice_from_environment(),
-            python_lanes,
-            cores,
-        )
+        || !gpuprobe_runner::worth_it(gpuprobe_runner::choice_from_environment(), python_lanes)
     {
         return None;
     }
