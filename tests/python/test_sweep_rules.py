@@ -120,6 +120,7 @@ class _SkewedReference:
         self.cache: dict[Any, Any] = {}
         self.skew_base = skew_base
         self.restarts = 0
+        self.made_by = "in-process"
 
     def compute(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         mode = request.get("mode", "reference")
@@ -562,6 +563,7 @@ class _InProcessReference:
     def __init__(self) -> None:
         self.cache: dict[Any, Any] = {}
         self.restarts = 0
+        self.made_by = "in-process"
 
     def compute(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         return sweep_ref.handle(torch, request, self.cache)
