@@ -13,7 +13,6 @@ use std::thread;
 use std::time::Instant;
 
 use gpuprobe_model::probe::{Backend, DeviceRef, Placement, ProbeId, ProbeSpec, Tier};
-use gpuprobe_model::profile;
 use gpuprobe_model::protocol::{
     PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
 };
@@ -23,62 +22,11 @@ use gpuprobe_runner::{
     KernelLogSource, PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig,
     SupervisorEvent, Task, WorkerCommand, Zygote, supervise,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::judge::judge;
 use crate::schedule::{Launch, Scheduler};
 
-/// Process settings applied to every worker of a run (a profile, or a `fix` candidate).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Settings {
-    /// Variables to set.
-    #[serde(default)]
-    pub set: BTreeMap<String, String>,
-    /// Variables to remove.
-    #[serde(default)]
-    pub unset: Vec<String>,
-}
-
-impl Settings {
-    /// `KEY=VALUE` and `-KEY` strings, for result records.
-    pub fn describe(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        out.extend(self.unset.iter().map(|k| format!("-{k}")));
-        out
-    }
-
-    /// Whether nothing is changed.
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.unset.is_empty()
-    }
-
-    /// The environment a worker gets: the variables as they are, and the framework switches
-    /// (dotted names, see [`gpuprobe_model::profile::is_switch_name`]) folded into the one
-    /// variable the worker reads them from, `GPUPROBE_SWITCHES` (`NAME=VALUE;...`); a
-    /// switch is never removed, only set.
-    pub fn worker_env(&self) -> (BTreeMap<String, String>, Vec<String>) {
-        let (switches, variables): (Vec<_>, Vec<_>) = self
-            .set
-            .iter()
-            .partition(|(name, _)| profile::is_switch_name(name));
-        let mut env: BTreeMap<String, String> = variables
-            .into_iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if let Some(value) =
-            profile::switches_value(switches.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        {
-            env.insert(profile::SWITCHES_VARIABLE.to_string(), value);
-        }
-        let unset = self
-            .unset
-            .iter()
-            .filter(|name| !profile::is_switch_name(name))
-            .cloned()
-            .collect();
-        (env, unset)
-    }
-}
+pub use gpuprobe_model::plan::{RunPlan, Settings};
 
 /// How to start workers.
 #[derive(Debug, Clone)]
@@ -647,76 +595,18 @@ pub fn id_matches(pattern: &str, id: &str) -> bool {
     }
 }
 
-/// The run's plan as stored in `plan.json`, enough to resume it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunPlan {
-    /// gpuprobe version that made it.
-    pub tool_version: String,
-    /// The command.
-    pub command: String,
-    /// Tier.
-    pub tier: Tier,
-    /// `--only` patterns.
-    #[serde(default)]
-    pub only: Vec<String>,
-    /// Devices asked for (`None`: every GPU torch sees).
-    #[serde(default)]
-    pub devices: Option<Vec<DeviceRef>>,
-    /// The interpreter used.
-    #[serde(default)]
-    pub python: Option<String>,
-    /// How it was chosen.
-    #[serde(default)]
-    pub python_chosen_by: Option<String>,
-    /// Whether native probes were included.
-    #[serde(default)]
-    pub native: bool,
-    /// Seed.
-    pub seed: u64,
-    /// Simulation, when active.
-    #[serde(default)]
-    pub simulate: Option<SimulationSpec>,
-    /// Settings applied to workers.
-    #[serde(default)]
-    pub settings: Settings,
-    /// Options passed to the probes (`soak_seconds`).
-    #[serde(default)]
-    pub options: BTreeMap<String, serde_json::Value>,
-    /// Every planned (probe, device).
-    pub tasks: Vec<PlannedTask>,
-    /// When the run started (RFC 3339).
-    pub started_at: String,
-    /// The GPUs planned up front and the stack probes spread over identical ones
-    /// (`crate::session::spread`); absent: GPU 0 planned, the others added at its hello.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spread: Option<crate::session::spread::SpreadPlan>,
-}
-
-/// One planned probe run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PlannedTask {
-    /// The probe's spec at planning time.
-    pub spec: ProbeSpec,
-    /// The device.
-    pub device: DeviceRef,
-}
-
-impl RunPlan {
-    /// The tasks not yet in `done`, grouped into lanes and cut to `budget` ([`sized_lanes`]).
-    pub fn remaining_lanes(&self, done: &[ProbeResult], budget: LaneBudget) -> Vec<Lane> {
-        let finished: std::collections::HashSet<(ProbeId, DeviceRef)> =
-            done.iter().map(|r| (r.probe.clone(), r.device)).collect();
-        let tasks: Vec<Task> = self
-            .tasks
-            .iter()
-            .filter(|t| !finished.contains(&(t.spec.id.clone(), t.device)))
-            .map(|t| Task {
-                spec: t.spec.clone(),
-                device: t.device,
-            })
-            .collect();
-        sized_lanes(tasks, budget)
-    }
+/// The plan's tasks not yet in `done`, grouped into lanes and cut to `budget`
+/// ([`sized_lanes`]).
+pub fn remaining_lanes(plan: &RunPlan, done: &[ProbeResult], budget: LaneBudget) -> Vec<Lane> {
+    let finished: std::collections::HashSet<(ProbeId, DeviceRef)> =
+        done.iter().map(|r| (r.probe.clone(), r.device)).collect();
+    let tasks: Vec<Task> = plan
+        .tasks
+        .iter()
+        .filter(|t| !finished.contains(&(t.spec.id.clone(), t.device)))
+        .cloned()
+        .collect();
+    sized_lanes(tasks, budget)
 }
 
 pub use crate::lanes::{LaneBudget, lanes_for, sized_lanes};

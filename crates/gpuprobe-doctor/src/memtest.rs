@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use gpuprobe_model::plan::RunPlan;
 use gpuprobe_model::probe::{DeviceRef, ProbeSpec};
 use gpuprobe_model::verdict::ProbeResult;
 use gpuprobe_runner::{KernelLogSource, RunDir, RunnerError, SupervisorConfig, Task};
@@ -54,9 +55,9 @@ pub fn run(request: MemtestRequest, run_dir: &RunDir) -> Result<ProbeResult, Run
 }
 
 /// The plan written to the run directory: the memtest probe alone, natively, on `device`.
-fn plan(request: &MemtestRequest, device: DeviceRef) -> engine::RunPlan {
+fn plan(request: &MemtestRequest, device: DeviceRef) -> RunPlan {
     let spec = &request.spec;
-    engine::RunPlan {
+    RunPlan {
         tool_version: request.tool_version.clone(),
         command: "memtest".into(),
         tier: spec.tier,
@@ -69,7 +70,7 @@ fn plan(request: &MemtestRequest, device: DeviceRef) -> engine::RunPlan {
         simulate: None,
         settings: Settings::default(),
         options: request.options.clone(),
-        tasks: vec![engine::PlannedTask {
+        tasks: vec![Task {
             spec: spec.clone(),
             device,
         }],

@@ -8,7 +8,7 @@ use gpuprobe_model::Finding;
 use gpuprobe_model::command_line::StackOptions;
 use gpuprobe_model::probe::Tier;
 
-use crate::engine::RunPlan;
+use gpuprobe_model::plan::RunPlan;
 
 /// How the plan records an interpreter named with `--python`. One found otherwise
 /// (`GPUPROBE_PYTHON`, `VIRTUAL_ENV`, `CONDA_PREFIX`, `PATH`) is found again by a command

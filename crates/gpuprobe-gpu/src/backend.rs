@@ -105,7 +105,7 @@ pub struct Handle(pub usize);
 
 /// The operations the probes need from a vendor runtime, bound to one device. Every call
 /// returns the runtime's error as a [`GpuError`]; nothing panics.
-pub trait Backend {
+pub trait DeviceRuntime {
     /// Which runtime this is.
     fn kind(&self) -> RuntimeKind;
     /// The device this backend is bound to.
@@ -198,14 +198,14 @@ pub trait Backend {
 
 /// Device memory that is freed when dropped.
 pub struct DeviceBuffer<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     ptr: DevicePtr,
     bytes: usize,
 }
 
 impl<'b> DeviceBuffer<'b> {
     /// Allocates `bytes` bytes.
-    pub fn new(backend: &'b dyn Backend, bytes: usize) -> GpuResult<Self> {
+    pub fn new(backend: &'b dyn DeviceRuntime, bytes: usize) -> GpuResult<Self> {
         let ptr = backend.alloc(bytes)?;
         Ok(DeviceBuffer {
             backend,
@@ -239,14 +239,14 @@ impl Drop for DeviceBuffer<'_> {
 
 /// Page-locked host memory that is freed when dropped.
 pub struct PinnedBuffer<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     ptr: *mut u8,
     bytes: usize,
 }
 
 impl<'b> PinnedBuffer<'b> {
     /// Allocates `bytes` bytes of pinned host memory, zero-filled.
-    pub fn new(backend: &'b dyn Backend, bytes: usize) -> GpuResult<Self> {
+    pub fn new(backend: &'b dyn DeviceRuntime, bytes: usize) -> GpuResult<Self> {
         let ptr = backend.alloc_pinned(bytes.max(1))?;
         if ptr.is_null() {
             return Err(GpuError::HostAlloc { bytes });
@@ -292,13 +292,13 @@ impl Drop for PinnedBuffer<'_> {
 
 /// A stream that is destroyed when dropped.
 pub struct Stream<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     handle: Handle,
 }
 
 impl<'b> Stream<'b> {
     /// Creates a stream.
-    pub fn new(backend: &'b dyn Backend) -> GpuResult<Self> {
+    pub fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
         Ok(Stream {
             backend,
             handle: backend.stream_create()?,
@@ -349,13 +349,13 @@ impl Drop for Stream<'_> {
 
 /// A timing event that is destroyed when dropped.
 pub struct Event<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     handle: Handle,
 }
 
 impl<'b> Event<'b> {
     /// Creates an event.
-    pub fn new(backend: &'b dyn Backend) -> GpuResult<Self> {
+    pub fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
         Ok(Event {
             backend,
             handle: backend.event_create()?,
@@ -390,7 +390,7 @@ pub struct EventTimer<'b> {
 
 impl<'b> EventTimer<'b> {
     /// Creates the two events.
-    pub fn new(backend: &'b dyn Backend) -> GpuResult<Self> {
+    pub fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
         Ok(EventTimer {
             start: Event::new(backend)?,
             end: Event::new(backend)?,
@@ -414,13 +414,13 @@ impl<'b> EventTimer<'b> {
 
 /// A loaded module that is unloaded when dropped.
 pub struct Module<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     handle: Handle,
 }
 
 impl<'b> Module<'b> {
     /// Loads an image.
-    pub fn load(backend: &'b dyn Backend, image: &ModuleImage) -> GpuResult<Self> {
+    pub fn load(backend: &'b dyn DeviceRuntime, image: &ModuleImage) -> GpuResult<Self> {
         Ok(Module {
             backend,
             handle: backend.module_load(image)?,

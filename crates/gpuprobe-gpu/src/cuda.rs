@@ -1,4 +1,4 @@
-//! The CUDA driver API (`libcuda.so.1`), loaded at run time, and the CUDA [`Backend`].
+//! The CUDA driver API (`libcuda.so.1`), loaded at run time, and the CUDA [`DeviceRuntime`].
 //!
 //! Only the driver API is used: it ships with the driver, so no toolkit is needed, and the
 //! embedded PTX (`kernels.rs`) is JIT-compiled by the driver itself. Versioned entry points
@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::Arc;
 
 use crate::backend::{
-    Backend, DeviceInfo, DevicePtr, Handle, KernelArg, MemInfo, ModuleImage, RuntimeKind,
+    DeviceInfo, DevicePtr, DeviceRuntime, Handle, KernelArg, MemInfo, ModuleImage, RuntimeKind,
     RuntimeVersions,
 };
 use crate::error::{GpuError, GpuResult, LoadError};
@@ -264,7 +264,7 @@ pub fn cuda_error_name(code: i32) -> &'static str {
     }
 }
 
-/// The CUDA implementation of [`Backend`], bound to one device through its primary context.
+/// The CUDA implementation of [`DeviceRuntime`], bound to one device through its primary context.
 pub struct CudaBackend {
     driver: Arc<CudaDriver>,
     context: Raw,
@@ -317,7 +317,7 @@ fn raw(handle: Handle) -> Raw {
     handle.0 as Raw
 }
 
-impl Backend for CudaBackend {
+impl DeviceRuntime for CudaBackend {
     fn kind(&self) -> RuntimeKind {
         RuntimeKind::Cuda
     }

@@ -1,4 +1,4 @@
-//! The HIP runtime (`libamdhip64.so.N`), loaded at run time, and the HIP [`Backend`].
+//! The HIP runtime (`libamdhip64.so.N`), loaded at run time, and the HIP [`DeviceRuntime`].
 //!
 //! ABI pitfalls handled here (`docs/native.md`, "HIP ABI pitfalls handled"):
 //! - `hipDeviceProp_t` changed layout in ROCm 6.0 and `dlsym("hipGetDeviceProperties")` returns
@@ -17,7 +17,7 @@ use std::ffi::{CString, c_char, c_int, c_uint, c_void};
 use std::sync::Arc;
 
 use crate::backend::{
-    Backend, DeviceInfo, DevicePtr, Handle, KernelArg, MemInfo, ModuleImage, RuntimeKind,
+    DeviceInfo, DevicePtr, DeviceRuntime, Handle, KernelArg, MemInfo, ModuleImage, RuntimeKind,
     RuntimeVersions,
 };
 use crate::error::{GpuError, GpuResult, LoadError};
@@ -329,7 +329,7 @@ pub fn hip_error_name(code: i32) -> &'static str {
     }
 }
 
-/// The HIP implementation of [`Backend`], bound to one device.
+/// The HIP implementation of [`DeviceRuntime`], bound to one device.
 pub struct HipBackend {
     runtime: Arc<HipRuntime>,
     info: DeviceInfo,
@@ -376,7 +376,7 @@ fn dptr(ptr: DevicePtr) -> Raw {
     ptr as Raw
 }
 
-impl Backend for HipBackend {
+impl DeviceRuntime for HipBackend {
     fn kind(&self) -> RuntimeKind {
         RuntimeKind::Hip
     }

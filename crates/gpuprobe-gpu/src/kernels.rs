@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{
-    Backend, DeviceBuffer, DevicePtr, Handle, KernelArg, Module, ModuleImage, Stream,
+    DeviceBuffer, DevicePtr, DeviceRuntime, Handle, KernelArg, Module, ModuleImage, Stream,
 };
 use crate::error::{GpuError, GpuResult};
 use crate::hiprtc::Hiprtc;
@@ -280,7 +280,7 @@ pub enum CudaKernelSource {
 
 /// The kernels, loaded on one backend.
 pub struct KernelSet<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     _module: Module<'b>,
     fill: [Handle; 4],
     check: [Handle; 4],
@@ -294,7 +294,7 @@ pub struct KernelSet<'b> {
 /// Region statistics tables for the check kernels: per region of `1 << shift` bytes, the
 /// differing-word count and the lowest and highest differing address.
 pub struct ErrorSink<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     sink: DeviceBuffer<'b>,
     region_count: DeviceBuffer<'b>,
     region_lo: DeviceBuffer<'b>,
@@ -336,7 +336,11 @@ pub struct RegionStat {
 
 impl<'b> ErrorSink<'b> {
     /// Allocates a sink with `regions` region slots of `1 << region_shift` bytes.
-    pub fn new(backend: &'b dyn Backend, regions: usize, region_shift: u32) -> GpuResult<Self> {
+    pub fn new(
+        backend: &'b dyn DeviceRuntime,
+        regions: usize,
+        region_shift: u32,
+    ) -> GpuResult<Self> {
         let regions = regions.max(1);
         let sink = ErrorSink {
             backend,
@@ -463,7 +467,7 @@ impl<'b> KernelSet<'b> {
     /// Loads the kernels: on CUDA the embedded PTX (or NVRTC when asked), on HIP through
     /// hipRTC for the device's architecture.
     pub fn load(
-        backend: &'b dyn Backend,
+        backend: &'b dyn DeviceRuntime,
         compilers: &Compilers,
         cuda_source: CudaKernelSource,
         shape: LaunchShape,
@@ -509,7 +513,7 @@ impl<'b> KernelSet<'b> {
 
     /// Loads a given image.
     pub fn from_image(
-        backend: &'b dyn Backend,
+        backend: &'b dyn DeviceRuntime,
         image: &ModuleImage,
         origin: KernelOrigin,
         shape: LaunchShape,
@@ -634,7 +638,7 @@ fn vector_count(bytes: u64) -> GpuResult<u64> {
 }
 
 fn compile_with_nvrtc(
-    backend: &dyn Backend,
+    backend: &dyn DeviceRuntime,
     compilers: &Compilers,
 ) -> GpuResult<(ModuleImage, KernelOrigin)> {
     let nvrtc = compilers.nvrtc.as_ref().ok_or_else(|| GpuError::Compile {

@@ -1,6 +1,6 @@
 //! Native runtime layer of gpuprobe: the CUDA driver API + NVRTC and the HIP runtime +
 //! hipRTC, loaded at run time (never linked), the native probes written once against one
-//! [`Backend`] trait, and the VRAM test engine behind `gpuprobe memtest`.
+//! [`DeviceRuntime`] trait, and the VRAM test engine behind `gpuprobe memtest`.
 //!
 //! This is the only crate of the workspace allowed to contain `unsafe` (FFI calls into the
 //! vendor runtimes); every unsafe block is small and carries a `// SAFETY:` comment. Nothing
@@ -29,7 +29,7 @@ pub mod probes;
 pub mod runtime;
 pub mod worker;
 
-pub use backend::{Backend, DeviceInfo, MemInfo, RuntimeKind, RuntimeVersions};
+pub use backend::{DeviceInfo, DeviceRuntime, MemInfo, RuntimeKind, RuntimeVersions};
 pub use error::{Attempt, GpuError, GpuResult, LoadError};
 pub use loader::{LibraryKind, SearchConfig};
 pub use memtest::{MemtestOptions, MemtestReport, memtest_report_from, render_memtest};

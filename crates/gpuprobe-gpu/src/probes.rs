@@ -1,5 +1,5 @@
 //! The native probes: their catalog (backend `native`, layer `runtime`) and their bodies,
-//! written once against [`Backend`]. Probes measure; the judge in `gpuprobe-doctor` applies
+//! written once against [`DeviceRuntime`]. Probes measure; the judge in `gpuprobe-doctor` applies
 //! the declared rule (bit-exact comparisons come back as [`CompareStats`], bandwidths as
 //! metrics).
 
@@ -10,12 +10,12 @@ use gpuprobe_model::observation::MismatchExample;
 use gpuprobe_model::probe::longest_prefix_value;
 use gpuprobe_model::protocol::Outcome;
 use gpuprobe_model::{
-    Backend as WorkerBackend, CompareStats, DeviceRef, Layer, Measurement, Observation, ProbeId,
-    ProbeSpec, Rule, Tier,
+    Backend, CompareStats, DeviceRef, Layer, Measurement, Observation, ProbeId, ProbeSpec, Rule,
+    Tier,
 };
 use serde_json::{Value, json};
 
-use crate::backend::{Backend, DeviceBuffer, EventTimer, PinnedBuffer, Stream, gbps, median};
+use crate::backend::{DeviceBuffer, DeviceRuntime, EventTimer, PinnedBuffer, Stream, gbps, median};
 use crate::error::{GpuError, GpuResult};
 use crate::kernels::{
     CheckRequest, Compilers, CudaKernelSource, ErrorSink, Generator, KernelSet, fill_host,
@@ -79,7 +79,7 @@ fn spec(
         tier,
         layer: Layer::Runtime,
         rule,
-        backend: WorkerBackend::Native,
+        backend: Backend::Native,
         timeout_s,
         description: description.to_string(),
         needs: Vec::new(),
@@ -193,7 +193,7 @@ pub fn native_catalog() -> Vec<ProbeSpec> {
 
 /// What a probe body gets.
 pub(crate) struct ProbeEnv<'b> {
-    pub backend: &'b dyn Backend,
+    pub backend: &'b dyn DeviceRuntime,
     pub compilers: &'b Compilers,
     pub native_env: &'b NativeEnv,
     pub device: DeviceRef,
@@ -532,7 +532,7 @@ impl HostBuffer<'_> {
 }
 
 fn host_buffer<'b>(
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     bytes: usize,
     pinned: bool,
 ) -> GpuResult<HostBuffer<'b>> {
@@ -794,7 +794,7 @@ fn d2d(env: &ProbeEnv<'_>, kernels: &KernelSet<'_>) -> GpuResult<Outcome> {
 }
 
 fn memtest_probe(
-    backend: &dyn Backend,
+    backend: &dyn DeviceRuntime,
     kernels: &mut KernelSet<'_>,
     device: DeviceRef,
     seed: u64,
@@ -938,7 +938,7 @@ mod tests {
         for spec in &catalog {
             assert!(spec.id.as_str().starts_with("native."), "{}", spec.id);
             assert!(seen.insert(spec.id.clone()), "duplicate {}", spec.id);
-            assert_eq!(spec.backend, WorkerBackend::Native);
+            assert_eq!(spec.backend, Backend::Native);
             assert_eq!(spec.layer, Layer::Runtime);
         }
         let full = catalog

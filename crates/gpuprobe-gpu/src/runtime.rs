@@ -1,5 +1,5 @@
 //! Discovering the runtimes on this machine (CUDA driver, NVRTC, HIP runtime, hipRTC), what
-//! each one says about its devices, and opening a [`Backend`] for a device. Discovery never
+//! each one says about its devices, and opening a [`DeviceRuntime`] for a device. Discovery never
 //! fails: every outcome (absent, too old, present without devices) becomes a line of the
 //! [`NativeEnv`] report.
 
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, DeviceInfo, RuntimeKind};
+use crate::backend::{DeviceInfo, DeviceRuntime, RuntimeKind};
 use crate::cuda::{CudaBackend, CudaDriver, format_cuda_version};
 use crate::error::{Attempt, GpuError, GpuResult, LoadError};
 use crate::hip::{HipBackend, HipRuntime, format_hip_version};
@@ -288,7 +288,7 @@ impl Runtimes {
     }
 
     /// Opens a backend for device `ordinal` of the chosen runtime.
-    pub fn open(&self, ordinal: u32) -> GpuResult<Box<dyn Backend>> {
+    pub fn open(&self, ordinal: u32) -> GpuResult<Box<dyn DeviceRuntime>> {
         match self.chosen() {
             Some(RuntimeKind::Cuda) => {
                 let driver = self.cuda.clone().ok_or_else(|| no_device(&self.env))?;

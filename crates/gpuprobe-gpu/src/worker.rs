@@ -18,7 +18,7 @@ use gpuprobe_model::protocol::{
 use gpuprobe_model::{DeviceRef, ProbeId};
 use serde_json::Value;
 
-use crate::backend::Backend;
+use crate::backend::DeviceRuntime;
 use crate::error::GpuError;
 use crate::kernels::{CudaKernelSource, KernelSet, LaunchShape};
 use crate::loader::{LibraryKind, SearchConfig};
@@ -229,7 +229,7 @@ fn start_line_arrived(mut input: impl std::io::BufRead) -> bool {
 fn run_probes(
     plan: &WorkerPlan,
     runtimes: &Runtimes,
-    backend: &dyn Backend,
+    backend: &dyn DeviceRuntime,
     device: DeviceRef,
     emit: &mut dyn FnMut(&WorkerEvent),
 ) {

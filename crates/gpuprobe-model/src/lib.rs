@@ -17,6 +17,7 @@ pub mod finding;
 pub mod fingerprint;
 pub mod isa;
 pub mod observation;
+pub mod plan;
 pub mod probe;
 pub mod profile;
 pub mod protocol;

@@ -183,7 +183,7 @@ impl RunFiles {
         read_parsed(&self.path.join(REPORT_FILE), A_REPORT).map(|(report, _)| report)
     }
 
-    /// `plan.json` as `T` (the plan's type is the doctor's; a partial view reads what it
+    /// `plan.json` as `T` ([`gpuprobe_model::plan::RunPlan`], or a partial view that reads what it
     /// needs of it).
     pub fn read_plan<T: DeserializeOwned>(&self) -> Result<T, RunFileError> {
         self.read_plan_and_bytes().map(|(plan, _)| plan)

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use gpuprobe_model::fault_text::CRASH_TELLING_MARKERS;
 use gpuprobe_model::observation::Observation;
-use gpuprobe_model::probe::{DeviceRef, ProbeId, ProbeSpec};
+use gpuprobe_model::probe::{DeviceRef, ProbeId};
 use gpuprobe_model::protocol::{Outcome, WorkerEvent};
 
 use crate::error::RunnerError;
@@ -39,14 +39,8 @@ use crate::process::{kill_group, signal_name};
 use crate::worker::{Next, RunningWorker, WorkerCommand, WorkerExit, WorkerMessage};
 use crate::zygote::Zygote;
 
-/// One probe to run on one device.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Task {
-    /// The probe.
-    pub spec: ProbeSpec,
-    /// The device.
-    pub device: DeviceRef,
-}
+/// One probe to run on one device: the plan's own task type.
+pub use gpuprobe_model::plan::Task;
 
 /// Limits and places for a supervised run.
 #[derive(Debug, Clone)]
@@ -1021,7 +1015,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
 
-    use gpuprobe_model::probe::{Backend, Layer, Placement, Rule, Tier};
+    use gpuprobe_model::probe::{Backend, Layer, Placement, ProbeSpec, Rule, Tier};
 
     /// A worker that speaks the protocol. Arguments: note file, name, `wait` or `go`, seconds
     /// per probe, probes. It notes `spawn:<name>` and `pid:<name>:<pid>` when it starts,

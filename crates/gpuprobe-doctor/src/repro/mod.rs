@@ -23,7 +23,7 @@ use gpuprobe_runner::{
     FIX_CHECK_DIR, REPORT_FILE, RunFileError, RunFiles, RunState, run_to_files, scan_runs,
 };
 
-use crate::engine::RunPlan;
+use gpuprobe_model::plan::RunPlan;
 
 /// The generator's exit code for "no repro can be made" (docs/repro.md).
 const NO_REPRO_EXIT: i32 = 3;

@@ -15,7 +15,8 @@ use gpuprobe_runner::{PythonChoice, REPORT_FILE, RunDir};
 
 use super::options::DeviceRequest;
 use super::{Completed, SessionError};
-use crate::engine::{self, EngineConfig, RunPlan};
+use crate::engine::{self, EngineConfig};
+use gpuprobe_model::plan::RunPlan;
 
 /// A session whose probes are over: what the report is assembled from.
 pub(crate) struct Finished<'a> {

@@ -16,7 +16,7 @@ use super::assemble::{self, Finished};
 use super::interrupt::{Interrupted, Stopped};
 use super::options::{DeviceRequest, applies_to};
 use super::{Completed, Prepared, SessionError, SessionProgress};
-use crate::engine::{self, Lane, LaneBudget, PlannedTask};
+use crate::engine::{self, Lane, LaneBudget};
 
 /// Starts fingerprinting this machine in the background (tools, kernel log).
 pub fn spawn_collector(env: &BTreeMap<String, String>) -> Collector {
@@ -92,7 +92,7 @@ pub fn execute(
             "the GPU driver's kernel cache is empty (this machine's first run): the probes that compile kernels at first use were spread over more lanes".to_string(),
         );
     }
-    let lanes = plan.remaining_lanes(&previous, budget);
+    let lanes = engine::remaining_lanes(&plan, &previous, budget);
     let mut stack = run_dir.read_stack().unwrap_or_default();
     progress.started(&format!("{} tier", plan.tier.name()));
     // A resume's earlier results count as planned and finished, so that progress (and a
@@ -106,7 +106,7 @@ pub fn execute(
     let selected: Vec<ProbeSpec> = engine::select(&catalog, plan.tier, &plan.only);
     let mut planned_devices: Vec<DeviceRef> = plan.tasks.iter().map(|t| t.device).collect();
     planned_devices.dedup();
-    let mut added_tasks: Vec<PlannedTask> = Vec::new();
+    let mut added_tasks: Vec<Task> = Vec::new();
     // A spread plan has every GPU already: adding one at hello would run its stack probes
     // twice.
     let planned_up_front = plan.spread.is_some();
@@ -150,10 +150,7 @@ pub fn execute(
                     device,
                 })
                 .collect();
-            added_tasks.extend(tasks.iter().map(|t| PlannedTask {
-                spec: t.spec.clone(),
-                device,
-            }));
+            added_tasks.extend(tasks.iter().cloned());
             lanes.extend(engine::sized_lanes(tasks, budget));
         }
         lanes
@@ -222,7 +219,7 @@ pub const BUDGET_SPENT: &str = "the time budget was spent before it ran";
 /// A NOT-TESTED result for each task of `planned` that neither `previous` nor `finished`
 /// holds a result for.
 fn budget_spent_results(
-    planned: &[PlannedTask],
+    planned: &[Task],
     previous: &[gpuprobe_model::verdict::ProbeResult],
     finished: &[gpuprobe_model::verdict::ProbeResult],
 ) -> Vec<gpuprobe_model::verdict::ProbeResult> {
@@ -258,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_spent_budget_makes_what_did_not_run_not_tested_and_nothing_else() {
-        let task = |id: &str, device| PlannedTask {
+        let task = |id: &str, device| Task {
             spec: spec(id),
             device,
         };

@@ -43,7 +43,8 @@ pub use prepare::{
     expanded_families, prepare_check, prepare_existing, prepare_new, prepare_resume,
 };
 
-use crate::engine::{self, EngineConfig, RunPlan};
+use crate::engine::{self, EngineConfig};
+use gpuprobe_model::plan::RunPlan;
 
 /// What a session takes from the process that runs it.
 #[derive(Debug, Clone, Default)]

@@ -20,7 +20,8 @@ use super::options::{
 };
 use super::spread::{self, SpreadPlan};
 use super::{Prepared, SessionError, SessionHost};
-use crate::engine::{self, EngineConfig, PlannedTask, RunPlan, Settings};
+use crate::engine::{self, EngineConfig, RunPlan, Settings};
+use gpuprobe_model::plan::Task;
 
 /// Plans `check`'s session: a new one from `options`, or with `resume` the rest of that
 /// run directory's plan ([`prepare_resume`], `replan` as `--replan`).
@@ -219,14 +220,14 @@ fn unmatched_notes(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<St
 }
 
 /// Each selected probe on each device it applies to.
-fn tasks_on(devices: &[DeviceRef], selected: &[ProbeSpec]) -> Vec<PlannedTask> {
+fn tasks_on(devices: &[DeviceRef], selected: &[ProbeSpec]) -> Vec<Task> {
     devices
         .iter()
         .flat_map(|device| {
             selected
                 .iter()
                 .filter(move |spec| applies_to(spec, *device))
-                .map(move |spec| PlannedTask {
+                .map(move |spec| Task {
                     spec: spec.clone(),
                     device: *device,
                 })
@@ -524,7 +525,7 @@ fn catalog_for(
 /// A plan's tasks made again from `catalog`: its tier and patterns, on every device it had
 /// planned (the GPUs found while it ran included), spread as it was (each stack probe kept
 /// on the GPU it had, a new one placed as a new plan would).
-fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<PlannedTask> {
+fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<Task> {
     let selected = engine::select(catalog, plan.tier, &plan.only);
     if let Some(spread) = &plan.spread {
         return spread::tasks(&selected, spread, &plan.tasks);
@@ -855,7 +856,7 @@ mod tests {
         let text = serde_json::to_string(&plan).unwrap();
         let reread: RunPlan = serde_json::from_str(&text).unwrap();
         assert_eq!(reread.spread.as_ref(), Some(&spread));
-        let placed = |tasks: &[PlannedTask]| -> Vec<String> {
+        let placed = |tasks: &[Task]| -> Vec<String> {
             tasks
                 .iter()
                 .map(|t| format!("{}@{}", t.spec.id, t.device))

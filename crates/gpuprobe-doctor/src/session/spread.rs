@@ -17,10 +17,9 @@ use std::collections::BTreeMap;
 
 use gpuprobe_model::fingerprint::TorchDevice;
 use gpuprobe_model::probe::{DeviceRef, ProbeId, ProbeSpec};
-use serde::{Deserialize, Serialize};
 
 use super::options::applies_to;
-use crate::engine::PlannedTask;
+use gpuprobe_model::plan::Task;
 
 /// The families whose probes test the software stack rather than the GPU they run on:
 /// one run on one of several identical GPUs says what a run on each would.
@@ -32,37 +31,7 @@ pub fn spreadable(spec: &ProbeSpec) -> bool {
     SPREAD_FAMILIES.contains(&spec.id.family())
 }
 
-/// How a run spreads: every GPU torch listed before the plan was made (all planned up
-/// front), and the groups of identical ones. Recorded in `plan.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpreadPlan {
-    /// Every GPU listed, by index, ascending: each is planned.
-    pub gpus: Vec<u32>,
-    /// The groups of two or more identical GPUs, each spreading the stack's probes over its
-    /// members.
-    pub groups: Vec<SpreadGroup>,
-}
-
-/// GPUs torch reports as identical (same name, total memory and arch).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpreadGroup {
-    /// Their indices, ascending.
-    pub gpus: Vec<u32>,
-    /// Their name, as torch reports it.
-    pub name: String,
-}
-
-impl SpreadPlan {
-    /// The devices planned.
-    pub fn devices(&self) -> Vec<DeviceRef> {
-        self.gpus.iter().map(|i| DeviceRef::Gpu(*i)).collect()
-    }
-
-    /// The identical group `gpu` belongs to, if any.
-    fn group_of(&self, gpu: u32) -> Option<&SpreadGroup> {
-        self.groups.iter().find(|g| g.gpus.contains(&gpu))
-    }
-}
+pub use gpuprobe_model::plan::{SpreadGroup, SpreadPlan};
 
 /// What makes two GPUs identical: name, total memory and arch, all known.
 fn identity(device: &TorchDevice) -> Option<(&str, u64, &str)> {
@@ -112,11 +81,7 @@ pub fn plan_for(devices: &[TorchDevice]) -> Option<SpreadPlan> {
 /// keeps a probe on the GPU it was planned on there; the others go, longest first, to the
 /// group's least loaded GPU by their estimated seconds (ties: the lowest index), so the
 /// same catalogue always gives the same assignment.
-pub fn tasks(
-    selected: &[ProbeSpec],
-    spread: &SpreadPlan,
-    earlier: &[PlannedTask],
-) -> Vec<PlannedTask> {
+pub fn tasks(selected: &[ProbeSpec], spread: &SpreadPlan, earlier: &[Task]) -> Vec<Task> {
     let assigned: Vec<BTreeMap<&ProbeId, u32>> = spread
         .groups
         .iter()
@@ -142,7 +107,7 @@ pub fn tasks(
             selected
                 .iter()
                 .filter(move |spec| on(spec, *gpu))
-                .map(move |spec| PlannedTask {
+                .map(move |spec| Task {
                     spec: spec.clone(),
                     device: DeviceRef::Gpu(*gpu),
                 })
@@ -154,7 +119,7 @@ pub fn tasks(
 fn assign<'a>(
     selected: &'a [ProbeSpec],
     group: &SpreadGroup,
-    earlier: &[PlannedTask],
+    earlier: &[Task],
 ) -> BTreeMap<&'a ProbeId, u32> {
     let mut load: BTreeMap<u32, f64> = group.gpus.iter().map(|g| (*g, 0.0)).collect();
     let mut assigned: BTreeMap<&ProbeId, u32> = BTreeMap::new();
@@ -192,7 +157,7 @@ fn assign<'a>(
 
 /// The report's note on each identical group that had spreadable probes planned:
 /// `spread: 2,950 sweep and width probe runs over GPUs 0-3 (identical NVIDIA H200): ...`.
-pub fn notes(spread: &SpreadPlan, tasks: &[PlannedTask]) -> Vec<String> {
+pub fn notes(spread: &SpreadPlan, tasks: &[Task]) -> Vec<String> {
     spread
         .groups
         .iter()
@@ -272,7 +237,7 @@ mod tests {
     }
 
     /// Each task as `probe@gpu`.
-    fn placed(tasks: &[PlannedTask]) -> Vec<String> {
+    fn placed(tasks: &[Task]) -> Vec<String> {
         tasks
             .iter()
             .map(|t| format!("{}@{}", t.spec.id, t.device))
@@ -376,7 +341,7 @@ mod tests {
         );
     }
 
-    fn tasks_for(selected: &[ProbeSpec], plan: &SpreadPlan) -> Vec<PlannedTask> {
+    fn tasks_for(selected: &[ProbeSpec], plan: &SpreadPlan) -> Vec<Task> {
         tasks(selected, plan, &[])
     }
 
@@ -466,7 +431,7 @@ mod tests {
         now[1].typical_s = Some(0.5);
         now.push(timed("sweep.new.fp32", 2.0));
         let replanned = tasks(&now, &plan, &earlier);
-        let device_of = |tasks: &[PlannedTask], id: &str| {
+        let device_of = |tasks: &[Task], id: &str| {
             tasks
                 .iter()
                 .find(|t| t.spec.id.as_str() == id)

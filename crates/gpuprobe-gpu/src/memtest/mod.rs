@@ -25,7 +25,7 @@ pub use report::{
     coalesce_regions, diagnose, memtest_report_from, render_memtest,
 };
 
-use crate::backend::{Backend, DeviceBuffer, DevicePtr, EventTimer, Stream, gbps, median};
+use crate::backend::{DeviceBuffer, DevicePtr, DeviceRuntime, EventTimer, Stream, gbps, median};
 use crate::error::{GpuError, GpuResult};
 use crate::kernels::{CheckRequest, ErrorSink, Generator, KernelSet};
 
@@ -527,7 +527,7 @@ pub fn allocate_chunks(
 /// Measures the device-to-device copy bandwidth (bytes read + written) with the runtime's
 /// memcpy and with the copy kernel: warm-up, then the median of `reps` event-timed copies.
 pub fn measure_copy_ceiling(
-    backend: &dyn Backend,
+    backend: &dyn DeviceRuntime,
     kernels: &KernelSet<'_>,
     stream: &Stream<'_>,
     bytes: u64,
@@ -571,7 +571,7 @@ struct Chunk {
 }
 
 struct Owned<'b> {
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     ptrs: Vec<DevicePtr>,
 }
 
@@ -618,7 +618,7 @@ type Injection = Option<(u64, u8, DevicePtr)>;
 /// What every step runs with.
 #[derive(Clone, Copy)]
 struct Bench<'a, 'k> {
-    backend: &'a dyn Backend,
+    backend: &'a dyn DeviceRuntime,
     kernels: &'a KernelSet<'k>,
     stream: &'a Stream<'a>,
     timer: &'a EventTimer<'a>,
@@ -638,7 +638,7 @@ struct StepsRun {
 /// Runs the memtest on `backend` with the loaded `kernels`. `progress` receives one line per
 /// pattern (the worker turns them into log events).
 pub fn run_memtest(
-    backend: &dyn Backend,
+    backend: &dyn DeviceRuntime,
     kernels: &KernelSet<'_>,
     options: &MemtestOptions,
     progress: &mut dyn FnMut(&str),
@@ -708,7 +708,7 @@ pub fn run_memtest(
 
 /// The copy ceiling, measured before the test takes the memory.
 fn measure_copy_ceiling_first(
-    backend: &dyn Backend,
+    backend: &dyn DeviceRuntime,
     kernels: &KernelSet<'_>,
     stream: &Stream<'_>,
     options: &MemtestOptions,
@@ -730,7 +730,7 @@ fn measure_copy_ceiling_first(
 /// Sizes the test from the free memory, sets up the error sink, warms every kernel up and
 /// allocates the chunks (giving back the safety margin).
 fn take_test_memory<'b>(
-    backend: &'b dyn Backend,
+    backend: &'b dyn DeviceRuntime,
     kernels: &KernelSet<'_>,
     stream: &Stream<'_>,
     options: &MemtestOptions,
@@ -826,7 +826,7 @@ fn locate_injection(options: &MemtestOptions, area: &TestArea<'_>) -> GpuResult<
 /// Runs every planned step over every chunk, one phase report per step, tallying the
 /// errors the checks find.
 fn run_steps(
-    backend: &dyn Backend,
+    backend: &dyn DeviceRuntime,
     kernels: &KernelSet<'_>,
     stream: &Stream<'_>,
     options: &MemtestOptions,
@@ -1105,7 +1105,7 @@ fn warm_up(kernels: &KernelSet<'_>, stream: &Stream<'_>, sink: &ErrorSink<'_>) -
 }
 
 /// Flips one bit of the 64-bit word at `address` through a read-modify-write copy.
-fn flip_bit(backend: &dyn Backend, address: DevicePtr, bit: u8) -> GpuResult<()> {
+fn flip_bit(backend: &dyn DeviceRuntime, address: DevicePtr, bit: u8) -> GpuResult<()> {
     let mut word = [0u8; 8];
     backend.dtoh(&mut word, address)?;
     let flipped = u64::from_le_bytes(word) ^ (1u64 << bit);
