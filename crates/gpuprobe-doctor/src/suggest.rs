@@ -25,7 +25,7 @@ fn absolute(path: &str) -> String {
 
 /// `--simulate`'s text with each fault file made absolute; preset names stay as they are.
 fn simulate_text(source: &str) -> String {
-    let presets = gpuprobe_runner::simulation::presets();
+    let presets = gpuprobe_runner::simulation_presets();
     source
         .split(',')
         .map(str::trim)

@@ -1,9 +1,9 @@
 //! The `simulate_spec` target: a fault file as `--simulate FILE` reads it
-//! (`gpuprobe_runner::simulation::parse_faults`), and the simulation spec it becomes, which
+//! (`gpuprobe_runner::parse_faults`), and the simulation spec it becomes, which
 //! travels to the Python worker inside the plan's JSON.
 
 use gpuprobe_model::protocol::SimulationSpec;
-use gpuprobe_runner::simulation::parse_faults;
+use gpuprobe_runner::parse_faults;
 
 /// Parses one fault file.
 ///

@@ -40,7 +40,7 @@ mod python;
 mod rundir;
 mod runs;
 mod signals;
-pub mod simulation;
+mod simulation;
 mod stamp;
 mod supervisor;
 mod worker;
@@ -70,6 +70,10 @@ pub use runs::{
     keep_from_env, parse_age, prune as prune_runs, scan as scan_runs, scan_names as scan_run_names,
 };
 pub use signals::{SignalEvent, Signals};
+pub use simulation::{
+    Preset as SimulationPreset, parse_faults, presets as simulation_presets,
+    resolve as resolve_simulation,
+};
 pub use stamp::rfc3339;
 pub use supervisor::{
     Cancel, RawOutcome, RawResult, StartGate, SupervisorConfig, SupervisorEvent, Task, supervise,

@@ -39,12 +39,12 @@ fn vocabulary() -> &'static Vocabulary {
 }
 
 /// Operations a fault can target (`simulation.json`, shared with the worker).
-pub fn known_ops() -> &'static [String] {
+pub(crate) fn known_ops() -> &'static [String] {
     &vocabulary().ops
 }
 
 /// Corruptions a fault can apply (`simulation.json`, shared with the worker).
-pub fn known_effects() -> &'static [String] {
+pub(crate) fn known_effects() -> &'static [String] {
     &vocabulary().effects
 }
 

@@ -80,7 +80,7 @@ impl CheckRequest {
                 "simulation {simulate:?}: preset names separated by commas (docs/probes.md lists them)"
             ));
         }
-        let known: Vec<String> = gpuprobe_runner::simulation::presets()
+        let known: Vec<String> = gpuprobe_runner::simulation_presets()
             .into_iter()
             .map(|p| p.name)
             .collect();

@@ -475,7 +475,7 @@ impl Default for CheckForm {
 }
 
 fn check_page(state: &State, form: &CheckForm, error: Option<String>) -> Reply {
-    let presets: Vec<serde_json::Value> = gpuprobe_runner::simulation::presets()
+    let presets: Vec<serde_json::Value> = gpuprobe_runner::simulation_presets()
         .into_iter()
         .map(|p| json!({"name": p.name, "description": p.description}))
         .collect();

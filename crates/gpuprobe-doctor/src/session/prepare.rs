@@ -11,7 +11,7 @@ use gpuprobe_model::probe::{DeviceRef, ProbeSpec, Tier};
 use gpuprobe_model::protocol::SimulationSpec;
 use gpuprobe_runner::{
     KernelLogSource, PLAN_FILE, PythonChoice, RunDir, RunStack, SupervisorConfig, WORKERS_DIR,
-    simulation,
+    resolve_simulation,
 };
 
 use super::options::{
@@ -57,7 +57,7 @@ pub fn prepare_new(
     let simulate: Option<SimulationSpec> = options
         .simulate
         .as_deref()
-        .map(simulation::resolve)
+        .map(resolve_simulation)
         .transpose()
         .map_err(SessionError::Simulation)?;
     // Last of the arguments (it runs the interpreter), but before any work.

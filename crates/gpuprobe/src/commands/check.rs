@@ -12,7 +12,6 @@ use gpuprobe_doctor::session::{self as doctor, SessionError};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::TerminalOptions;
 use gpuprobe_report::export::health::{self, NoReport};
-use gpuprobe_runner::simulation;
 
 use crate::cli::{CheckArgs, HealthFormatArg};
 use crate::errors::{Internal, Result};
@@ -26,7 +25,7 @@ use super::process_env;
 pub(super) fn print_presets() {
     let mut out =
         String::from("simulation presets (use --simulate NAME[,NAME...] or a TOML file):\n");
-    for preset in simulation::presets() {
+    for preset in gpuprobe_runner::simulation_presets() {
         out.push_str(&format!("  {:<20} {}\n", preset.name, preset.description));
     }
     let _ = crate::output::stdout().write_all(out.as_bytes());
