@@ -143,9 +143,4 @@ impl SpreadPlan {
     pub fn devices(&self) -> Vec<DeviceRef> {
         self.gpus.iter().map(|i| DeviceRef::Gpu(*i)).collect()
     }
-
-    /// The identical group `gpu` belongs to, if any.
-    pub fn group_of(&self, gpu: u32) -> Option<&SpreadGroup> {
-        self.groups.iter().find(|g| g.gpus.contains(&gpu))
-    }
 }

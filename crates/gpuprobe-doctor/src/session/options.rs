@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gpuprobe_detect::Root;
+use gpuprobe_model::plan::Task;
 use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec, Tier};
 use gpuprobe_runner::{Cancel, PythonChoice, SupervisorConfig};
 
@@ -170,6 +171,22 @@ fn device_count_hint(pci: usize, visible_lists: &[String]) -> usize {
 /// Native probes test a GPU runtime: they do not apply to the CPU as device under test.
 pub fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
     !(spec.backend == Backend::Native && device == DeviceRef::Cpu)
+}
+
+/// Each selected probe on each device it applies to, device by device.
+pub(crate) fn tasks_on(devices: &[DeviceRef], selected: &[ProbeSpec]) -> Vec<Task> {
+    devices
+        .iter()
+        .flat_map(|device| {
+            selected
+                .iter()
+                .filter(move |spec| applies_to(spec, *device))
+                .map(move |spec| Task {
+                    spec: spec.clone(),
+                    device: *device,
+                })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use gpuprobe_runner::{
 };
 
 use super::options::{
-    DeviceRequest, SessionOptions, applies_to, gpu_count_hint, initial_devices, parse_devices,
-    supervisor_config, validate_python,
+    DeviceRequest, SessionOptions, gpu_count_hint, initial_devices, parse_devices,
+    supervisor_config, tasks_on, validate_python,
 };
 use super::spread::{self, SpreadPlan};
 use super::{Prepared, SessionError, SessionHost};
@@ -215,22 +215,6 @@ fn unmatched_notes(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<St
                 other.name()
             ),
             None => format!("--only {pattern} matches no probe in any tier"),
-        })
-        .collect()
-}
-
-/// Each selected probe on each device it applies to.
-fn tasks_on(devices: &[DeviceRef], selected: &[ProbeSpec]) -> Vec<Task> {
-    devices
-        .iter()
-        .flat_map(|device| {
-            selected
-                .iter()
-                .filter(move |spec| applies_to(spec, *device))
-                .map(move |spec| Task {
-                    spec: spec.clone(),
-                    device: *device,
-                })
         })
         .collect()
 }

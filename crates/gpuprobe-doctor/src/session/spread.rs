@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use gpuprobe_model::fingerprint::TorchDevice;
 use gpuprobe_model::probe::{DeviceRef, ProbeId, ProbeSpec};
 
-use super::options::applies_to;
+use super::options::tasks_on;
 use gpuprobe_model::plan::Task;
 
 /// The families whose probes test the software stack rather than the GPU they run on:
@@ -87,32 +87,21 @@ pub fn tasks(selected: &[ProbeSpec], spread: &SpreadPlan, earlier: &[Task]) -> V
         .iter()
         .map(|group| assign(selected, group, earlier))
         .collect();
-    let on = |spec: &ProbeSpec, gpu: u32| -> bool {
-        let device = DeviceRef::Gpu(gpu);
-        if !applies_to(spec, device) {
-            return false;
-        }
-        if !spreadable(spec) {
+    let kept = |task: &Task| -> bool {
+        let DeviceRef::Gpu(gpu) = task.device else {
+            return true;
+        };
+        if !spreadable(&task.spec) {
             return true;
         }
         match spread.groups.iter().position(|g| g.gpus.contains(&gpu)) {
-            Some(group) => assigned[group].get(&spec.id) == Some(&gpu),
+            Some(group) => assigned[group].get(&task.spec.id) == Some(&gpu),
             None => true,
         }
     };
-    spread
-        .gpus
-        .iter()
-        .flat_map(|gpu| {
-            selected
-                .iter()
-                .filter(move |spec| on(spec, *gpu))
-                .map(move |spec| Task {
-                    spec: spec.clone(),
-                    device: DeviceRef::Gpu(*gpu),
-                })
-        })
-        .collect()
+    let mut tasks = tasks_on(&spread.devices(), selected);
+    tasks.retain(kept);
+    tasks
 }
 
 /// Which GPU of `group` runs each spreadable probe of `selected` (greedy, longest first).
@@ -166,8 +155,7 @@ pub fn notes(spread: &SpreadPlan, tasks: &[Task]) -> Vec<String> {
                 .iter()
                 .filter(|task| {
                     spreadable(&task.spec)
-                        && matches!(task.device, DeviceRef::Gpu(gpu)
-                            if spread.group_of(gpu).is_some_and(|g| g == group))
+                        && matches!(task.device, DeviceRef::Gpu(gpu) if group.gpus.contains(&gpu))
                 })
                 .count();
             (runs > 0).then(|| {
