@@ -6,7 +6,7 @@
 //! before anything else happens, so a killed run keeps every finished result. A lane's
 //! worker hello can add lanes (e.g. device 0's worker reports how many GPUs torch sees).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, mpsc};
 use std::thread;
@@ -199,42 +199,92 @@ pub fn execute(
     let zygote = &zygote;
 
     thread::scope(|scope| {
-        let start = |launches: Vec<Launch>,
-                     specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
-                     clocks: &mut BTreeMap<usize, LaneTiming>| {
-            for launch in launches {
-                clocks.insert(launch.id, lane_timing(&launch.lane, seconds()));
-                for task in &launch.lane.tasks {
-                    specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
+        let start =
+            |launches: Vec<Launch>,
+             specs: &mut HashMap<(ProbeId, DeviceRef), ProbeSpec>,
+             clocks: &mut BTreeMap<usize, LaneTiming>,
+             results_left: &mut HashMap<usize, HashSet<(ProbeId, DeviceRef)>>| {
+                for launch in launches {
+                    clocks.insert(launch.id, lane_timing(&launch.lane, seconds()));
+                    results_left.insert(
+                        launch.id,
+                        launch
+                            .lane
+                            .tasks
+                            .iter()
+                            .map(|t| (t.spec.id.clone(), t.device))
+                            .collect(),
+                    );
+                    for task in &launch.lane.tasks {
+                        specs.insert((task.spec.id.clone(), task.device), task.spec.clone());
+                    }
+                    let sender = sender.clone();
+                    scope.spawn(move || {
+                        run_lane(
+                            launch,
+                            config,
+                            run_dir,
+                            cap_threads,
+                            zygote.clone(),
+                            kernel_log,
+                            &mut |event| {
+                                let _ = sender.send(event);
+                            },
+                        )
+                    });
                 }
-                let sender = sender.clone();
-                scope.spawn(move || {
-                    run_lane(
-                        launch,
-                        config,
-                        run_dir,
-                        cap_threads,
-                        zygote.clone(),
-                        kernel_log,
-                        &mut |event| {
-                            let _ = sender.send(event);
-                        },
-                    )
-                });
-            }
-        };
+            };
 
         let mut clocks: BTreeMap<usize, LaneTiming> = BTreeMap::new();
+        // The CPU threads each Python worker on a GPU may use now, as last published.
+        let mut published_threads: Option<usize> = None;
+        // A resumed run's last budget is not this run's: until the first change, workers keep
+        // the threads they start with.
+        let _ = std::fs::remove_file(thread_budget_path(run_dir));
+        let mut publish_threads = |scheduler: &Scheduler, execution: &mut Execution| {
+            let Some(threads) = scheduler.python_threads().filter(|_| cap_threads) else {
+                return;
+            };
+            if published_threads == Some(threads) {
+                return;
+            }
+            published_threads = Some(threads);
+            if let Err(err) = write_thread_budget(run_dir, threads) {
+                execution.logs.push(format!(
+                    "the workers keep the CPU threads they started with: {err}"
+                ));
+            }
+        };
+        // Results each launched lane still owes. A lane that owes none has finished with
+        // its device although its worker may still be exiting (the driver tearing its
+        // context down took 0.1-0.2 s on the H200): what waits for the device (an exclusive
+        // lane's gate) need not wait for that exit, since an exiting worker only returns
+        // memory.
+        let mut results_left: HashMap<usize, HashSet<(ProbeId, DeviceRef)>> = HashMap::new();
         on_progress(Progress::Planned(&probes_of(&lanes)));
-        start(scheduler.admit(lanes), &mut specs, &mut clocks);
-        while scheduler.busy() {
+        start(
+            scheduler.admit(lanes),
+            &mut specs,
+            &mut clocks,
+            &mut results_left,
+        );
+        // Launched lanes whose worker has not exited yet (each sends LaneDone once).
+        let mut exited = 0usize;
+        while scheduler.busy() || exited < results_left.len() {
             let Ok(message) = receiver.recv() else { break };
             match message {
                 LaneMessage::LaneDone(lane_id) => {
+                    exited += 1;
                     if let Some(clock) = clocks.get_mut(&lane_id) {
                         clock.done_s = seconds();
                     }
-                    start(scheduler.finished(lane_id), &mut specs, &mut clocks);
+                    start(
+                        scheduler.finished(lane_id),
+                        &mut specs,
+                        &mut clocks,
+                        &mut results_left,
+                    );
+                    publish_threads(&scheduler, &mut execution);
                 }
                 LaneMessage::Event(lane_id, event) => {
                     let Some((backend, device)) = scheduler.lane(lane_id) else {
@@ -261,7 +311,13 @@ pub fn execute(
                             if !added.is_empty() {
                                 on_progress(Progress::Planned(&added));
                             }
-                            start(scheduler.admit(new_lanes), &mut specs, &mut clocks);
+                            start(
+                                scheduler.admit(new_lanes),
+                                &mut specs,
+                                &mut clocks,
+                                &mut results_left,
+                            );
+                            publish_threads(&scheduler, &mut execution);
                             execution.hellos.push(HelloRecord {
                                 backend,
                                 device,
@@ -279,12 +335,25 @@ pub fn execute(
                                 ));
                                 continue;
                             };
+                            let drained = results_left.get_mut(&lane_id).is_some_and(|left| {
+                                left.remove(&(raw.probe.clone(), raw.device)) && left.is_empty()
+                            });
                             let result = to_result(spec, raw, config);
                             if let Err(err) = run_dir.append_result(&result) {
                                 execution.write_errors.push(err.to_string());
                             }
                             on_progress(Progress::Finished(&result));
                             execution.results.push(result);
+                            if drained {
+                                // Its last result: the lane is done with its device.
+                                start(
+                                    scheduler.finished(lane_id),
+                                    &mut specs,
+                                    &mut clocks,
+                                    &mut results_left,
+                                );
+                                publish_threads(&scheduler, &mut execution);
+                            }
                         }
                         SupervisorEvent::Log(message) => {
                             let message = format!("[{} {}] {message}", backend.name(), device);
@@ -330,7 +399,19 @@ fn run_lane(
         // or before the gate opened waits; one that replaces a crashed worker later starts
         // at once.
         let wait = ahead || gate.as_ref().is_some_and(|g| !g.is_open());
-        write_plan(&plan_path, lane.device, tasks, config, wait)?;
+        // A CPU under test keeps its threads: a CPU kernel's rounding may follow them.
+        let budget = (cap_threads
+            && lane.backend == Backend::Python
+            && matches!(lane.device, DeviceRef::Gpu(_)))
+        .then(|| thread_budget_path(run_dir));
+        write_plan(
+            &plan_path,
+            lane.device,
+            tasks,
+            config,
+            wait,
+            budget.as_deref(),
+        )?;
         let mut command = worker_command(lane.backend, config, &plan_path)?;
         command.waits_for_start = wait;
         if cap_threads && lane.backend == Backend::Python {
@@ -398,6 +479,24 @@ fn start_zygote(lanes: &[Lane], config: &EngineConfig) -> Option<Result<Zygote, 
     ))
 }
 
+/// The file that holds the Python workers' CPU thread budget (the plan's `thread_budget`).
+fn thread_budget_path(run_dir: &RunDir) -> std::path::PathBuf {
+    run_dir.workers_dir().join("threads")
+}
+
+/// Publishes `threads` as the budget every Python worker on a GPU applies before its next
+/// probe: written beside and renamed into place, so a worker reads a whole number or the
+/// last one. Lanes end at different times (on the H200 the standard tier's ten Python lanes
+/// over 3.5 s), and the last ones, whose probes' host side (references, inputs) runs on the
+/// threads they started with, would otherwise leave the cores the finished lanes freed idle:
+/// the `ops` probes took 8.9 probe-seconds with 2 threads and 5.6 with 8.
+fn write_thread_budget(run_dir: &RunDir, threads: usize) -> std::io::Result<()> {
+    let path = thread_budget_path(run_dir);
+    let staged = path.with_extension("new");
+    std::fs::write(&staged, format!("{threads}\n"))?;
+    std::fs::rename(&staged, &path)
+}
+
 fn device_file_name(device: DeviceRef) -> String {
     match device {
         DeviceRef::Cpu => "cpu".into(),
@@ -411,6 +510,7 @@ fn write_plan(
     tasks: &[Task],
     config: &EngineConfig,
     wait_for_start: bool,
+    thread_budget: Option<&std::path::Path>,
 ) -> Result<(), RunnerError> {
     let plan = WorkerPlan {
         protocol: PROTOCOL_VERSION,
@@ -421,6 +521,7 @@ fn write_plan(
         simulate: config.simulate.clone(),
         options: config.options.clone(),
         wait_for_start,
+        thread_budget: thread_budget.map(std::path::Path::to_path_buf),
     };
     let text =
         serde_json::to_string_pretty(&plan).map_err(|e| RunnerError::Protocol(e.to_string()))?;
@@ -615,6 +716,24 @@ pub use crate::lanes::{LaneBudget, lanes_for, sized_lanes};
 mod tests {
     use super::*;
     use crate::test_support::spec;
+
+    #[test]
+    fn the_thread_budget_is_a_whole_number_in_the_file_the_plans_name() {
+        let temp = tempfile::tempdir().unwrap();
+        let run_dir = RunDir::create(&temp.path().join("run")).unwrap();
+        write_thread_budget(&run_dir, 6).unwrap();
+        write_thread_budget(&run_dir, 8).unwrap();
+        let path = thread_budget_path(&run_dir);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "8\n");
+        assert!(
+            !path.with_extension("new").exists(),
+            "nothing staged is left"
+        );
+        // A budget that cannot be written is an error the engine logs, not a panic.
+        let gone = RunDir::create(&temp.path().join("gone")).unwrap();
+        std::fs::remove_dir_all(temp.path().join("gone")).unwrap();
+        assert!(write_thread_budget(&gone, 4).is_err());
+    }
 
     #[test]
     fn deliberate_faults_run_only_when_named() {

@@ -4,7 +4,8 @@
 //!
 //! - Shared and side lanes start as soon as they are admitted.
 //! - Exclusive lanes run one at a time on their device, once every other lane there has
-//!   finished. The first exclusive lane of each device is launched at once anyway, behind a
+//!   finished: delivered its last result (the engine reports that as the lane's end; its
+//!   worker may still be exiting, which only returns device memory). The first exclusive lane of each device is launched at once anyway, behind a
 //!   closed [`StartGate`]: its worker imports the framework and says hello while the other
 //!   lanes work, and the gate opens when the device is free. Later exclusive lanes of that
 //!   device are launched only then.
@@ -134,7 +135,8 @@ impl Scheduler {
     }
 
     /// Records that lane `id` has finished (a gated lane may finish before its gate opens,
-    /// when its worker cannot start) and says what that frees.
+    /// when its worker cannot start) and says what that frees. Saying it twice (at the
+    /// lane's last result and again when its worker has exited) is the same as once.
     pub fn finished(&mut self, id: usize) -> Vec<Launch> {
         let Some(state) = self.lanes.get_mut(id) else {
             return Vec::new();
@@ -147,6 +149,13 @@ impl Scheduler {
         }
         self.gated.retain(|(gated, _)| *gated != id);
         self.release()
+    }
+
+    /// The CPU threads each Python worker may use now: an even share of the cores among the
+    /// Python lanes that compete for them (`None` while none does).
+    pub fn python_threads(&self) -> Option<usize> {
+        let competing = self.python_active();
+        (competing > 0).then(|| worker_threads(self.cores, competing))
     }
 
     /// Whether any lane is active or waits behind its gate.
@@ -279,6 +288,66 @@ mod tests {
         assert_eq!(next[0].lane.backend, Backend::Native);
         assert!(scheduler.finished(4).is_empty());
         assert!(!scheduler.busy());
+    }
+
+    #[test]
+    fn a_lane_finished_twice_frees_its_device_once() {
+        // The engine says a lane has finished at its last result and again when its worker
+        // has exited: the second time must neither free the device a second time nor launch
+        // the queued lane beside the one the first call launched.
+        let mut scheduler = Scheduler::new(16, 1);
+        let launches = scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Exclusive),
+            lane(Backend::Python, 0, Placement::Exclusive),
+        ]);
+        assert_eq!(ids(&launches), [0, 1, 2]);
+        let gate = launches[2].gate.clone().unwrap();
+        assert!(scheduler.finished(0).is_empty());
+        assert!(scheduler.finished(0).is_empty());
+        assert!(!gate.is_open(), "the side lane still holds the device");
+        assert!(scheduler.finished(1).is_empty());
+        assert!(gate.is_open());
+        let next = scheduler.finished(2);
+        assert_eq!(ids(&next), [3]);
+        assert!(
+            scheduler.finished(2).is_empty(),
+            "lane 3 already runs alone"
+        );
+        assert!(scheduler.finished(1).is_empty());
+        assert!(scheduler.busy(), "lane 3 still runs");
+        assert!(scheduler.finished(3).is_empty());
+        assert!(!scheduler.busy());
+    }
+
+    #[test]
+    fn the_python_thread_share_grows_as_python_lanes_finish() {
+        let mut scheduler = Scheduler::new(16, 1);
+        assert_eq!(scheduler.python_threads(), None, "no lane yet");
+        scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Python, 0, Placement::Side),
+            lane(Backend::Native, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Exclusive),
+        ]);
+        // Three Python lanes compete (the native lane and the gated one do not).
+        assert_eq!(scheduler.python_threads(), Some(6));
+        scheduler.finished(3);
+        assert_eq!(
+            scheduler.python_threads(),
+            Some(6),
+            "a native lane held no share"
+        );
+        scheduler.finished(0);
+        assert_eq!(scheduler.python_threads(), Some(8));
+        scheduler.finished(1);
+        scheduler.finished(2);
+        // The exclusive lane's gate opened: it runs alone with every core.
+        assert_eq!(scheduler.python_threads(), Some(16));
+        scheduler.finished(4);
+        assert_eq!(scheduler.python_threads(), None);
     }
 
     #[test]

@@ -28,6 +28,7 @@ fn parse_args() -> Result<WorkerPlan, Box<dyn std::error::Error>> {
         simulate: None,
         options: BTreeMap::new(),
         wait_for_start: false,
+        thread_budget: None,
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {

@@ -355,6 +355,7 @@ mod tests {
             simulate: None,
             options: BTreeMap::new(),
             wait_for_start: false,
+            thread_budget: None,
         }
     }
 

@@ -126,6 +126,7 @@ impl FakeGpu {
             simulate: None,
             options,
             wait_for_start: false,
+            thread_budget: None,
         }
     }
 }

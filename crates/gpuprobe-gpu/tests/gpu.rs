@@ -20,6 +20,7 @@ fn run(probes: &[&str], options: serde_json::Value) -> Vec<(String, Outcome)> {
         simulate: None,
         options: serde_json::from_value::<BTreeMap<_, _>>(options).unwrap(),
         wait_for_start: false,
+        thread_budget: None,
     };
     let mut out = Vec::new();
     run_worker(&plan, &mut |event| {

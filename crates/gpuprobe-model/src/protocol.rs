@@ -60,6 +60,13 @@ pub struct WorkerPlan {
     /// supervisor is gone and the worker exits without running anything.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_start: bool,
+    /// A file holding the CPU threads this worker's probes may use now (a decimal number),
+    /// which the engine rewrites as lanes finish and free cores: the worker reads it between
+    /// probes and applies it. Absent when the worker's threads are not the engine's to set
+    /// (the user or the settings under test name `OMP_NUM_THREADS`, or the device under test
+    /// is the CPU, whose results the thread count may change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_budget: Option<std::path::PathBuf>,
 }
 
 /// A catalogue's device list, or `None` when the field is not one: a device list the

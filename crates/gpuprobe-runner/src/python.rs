@@ -336,6 +336,7 @@ pub(crate) fn query_worker(
         simulate: None,
         options,
         wait_for_start: false,
+        thread_budget: None,
     };
     let text = serde_json::to_string(&plan).map_err(|e| e.to_string())?;
     fs::write(plan_path, text).map_err(|e| format!("cannot write {}: {e}", plan_path.display()))?;

@@ -36,6 +36,7 @@ from gpuprobe import switches
 from gpuprobe.worker import bytecode, catalog, digest, envinfo, simulate
 from gpuprobe.worker.context import ProbeContext, SkipProbe, device_context_problem
 from gpuprobe.worker.events import EventStream
+from gpuprobe.worker.threads import ThreadBudget
 from gpuprobe.worker.faults import is_oom, memory_taken_by_others
 
 PROTOCOL_VERSION = 1
@@ -307,7 +308,9 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
         events.log("info", f"fault simulation active ({engine.source or 'unnamed'})")
         for message in engine.messages:
             events.log("info", message)
+    thread_budget = ThreadBudget(plan.get("thread_budget"))
     for probe_id in plan.get("probes", []):
+        thread_budget.apply(torch)
         status = _run_probe(events, torch, device, plan, catalog.lookup(probe_id), probe_id, simulated)
         if status is not None:
             return status
