@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// gpuprobe: does this GPU stack compute the right numbers? If not, where is it broken,
 /// which known issue is it, and what cures it?
 #[derive(Debug, Parser)]
-#[command(name = "gpuprobe", version = gpuprobe_kb::build_info::LONG_VERSION, about, long_about = None, propagate_version = true)]
+#[command(name = "gpuprobe", version = gpuprobe_kb::LONG_VERSION, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
