@@ -65,7 +65,7 @@ macro_rules! rule {
 }
 
 /// Every rule, in the order `docs/lint.md` lists them.
-pub const RULES: &[LintRule] = &[
+const RULES: &[LintRule] = &[
     rule!(
         "LINT-OVERRIDE-UNNEEDED",
         Warning,
