@@ -10,7 +10,7 @@ use gpuprobe_model::isa::{Integration, gfx_facts};
 
 /// Splits an ISA string into its name and target features:
 /// `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-` → (`gfx90a`, [`sramecc+`, `xnack-`]).
-pub fn split_isa(isa: &str) -> (String, Vec<String>) {
+pub(crate) fn split_isa(isa: &str) -> (String, Vec<String>) {
     let trimmed = isa.trim();
     let without_triple = trimmed.rsplit("--").next().unwrap_or(trimmed);
     let mut parts = without_triple.split(':');
@@ -23,7 +23,7 @@ pub fn split_isa(isa: &str) -> (String, Vec<String>) {
 }
 
 /// Whether a GPU with this ISA (and PCI device id, for gfx942) is an APU.
-pub fn is_apu(isa: &str, pci_device_id: Option<u16>) -> Option<bool> {
+pub(crate) fn is_apu(isa: &str, pci_device_id: Option<u16>) -> Option<bool> {
     match gfx_facts(isa)?.integration {
         Integration::Discrete => Some(false),
         Integration::Integrated => Some(true),
@@ -34,7 +34,7 @@ pub fn is_apu(isa: &str, pci_device_id: Option<u16>) -> Option<bool> {
 
 /// An AMD part identified by PCI device id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AmdDevice {
+pub(crate) struct AmdDevice {
     /// PCI device id.
     pub device_id: u16,
     /// Native ISA.
@@ -45,7 +45,7 @@ pub struct AmdDevice {
 
 /// AMD device ids seen in real tool output (`fixtures/`) and a few well-known parts;
 /// used to name a GPU when `amdgpu.ids` is absent and to detect ISA spoofing in logs.
-pub const AMD_DEVICES: &[AmdDevice] = &[
+pub(crate) const AMD_DEVICES: &[AmdDevice] = &[
     AmdDevice {
         device_id: 0x1586,
         isa: "gfx1151",
@@ -179,7 +179,7 @@ pub fn amd_isa_from_name(name: &str) -> Option<&'static str> {
 }
 
 /// Looks up an AMD PCI device id.
-pub fn amd_device(device_id: u16) -> Option<&'static AmdDevice> {
+pub(crate) fn amd_device(device_id: u16) -> Option<&'static AmdDevice> {
     AMD_DEVICES.iter().find(|d| d.device_id == device_id)
 }
 
@@ -196,7 +196,7 @@ const NVIDIA_DEVICES: &[(u16, &str)] = &[
 ];
 
 /// Looks up an NVIDIA PCI device id.
-pub fn nvidia_device_name(device_id: u16) -> Option<&'static str> {
+pub(crate) fn nvidia_device_name(device_id: u16) -> Option<&'static str> {
     NVIDIA_DEVICES
         .iter()
         .find(|(id, _)| *id == device_id)
@@ -205,7 +205,7 @@ pub fn nvidia_device_name(device_id: u16) -> Option<&'static str> {
 
 /// NVIDIA compute capability from a product name, for the families NVIDIA lists
 /// (H100/H200 9.0, A100 8.0, L40S 8.9, ...). `None` when the name is not recognised.
-pub fn nvidia_compute_capability(name: &str) -> Option<&'static str> {
+pub(crate) fn nvidia_compute_capability(name: &str) -> Option<&'static str> {
     let upper = name.to_ascii_uppercase();
     let words: Vec<&str> = upper
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -293,7 +293,7 @@ pub fn parse_amdgpu_ids(text: &str) -> Vec<AmdgpuIdsEntry> {
 
 /// Finds a marketing name in parsed `amdgpu.ids`: the exact revision first, else the
 /// only name listed for that device id.
-pub fn lookup_amdgpu_ids(
+pub(crate) fn lookup_amdgpu_ids(
     entries: &[AmdgpuIdsEntry],
     device_id: u16,
     revision: Option<u8>,

@@ -683,11 +683,11 @@ pub fn unmatched_patterns(
 }
 
 /// Whether a probe id matches a selection pattern: a pattern with `*` is a glob
-/// ([`gpuprobe_kb::glob::wildcard_matches`], where `?` is one character too); any other
+/// ([`gpuprobe_kb::wildcard_matches`], where `?` is one character too); any other
 /// (a `?` alone included) names an id or a prefix ending at a dot.
 pub fn id_matches(pattern: &str, id: &str) -> bool {
     if pattern.contains('*') {
-        gpuprobe_kb::glob::wildcard_matches(pattern, id)
+        gpuprobe_kb::wildcard_matches(pattern, id)
     } else {
         id == pattern
             || id

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuprobe_kb::catalogue::Catalogue;
+use gpuprobe_kb::Catalogue;
 use gpuprobe_model::profile::{PROFILE_VERSION, Profile, is_probe_side_switch, is_switch_name};
 use gpuprobe_model::{ClassifiedError, ExitStatus};
 
@@ -192,7 +192,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
             version: profile.profile_version,
         });
     }
-    let problems = setting_problems(&profile, &gpuprobe_kb::catalogue::embedded());
+    let problems = setting_problems(&profile, &gpuprobe_kb::embedded_catalogue());
     if !problems.is_empty() {
         return Err(ProfileError::Refused {
             origin: origin.to_string(),
@@ -303,7 +303,7 @@ fn switch_comments(profile: &Profile) -> String {
 
 /// The Python line of one switch (the catalogue's), or a generic assignment.
 pub fn switch_line(name: &str, value: &str) -> String {
-    gpuprobe_kb::catalogue::embedded()
+    gpuprobe_kb::embedded_catalogue()
         .entry_for_variable(name)
         .and_then(|entry| entry.python.get(value).cloned())
         .unwrap_or_else(|| format!("{name} = {value}"))

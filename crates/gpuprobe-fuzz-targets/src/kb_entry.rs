@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use gpuprobe_detect::TriageInput;
-use gpuprobe_kb::validate::{Strictness, parse_entry};
+use gpuprobe_kb::{Strictness, parse_entry};
 use gpuprobe_model::Fingerprint;
 
 /// Stacks an entry is matched against: empty, and what the checked-in fixtures of an AMD

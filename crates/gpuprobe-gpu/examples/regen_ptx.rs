@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use gpuprobe_gpu::kernels::{device_source, source_fingerprint};
-use gpuprobe_gpu::nvrtc::{Nvrtc, NvrtcOutput};
 use gpuprobe_gpu::{LibraryKind, SearchConfig};
+use gpuprobe_gpu::{Nvrtc, NvrtcOutput};
+use gpuprobe_gpu::{device_source, source_fingerprint};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut cfg = SearchConfig::from_process_env();

@@ -5,14 +5,12 @@
 //! The trait speaks in raw handles so it stays object-safe and small; everything above it
 //! uses the wrappers.
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{GpuError, GpuResult};
 
 /// A device address.
-pub type DevicePtr = u64;
+pub(crate) type DevicePtr = u64;
 
 /// Which vendor runtime a backend drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -197,7 +195,7 @@ pub trait DeviceRuntime {
 }
 
 /// Device memory that is freed when dropped.
-pub struct DeviceBuffer<'b> {
+pub(crate) struct DeviceBuffer<'b> {
     backend: &'b dyn DeviceRuntime,
     ptr: DevicePtr,
     bytes: usize,
@@ -205,7 +203,7 @@ pub struct DeviceBuffer<'b> {
 
 impl<'b> DeviceBuffer<'b> {
     /// Allocates `bytes` bytes.
-    pub fn new(backend: &'b dyn DeviceRuntime, bytes: usize) -> GpuResult<Self> {
+    pub(crate) fn new(backend: &'b dyn DeviceRuntime, bytes: usize) -> GpuResult<Self> {
         let ptr = backend.alloc(bytes)?;
         Ok(DeviceBuffer {
             backend,
@@ -215,18 +213,13 @@ impl<'b> DeviceBuffer<'b> {
     }
 
     /// The device address.
-    pub fn ptr(&self) -> DevicePtr {
+    pub(crate) fn ptr(&self) -> DevicePtr {
         self.ptr
     }
 
     /// Size in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.bytes
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
     }
 }
 
@@ -238,7 +231,7 @@ impl Drop for DeviceBuffer<'_> {
 }
 
 /// Page-locked host memory that is freed when dropped.
-pub struct PinnedBuffer<'b> {
+pub(crate) struct PinnedBuffer<'b> {
     backend: &'b dyn DeviceRuntime,
     ptr: *mut u8,
     bytes: usize,
@@ -246,7 +239,7 @@ pub struct PinnedBuffer<'b> {
 
 impl<'b> PinnedBuffer<'b> {
     /// Allocates `bytes` bytes of pinned host memory, zero-filled.
-    pub fn new(backend: &'b dyn DeviceRuntime, bytes: usize) -> GpuResult<Self> {
+    pub(crate) fn new(backend: &'b dyn DeviceRuntime, bytes: usize) -> GpuResult<Self> {
         let ptr = backend.alloc_pinned(bytes.max(1))?;
         if ptr.is_null() {
             return Err(GpuError::HostAlloc { bytes });
@@ -260,27 +253,12 @@ impl<'b> PinnedBuffer<'b> {
         Ok(buffer)
     }
 
-    /// The memory as a slice.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is a live allocation of at least `bytes` bytes owned by this value, and
-        // it was zero-filled at creation, so every byte is initialised.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
-    }
-
     /// The memory as a mutable slice.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`, and `&mut self` makes the access exclusive.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is a live allocation of at least `bytes` bytes owned by this value, it
+        // was zero-filled at creation, so every byte is initialised, and `&mut self` makes the
+        // access exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
-    }
-
-    /// Size in bytes.
-    pub fn len(&self) -> usize {
-        self.bytes
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
     }
 }
 
@@ -291,14 +269,14 @@ impl Drop for PinnedBuffer<'_> {
 }
 
 /// A stream that is destroyed when dropped.
-pub struct Stream<'b> {
+pub(crate) struct Stream<'b> {
     backend: &'b dyn DeviceRuntime,
     handle: Handle,
 }
 
 impl<'b> Stream<'b> {
     /// Creates a stream.
-    pub fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
+    pub(crate) fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
         Ok(Stream {
             backend,
             handle: backend.stream_create()?,
@@ -306,18 +284,18 @@ impl<'b> Stream<'b> {
     }
 
     /// The raw handle.
-    pub fn handle(&self) -> Handle {
+    pub(crate) fn handle(&self) -> Handle {
         self.handle
     }
 
     /// Waits for the stream.
-    pub fn synchronize(&self) -> GpuResult<()> {
+    pub(crate) fn synchronize(&self) -> GpuResult<()> {
         self.backend.stream_synchronize(self.handle)
     }
 
     /// Copies host memory to the device and waits for the copy, through the asynchronous
     /// API (the path PyTorch's `non_blocking=True` takes).
-    pub fn htod_and_wait(&self, dst: DevicePtr, src: &[u8]) -> GpuResult<()> {
+    pub(crate) fn htod_and_wait(&self, dst: DevicePtr, src: &[u8]) -> GpuResult<()> {
         // SAFETY: `src` is borrowed for this whole call and the stream is synchronized before
         // returning, so the memory outlives the copy.
         let queued = unsafe {
@@ -329,7 +307,7 @@ impl<'b> Stream<'b> {
     }
 
     /// Copies device memory to the host and waits for the copy, through the asynchronous API.
-    pub fn dtoh_and_wait(&self, dst: &mut [u8], src: DevicePtr) -> GpuResult<()> {
+    pub(crate) fn dtoh_and_wait(&self, dst: &mut [u8], src: DevicePtr) -> GpuResult<()> {
         // SAFETY: `dst` is exclusively borrowed for this whole call and the stream is
         // synchronized before returning.
         let queued = unsafe {
@@ -348,14 +326,14 @@ impl Drop for Stream<'_> {
 }
 
 /// A timing event that is destroyed when dropped.
-pub struct Event<'b> {
+pub(crate) struct Event<'b> {
     backend: &'b dyn DeviceRuntime,
     handle: Handle,
 }
 
 impl<'b> Event<'b> {
     /// Creates an event.
-    pub fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
+    pub(crate) fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
         Ok(Event {
             backend,
             handle: backend.event_create()?,
@@ -363,12 +341,12 @@ impl<'b> Event<'b> {
     }
 
     /// Records the event on a stream.
-    pub fn record(&self, stream: &Stream<'_>) -> GpuResult<()> {
+    pub(crate) fn record(&self, stream: &Stream<'_>) -> GpuResult<()> {
         self.backend.event_record(self.handle, stream.handle())
     }
 
     /// Waits for the event and returns the milliseconds since `start`.
-    pub fn elapsed_since(&self, start: &Event<'_>) -> GpuResult<f64> {
+    pub(crate) fn elapsed_since(&self, start: &Event<'_>) -> GpuResult<f64> {
         self.backend.event_synchronize(self.handle)?;
         Ok(f64::from(
             self.backend.event_elapsed_ms(start.handle, self.handle)?,
@@ -383,14 +361,14 @@ impl Drop for Event<'_> {
 }
 
 /// Times device work between two events on one stream.
-pub struct EventTimer<'b> {
+pub(crate) struct EventTimer<'b> {
     start: Event<'b>,
     end: Event<'b>,
 }
 
 impl<'b> EventTimer<'b> {
     /// Creates the two events.
-    pub fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
+    pub(crate) fn new(backend: &'b dyn DeviceRuntime) -> GpuResult<Self> {
         Ok(EventTimer {
             start: Event::new(backend)?,
             end: Event::new(backend)?,
@@ -399,7 +377,7 @@ impl<'b> EventTimer<'b> {
 
     /// Runs `work` (which queues on `stream`) between the events; returns its result and
     /// the device time in milliseconds.
-    pub fn time<T>(
+    pub(crate) fn time<T>(
         &self,
         stream: &Stream<'_>,
         work: impl FnOnce() -> GpuResult<T>,
@@ -413,14 +391,14 @@ impl<'b> EventTimer<'b> {
 }
 
 /// A loaded module that is unloaded when dropped.
-pub struct Module<'b> {
+pub(crate) struct Module<'b> {
     backend: &'b dyn DeviceRuntime,
     handle: Handle,
 }
 
 impl<'b> Module<'b> {
     /// Loads an image.
-    pub fn load(backend: &'b dyn DeviceRuntime, image: &ModuleImage) -> GpuResult<Self> {
+    pub(crate) fn load(backend: &'b dyn DeviceRuntime, image: &ModuleImage) -> GpuResult<Self> {
         Ok(Module {
             backend,
             handle: backend.module_load(image)?,
@@ -428,7 +406,7 @@ impl<'b> Module<'b> {
     }
 
     /// Looks a kernel up.
-    pub fn function(&self, name: &str) -> GpuResult<Handle> {
+    pub(crate) fn function(&self, name: &str) -> GpuResult<Handle> {
         self.backend.module_function(self.handle, name)
     }
 }
@@ -440,7 +418,7 @@ impl Drop for Module<'_> {
 }
 
 /// Median of a list of durations (seconds or milliseconds); `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     if sorted.is_empty() {
         return None;
@@ -455,16 +433,11 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 /// Bytes over milliseconds as GB/s (1e9 bytes per second).
-pub fn gbps(bytes: u64, ms: f64) -> f64 {
+pub(crate) fn gbps(bytes: u64, ms: f64) -> f64 {
     if ms <= 0.0 {
         return 0.0;
     }
     bytes as f64 / (ms * 1e-3) / 1e9
-}
-
-/// Bytes over a wall-clock duration as GB/s.
-pub fn gbps_wall(bytes: u64, elapsed: Duration) -> f64 {
-    gbps(bytes, elapsed.as_secs_f64() * 1e3)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ type Raw = *mut c_void;
 
 /// Oldest driver API version supported: 11.0, the first to accept PTX ISA 7.0, which the
 /// embedded kernels declare.
-pub const MIN_DRIVER_VERSION: i32 = 11000;
+pub(crate) const MIN_DRIVER_VERSION: i32 = 11000;
 
 const CUDA_SUCCESS: CuResult = 0;
 const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
@@ -99,7 +99,7 @@ impl std::fmt::Debug for CudaDriver {
 }
 
 /// `13000` → `13.0`.
-pub fn format_cuda_version(version: i32) -> String {
+pub(crate) fn format_cuda_version(version: i32) -> String {
     format!("{}.{}", version / 1000, (version % 1000) / 10)
 }
 
@@ -239,7 +239,7 @@ impl CudaDriver {
 }
 
 /// Names of the driver errors this layer meets, for drivers whose `cuGetErrorName` fails.
-pub fn cuda_error_name(code: i32) -> &'static str {
+pub(crate) fn cuda_error_name(code: i32) -> &'static str {
     match code {
         0 => "CUDA_SUCCESS",
         1 => "CUDA_ERROR_INVALID_VALUE",
@@ -265,15 +265,14 @@ pub fn cuda_error_name(code: i32) -> &'static str {
 }
 
 /// The CUDA implementation of [`DeviceRuntime`], bound to one device through its primary context.
-pub struct CudaBackend {
+pub(crate) struct CudaBackend {
     driver: Arc<CudaDriver>,
-    context: Raw,
     info: DeviceInfo,
 }
 
 impl CudaBackend {
     /// Retains the device's primary context and makes it current on this thread.
-    pub fn new(driver: Arc<CudaDriver>, ordinal: u32) -> GpuResult<CudaBackend> {
+    pub(crate) fn new(driver: Arc<CudaDriver>, ordinal: u32) -> GpuResult<CudaBackend> {
         let count = driver.init_and_count()?;
         if ordinal >= count {
             return Err(GpuError::DeviceOutOfRange {
@@ -292,11 +291,7 @@ impl CudaBackend {
         driver.check("cuCtxSetCurrent", unsafe {
             (driver.api.cuCtxSetCurrent)(context)
         })?;
-        Ok(CudaBackend {
-            driver,
-            context,
-            info,
-        })
+        Ok(CudaBackend { driver, info })
     }
 
     fn api(&self) -> &CudaApi {
@@ -305,11 +300,6 @@ impl CudaBackend {
 
     fn check(&self, api: &'static str, code: CuResult) -> GpuResult<()> {
         self.driver.check(api, code)
-    }
-
-    /// The context handle (for diagnostics).
-    pub fn context(&self) -> usize {
-        self.context as usize
     }
 }
 

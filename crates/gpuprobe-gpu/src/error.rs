@@ -160,7 +160,7 @@ impl GpuError {
 }
 
 /// Shorthand for results of the native layer.
-pub type GpuResult<T> = Result<T, GpuError>;
+pub(crate) type GpuResult<T> = Result<T, GpuError>;
 
 #[cfg(test)]
 mod tests {

@@ -28,16 +28,16 @@ type HipError = c_int;
 type Raw = *mut c_void;
 
 /// Oldest HIP major version supported (the attribute enum used here dates from ROCm 5.0).
-pub const MIN_HIP_MAJOR: i32 = 5;
+pub(crate) const MIN_HIP_MAJOR: i32 = 5;
 
 const HIP_SUCCESS: HipError = 0;
 const ATTR_INTEGRATED: c_int = 16;
 const ATTR_MAX_THREADS_PER_MULTIPROCESSOR: c_int = 57;
 const ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
 /// Byte offset of `gcnArchName` in the ROCm 6.0+ (`R0600`) `hipDeviceProp_t`.
-pub const GCN_ARCH_NAME_OFFSET_R0600: usize = 1160;
+pub(crate) const GCN_ARCH_NAME_OFFSET_R0600: usize = 1160;
 /// Byte offset of `gcnArchName` in the legacy (`R0000`) `hipDeviceProp_t`.
-pub const GCN_ARCH_NAME_OFFSET_R0000: usize = 396;
+pub(crate) const GCN_ARCH_NAME_OFFSET_R0000: usize = 396;
 const PROPS_BUFFER_BYTES: usize = 8192;
 
 api_table! {
@@ -106,7 +106,7 @@ impl std::fmt::Debug for HipRuntime {
 }
 
 /// `60342134` → `6.3.42134` (HIP_VERSION = major·10⁷ + minor·10⁵ + patch).
-pub fn format_hip_version(version: i32) -> String {
+pub(crate) fn format_hip_version(version: i32) -> String {
     format!(
         "{}.{}.{}",
         version / 10_000_000,
@@ -116,7 +116,7 @@ pub fn format_hip_version(version: i32) -> String {
 }
 
 /// The major number of a HIP_VERSION integer.
-pub fn hip_major(version: i32) -> i32 {
+pub(crate) fn hip_major(version: i32) -> i32 {
     version / 10_000_000
 }
 
@@ -286,7 +286,7 @@ impl HipRuntime {
 
 /// Reads the gcnArchName from a raw `hipDeviceProp_t`: at `offset` if the text there starts
 /// with `gfx`, else the first NUL-terminated `gfx…` string in the struct.
-pub fn arch_name_in_props(props: &[u8], offset: usize) -> Option<String> {
+pub(crate) fn arch_name_in_props(props: &[u8], offset: usize) -> Option<String> {
     let read_at = |at: usize| -> Option<String> {
         let tail = props.get(at..)?;
         let end = tail.iter().position(|&b| b == 0)?;
@@ -309,7 +309,7 @@ pub fn arch_name_in_props(props: &[u8], offset: usize) -> Option<String> {
 }
 
 /// Names of the HIP errors this layer meets, for runtimes whose `hipGetErrorName` fails.
-pub fn hip_error_name(code: i32) -> &'static str {
+pub(crate) fn hip_error_name(code: i32) -> &'static str {
     match code {
         0 => "hipSuccess",
         1 => "hipErrorInvalidValue",
@@ -330,7 +330,7 @@ pub fn hip_error_name(code: i32) -> &'static str {
 }
 
 /// The HIP implementation of [`DeviceRuntime`], bound to one device.
-pub struct HipBackend {
+pub(crate) struct HipBackend {
     runtime: Arc<HipRuntime>,
     info: DeviceInfo,
     // HIP's current device is per thread, like CUDA's context: keep the backend on its thread.
@@ -339,7 +339,7 @@ pub struct HipBackend {
 
 impl HipBackend {
     /// Initialises HIP and selects the device on this thread.
-    pub fn new(runtime: Arc<HipRuntime>, ordinal: u32) -> GpuResult<HipBackend> {
+    pub(crate) fn new(runtime: Arc<HipRuntime>, ordinal: u32) -> GpuResult<HipBackend> {
         let count = runtime.init_and_count()?;
         if ordinal >= count {
             return Err(GpuError::DeviceOutOfRange {

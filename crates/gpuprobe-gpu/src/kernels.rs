@@ -17,11 +17,11 @@ use crate::hiprtc::Hiprtc;
 use crate::nvrtc::{Nvrtc, NvrtcOutput};
 
 /// The portable kernel source (vendor-neutral; needs a prelude).
-pub const KERNEL_SOURCE: &str = include_str!("../kernels/gpuprobe_kernels.cu");
+pub(crate) const KERNEL_SOURCE: &str = include_str!("../kernels/gpuprobe_kernels.cu");
 /// The prelude that maps the portable macros onto CUDA C++ / HIP.
-pub const DEVICE_PRELUDE: &str = include_str!("../kernels/prelude_device.h");
+pub(crate) const DEVICE_PRELUDE: &str = include_str!("../kernels/prelude_device.h");
 /// PTX generated from [`device_source`] (see the file's header for how).
-pub const EMBEDDED_PTX: &str = include_str!("../kernels/gpuprobe_kernels.ptx");
+pub(crate) const EMBEDDED_PTX: &str = include_str!("../kernels/gpuprobe_kernels.ptx");
 
 /// The prelude followed by the kernels: what NVRTC and hipRTC compile.
 pub fn device_source() -> String {
@@ -39,8 +39,10 @@ pub fn source_fingerprint() -> String {
     format!("{hash:016x}")
 }
 
-/// The fingerprint written in the embedded PTX's header, if any.
-pub fn embedded_ptx_fingerprint() -> Option<&'static str> {
+/// The fingerprint written in the embedded PTX's header, if any (the test that the PTX is
+/// current compares it).
+#[cfg(test)]
+pub(crate) fn embedded_ptx_fingerprint() -> Option<&'static str> {
     EMBEDDED_PTX
         .lines()
         .find_map(|l| l.strip_prefix("// gpuprobe-source-fnv1a64: "))
@@ -48,29 +50,29 @@ pub fn embedded_ptx_fingerprint() -> Option<&'static str> {
 }
 
 /// Layout of the error sink, as in the kernel source.
-pub mod sink {
+pub(crate) mod sink {
     /// Index of the differing-word counter.
-    pub const ERROR_WORDS: usize = 0;
+    pub(crate) const ERROR_WORDS: usize = 0;
     /// Index of the differing-bit counter.
-    pub const ERROR_BITS: usize = 1;
+    pub(crate) const ERROR_BITS: usize = 1;
     /// Index of the example-slot counter.
-    pub const EXAMPLE_COUNT: usize = 2;
+    pub(crate) const EXAMPLE_COUNT: usize = 2;
     /// Index of the zero-word counter.
-    pub const ZERO_WORDS: usize = 3;
+    pub(crate) const ZERO_WORDS: usize = 3;
     /// First of the 64 bit-position counters.
-    pub const HIST: usize = 4;
+    pub(crate) const HIST: usize = 4;
     /// First example triple.
-    pub const EXAMPLES: usize = 68;
+    pub(crate) const EXAMPLES: usize = 68;
     /// Example slots.
-    pub const MAX_EXAMPLES: usize = 32;
+    pub(crate) const MAX_EXAMPLES: usize = 32;
     /// Total 64-bit words in the sink.
-    pub const WORDS: usize = EXAMPLES + 3 * MAX_EXAMPLES;
+    pub(crate) const WORDS: usize = EXAMPLES + 3 * MAX_EXAMPLES;
 }
 
 /// The four pattern generators of the kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Generator {
+pub(crate) enum Generator {
     /// Every word holds the parameter.
     Const,
     /// Every word holds its own device address.
@@ -83,7 +85,7 @@ pub enum Generator {
 
 impl Generator {
     /// All generators, in kernel-table order.
-    pub const ALL: [Generator; 4] = [
+    pub(crate) const ALL: [Generator; 4] = [
         Generator::Const,
         Generator::Addr,
         Generator::Walk,
@@ -100,7 +102,7 @@ impl Generator {
     }
 
     /// The fill kernel's name.
-    pub fn fill_kernel(self) -> &'static str {
+    pub(crate) fn fill_kernel(self) -> &'static str {
         [
             "gp_fill_const",
             "gp_fill_addr",
@@ -110,7 +112,7 @@ impl Generator {
     }
 
     /// The check kernel's name.
-    pub fn check_kernel(self) -> &'static str {
+    pub(crate) fn check_kernel(self) -> &'static str {
         [
             "gp_check_const",
             "gp_check_addr",
@@ -121,10 +123,10 @@ impl Generator {
 }
 
 /// The copy kernel's name.
-pub const COPY_KERNEL: &str = "gp_copy_v4";
+pub(crate) const COPY_KERNEL: &str = "gp_copy_v4";
 
 /// Host mirror of the kernels' `gp_hash32` (lowbias32).
-pub fn hash32(mut x: u32) -> u32 {
+pub(crate) fn hash32(mut x: u32) -> u32 {
     x ^= x >> 16;
     x = x.wrapping_mul(0x7feb_352d);
     x ^= x >> 15;
@@ -135,7 +137,7 @@ pub fn hash32(mut x: u32) -> u32 {
 
 /// Host mirror of the generators: the two words of the vector whose first word has index
 /// `w` (even) and address `addr`, for pattern parameter `a` (before the xor mask).
-pub fn pattern_words(generator: Generator, w: u64, addr: u64, a: u64) -> (u64, u64) {
+pub(crate) fn pattern_words(generator: Generator, w: u64, addr: u64, a: u64) -> (u64, u64) {
     match generator {
         Generator::Const => (a, a),
         Generator::Addr => (addr, addr.wrapping_add(8)),
@@ -155,8 +157,10 @@ pub fn pattern_words(generator: Generator, w: u64, addr: u64, a: u64) -> (u64, u
 }
 
 /// The value of the 64-bit word at byte `offset` of a buffer at `base` filled by
-/// `generator` with parameter `a`, mask `x` and first word index `word_base`.
-pub fn expected_word(
+/// `generator` with parameter `a`, mask `x` and first word index `word_base` (the tests
+/// check the host fill against it).
+#[cfg(test)]
+pub(crate) fn expected_word(
     generator: Generator,
     base: DevicePtr,
     offset: u64,
@@ -171,7 +175,7 @@ pub fn expected_word(
 }
 
 /// Fills a host buffer exactly as the fill kernel fills device memory at `base`.
-pub fn fill_host(
+pub(crate) fn fill_host(
     bytes: &mut [u8],
     generator: Generator,
     base: DevicePtr,
@@ -193,7 +197,7 @@ pub fn fill_host(
 /// Where the loaded kernels came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum KernelOrigin {
+pub(crate) enum KernelOrigin {
     /// The PTX embedded in the binary, JIT-compiled by the driver.
     EmbeddedPtx,
     /// PTX from NVRTC.
@@ -230,7 +234,7 @@ impl std::fmt::Display for KernelOrigin {
 
 /// How to launch: threads per block and blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchShape {
+pub(crate) struct LaunchShape {
     /// Threads per block.
     pub block: u32,
     /// Blocks in the grid (grid-stride loops cover any size).
@@ -239,7 +243,7 @@ pub struct LaunchShape {
 
 impl LaunchShape {
     /// Enough blocks to fill every multiprocessor `waves` times at full occupancy.
-    pub fn for_device(
+    pub(crate) fn for_device(
         multiprocessors: u32,
         threads_per_mp: u32,
         block: u32,
@@ -254,7 +258,7 @@ impl LaunchShape {
     }
 
     /// The grid for `n_vec` vectors: no more blocks than there is work.
-    pub fn grid_for(&self, n_vec: u64) -> u32 {
+    pub(crate) fn grid_for(&self, n_vec: u64) -> u32 {
         let needed = n_vec.div_ceil(u64::from(self.block)).max(1);
         needed.min(u64::from(self.grid)) as u32
     }
@@ -262,7 +266,7 @@ impl LaunchShape {
 
 /// Compilers available to [`KernelSet::load`].
 #[derive(Default, Clone)]
-pub struct Compilers {
+pub(crate) struct Compilers {
     /// NVRTC, if found.
     pub nvrtc: Option<std::sync::Arc<Nvrtc>>,
     /// hipRTC, if found.
@@ -271,7 +275,7 @@ pub struct Compilers {
 
 /// Which kernel image to use on CUDA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CudaKernelSource {
+pub(crate) enum CudaKernelSource {
     /// The embedded PTX (default).
     Embedded,
     /// Compile with NVRTC (cubin for the device when possible, else PTX).
@@ -279,7 +283,7 @@ pub enum CudaKernelSource {
 }
 
 /// The kernels, loaded on one backend.
-pub struct KernelSet<'b> {
+pub(crate) struct KernelSet<'b> {
     backend: &'b dyn DeviceRuntime,
     _module: Module<'b>,
     fill: [Handle; 4],
@@ -293,7 +297,7 @@ pub struct KernelSet<'b> {
 
 /// Region statistics tables for the check kernels: per region of `1 << shift` bytes, the
 /// differing-word count and the lowest and highest differing address.
-pub struct ErrorSink<'b> {
+pub(crate) struct ErrorSink<'b> {
     backend: &'b dyn DeviceRuntime,
     sink: DeviceBuffer<'b>,
     region_count: DeviceBuffer<'b>,
@@ -306,7 +310,7 @@ pub struct ErrorSink<'b> {
 
 /// What a check pass wrote into the sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SinkReadout {
+pub(crate) struct SinkReadout {
     /// Differing 64-bit words (exact).
     pub error_words: u64,
     /// Differing bits (exact).
@@ -323,7 +327,7 @@ pub struct SinkReadout {
 
 /// One region that saw errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegionStat {
+pub(crate) struct RegionStat {
     /// Region index (global over the sink's regions).
     pub index: usize,
     /// Differing words in it.
@@ -336,7 +340,7 @@ pub struct RegionStat {
 
 impl<'b> ErrorSink<'b> {
     /// Allocates a sink with `regions` region slots of `1 << region_shift` bytes.
-    pub fn new(
+    pub(crate) fn new(
         backend: &'b dyn DeviceRuntime,
         regions: usize,
         region_shift: u32,
@@ -356,18 +360,13 @@ impl<'b> ErrorSink<'b> {
         Ok(sink)
     }
 
-    /// Region slots.
-    pub fn regions(&self) -> usize {
-        self.regions
-    }
-
     /// Zeroes the counters, histogram and examples.
-    pub fn reset_counters(&self) -> GpuResult<()> {
+    pub(crate) fn reset_counters(&self) -> GpuResult<()> {
         self.backend.memset_d8(self.sink.ptr(), 0, self.sink.len())
     }
 
     /// Clears the region tables.
-    pub fn reset_regions(&self) -> GpuResult<()> {
+    pub(crate) fn reset_regions(&self) -> GpuResult<()> {
         self.backend
             .memset_d8(self.region_count.ptr(), 0, self.region_count.len())?;
         self.backend
@@ -377,7 +376,7 @@ impl<'b> ErrorSink<'b> {
     }
 
     /// Reads the counters back (synchronous).
-    pub fn read(&self) -> GpuResult<SinkReadout> {
+    pub(crate) fn read(&self) -> GpuResult<SinkReadout> {
         let mut raw = vec![0u8; self.sink.len()];
         self.backend.dtoh(&mut raw, self.sink.ptr())?;
         let word =
@@ -404,7 +403,7 @@ impl<'b> ErrorSink<'b> {
     }
 
     /// Reads the regions that saw errors (synchronous).
-    pub fn read_regions(&self) -> GpuResult<Vec<RegionStat>> {
+    pub(crate) fn read_regions(&self) -> GpuResult<Vec<RegionStat>> {
         let mut counts = vec![0u8; self.region_count.len()];
         let mut lo = vec![0u8; self.region_lo.len()];
         let mut hi = vec![0u8; self.region_hi.len()];
@@ -444,7 +443,7 @@ impl<'b> ErrorSink<'b> {
 
 /// One check launch's parameters.
 #[derive(Debug, Clone, Copy)]
-pub struct CheckRequest {
+pub(crate) struct CheckRequest {
     /// Pattern generator.
     pub generator: Generator,
     /// Buffer start.
@@ -466,7 +465,7 @@ pub struct CheckRequest {
 impl<'b> KernelSet<'b> {
     /// Loads the kernels: on CUDA the embedded PTX (or NVRTC when asked), on HIP through
     /// hipRTC for the device's architecture.
-    pub fn load(
+    pub(crate) fn load(
         backend: &'b dyn DeviceRuntime,
         compilers: &Compilers,
         cuda_source: CudaKernelSource,
@@ -512,7 +511,7 @@ impl<'b> KernelSet<'b> {
     }
 
     /// Loads a given image.
-    pub fn from_image(
+    pub(crate) fn from_image(
         backend: &'b dyn DeviceRuntime,
         image: &ModuleImage,
         origin: KernelOrigin,
@@ -552,7 +551,7 @@ impl<'b> KernelSet<'b> {
 
     /// Launches the fill kernel over `bytes` bytes at `ptr` (a multiple of 16).
     #[allow(clippy::too_many_arguments)]
-    pub fn fill(
+    pub(crate) fn fill(
         &self,
         stream: &Stream<'_>,
         generator: Generator,
@@ -579,7 +578,7 @@ impl<'b> KernelSet<'b> {
     }
 
     /// Launches the check kernel; errors land in `sink`.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         stream: &Stream<'_>,
         request: &CheckRequest,
@@ -606,7 +605,7 @@ impl<'b> KernelSet<'b> {
     }
 
     /// Launches the copy kernel (`bytes` a multiple of 16).
-    pub fn copy(
+    pub(crate) fn copy(
         &self,
         stream: &Stream<'_>,
         src: DevicePtr,

@@ -8,34 +8,48 @@
 //! symbol or a failing call is a typed error ([`GpuError`], [`LoadError`]) that becomes a
 //! finding.
 //!
+//! The modules are private; the surface is what the crate root re-exports, and `memtest`.
+//!
 //! Entry points for the binary:
 //! - [`native_catalog`] — the probe specs (backend `native`, layer `runtime`);
 //! - [`run_worker`] — runs a [`gpuprobe_model::protocol::WorkerPlan`] and emits protocol
 //!   events; [`open_event_fd`] and [`write_event`] put them on descriptor 3;
-//! - [`memtest_report_from`] / [`render_memtest`] — read back and print the memtest report.
+//!   [`parse_native_env_log`] reads the env mode's [`NativeEnv`] back from its `log` event;
+//! - [`memtest`] — `gpuprobe memtest`'s command surface ([`memtest::MemtestOutcome`], its
+//!   options, probe spec and JSON documents): a public module because these are several
+//!   functions of that one command, named for it;
+//! - [`memtest_report_from`] / [`render_memtest`] — read back and print the memtest report
+//!   ([`MemtestReport`]).
+//!
+//! The runtimes themselves, for tests and tools that load one directly: [`CudaDriver`],
+//! [`HipRuntime`], [`Hiprtc`] and [`Nvrtc`] (with [`NvrtcOutput`]), found through a
+//! [`SearchConfig`] (its [`LibraryKind`]s and the [`SEARCH_ENV_VARS`] it reads); the
+//! kernels' source as compiled ([`device_source`], [`source_fingerprint`]).
 #![allow(unsafe_code)]
 
-pub mod backend;
-pub mod cuda;
-pub mod error;
+mod backend;
+mod cuda;
+mod error;
 mod ffi;
-pub mod hip;
-pub mod hiprtc;
-pub mod kernels;
-pub mod loader;
+mod hip;
+mod hiprtc;
+mod kernels;
+mod loader;
 pub mod memtest;
-pub mod nvrtc;
-pub mod probes;
-pub mod runtime;
-pub mod worker;
+mod nvrtc;
+mod probes;
+mod runtime;
+mod worker;
 
-pub use backend::{DeviceInfo, DeviceRuntime, MemInfo, RuntimeKind, RuntimeVersions};
-pub use error::{Attempt, GpuError, GpuResult, LoadError};
-pub use loader::{LibraryKind, SearchConfig};
-pub use memtest::{MemtestOptions, MemtestReport, memtest_report_from, render_memtest};
-pub use probes::{ids as probe_ids, native_catalog};
-pub use runtime::{NativeEnv, RuntimePreference, Runtimes, discover};
-pub use worker::{
-    NATIVE_ENV_LOG_PREFIX, open_event_fd, parse_native_env_log, run_worker, search_config,
-    write_event,
-};
+pub use backend::DeviceRuntime;
+pub use cuda::CudaDriver;
+pub use error::{GpuError, LoadError};
+pub use hip::HipRuntime;
+pub use hiprtc::Hiprtc;
+pub use kernels::{device_source, source_fingerprint};
+pub use loader::{LibraryKind, SEARCH_ENV_VARS, SearchConfig};
+pub use memtest::{MemtestReport, memtest_report_from, render_memtest};
+pub use nvrtc::{Nvrtc, NvrtcOutput};
+pub use probes::native_catalog;
+pub use runtime::NativeEnv;
+pub use worker::{open_event_fd, parse_native_env_log, run_worker, write_event};

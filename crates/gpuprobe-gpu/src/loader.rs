@@ -167,7 +167,7 @@ impl SearchConfig {
 
 /// One place to try, before it is tried.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Candidate {
+pub(crate) enum Candidate {
     /// A directory to look in for [`LibraryKind::file_names`].
     Dir {
         /// The directory.
@@ -191,7 +191,7 @@ pub enum Candidate {
 
 /// The ordered candidate list for one library (pure: reads only the configuration and, for
 /// `/opt/rocm-*` and `site-packages/nvidia/*`, directory listings).
-pub fn candidates(kind: LibraryKind, cfg: &SearchConfig) -> Vec<Candidate> {
+pub(crate) fn candidates(kind: LibraryKind, cfg: &SearchConfig) -> Vec<Candidate> {
     let mut out = Vec::new();
     let dir = |dir: PathBuf, origin: &str| Candidate::Dir {
         dir,
@@ -322,7 +322,7 @@ fn dedup_candidates(list: Vec<Candidate>) -> Vec<Candidate> {
 }
 
 /// `/opt/rocm-X.Y.Z` directories under `opt`, newest version first.
-pub fn versioned_rocm_dirs(opt: &Path) -> Vec<PathBuf> {
+pub(crate) fn versioned_rocm_dirs(opt: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(opt) else {
         return Vec::new();
     };
@@ -344,7 +344,7 @@ pub fn versioned_rocm_dirs(opt: &Path) -> Vec<PathBuf> {
 
 /// `site-packages/nvidia/*/lib`, with the directories that hold NVRTC in today's wheels
 /// (`cu13`, `cuda_nvrtc`) first.
-pub fn nvidia_wheel_lib_dirs(site: &Path) -> Vec<PathBuf> {
+pub(crate) fn nvidia_wheel_lib_dirs(site: &Path) -> Vec<PathBuf> {
     let root = site.join("nvidia");
     let Ok(entries) = std::fs::read_dir(&root) else {
         return Vec::new();
@@ -442,7 +442,7 @@ impl OpenedLibrary {
 }
 
 /// The major version in a library file name: the first number after `.so.`.
-pub fn soname_major(name: &str) -> Option<u32> {
+pub(crate) fn soname_major(name: &str) -> Option<u32> {
     let file = name.rsplit('/').next().unwrap_or(name);
     let (_, rest) = file.split_once(".so.")?;
     rest.split('.').next()?.parse().ok()
@@ -461,7 +461,7 @@ pub struct LoadOutcome<T> {
 /// resolution, version checks). The first that validates wins; a candidate that opens but
 /// fails validation is recorded and the search goes on. When none wins, the error is the
 /// first validation failure if any candidate opened (the most telling), else `NotFound`.
-pub fn load_first<T>(
+pub(crate) fn load_first<T>(
     kind: LibraryKind,
     cfg: &SearchConfig,
     symbol_for_path: &str,
@@ -577,13 +577,13 @@ fn dlerror_text(error: &libloading::Error) -> String {
 }
 
 /// The file mapped at `address` in this process, from `/proc/self/maps`.
-pub fn mapped_file_of(address: usize) -> Option<PathBuf> {
+pub(crate) fn mapped_file_of(address: usize) -> Option<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     mapped_file_in(&maps, address as u64)
 }
 
 /// Parses a `/proc/<pid>/maps` text and returns the path of the mapping holding `address`.
-pub fn mapped_file_in(maps: &str, address: u64) -> Option<PathBuf> {
+pub(crate) fn mapped_file_in(maps: &str, address: u64) -> Option<PathBuf> {
     maps.lines().find_map(|line| {
         let mut fields = line.split_whitespace();
         let range = fields.next()?;

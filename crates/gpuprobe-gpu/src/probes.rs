@@ -27,29 +27,29 @@ const MIB: usize = 1 << 20;
 const GIB: usize = 1 << 30;
 
 /// Probe ids of the native worker.
-pub mod ids {
+pub(crate) mod ids {
     /// Runtime load and device query.
-    pub const RUNTIME_LOAD: &str = "native.runtime.load";
+    pub(crate) const RUNTIME_LOAD: &str = "native.runtime.load";
     /// Kernel module load (embedded PTX or hipRTC) and a verified launch.
-    pub const KERNEL_LAUNCH: &str = "native.kernel.launch";
+    pub(crate) const KERNEL_LAUNCH: &str = "native.kernel.launch";
     /// Pageable host ↔ device round trips, 4 B to 64 MiB, with bandwidth.
-    pub const COPY_PAGEABLE: &str = "native.copy.roundtrip.pageable";
+    pub(crate) const COPY_PAGEABLE: &str = "native.copy.roundtrip.pageable";
     /// Pinned host ↔ device round trips, 4 B to 64 MiB, with bandwidth.
-    pub const COPY_PINNED: &str = "native.copy.roundtrip.pinned";
+    pub(crate) const COPY_PINNED: &str = "native.copy.roundtrip.pinned";
     /// Pageable round trips of 1 GiB + 7 B.
-    pub const COPY_PAGEABLE_LARGE: &str = "native.copy.roundtrip.pageable.large";
+    pub(crate) const COPY_PAGEABLE_LARGE: &str = "native.copy.roundtrip.pageable.large";
     /// Pinned round trips of 1 GiB + 7 B.
-    pub const COPY_PINNED_LARGE: &str = "native.copy.roundtrip.pinned.large";
+    pub(crate) const COPY_PINNED_LARGE: &str = "native.copy.roundtrip.pinned.large";
     /// Pageable round trip past 4 GiB (32-bit size boundary).
-    pub const COPY_PAGEABLE_HUGE: &str = "native.copy.roundtrip.pageable.huge";
+    pub(crate) const COPY_PAGEABLE_HUGE: &str = "native.copy.roundtrip.pageable.huge";
     /// Device-to-device copies verified on the device, with the copy bandwidth ceiling.
-    pub const COPY_D2D: &str = "native.copy.d2d";
+    pub(crate) const COPY_D2D: &str = "native.copy.d2d";
     /// Small VRAM pattern test for `check` (≤ 2 GiB or 5% of free).
-    pub const MEMTEST_QUICK: &str = "native.memtest.quick";
+    pub(crate) const MEMTEST_QUICK: &str = "native.memtest.quick";
     /// The full VRAM test behind `gpuprobe memtest`.
-    pub const MEMTEST_FULL: &str = "native.memtest.full";
+    pub(crate) const MEMTEST_FULL: &str = "native.memtest.full";
     /// Run-time compilation (NVRTC or hipRTC) of the kernels, loaded and verified.
-    pub const RTC_COMPILE: &str = "native.rtc.compile";
+    pub(crate) const RTC_COMPILE: &str = "native.rtc.compile";
 }
 
 /// Seconds one run of a native probe typically takes on a warm machine, by the longest

@@ -19,7 +19,7 @@ use crate::nvrtc::Nvrtc;
 /// Which runtime to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RuntimePreference {
+pub(crate) enum RuntimePreference {
     /// The one with devices (CUDA first when both have some).
     #[default]
     Auto,
@@ -172,7 +172,7 @@ fn describe_for_unusable(report: &RuntimeReport) -> String {
 }
 
 /// Everything discovery loaded, plus its report.
-pub struct Runtimes {
+pub(crate) struct Runtimes {
     /// The CUDA driver, if it loaded.
     pub cuda: Option<Arc<CudaDriver>>,
     /// NVRTC, if it loaded.
@@ -187,7 +187,7 @@ pub struct Runtimes {
 
 /// Loads every runtime library the search finds and lists the devices of each runtime.
 /// `preference` skips the runtime not asked for.
-pub fn discover(search: &SearchConfig, preference: RuntimePreference) -> Runtimes {
+pub(crate) fn discover(search: &SearchConfig, preference: RuntimePreference) -> Runtimes {
     let mut env = NativeEnv::default();
     let (mut cuda, mut nvrtc, mut hip, mut hiprtc) = (None, None, None, None);
     if preference != RuntimePreference::Hip {
@@ -269,7 +269,7 @@ fn list_devices(
 
 impl Runtimes {
     /// The runtime the probes should use: the one with devices, CUDA first.
-    pub fn chosen(&self) -> Option<RuntimeKind> {
+    pub(crate) fn chosen(&self) -> Option<RuntimeKind> {
         if self.cuda.is_some() && !self.env.cuda.devices.is_empty() {
             Some(RuntimeKind::Cuda)
         } else if self.hip.is_some() && !self.env.hip.devices.is_empty() {
@@ -280,7 +280,7 @@ impl Runtimes {
     }
 
     /// The compilers found.
-    pub fn compilers(&self) -> Compilers {
+    pub(crate) fn compilers(&self) -> Compilers {
         Compilers {
             nvrtc: self.nvrtc.clone(),
             hiprtc: self.hiprtc.clone(),
@@ -288,7 +288,7 @@ impl Runtimes {
     }
 
     /// Opens a backend for device `ordinal` of the chosen runtime.
-    pub fn open(&self, ordinal: u32) -> GpuResult<Box<dyn DeviceRuntime>> {
+    pub(crate) fn open(&self, ordinal: u32) -> GpuResult<Box<dyn DeviceRuntime>> {
         match self.chosen() {
             Some(RuntimeKind::Cuda) => {
                 let driver = self.cuda.clone().ok_or_else(|| no_device(&self.env))?;

@@ -26,7 +26,7 @@ use crate::probes::{ProbeEnv, error_outcome, native_catalog, run_probe};
 use crate::runtime::{NativeEnv, RuntimePreference, Runtimes, discover};
 
 /// Prefix of the `log` event that carries the [`NativeEnv`] summary as JSON.
-pub const NATIVE_ENV_LOG_PREFIX: &str = "native-env ";
+pub(crate) const NATIVE_ENV_LOG_PREFIX: &str = "native-env ";
 
 /// Reads the [`NativeEnv`] back from a `log` event message written by the env mode.
 pub fn parse_native_env_log(message: &str) -> Option<NativeEnv> {
@@ -35,7 +35,7 @@ pub fn parse_native_env_log(message: &str) -> Option<NativeEnv> {
 
 /// The library search a plan asks for: this process's environment, overridden by the plan's
 /// options.
-pub fn search_config(plan: &WorkerPlan) -> SearchConfig {
+pub(crate) fn search_config(plan: &WorkerPlan) -> SearchConfig {
     let mut cfg = SearchConfig::from_process_env();
     let text = |key: &str| {
         plan.options
@@ -91,7 +91,7 @@ fn hello(unusable: Option<String>, packages: BTreeMap<String, String>) -> Worker
 }
 
 /// The flat `packages` entries of the hello event: one line per library and device.
-pub fn env_packages(env: &NativeEnv) -> BTreeMap<String, String> {
+pub(crate) fn env_packages(env: &NativeEnv) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     out.insert("native.cuda".into(), env.cuda.summary());
     out.insert("native.nvrtc".into(), env.cuda.compiler.summary());

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use gpuprobe_gpu::cuda::CudaDriver;
-use gpuprobe_gpu::hip::HipRuntime;
-use gpuprobe_gpu::hiprtc::Hiprtc;
+use gpuprobe_gpu::CudaDriver;
+use gpuprobe_gpu::HipRuntime;
+use gpuprobe_gpu::Hiprtc;
 use gpuprobe_gpu::{LibraryKind, LoadError, SearchConfig, memtest_report_from, run_worker};
 use gpuprobe_model::protocol::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use gpuprobe_model::{DeviceRef, Measurement, Observation, ProbeId};

@@ -724,7 +724,7 @@ const GENERIC_FAULT_TEXTS: &[&str] = &[
 /// Whether a message or log text names only the class of a GPU memory fault (it contains,
 /// or is part of, one of the generic wordings), so that seeing it cannot tell one known
 /// issue from another.
-pub fn is_generic_fault_text(text: &str) -> bool {
+pub(crate) fn is_generic_fault_text(text: &str) -> bool {
     let text = text.trim().to_lowercase();
     text.is_empty()
         || GENERIC_FAULT_TEXTS

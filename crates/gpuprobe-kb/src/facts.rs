@@ -13,7 +13,7 @@ use crate::isa::{self, GfxIsa};
 use crate::version::{DottedVersion, Pep440Version};
 
 /// The name of the arch override variable.
-pub const OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";
+pub(crate) const OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";
 
 /// A parsed version and the words that say where it came from.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use thiserror::Error;
 
 /// A pattern that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum GlobError {
+pub(crate) enum GlobError {
     /// The pattern is empty.
     #[error("empty pattern")]
     Empty,
@@ -34,14 +34,14 @@ pub enum GlobError {
 
 /// A validated glob pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Glob {
+pub(crate) struct Glob {
     pattern: Vec<char>,
     text: String,
 }
 
 impl Glob {
     /// Validates a pattern.
-    pub fn new(pattern: &str) -> Result<Self, GlobError> {
+    pub(crate) fn new(pattern: &str) -> Result<Self, GlobError> {
         if pattern.is_empty() {
             return Err(GlobError::Empty);
         }
@@ -61,18 +61,8 @@ impl Glob {
     }
 
     /// Whether the whole of `text` matches.
-    pub fn matches(&self, text: &str) -> bool {
+    pub(crate) fn matches(&self, text: &str) -> bool {
         wildcard_match(&self.pattern, &text.chars().collect::<Vec<_>>())
-    }
-
-    /// Whether the pattern has no wildcard.
-    pub fn is_literal(&self) -> bool {
-        !self.pattern.iter().any(|c| matches!(c, '*' | '?'))
-    }
-
-    /// The pattern as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
     }
 }
 

@@ -4,21 +4,21 @@
 //! an override makes libhsakmt report another ISA than the real one
 //! (`kb/RKB-010-arch-override-wrong.toml`).
 
-pub use gpuprobe_model::isa::{GfxFacts, GfxIsa, OverrideError, decode_override, gfx_facts};
+pub(crate) use gpuprobe_model::isa::{GfxIsa, OverrideError, decode_override, gfx_facts};
 
 /// Whether an ISA is an Instinct (data-centre) part.
-pub fn is_instinct(isa: &GfxIsa) -> bool {
+pub(crate) fn is_instinct(isa: &GfxIsa) -> bool {
     gfx_facts(&isa.name()).is_some_and(|facts| facts.instinct)
 }
 
 /// Whether an ISA belongs to a consumer generation (RDNA: gfx10, gfx11, gfx12).
-pub fn is_consumer_generation(isa: &GfxIsa) -> bool {
+pub(crate) fn is_consumer_generation(isa: &GfxIsa) -> bool {
     matches!(isa.major, 10..=12)
 }
 
 /// Whether a code object built for `target` (an entry of `torch.cuda.get_arch_list()`,
 /// possibly a generic target such as `gfx11-generic`) runs on `isa`.
-pub fn target_covers(target: &str, isa: &GfxIsa) -> bool {
+pub(crate) fn target_covers(target: &str, isa: &GfxIsa) -> bool {
     let target = target
         .split(':')
         .next()

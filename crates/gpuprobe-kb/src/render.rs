@@ -365,7 +365,7 @@ fn github_url(citation: &str) -> Option<(&str, &str, &str)> {
 
 /// The citations, one line each, a reference and its URL on one line: an entry cites a
 /// GitHub issue or pull request both by name and by address, which are the same source.
-pub fn citation_lines(citations: &[String]) -> Vec<String> {
+pub(crate) fn citation_lines(citations: &[String]) -> Vec<String> {
     let urls: Vec<Option<(&str, &str, &str)>> = citations.iter().map(|c| github_url(c)).collect();
     let mut joined = vec![false; citations.len()];
     let mut lines = Vec::new();

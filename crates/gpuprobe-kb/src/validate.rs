@@ -59,7 +59,7 @@ impl Diagnostic {
 }
 
 /// 1-based line and column (in characters) of a byte offset.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
         offset -= 1;
@@ -204,7 +204,7 @@ fn valid_id(id: &str, strictness: Strictness) -> bool {
 }
 
 /// Whether a name is a plausible environment variable name.
-pub fn valid_env_name(name: &str) -> bool {
+pub(crate) fn valid_env_name(name: &str) -> bool {
     !name.is_empty()
         && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -853,7 +853,7 @@ fn manifest_body(run_dir: &Path, files: &[BundleFile], left_out: &[String]) -> S
     let _ = writeln!(
         out,
         "made by gpuprobe {} from the run directory {}",
-        gpuprobe_kb::build_info::LONG_VERSION,
+        gpuprobe_kb::LONG_VERSION,
         run_dir.display()
     );
     let _ = writeln!(out, "\nfiles (name: where it came from; what was cut):");

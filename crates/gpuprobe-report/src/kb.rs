@@ -197,9 +197,8 @@ mod tests {
             format!("{root}rocminfo/gfx1151-rocm-issue5817.txt").into(),
             format!("{root}dmesg/gfx1151-pagefault-CPF-mes0x83-rocm-issue5724.txt").into(),
         ];
-        let cap = gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
-        let triaged =
-            gpuprobe_detect::triage::read::triage_inputs(&files, cap, &mut |_| {}).unwrap();
+        let cap = gpuprobe_detect::DEFAULT_TRIAGE_MAX_BYTES;
+        let triaged = gpuprobe_detect::triage_inputs(&files, cap, &mut |_| {}).unwrap();
         let fingerprint = triaged.outcome.fingerprint;
         let found = gpuprobe_kb::match_all(&kb, &fingerprint, &[]);
         assert_eq!(

@@ -8,8 +8,8 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-use gpuprobe_detect::triage::input::Truncation;
-use gpuprobe_detect::triage::{KernelLogSummary, Recognized, Skipped, TriageOutcome};
+use gpuprobe_detect::Truncation;
+use gpuprobe_detect::{KernelLogSummary, Recognized, Skipped, TriageOutcome};
 use gpuprobe_kb::KbMatch;
 use gpuprobe_model::finding::Finding;
 use gpuprobe_model::fingerprint::Fingerprint;

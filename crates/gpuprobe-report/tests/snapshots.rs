@@ -123,8 +123,8 @@ fn triage_of_fixture_pastes() {
         PathBuf::from("../../fixtures/rocminfo/gfx1151-rocm-issue5817.txt"),
         PathBuf::from("../../fixtures/dmesg/gfx1151-pagefault-CPF-mes0x83-rocm-issue5724.txt"),
     ];
-    let cap = gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
-    let inputs = gpuprobe_detect::triage::read::triage_inputs(&files, cap, &mut |_| {}).unwrap();
+    let cap = gpuprobe_detect::DEFAULT_TRIAGE_MAX_BYTES;
+    let inputs = gpuprobe_detect::triage_inputs(&files, cap, &mut |_| {}).unwrap();
     let outcome = &inputs.outcome;
     // As `gpuprobe triage` composes it.
     let kb = gpuprobe_kb::KnowledgeBase::load_embedded().kb;

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use gpuprobe_kb::KnowledgeBase;
-use gpuprobe_kb::matcher::MatchStatus;
+use gpuprobe_kb::MatchStatus;
 use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_model::verdict::ProbeResult;
 use serde::Serialize;

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// gpuprobe: does this GPU stack compute the right numbers? If not, where is it broken,
 /// which known issue is it, and what cures it?
 #[derive(Debug, Parser)]
-#[command(name = "gpuprobe", version = gpuprobe_kb::build_info::LONG_VERSION, about, long_about = None, propagate_version = true)]
+#[command(name = "gpuprobe", version = gpuprobe_kb::LONG_VERSION, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
@@ -273,7 +273,7 @@ pub struct TriageArgs {
     /// Read at most SIZE bytes, all inputs together (default 64M; K, M, G, T are powers
     /// of 1024; at least 64K). A larger file is triaged by its start and its latest lines,
     /// a larger stream by its start; either is reported as truncated.
-    #[arg(long, value_name = "SIZE", value_parser = gpuprobe_detect::triage::input::parse_byte_size)]
+    #[arg(long, value_name = "SIZE", value_parser = gpuprobe_detect::parse_byte_size)]
     pub max_bytes: Option<u64>,
 }
 

@@ -251,7 +251,7 @@ pub(super) fn header_components(root: &Root, dirs: &[String], fp: &mut Fingerpri
 
 /// The component a pip wheel carries, by its distribution name: `nvidia-cudnn-cu13` →
 /// `cudnn`, `nvidia-nccl-cu12` → `nccl`, `nvidia-cublas` → `cublas`, ...; `None` for others.
-pub fn wheel_component(distribution: &str) -> Option<(&'static str, bool)> {
+pub(super) fn wheel_component(distribution: &str) -> Option<(&'static str, bool)> {
     let name = distribution.to_ascii_lowercase().replace('_', "-");
     let table: &[(&str, &str, bool)] = &[
         ("nvidia-cudnn", "cudnn", false),
@@ -355,7 +355,7 @@ pub(super) fn run_tools(env: &BTreeMap<String, String>, timeout: Duration, fp: &
 
 /// Fills the CPU facts only lscpu has (the hypervisor from CPUID; the model name of Arm
 /// cores, from its part tables) and any the files left empty.
-pub fn apply_lscpu(map: &BTreeMap<String, String>, fp: &mut Fingerprint) {
+pub(super) fn apply_lscpu(map: &BTreeMap<String, String>, fp: &mut Fingerprint) {
     let get = |k: &str| map.get(k).cloned();
     fill(&mut fp.host.cpu_model, get("Model name"));
     let cpu = fp.host.cpu.get_or_insert_with(CpuDetails::default);

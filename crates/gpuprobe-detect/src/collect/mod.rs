@@ -23,7 +23,6 @@ use std::time::Duration;
 use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fingerprint::Vendor;
 
-pub use buildenv::{apply_lscpu, wheel_component};
 pub use env::{is_relevant_env_var, relevant_env};
 pub use gpus::{compute_gpu_count, gpu_device_nodes_present};
 pub use kmsg::{KmsgReader, merge_watched_kernel_lines};

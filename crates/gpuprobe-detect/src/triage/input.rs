@@ -37,7 +37,7 @@ pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 
 /// The smallest cap accepted: less would not hold one tool's output (a rocminfo of a few
 /// GPUs is 20 to 50 KiB).
-pub const MIN_MAX_BYTES: u64 = 64 << 10;
+pub(crate) const MIN_MAX_BYTES: u64 = 64 << 10;
 
 /// Bytes read per `read` call while streaming.
 const CHUNK: usize = 1 << 20;
@@ -89,7 +89,7 @@ pub fn parse_byte_size(text: &str) -> Result<u64, ByteSizeError> {
 /// Splits `cap` between inputs of the given sizes (`None`: unknown, a stream): smallest
 /// first, each getting at most an even share of what is left, so small inputs are read
 /// whole and the rest is split evenly between the large ones.
-pub fn share_cap(cap: u64, sizes: &[Option<u64>]) -> Vec<u64> {
+pub(crate) fn share_cap(cap: u64, sizes: &[Option<u64>]) -> Vec<u64> {
     let mut order: Vec<usize> = (0..sizes.len()).collect();
     order.sort_by_key(|&i| sizes[i].unwrap_or(u64::MAX));
     let mut shares = vec![0; sizes.len()];
@@ -105,7 +105,7 @@ pub fn share_cap(cap: u64, sizes: &[Option<u64>]) -> Vec<u64> {
 
 /// One text to triage, with the number its first line has in the input.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputPart {
+pub(crate) struct InputPart {
     /// 1-based number of the text's first line in the input.
     pub first_line: usize,
     /// The text (invalid UTF-8 replaced).
@@ -163,7 +163,7 @@ impl Truncation {
 /// An input as read: its texts (one, or the head and tail of a large file) and what was
 /// left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadInput {
+pub(crate) struct ReadInput {
     /// The texts, in input order.
     pub parts: Vec<InputPart>,
     /// Set when the input was larger than its share.
@@ -172,7 +172,7 @@ pub struct ReadInput {
 
 /// The size of a regular file, which can be read head and tail; `None` for anything else
 /// (a pipe, a character device, a socket), which is read as a stream.
-pub fn regular_file_size(path: &Path) -> Option<u64> {
+pub(crate) fn regular_file_size(path: &Path) -> Option<u64> {
     std::fs::metadata(path)
         .ok()
         .filter(std::fs::Metadata::is_file)
@@ -236,7 +236,7 @@ fn read_up_to(reader: &mut impl Read, limit: u64) -> io::Result<(Vec<u8>, bool)>
 }
 
 /// Reads a stream (stdin, a pipe, a device) up to `limit` bytes; more is not read.
-pub fn read_stream(reader: &mut impl Read, name: &str, limit: u64) -> io::Result<ReadInput> {
+pub(crate) fn read_stream(reader: &mut impl Read, name: &str, limit: u64) -> io::Result<ReadInput> {
     let (mut bytes, more) = read_up_to(reader, limit)?;
     if !more {
         return Ok(ReadInput {
@@ -277,7 +277,7 @@ pub fn read_stream(reader: &mut impl Read, name: &str, limit: u64) -> io::Result
 
 /// Reads a file up to `limit` bytes: a regular file larger than that as its head and
 /// tail, anything else as a stream.
-pub fn read_file(path: &Path, name: &str, limit: u64) -> io::Result<ReadInput> {
+pub(crate) fn read_file(path: &Path, name: &str, limit: u64) -> io::Result<ReadInput> {
     let mut file = File::open(path)?;
     let metadata = file.metadata()?;
     if !metadata.is_file() || metadata.len() <= limit {

@@ -9,9 +9,9 @@
 //! by line into a bounded summary ([`events`]), never into one event per line. [`input`]
 //! reads files and streams under a byte cap; [`read`] reads a run's inputs into a triage.
 
-pub mod events;
-pub mod input;
-pub mod read;
+pub(crate) mod events;
+pub(crate) mod input;
+pub(crate) mod read;
 mod segment;
 
 use std::borrow::Cow;
@@ -27,7 +27,7 @@ use crate::parse::{
 };
 use crate::text::{Line, clean_lines, is_provenance};
 
-pub use events::{EventAt, EventClass, KernelLogSummary, Occurrence};
+pub use events::KernelLogSummary;
 
 /// At most this many recognised blocks, and as many skipped ranges, are listed; the rest
 /// are counted. A paste that alternates one-line outputs with junk for megabytes would

@@ -3,7 +3,7 @@
 use gpuprobe_detect::parse::{
     amd_smi, collect_env, firmware_info, kernel_log, nvidia_smi, rocm_smi, rocminfo, system,
 };
-use gpuprobe_detect::{TriageInput, isa, normalize_bdf, triage};
+use gpuprobe_detect::{TriageInput, normalize_bdf, parse_amdgpu_ids, triage};
 use proptest::prelude::*;
 
 use crate::common::{all_fixtures, fixture};
@@ -22,7 +22,7 @@ fn run_everything(text: &str) {
     let _ = system::parse_uname(text);
     let _ = system::parse_module_params(text);
     let _ = gpuprobe_model::isa::decode_override(text);
-    let _ = isa::parse_amdgpu_ids(text);
+    let _ = parse_amdgpu_ids(text);
     let _ = normalize_bdf(text);
     let outcome = triage(&[TriageInput {
         name: "p".to_owned(),

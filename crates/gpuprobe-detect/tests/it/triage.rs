@@ -472,7 +472,7 @@ fn triage_recognises_a_windows_collect_env() {
 /// one class with its first line in the head and its last in the tail.
 #[test]
 fn a_tail_part_keeps_the_input_line_numbers_and_events_are_summarised_per_class() {
-    use gpuprobe_detect::triage::Triager;
+    use gpuprobe_detect::Triager;
 
     let fault = |t: usize| {
         format!(
@@ -594,7 +594,7 @@ fn gpu_reset_messages_name_what_the_reset_did() {
 /// marketing-name table does not read `RX 6800M` as the RX 6800's gfx1030.
 #[test]
 fn marketing_names_match_whole_model_numbers() {
-    use gpuprobe_detect::isa::amd_isa_from_name;
+    use gpuprobe_detect::amd_isa_from_name;
     assert_eq!(amd_isa_from_name("AMD Radeon RX 6800 XT"), Some("gfx1030"));
     assert_eq!(amd_isa_from_name("AMD Radeon RX 6800M"), None);
     assert_eq!(amd_isa_from_name("AMD Radeon RX 6800S"), None);

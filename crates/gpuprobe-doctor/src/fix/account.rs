@@ -104,7 +104,7 @@ pub fn build(header: AccountHeader, candidates: &CandidateSet, result: SearchRes
     notes.extend(header.notes);
     FixAccount {
         tool_version: header.tool_version,
-        build: Some(gpuprobe_kb::build_info::build_info()),
+        build: Some(gpuprobe_kb::build_info()),
         started_at: header.started_at,
         wall_s: header.wall_s,
         simulated: header.simulation.is_some(),
@@ -136,7 +136,7 @@ pub fn build(header: AccountHeader, candidates: &CandidateSet, result: SearchRes
 pub fn nothing_to_fix(header: AccountHeader) -> FixAccount {
     FixAccount {
         tool_version: header.tool_version,
-        build: Some(gpuprobe_kb::build_info::build_info()),
+        build: Some(gpuprobe_kb::build_info()),
         started_at: header.started_at,
         wall_s: header.wall_s,
         simulated: header.simulation.is_some(),

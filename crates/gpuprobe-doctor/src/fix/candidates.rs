@@ -15,11 +15,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpuprobe_kb::catalogue::{Catalogue, CatalogueEntry, CatalogueKind};
-use gpuprobe_kb::entry::{RemedyKind, WorkaroundEvidence};
-use gpuprobe_kb::facts::Facts;
-use gpuprobe_kb::matcher::{KbMatch, MatchStatus};
-use gpuprobe_kb::version::Pep440Version;
+use gpuprobe_kb::Facts;
+use gpuprobe_kb::Pep440Version;
+use gpuprobe_kb::{Catalogue, CatalogueEntry, CatalogueKind};
+use gpuprobe_kb::{KbMatch, MatchStatus};
+use gpuprobe_kb::{RemedyKind, WorkaroundEvidence};
 use gpuprobe_model::env_vars;
 use gpuprobe_model::finding::Cost;
 use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
@@ -196,7 +196,7 @@ fn applies_to_families(entry_id: &str, families: &BTreeSet<&str>) -> bool {
 fn applies_here(
     entry: &CatalogueEntry,
     vendors: &[Vendor],
-    os: Option<gpuprobe_kb::entry::OsName>,
+    os: Option<gpuprobe_kb::OsName>,
 ) -> bool {
     let vendor_ok = entry.vendors.iter().any(|v| vendors.contains(v));
     let os_ok = entry.os.is_empty() || os.is_none_or(|os| entry.os.contains(&os));
@@ -497,7 +497,7 @@ pub fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
 fn visible_devices(
     entry: &CatalogueEntry,
     fp: &Fingerprint,
-    os: Option<gpuprobe_kb::entry::OsName>,
+    os: Option<gpuprobe_kb::OsName>,
 ) -> Option<ReportedChange> {
     let discrete: Vec<u32> = fp
         .gpus
@@ -517,7 +517,7 @@ fn visible_devices(
         .map(|g| g.vendor)?;
     let variable = match (vendor, os) {
         (Vendor::Nvidia, _) => env_vars::CUDA_VISIBLE_DEVICES,
-        (_, Some(gpuprobe_kb::entry::OsName::Windows)) => env_vars::HIP_VISIBLE_DEVICES,
+        (_, Some(gpuprobe_kb::OsName::Windows)) => env_vars::HIP_VISIBLE_DEVICES,
         _ => env_vars::ROCR_VISIBLE_DEVICES,
     };
     let list: Vec<String> = discrete.iter().map(|i| i.to_string()).collect();

@@ -159,7 +159,7 @@ pub(crate) fn validate(
     if options.max_runs < 2 {
         return Err(FixError::MaxRuns);
     }
-    let catalogue = gpuprobe_kb::catalogue::embedded();
+    let catalogue = gpuprobe_kb::embedded_catalogue();
     let explicit = if options.candidate.is_empty() {
         None
     } else {

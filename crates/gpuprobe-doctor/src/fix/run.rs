@@ -432,7 +432,7 @@ fn search_from(
 ) -> Result<Finished, FixError> {
     let say = host.say;
     let env = &host.session.env;
-    let catalogue = gpuprobe_kb::catalogue::embedded();
+    let catalogue = gpuprobe_kb::embedded_catalogue();
     say(&format!(
         "starting point: {} probe run(s) in {}",
         start.report.results.len(),

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use gpuprobe_kb::glob::wildcard_matches;
+use gpuprobe_kb::wildcard_matches;
 use gpuprobe_model::probe::DeviceRef;
 use gpuprobe_model::profile::FixAccount;
 use gpuprobe_model::repro::{Repro, ReproManifest, ScriptOutcome, ScriptRun};

@@ -132,7 +132,7 @@ pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError
     let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        build: Some(gpuprobe_kb::build_info::build_info()),
+        build: Some(gpuprobe_kb::build_info()),
         command: plan.command.clone(),
         run_dir: Some(run_dir.path().display().to_string()),
         started_at: started_at.to_string(),

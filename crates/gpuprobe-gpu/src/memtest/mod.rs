@@ -15,15 +15,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub use outcome::{
-    InjectionArgError, MemtestOutcome, parse_injection, probe_options, probe_spec,
-    render_refusal_json, render_usage_error_json, wants_json,
+    MemtestOutcome, probe_options, probe_spec, render_refusal_json, render_usage_error_json,
+    wants_json,
 };
-pub use report::{
-    ChunkInfo, CopyCeiling, ErrorExample, ErrorRange, InjectedError, MAX_EXAMPLES, MAX_RANGES,
-    MEMTEST_REPORT_VERSION, MemtestDevice, MemtestErrors, MemtestMemory, MemtestReport,
-    PatternSummary, PhaseKind, PhaseReport, RegionAggregate, Throughput, bit_positions,
-    coalesce_regions, diagnose, memtest_report_from, render_memtest,
+pub(crate) use report::{
+    ChunkInfo, CopyCeiling, ErrorExample, InjectedError, MAX_EXAMPLES, MAX_RANGES, MemtestDevice,
+    MemtestErrors, MemtestMemory, PatternSummary, PhaseKind, PhaseReport, RegionAggregate,
+    Throughput, bit_positions, coalesce_regions, diagnose,
 };
+pub use report::{MEMTEST_REPORT_VERSION, MemtestReport, memtest_report_from, render_memtest};
 
 use crate::backend::{DeviceBuffer, DevicePtr, DeviceRuntime, EventTimer, Stream, gbps, median};
 use crate::error::{GpuError, GpuResult};
@@ -37,7 +37,7 @@ const CHUNK_ALIGN: u64 = 2 * MIB;
 /// The patterns the memtest knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Pattern {
+pub(crate) enum Pattern {
     /// One set bit per word, moving with the word index; `walk_rotations` rotations.
     WalkingOnes,
     /// The complement of walking ones.
@@ -55,7 +55,7 @@ pub enum Pattern {
 
 impl Pattern {
     /// Every pattern, in test order.
-    pub const ALL: [Pattern; 6] = [
+    pub(crate) const ALL: [Pattern; 6] = [
         Pattern::WalkingOnes,
         Pattern::WalkingZeros,
         Pattern::OwnAddress,
@@ -65,7 +65,7 @@ impl Pattern {
     ];
 
     /// The option / report name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Pattern::WalkingOnes => "walking_ones",
             Pattern::WalkingZeros => "walking_zeros",
@@ -77,14 +77,14 @@ impl Pattern {
     }
 
     /// Parses a pattern name.
-    pub fn parse(name: &str) -> Option<Pattern> {
+    pub(crate) fn parse(name: &str) -> Option<Pattern> {
         Pattern::ALL.into_iter().find(|p| p.name() == name)
     }
 }
 
 /// A bit to flip between write and check, to prove the detection path (test only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InjectError {
+pub(crate) struct InjectError {
     /// Byte offset in the tested space (aligned down to 8).
     pub offset: u64,
     /// Bit of the 64-bit word, 0..=63.
@@ -93,7 +93,7 @@ pub struct InjectError {
 
 /// Memtest settings (from the worker plan's `options`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemtestOptions {
+pub(crate) struct MemtestOptions {
     /// Fraction of the free memory to test (0 < f ≤ 1).
     pub fraction: f64,
     /// Upper bound on the bytes tested.
@@ -130,7 +130,7 @@ pub struct MemtestOptions {
 
 impl MemtestOptions {
     /// Defaults of `gpuprobe memtest` (`native.memtest.full`).
-    pub fn full(seed: u64) -> MemtestOptions {
+    pub(crate) fn full(seed: u64) -> MemtestOptions {
         MemtestOptions {
             fraction: 0.97,
             max_bytes: None,
@@ -153,7 +153,7 @@ impl MemtestOptions {
 
     /// Defaults of the `check` probe `native.memtest.quick`: at most 2 GiB or 5% of free
     /// memory (a framework worker may share the GPU), a short pattern list.
-    pub fn quick(seed: u64) -> MemtestOptions {
+    pub(crate) fn quick(seed: u64) -> MemtestOptions {
         MemtestOptions {
             fraction: 0.05,
             max_bytes: Some(2 * GIB),
@@ -175,7 +175,10 @@ impl MemtestOptions {
     /// `walk_rotations`, `retention_ms`, `inject_error` = `{offset, bit}`, `chunk_bytes`,
     /// `block`, `waves`, `copy_bytes`, `copy_reps`) over these defaults. Unknown keys are
     /// ignored (the plan carries options of other probes); bad values are errors.
-    pub fn apply(&mut self, options: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
+    pub(crate) fn apply(
+        &mut self,
+        options: &BTreeMap<String, serde_json::Value>,
+    ) -> Result<(), String> {
         use serde_json::Value;
         let uint = |key: &str, v: &Value| -> Result<u64, String> {
             v.as_u64()
@@ -265,7 +268,7 @@ impl MemtestOptions {
 
 /// One step of the test plan.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Step {
+pub(crate) struct Step {
     /// Pass number (from 1).
     pub pass: u32,
     /// The pattern it belongs to.
@@ -278,7 +281,7 @@ pub struct Step {
 
 /// What a step does.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Fill with `generator(a) ^ x`.
     Fill {
         /// Generator.
@@ -315,7 +318,7 @@ fn mix_seed(seed: u64, salt: u64) -> u64 {
 }
 
 /// The ordered steps of a run (pure).
-pub fn plan_steps(options: &MemtestOptions) -> Vec<Step> {
+pub(crate) fn plan_steps(options: &MemtestOptions) -> Vec<Step> {
     let mut steps = Vec::new();
     for pass in 1..=options.passes {
         for &pattern in &options.patterns {
@@ -441,7 +444,7 @@ pub fn plan_steps(options: &MemtestOptions) -> Vec<Step> {
 
 /// Chunks obtained by [`allocate_chunks`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Allocation {
+pub(crate) struct Allocation {
     /// (address, bytes) in test order.
     pub chunks: Vec<(u64, u64)>,
     /// Whether an allocation failed with out-of-memory before the target was reached.
@@ -455,7 +458,7 @@ pub struct Allocation {
 /// (trimming the last chunk where possible; never more than an eighth of what was
 /// obtained). `alloc` and `free` are the runtime's; any error
 /// other than out-of-memory is returned.
-pub fn allocate_chunks(
+pub(crate) fn allocate_chunks(
     target: u64,
     max_chunk: u64,
     min_chunk: u64,
@@ -526,7 +529,7 @@ pub fn allocate_chunks(
 
 /// Measures the device-to-device copy bandwidth (bytes read + written) with the runtime's
 /// memcpy and with the copy kernel: warm-up, then the median of `reps` event-timed copies.
-pub fn measure_copy_ceiling(
+pub(crate) fn measure_copy_ceiling(
     backend: &dyn DeviceRuntime,
     kernels: &KernelSet<'_>,
     stream: &Stream<'_>,
@@ -637,7 +640,7 @@ struct StepsRun {
 
 /// Runs the memtest on `backend` with the loaded `kernels`. `progress` receives one line per
 /// pattern (the worker turns them into log events).
-pub fn run_memtest(
+pub(crate) fn run_memtest(
     backend: &dyn DeviceRuntime,
     kernels: &KernelSet<'_>,
     options: &MemtestOptions,
@@ -1163,7 +1166,7 @@ fn absorb(
 
 /// The memtest as a bit-exact comparison: words checked, differing words, zero words, check
 /// steps as trials.
-pub fn compare_stats(report: &MemtestReport) -> gpuprobe_model::CompareStats {
+pub(crate) fn compare_stats(report: &MemtestReport) -> gpuprobe_model::CompareStats {
     let checks: Vec<&PhaseReport> = report
         .phases
         .iter()

@@ -63,11 +63,11 @@ pub fn probe_options(
 pub fn probe_spec() -> Option<gpuprobe_model::probe::ProbeSpec> {
     crate::native_catalog()
         .into_iter()
-        .find(|s| s.id.as_str() == crate::probe_ids::MEMTEST_FULL)
+        .find(|s| s.id.as_str() == crate::probes::ids::MEMTEST_FULL)
 }
 
 /// Parses `--inject-error BYTE_OFFSET:BIT` into the worker option's value.
-pub fn parse_injection(text: &str) -> Result<serde_json::Value, InjectionArgError> {
+pub(super) fn parse_injection(text: &str) -> Result<serde_json::Value, InjectionArgError> {
     let (offset, bit) = text
         .split_once(':')
         .ok_or_else(|| InjectionArgError::Malformed(text.to_owned()))?;

@@ -181,9 +181,9 @@ pub struct MemtestErrors {
 }
 
 /// Ranges kept in a report.
-pub const MAX_RANGES: usize = 256;
+pub(crate) const MAX_RANGES: usize = 256;
 /// Examples kept in a report.
-pub const MAX_EXAMPLES: usize = 64;
+pub(crate) const MAX_EXAMPLES: usize = 64;
 
 /// A run of addresses with errors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,7 +274,7 @@ pub struct CopyCeiling {
 
 /// Per-region error statistics accumulated on the host.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RegionAggregate {
+pub(crate) struct RegionAggregate {
     /// Differing words.
     pub count: u64,
     /// Lowest differing address.
@@ -287,7 +287,7 @@ pub struct RegionAggregate {
 
 /// Merges regions whose errors lie within `max_gap` bytes of each other into ranges,
 /// lowest address first. Counts are conserved.
-pub fn coalesce_regions(
+pub(crate) fn coalesce_regions(
     regions: &[RegionAggregate],
     max_gap: u64,
     offset_of: impl Fn(u64) -> u64,
@@ -318,12 +318,12 @@ pub fn coalesce_regions(
 }
 
 /// Bit positions set in `diff`.
-pub fn bit_positions(diff: u64) -> Vec<u8> {
+pub(crate) fn bit_positions(diff: u64) -> Vec<u8> {
     (0..64u8).filter(|b| diff >> b & 1 == 1).collect()
 }
 
 /// Reads what the error shape suggests. Heuristics, stated as such.
-pub fn diagnose(
+pub(crate) fn diagnose(
     errors: &MemtestErrors,
     injected: Option<&InjectedError>,
     tested: &[ChunkInfo],

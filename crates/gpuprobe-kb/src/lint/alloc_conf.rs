@@ -11,7 +11,7 @@ use crate::version::Pep440Version;
 /// Keys PyTorch's allocator-config parser accepts: the documented ones plus the keys
 /// present in torch 2.15's `libc10`/`libc10_cuda` (which reject other keys with
 /// "Unrecognized key").
-pub const KNOWN_KEYS: &[&str] = &[
+pub(crate) const KNOWN_KEYS: &[&str] = &[
     "backend",
     "expandable_segments",
     "expandable_segments_reserve",
@@ -36,17 +36,17 @@ pub const KNOWN_KEYS: &[&str] = &[
 ];
 
 /// The canonical variable (torch ≥ 2.9).
-pub const ALLOC_CONF: &str = "PYTORCH_ALLOC_CONF";
+pub(crate) const ALLOC_CONF: &str = "PYTORCH_ALLOC_CONF";
 /// The CUDA-named variable (deprecated in torch ≥ 2.9).
-pub const CUDA_ALLOC_CONF: &str = "PYTORCH_CUDA_ALLOC_CONF";
+pub(crate) const CUDA_ALLOC_CONF: &str = "PYTORCH_CUDA_ALLOC_CONF";
 /// The ROCm alias.
-pub const HIP_ALLOC_CONF: &str = "PYTORCH_HIP_ALLOC_CONF";
+pub(crate) const HIP_ALLOC_CONF: &str = "PYTORCH_HIP_ALLOC_CONF";
 /// All three, in the newest precedence order.
-pub const VARIABLES: [&str; 3] = [ALLOC_CONF, CUDA_ALLOC_CONF, HIP_ALLOC_CONF];
+pub(crate) const VARIABLES: [&str; 3] = [ALLOC_CONF, CUDA_ALLOC_CONF, HIP_ALLOC_CONF];
 
 /// One `key:value` item of a configuration string.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfItem {
+pub(crate) struct ConfItem {
     /// The key, trimmed.
     pub key: String,
     /// The value, trimmed; `None` when there was no `:`.
@@ -55,7 +55,7 @@ pub struct ConfItem {
 
 /// Splits a configuration at top-level commas (commas inside `[...]`, as in
 /// `roundup_power2_divisions:[256:1,512:2]`, stay with their item).
-pub fn parse(conf: &str) -> Vec<ConfItem> {
+pub(crate) fn parse(conf: &str) -> Vec<ConfItem> {
     let mut items = Vec::new();
     let mut depth = 0usize;
     let mut current = String::new();
@@ -92,7 +92,7 @@ pub fn parse(conf: &str) -> Vec<ConfItem> {
 }
 
 /// The value of a key in a configuration string, when present.
-pub fn value_of(conf: &str, key: &str) -> Option<String> {
+pub(crate) fn value_of(conf: &str, key: &str) -> Option<String> {
     parse(conf)
         .into_iter()
         .rev()
@@ -102,7 +102,7 @@ pub fn value_of(conf: &str, key: &str) -> Option<String> {
 
 /// Which variables are set, and which one torch reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllocState {
+pub(crate) struct AllocState {
     /// Variables that are set, with their values, in the order they are read (when known).
     pub set: Vec<(&'static str, String)>,
     /// The variable torch reads, when it can be determined.
@@ -114,7 +114,7 @@ pub struct AllocState {
 impl AllocState {
     /// The configuration string in effect: the read variable's value, else (precedence
     /// unknown) the value when only one variable is set.
-    pub fn effective(&self) -> Option<(&'static str, &str)> {
+    pub(crate) fn effective(&self) -> Option<(&'static str, &str)> {
         match self.read {
             Some(read) => self
                 .set
@@ -132,7 +132,7 @@ fn static_name(name: &str) -> Option<&'static str> {
 }
 
 /// Works out the allocator-config state of a fingerprint.
-pub fn state(facts: &Facts<'_>) -> AllocState {
+pub(crate) fn state(facts: &Facts<'_>) -> AllocState {
     let rocm = facts.torch_is_rocm();
     let reported = facts
         .torch()
@@ -188,7 +188,7 @@ pub fn state(facts: &Facts<'_>) -> AllocState {
 /// Whether a torch version reads `PYTORCH_ALLOC_CONF` at all (≥ 2.9). Released versions
 /// read it last, after both older names (measured on torch 2.11 and 2.15: no deprecation
 /// warning either), so setting it beside `PYTORCH_CUDA_ALLOC_CONF` leaves it unread.
-pub fn reads_generic_name(version: &Pep440Version) -> bool {
+pub(crate) fn reads_generic_name(version: &Pep440Version) -> bool {
     Pep440Version::parse("2.9.0.dev0").is_ok_and(|boundary| *version >= boundary)
 }
 

@@ -6,7 +6,7 @@
 //! quiet on a plainly configured healthy machine: they fire on a specific setting or fact,
 //! never on the mere presence of a GPU stack.
 
-pub mod alloc_conf;
+pub(crate) mod alloc_conf;
 mod rules;
 
 use gpuprobe_model::{Confidence, Evidence, Finding, FindingLayer, Fingerprint, Remedy, Severity};
@@ -65,7 +65,7 @@ macro_rules! rule {
 }
 
 /// Every rule, in the order `docs/lint.md` lists them.
-pub const RULES: &[LintRule] = &[
+const RULES: &[LintRule] = &[
     rule!(
         "LINT-OVERRIDE-UNNEEDED",
         Warning,

@@ -2,7 +2,7 @@
 //! broken user file costs nothing else.
 
 use gpuprobe_kb::KnowledgeBase;
-use gpuprobe_kb::validate::{Strictness, parse_entry};
+use gpuprobe_kb::{Strictness, parse_entry};
 
 const GOOD: &str = r#"id = "RKB-900"
 title = "A test entry"

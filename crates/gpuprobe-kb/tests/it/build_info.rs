@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use gpuprobe_kb::build_info::{COMMIT, KB_REVISION, LONG_VERSION, build_info};
+use gpuprobe_kb::{COMMIT, KB_REVISION, LONG_VERSION, build_info};
 
 fn kb_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kb")
@@ -15,7 +15,7 @@ fn kb_revision_is_the_entry_count_and_the_documented_digest() {
     let (count, digest) = KB_REVISION.split_once('.').expect("COUNT.DIGEST");
     assert_eq!(
         count.parse::<usize>().unwrap(),
-        gpuprobe_kb::kb::embedded_sources().len()
+        gpuprobe_kb::embedded_sources().len()
     );
     assert!(count.parse::<usize>().unwrap() > 0);
     // The command docs/packaging.md gives to recompute it.

@@ -1,7 +1,7 @@
 //! The workaround catalogue and the profile allow-list.
 
-use gpuprobe_kb::catalogue::{CatalogueKind, embedded};
 use gpuprobe_kb::{Catalogue, SettingRefused, is_allowed_setting};
+use gpuprobe_kb::{CatalogueKind, embedded_catalogue};
 
 #[test]
 fn the_shipped_catalogue_parses_and_validates() {
@@ -11,14 +11,14 @@ fn the_shipped_catalogue_parses_and_validates() {
     ))
     .unwrap();
     let parsed = Catalogue::parse(&text).unwrap();
-    assert_eq!(parsed, embedded());
+    assert_eq!(parsed, embedded_catalogue());
     let problems = parsed.validate();
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
 #[test]
 fn the_catalogue_covers_each_layer_the_design_names() {
-    let catalogue = embedded();
+    let catalogue = embedded_catalogue();
     for setting in [
         "HSA_ENABLE_SDMA=0",
         "HSA_ENABLE_PEER_SDMA=0",
@@ -138,7 +138,7 @@ fn profiles_refuse_everything_else() {
 
 #[test]
 fn refusals_say_why() {
-    let catalogue = embedded();
+    let catalogue = embedded_catalogue();
     assert!(matches!(
         catalogue.check_setting("LD_PRELOAD", "x.so"),
         Err(SettingRefused::NotInCatalogue(_))

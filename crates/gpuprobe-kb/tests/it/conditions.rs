@@ -2,8 +2,8 @@
 //! `kb show` handle conditions stays what it was before `Conditions::walk` (each keeps its
 //! own order; these pin it).
 
-use gpuprobe_kb::validate::{Strictness, parse_entry};
 use gpuprobe_kb::{KbEntry, match_entry, render_entry};
+use gpuprobe_kb::{Strictness, parse_entry};
 
 use crate::fixtures::{env, strix_halo_mes_0x83};
 
@@ -261,12 +261,12 @@ fn from_pasted_logs_without_facts_every_condition_is_unchecked_in_its_order() {
 
 #[test]
 fn the_walk_yields_each_condition_once_in_declaration_order() {
-    use gpuprobe_kb::entry::ConditionKind;
+    use gpuprobe_kb::ConditionKind;
     let entry = entry(EVERY_CONDITION).expect("valid");
     let kinds: Vec<ConditionKind> = entry.conditions.walk().iter().map(|c| c.kind()).collect();
     assert_eq!(kinds.len(), 25, "{kinds:?}");
     assert!(kinds.windows(2).all(|pair| pair[0] < pair[1]), "{kinds:?}");
     assert!(entry.conditions.has_gpu_conditions());
     assert!(!entry.conditions.any_of[1].has_gpu_conditions());
-    assert!(gpuprobe_kb::entry::Conditions::default().walk().is_empty());
+    assert!(gpuprobe_kb::Conditions::default().walk().is_empty());
 }

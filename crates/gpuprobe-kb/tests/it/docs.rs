@@ -35,6 +35,6 @@ fn lint_reference_is_fresh() {
 fn catalogue_reference_is_fresh() {
     check_generated(
         "catalogue.md",
-        &gpuprobe_kb::catalogue::catalogue_markdown(&gpuprobe_kb::catalogue::embedded()),
+        &gpuprobe_kb::catalogue_markdown(&gpuprobe_kb::embedded_catalogue()),
     );
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use gpuprobe_kb::KnowledgeBase;
-use gpuprobe_kb::kb::embedded_sources;
+use gpuprobe_kb::embedded_sources;
 
 #[test]
 fn every_embedded_entry_validates() {
@@ -114,7 +114,7 @@ fn mcbp_workaround_is_marked_anecdotal() {
         .unwrap();
     assert_eq!(
         workaround.evidence,
-        gpuprobe_kb::entry::WorkaroundEvidence::Anecdotal
+        gpuprobe_kb::WorkaroundEvidence::Anecdotal
     );
 }
 
@@ -155,7 +155,7 @@ fn the_entries_from_amd_trackers_carry_a_url_and_their_deciding_sentence() {
 
 #[test]
 fn workarounds_the_sources_contradict_are_not_offered_as_cures() {
-    use gpuprobe_kb::entry::WorkaroundEvidence;
+    use gpuprobe_kb::WorkaroundEvidence;
     let kb = KnowledgeBase::embedded();
     let settings = |id: &str| -> Vec<String> {
         kb.get(id)

@@ -19,7 +19,7 @@
 use gpuprobe_detect::merge_watched_kernel_lines;
 use gpuprobe_detect::parse::kernel_log::kind;
 use gpuprobe_kb::KnowledgeBase;
-use gpuprobe_kb::entry::LogSignature;
+use gpuprobe_kb::LogSignature;
 use gpuprobe_model::Fingerprint;
 use gpuprobe_model::fault_text::KERNEL_LOG_MARKERS;
 use gpuprobe_model::fingerprint::KernelEvent;

@@ -67,7 +67,7 @@ fn amd(isa: &str) -> Fingerprint {
 /// An AMD host with the override set; the runtime then reports the decoded ISA.
 fn override_on(isa: &str, value: &str) -> Fingerprint {
     let mut fp = with_env(amd(isa), &[("HSA_OVERRIDE_GFX_VERSION", value)]);
-    if let Ok(decoded) = gpuprobe_kb::isa::decode_override(value) {
+    if let Ok(decoded) = gpuprobe_model::isa::decode_override(value) {
         fp.gpus[0].runtime_isa = Some(decoded.name());
     }
     fp

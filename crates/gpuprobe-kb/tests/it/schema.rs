@@ -20,21 +20,20 @@ fn check_fresh(file: &str, generated: String) {
 
 #[test]
 fn kb_schema_is_fresh() {
-    check_fresh("kb.schema.json", gpuprobe_kb::schema::kb_schema_json());
+    check_fresh("kb.schema.json", gpuprobe_kb::kb_schema_json());
 }
 
 #[test]
 fn catalogue_schema_is_fresh() {
     check_fresh(
         "catalogue.schema.json",
-        gpuprobe_kb::schema::catalogue_schema_json(),
+        gpuprobe_kb::catalogue_schema_json(),
     );
 }
 
 #[test]
 fn schema_forbids_unknown_fields() {
-    let schema: serde_json::Value =
-        serde_json::from_str(&gpuprobe_kb::schema::kb_schema_json()).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&gpuprobe_kb::kb_schema_json()).unwrap();
     assert_eq!(
         schema["additionalProperties"],
         serde_json::Value::Bool(false)

@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use gpuprobe_kb::version::{DottedReq, DottedVersion, Pep440Req, Pep440Version};
+use gpuprobe_kb::{DottedReq, DottedVersion, Pep440Req, Pep440Version};
 use proptest::prelude::*;
 
 fn dotted_text() -> impl Strategy<Value = String> {

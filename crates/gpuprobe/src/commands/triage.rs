@@ -1,14 +1,14 @@
 //! `gpuprobe triage`: what pasted logs reveal, run through the knowledge base and the lint.
 //!
 //! Inputs are read under a byte cap (`--max-bytes`, shared by all inputs) one at a time,
-//! each dropped once triaged (`gpuprobe_detect::triage::read`); an input cut by the cap is
+//! each dropped once triaged (`gpuprobe_detect::triage_inputs`); an input cut by the cap is
 //! said so on stderr, in the text and in the JSON (`truncated`). The views are
 //! `gpuprobe_report::triage`'s.
 
 use std::io::Write;
 
-use gpuprobe_detect::triage::input::DEFAULT_MAX_BYTES;
-use gpuprobe_detect::triage::read::{TriagedInputs, triage_inputs};
+use gpuprobe_detect::DEFAULT_TRIAGE_MAX_BYTES;
+use gpuprobe_detect::{TriagedInputs, triage_inputs};
 use gpuprobe_model::ExitStatus;
 
 use crate::cli::TriageArgs;
@@ -17,7 +17,7 @@ use crate::errors::{Internal, Result};
 
 /// Runs `triage`.
 pub(super) fn run(args: TriageArgs) -> Result<ExitStatus> {
-    let cap = args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+    let cap = args.max_bytes.unwrap_or(DEFAULT_TRIAGE_MAX_BYTES);
     let TriagedInputs { outcome, truncated } = triage_inputs(&args.files, cap, &mut |t| {
         crate::output::eprint_line(&gpuprobe_report::triage_truncation_message(t, cap));
     })?;
@@ -53,8 +53,8 @@ mod tests {
     fn the_documented_default_is_the_constant() {
         // `--max-bytes`'s help says 64M.
         assert_eq!(
-            gpuprobe_detect::triage::input::parse_byte_size("64M"),
-            Ok(DEFAULT_MAX_BYTES)
+            gpuprobe_detect::parse_byte_size("64M"),
+            Ok(DEFAULT_TRIAGE_MAX_BYTES)
         );
     }
 }

@@ -367,8 +367,7 @@ fn the_group_search_finds_a_pair_within_budget() {
     for variable in ["AMD_SERIALIZE_KERNEL", "HSA_DISABLE_FRAGMENT_ALLOCATOR"] {
         assert!(!kb_mentions(variable), "{variable} is named by a KB entry");
     }
-    let catalogue_has_kernarg =
-        gpuprobe_kb::catalogue::embedded().allows("HIP_FORCE_DEV_KERNARG=0");
+    let catalogue_has_kernarg = gpuprobe_kb::embedded_catalogue().allows("HIP_FORCE_DEV_KERNARG=0");
     let dir = tempfile::tempdir().unwrap();
     let fault = write_fault(dir.path(), "pair.toml", RANDN_NEEDS_A_PAIR);
     let simulate = format!("fp16-convert-nan,{}", fault.display());

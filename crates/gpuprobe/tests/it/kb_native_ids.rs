@@ -4,7 +4,7 @@
 //! the entry could never be confirmed, controlled or contradicted through it.
 
 use gpuprobe_kb::KnowledgeBase;
-use gpuprobe_kb::glob::wildcard_matches;
+use gpuprobe_kb::wildcard_matches;
 
 #[test]
 fn every_native_pattern_in_the_knowledge_base_names_a_native_probe() {

@@ -207,7 +207,7 @@ fn an_amd_smi_paste_without_isa_suspects_only_its_own_architectures_issues() {
     for m in match_all(&kb, &fp, &[]) {
         let arch = &m.entry.conditions.arch;
         assert!(
-            arch.is_empty() || gpuprobe_kb::glob::first_match(arch, "gfx1201").is_some(),
+            arch.is_empty() || gpuprobe_kb::first_match(arch, "gfx1201").is_some(),
             "{} ({arch:?}) listed for a gfx1201 paste",
             m.entry.id
         );
