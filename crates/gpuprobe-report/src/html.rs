@@ -86,7 +86,7 @@ impl gpuprobe_model::ClassifiedError for HtmlError {
 }
 
 /// Renders the report as one HTML document.
-pub fn render(
+pub(crate) fn render(
     report: &Report,
     fix: Option<&FixAccount>,
     issues: &[IssueText],
@@ -114,7 +114,7 @@ fn render_view(view: View) -> Result<String, HtmlError> {
     template.render(view).map_err(HtmlError::Render)
 }
 
-/// Renders the report and writes it to `path` ([`render`], then [`write`]).
+/// Renders the report and writes it to `path` (`render`, then `write`).
 pub fn write_report(
     path: &Path,
     report: &Report,
@@ -145,7 +145,7 @@ pub fn check_writable(path: Option<&Path>) -> Result<(), HtmlError> {
 
 /// Writes `html` to `path` atomically: a temporary file beside it, then a rename, so a
 /// reader never sees half a report. Missing parent directories are created.
-pub fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
+pub(crate) fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
     let fail = |source| HtmlError::Unwritable {
         path: path.to_path_buf(),
         source,

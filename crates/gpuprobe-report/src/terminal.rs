@@ -27,9 +27,9 @@ pub struct TerminalOptions {
     /// Width the findings are wrapped to (`None`: each line whole; see
     /// [`crate::console::Console::text_width`]).
     pub text_width: Option<u16>,
-    /// Append the measured dtype-conversion matrix ([`crate::matrix`]).
+    /// Append the measured dtype-conversion matrix (the `matrix` module).
     pub matrix: bool,
-    /// Append where the run's time went ([`crate::timings`]), when the report has it.
+    /// Append where the run's time went (the `timings` module), when the report has it.
     pub timings: bool,
     /// `--quiet`: only the verdict line, with the counts (and SIMULATED, when it is).
     pub quiet: bool,

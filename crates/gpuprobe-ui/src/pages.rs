@@ -1,7 +1,7 @@
 //! The page templates and the static files: minijinja with HTML autoescaping on every
 //! template, as the HTML report renders, so each value from a run or a log is escaped by
 //! the engine and never by hand. The stylesheet is the report's own
-//! ([`gpuprobe_report::html::STYLESHEET`]) with the page's few rules after it.
+//! ([`gpuprobe_report::HTML_STYLESHEET`]) with the page's few rules after it.
 
 use minijinja::{AutoEscape, Environment};
 use serde::Serialize;
@@ -23,9 +23,7 @@ const TEMPLATES: [(&str, &str); 10] = [
 /// A file served as it is: its content type and bytes.
 pub(crate) fn asset(path: &str) -> Option<(&'static str, &'static str)> {
     match path {
-        "/static/report.css" => {
-            Some(("text/css; charset=utf-8", gpuprobe_report::html::STYLESHEET))
-        }
+        "/static/report.css" => Some(("text/css; charset=utf-8", gpuprobe_report::HTML_STYLESHEET)),
         "/static/ui.css" => Some(("text/css; charset=utf-8", include_str!("../static/ui.css"))),
         "/static/ui.js" => Some((
             "text/javascript; charset=utf-8",
@@ -153,7 +151,7 @@ mod tests {
         assert!(!html.contains("http"), "no absolute URL: {html}");
         assert!(asset("/static/../Cargo.toml").is_none());
         assert!(
-            !gpuprobe_report::html::STYLESHEET.contains("url("),
+            !gpuprobe_report::HTML_STYLESHEET.contains("url("),
             "the stylesheet loads nothing"
         );
     }

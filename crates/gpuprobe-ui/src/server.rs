@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gpuprobe_model::verdict::ProbeResult;
-use gpuprobe_report::html;
+use gpuprobe_report::{HtmlLinks, issue_texts, render_html_linked};
 use gpuprobe_runner::{Run, RunFiles};
 use serde::Serialize;
 use serde_json::json;
@@ -261,12 +261,12 @@ fn run_page(state: &State, name: &str) -> Reply {
         return match gpuprobe_runner::read_finished(&finished) {
             Ok(finished) => {
                 let fix = finished.fix.as_ref();
-                let issues = html::issue_texts(&finished.report, fix);
-                let linked = html::Linked {
+                let issues = issue_texts(&finished.report, fix);
+                let linked = HtmlLinks {
                     stylesheet: "/static/report.css".into(),
                     home: "/".into(),
                 };
-                match html::render_linked(&finished.report, fix, &issues, linked) {
+                match render_html_linked(&finished.report, fix, &issues, linked) {
                     Ok(page) => Reply::Page(200, page),
                     Err(e) => message(state, 500, name, &format!("{e}")),
                 }

@@ -5,9 +5,9 @@
 //! facts both name, the run's times, and the atomic write of an export to a file. Beside
 //! them, [`health`] makes a health check's one line and exit code of a report.
 
-pub mod health;
-pub mod junit;
-pub mod prometheus;
+pub(crate) mod health;
+pub(crate) mod junit;
+pub(crate) mod prometheus;
 
 use std::path::{Path, PathBuf};
 

@@ -22,7 +22,7 @@ use gpuprobe_model::verdict::{ProbeResult, Verdict};
 use super::{Stack, unix_seconds};
 
 /// The most failing-probe series, and the most finding series, one exposition holds.
-pub const MAX_LABELLED_SERIES: usize = 50;
+pub(crate) const MAX_LABELLED_SERIES: usize = 50;
 
 /// The longest label value, in characters; longer ones are cut and end in `…`.
 const MAX_LABEL_CHARS: usize = 200;
@@ -39,7 +39,7 @@ const VERDICTS: [&str; 7] = [
 ];
 
 /// The label value of a verdict.
-pub fn verdict_label(verdict: &Verdict) -> &'static str {
+pub(crate) fn verdict_label(verdict: &Verdict) -> &'static str {
     match verdict {
         Verdict::Pass => "pass",
         Verdict::Fail { .. } => "fail",
@@ -353,7 +353,7 @@ impl Exposition {
 
 /// A label value as the exposition format writes it: backslash, double quote and newline
 /// escaped; other control characters replaced by U+FFFD; cut to [`MAX_LABEL_CHARS`].
-pub fn label_value(text: &str) -> String {
+pub(crate) fn label_value(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, c) in text.chars().enumerate() {
         if i == MAX_LABEL_CHARS {

@@ -615,7 +615,7 @@ pub fn render_repro(made: &Repro) -> String {
     })
 }
 
-/// What `gpuprobe repro` prints, one line each ([`terminal_lines`]).
+/// What `gpuprobe repro` prints, one line each (`terminal_lines`).
 pub fn terminal_text(made: &Repro, issue: &std::path::Path) -> String {
     let mut text = terminal_lines(made, issue).join("\n");
     text.push('\n');

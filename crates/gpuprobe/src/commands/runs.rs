@@ -145,7 +145,7 @@ pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
         },
     };
     for line in gpuprobe_report::retention_lines(&account) {
-        gpuprobe_report::console::note(&format!("gpuprobe: {line}"));
+        gpuprobe_report::console_note(&format!("gpuprobe: {line}"));
     }
 }
 
