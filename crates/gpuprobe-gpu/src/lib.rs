@@ -10,7 +10,7 @@
 //!
 //! Entry points for the binary:
 //! - [`native_catalog`] — the probe specs (backend `native`, layer `runtime`);
-//! - [`run_worker`] — runs a [`gpuprobe_model::protocol::WorkerPlan`] and emits protocol
+//! - [`run_worker`] — runs a [`gpuprobe_model::WorkerPlan`] and emits protocol
 //!   events; [`open_event_fd`] and [`write_event`] put them on descriptor 3;
 //! - [`memtest_report_from`] / [`render_memtest`] — read back and print the memtest report.
 #![allow(unsafe_code)]

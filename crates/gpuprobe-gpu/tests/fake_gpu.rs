@@ -13,8 +13,8 @@ use gpuprobe_gpu::cuda::CudaDriver;
 use gpuprobe_gpu::hip::HipRuntime;
 use gpuprobe_gpu::hiprtc::Hiprtc;
 use gpuprobe_gpu::{LibraryKind, LoadError, SearchConfig, memtest_report_from, run_worker};
-use gpuprobe_model::protocol::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use gpuprobe_model::{DeviceRef, Measurement, Observation, ProbeId};
+use gpuprobe_model::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use serde_json::json;
 
 /// Compiles the stub (once per variant) into the test target directory.

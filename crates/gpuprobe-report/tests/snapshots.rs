@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use gpuprobe_model::Fingerprint;
 use gpuprobe_model::Report;
-use gpuprobe_model::fingerprint::Fingerprint;
 use gpuprobe_report::{ColorWhen, Console};
 use insta::assert_snapshot;
 

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use gpuprobe_model::Fingerprint;
 use gpuprobe_model::Report;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::probe::Tier;
+use gpuprobe_model::Tier;
 use gpuprobe_runner::{Run, RunFileError, RunInfo, RunState, parse_run_dir_name};
 use serde::Serialize;
 

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use gpuprobe_model::ProbeResult;
 use gpuprobe_model::Report;
-use gpuprobe_model::verdict::ProbeResult;
 use serde::Serialize;
 
 /// One (probe, device) whose verdict the comparison names.
@@ -75,7 +75,7 @@ fn key(r: &ProbeResult) -> (String, String) {
 }
 
 fn detail(r: &ProbeResult) -> String {
-    use gpuprobe_model::verdict::Verdict;
+    use gpuprobe_model::Verdict;
     match &r.verdict {
         Verdict::Fail { detail, .. } => detail.clone(),
         other => {
@@ -243,8 +243,8 @@ mod tests {
             "crashed": 0, "hung": 0, "errors": 0, "skipped": 0, "not_tested": 0},
             "exit_status": "all_passed", "exit_code": 0,
         });
-        let mut fp = serde_json::to_value(gpuprobe_model::fingerprint::Fingerprint::default())
-            .expect("a fingerprint");
+        let mut fp =
+            serde_json::to_value(gpuprobe_model::Fingerprint::default()).expect("a fingerprint");
         merge(&mut fp, fingerprint);
         value["fingerprint"] = fp;
         serde_json::from_value(value).expect("a report")

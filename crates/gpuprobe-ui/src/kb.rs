@@ -9,8 +9,8 @@ use std::path::Path;
 
 use gpuprobe_kb::KnowledgeBase;
 use gpuprobe_kb::matcher::MatchStatus;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::ProbeResult;
 use serde::Serialize;
 
 /// One entry of the list.

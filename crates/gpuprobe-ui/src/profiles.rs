@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use gpuprobe_doctor::profile_file::{self, ExportFormat};
-use gpuprobe_model::profile::{FixAccount, Profile};
+use gpuprobe_model::{FixAccount, Profile};
 use gpuprobe_runner::{PROFILE_FILE, RunFiles};
 use serde::Serialize;
 

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::ProbeResult;
 use gpuprobe_report::{HtmlLinks, issue_texts, render_html_linked};
 use gpuprobe_runner::{Run, RunFiles};
 use serde::Serialize;
@@ -1046,7 +1046,7 @@ mod tests {
 
     #[test]
     fn the_kb_page_matches_a_chosen_run_s_recorded_stack_and_says_why() {
-        use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+        use gpuprobe_model::{GpuInfo, Vendor};
         let root = tempfile::tempdir().unwrap();
         let name = "check-2026-11-22T10-04-05-1";
         let run = root.path().join(name);
@@ -1059,9 +1059,9 @@ mod tests {
         let mut report: gpuprobe_model::Report = serde_json::from_value(json!({
             "schema_version": 1, "tool_version": "0.1.0", "command": "check",
             "started_at": "2026-11-22T10:04:05Z", "wall_s": 1.0, "tier": "quick",
-            "fingerprint": gpuprobe_model::fingerprint::Fingerprint::default(),
+            "fingerprint": gpuprobe_model::Fingerprint::default(),
             "results": [], "findings": [],
-            "summary": gpuprobe_model::report::Summary::of(&[]),
+            "summary": gpuprobe_model::Summary::of(&[]),
             "exit_status": "all_passed", "exit_code": 0
         }))
         .unwrap();

@@ -1,7 +1,7 @@
 //! Where every command's output goes: stdout and stderr as `gpuprobe_report::Console`
 //! decides them (colour or not, table width, `--quiet`), behind the terminal guard.
 //!
-//! Renderers escape the external text they quote (`gpuprobe_model::text::visible`); this
+//! Renderers escape the external text they quote (`gpuprobe_model::visible`); this
 //! is the second line ([`gpuprobe_report::guard`]): control characters other than
 //! gpuprobe's own colours are shown, never obeyed. JSON is unaffected: serde escapes
 //! control characters, so a JSON document holds none.

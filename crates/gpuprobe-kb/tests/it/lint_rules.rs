@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use gpuprobe_kb::lint::{lint, rules};
-use gpuprobe_model::fingerprint::{DriverSource, FirmwareVersion, TorchDevice};
 use gpuprobe_model::{Confidence, Finding, FindingLayer, Fingerprint, Severity};
+use gpuprobe_model::{DriverSource, FirmwareVersion, TorchDevice};
 
 use crate::fixtures::{amd_gpu, amd_host, env, h100_host, strix_halo_mes_0x83};
 

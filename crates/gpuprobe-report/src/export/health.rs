@@ -13,9 +13,9 @@
 
 use std::collections::BTreeSet;
 
-use gpuprobe_model::finding::Severity;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::verdict::Verdict;
+use gpuprobe_model::DeviceRef;
+use gpuprobe_model::Severity;
+use gpuprobe_model::Verdict;
 use gpuprobe_model::{ExitStatus, Report};
 
 /// The longest line for Slurm, in bytes: the reason an operator hands to `scontrol update
@@ -293,11 +293,11 @@ fn finish(state: HealthState, simulated: bool, reason: &str, format: HealthForma
 
 #[cfg(test)]
 mod tests {
-    use gpuprobe_model::finding::{Confidence, Finding, FindingLayer};
-    use gpuprobe_model::probe::{Layer, ProbeId};
-    use gpuprobe_model::protocol::SimulationSpec;
-    use gpuprobe_model::report::Summary;
-    use gpuprobe_model::verdict::{FailClass, ProbeResult};
+    use gpuprobe_model::SimulationSpec;
+    use gpuprobe_model::Summary;
+    use gpuprobe_model::{Confidence, Finding, FindingLayer};
+    use gpuprobe_model::{FailClass, ProbeResult};
+    use gpuprobe_model::{Layer, ProbeId};
 
     use super::*;
 
@@ -332,7 +332,7 @@ mod tests {
     }
 
     fn report(results: Vec<ProbeResult>, findings: Vec<Finding>) -> Report {
-        let mut fp = gpuprobe_model::fingerprint::Fingerprint::default();
+        let mut fp = gpuprobe_model::Fingerprint::default();
         fp.host.hostname = Some("node-secret-7".into());
         let mut report = crate::test_support::report(fp, results, findings);
         report.run_dir = Some("/home/alice/.local/state/gpuprobe/check-1".into());

@@ -14,9 +14,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use gpuprobe_model::DeviceRef;
 use gpuprobe_model::Report;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{ProbeResult, Verdict};
 
 use super::Stack;
 

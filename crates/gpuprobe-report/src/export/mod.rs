@@ -15,7 +15,7 @@ use gpuprobe_model::{ExitStatus, Report};
 
 /// Why an export could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write the {what} to {}", gpuprobe_model::text::visible_line(&.path.display().to_string()))]
+#[error("cannot write the {what} to {}", gpuprobe_model::visible_line(&.path.display().to_string()))]
 pub struct ExportError {
     /// Which export ("Prometheus metrics", "JUnit XML").
     pub what: &'static str,
@@ -91,7 +91,7 @@ impl Stack {
         let nvidia = fp.nvidia.as_ref().and_then(|nv| nv.version.clone());
         let amd = fp.amdgpu.as_ref().filter(|amd| amd.loaded).map(|amd| {
             match (amd.source, &amd.version) {
-                (gpuprobe_model::fingerprint::DriverSource::Inbox, _) => "inbox".to_string(),
+                (gpuprobe_model::DriverSource::Inbox, _) => "inbox".to_string(),
                 (_, Some(version)) => version.clone(),
                 (_, None) => UNKNOWN.to_string(),
             }

@@ -14,10 +14,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use gpuprobe_model::DeviceRef;
 use gpuprobe_model::Report;
-use gpuprobe_model::finding::Severity;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::Severity;
+use gpuprobe_model::{ProbeResult, Verdict};
 
 use super::{Stack, unix_seconds};
 
@@ -241,8 +241,8 @@ fn failing_probes(out: &mut Exposition, results: &[ProbeResult]) {
     );
 }
 
-fn fail_class_label(class: gpuprobe_model::verdict::FailClass) -> &'static str {
-    use gpuprobe_model::verdict::FailClass;
+fn fail_class_label(class: gpuprobe_model::FailClass) -> &'static str {
+    use gpuprobe_model::FailClass;
     match class {
         FailClass::AllZeros => "all_zeros",
         FailClass::PartialZeros => "partial_zeros",
@@ -273,7 +273,7 @@ fn findings(out: &mut Exposition, report: &Report) {
         );
     }
     // One series per id: a finding repeated under one id (another device) counts once.
-    let mut by_id: BTreeMap<(Severity, &str), &gpuprobe_model::finding::Finding> = BTreeMap::new();
+    let mut by_id: BTreeMap<(Severity, &str), &gpuprobe_model::Finding> = BTreeMap::new();
     for finding in &report.findings {
         by_id
             .entry((finding.severity, &finding.id))

@@ -21,8 +21,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use gpuprobe_model::probe::Tier;
-use gpuprobe_model::report::Summary;
+use gpuprobe_model::Summary;
+use gpuprobe_model::Tier;
 use gpuprobe_model::{ExitStatus, Report};
 use serde::Serialize;
 

@@ -11,7 +11,7 @@ use gpuprobe_doctor::fix::run::{self as fix, FixHost};
 use gpuprobe_doctor::session as doctor;
 use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::visible_line;
 
 use crate::cli::FixArgs;
 use crate::errors::{Internal, Result};

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use gpuprobe_model::{ExitStatus, Report, profile::FixAccount};
+use gpuprobe_model::{ExitStatus, FixAccount, Report};
 use gpuprobe_report::{
     check_export_writable, check_html_writable, console_note, current_console, issue_texts,
     render_junit, render_prometheus, report_text, write_html_report,

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::text::visible;
+use gpuprobe_model::visible;
 use gpuprobe_report::{ListedRun, RetentionAccount};
 use gpuprobe_runner::{
     DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan_runs,
