@@ -1,12 +1,13 @@
 //! GPU identity tables: ISA strings split into name and target features, APU status from
-//! the gfx table of [`gpuprobe_model::isa`], small PCI-id tables for AMD and NVIDIA parts,
-//! the libdrm `amdgpu.ids` marketing-name file, and NVIDIA compute capability by name.
+//! the model's gfx table ([`gpuprobe_model::gfx_facts`]), small PCI-id tables for AMD and
+//! NVIDIA parts, the libdrm `amdgpu.ids` marketing-name file, and NVIDIA compute
+//! capability by name.
 //!
 //! Sources: the gfx table follows the ROCm documentation's compatibility lists and release
 //! history, the chip ids real tool output (`fixtures/`); NVIDIA compute capabilities follow
 //! NVIDIA's "CUDA GPUs" list.
 
-use gpuprobe_model::isa::{Integration, gfx_facts};
+use gpuprobe_model::{Integration, gfx_facts};
 
 /// Splits an ISA string into its name and target features:
 /// `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-` → (`gfx90a`, [`sramecc+`, `xnack-`]).

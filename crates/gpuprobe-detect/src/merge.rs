@@ -10,7 +10,7 @@ use gpuprobe_model::Fingerprint;
 use gpuprobe_model::env_vars;
 use std::collections::BTreeMap;
 
-use gpuprobe_model::fingerprint::{
+use gpuprobe_model::{
     AmdgpuDriver, CudaInfo, DriverSource, FirmwareVersion, GpuInfo, NvidiaDriver, PythonEnv,
     RocmInfo, TorchDevice, Unreadable, Vendor,
 };

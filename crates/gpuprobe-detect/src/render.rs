@@ -6,11 +6,11 @@
 use std::fmt::Write as _;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{
+use gpuprobe_model::visible_line;
+use gpuprobe_model::{
     ComponentVersion, CondaEnv, CpuDetails, DriverSource, GpuInfo, KernelEvent, LibraryInfo,
     TorchInfo, Vendor,
 };
-use gpuprobe_model::text::visible_line;
 
 const KEY_WIDTH: usize = 16;
 
@@ -215,7 +215,7 @@ pub fn render_text(fp: &Fingerprint) -> String {
     trailing_sections(&mut out, fp);
     // Every value here was read from tools, files and pastes: the last guard before a
     // terminal.
-    gpuprobe_model::text::terminal_safe(&out.text).into_owned()
+    gpuprobe_model::terminal_safe(&out.text).into_owned()
 }
 
 /// How to say that something is absent. Absence means "not there" on a live machine, but

@@ -11,11 +11,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use gpuprobe_model::finding::{Confidence, Evidence, Finding, FindingLayer, Severity};
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::observation::Measurement;
-use gpuprobe_model::probe::{DeviceRef, Layer, ProbeSpec};
-use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::Measurement;
+use gpuprobe_model::{Confidence, Evidence, Finding, FindingLayer, Severity};
+use gpuprobe_model::{DeviceRef, Layer, ProbeSpec};
+use gpuprobe_model::{FailClass, ProbeResult, Verdict};
 
 /// Pairs of id segments whose swap gives a probe that differs in one condition.
 const SIBLING_SWAPS: &[(&str, &str)] = &[
@@ -656,7 +656,7 @@ pub fn assemble(diagnosis: Vec<Finding>, kb: Vec<Finding>, lint: Vec<Finding>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::ProbeId;
+    use gpuprobe_model::ProbeId;
 
     fn result(id: &str, layer: Layer, verdict: Verdict) -> ProbeResult {
         ProbeResult::new(ProbeId::new(id), DeviceRef::Gpu(0), layer, verdict)
@@ -1010,7 +1010,7 @@ ZeroDivisionError: division by zero"#;
 
     #[test]
     fn a_first_run_that_tested_nothing_says_which_option_to_pass() {
-        use gpuprobe_model::fingerprint::{PythonEnv, TorchInfo};
+        use gpuprobe_model::{PythonEnv, TorchInfo};
         let not_tested = |device: DeviceRef| {
             vec![ProbeResult::new(
                 ProbeId::new("copy.x"),
@@ -1070,7 +1070,7 @@ ZeroDivisionError: division by zero"#;
 
     #[test]
     fn a_decomposition_that_swallowed_a_nan_is_an_info_finding_and_a_clean_run_has_none() {
-        use gpuprobe_model::observation::{Observation, SweepStats};
+        use gpuprobe_model::{Observation, SweepStats};
 
         let mut swallowing = result("sweep.linalg.svd.fp32", Layer::Framework, Verdict::Pass);
         swallowing.observation = Some(Observation {

@@ -12,12 +12,10 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Instant;
 
-use gpuprobe_model::probe::{Backend, DeviceRef, Placement, ProbeId, ProbeSpec, Tier};
-use gpuprobe_model::protocol::{
-    PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan,
-};
-use gpuprobe_model::report::LaneTiming;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::LaneTiming;
+use gpuprobe_model::{Backend, DeviceRef, Placement, ProbeId, ProbeSpec, Tier};
+use gpuprobe_model::{PROTOCOL_VERSION, SimulationSpec, WorkerEvent, WorkerMode, WorkerPlan};
+use gpuprobe_model::{ProbeResult, Verdict};
 use gpuprobe_runner::{
     KernelLogSource, PythonChoice, RawOutcome, RawResult, RunDir, RunnerError, SupervisorConfig,
     SupervisorEvent, Task, WorkerCommand, Zygote, supervise,
@@ -26,7 +24,7 @@ use gpuprobe_runner::{
 use crate::judge::judge;
 use crate::schedule::{Launch, Scheduler};
 
-pub use gpuprobe_model::plan::{RunPlan, Settings};
+pub use gpuprobe_model::{RunPlan, Settings};
 
 /// How to start workers.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@
 //!   group search (delta debugging from "all compatible candidates on") for failures no
 //!   single setting cures, the smallest covering set, one verification run, and the cost
 //!   of the chosen settings measured with and without them.
-//! - [`account`]: the search result as a [`FixAccount`](gpuprobe_model::profile::FixAccount)
+//! - [`account`]: the search result as a [`FixAccount`](gpuprobe_model::FixAccount)
 //!   and a [`Profile`](gpuprobe_model::Profile).
 //! - [`journal`]: every finished trial recorded as it ends, so an interrupted search can be
 //!   resumed without running its finished trials again.
@@ -34,7 +34,7 @@ pub mod sentinels;
 pub mod start;
 pub mod trials;
 
-use gpuprobe_model::profile::SettingChange;
+use gpuprobe_model::SettingChange;
 
 use crate::engine::Settings;
 

@@ -14,11 +14,11 @@
 //!   the false-alarm budget split evenly between the tests (Bonferroni);
 //! - invariant: any violation fails.
 
-use gpuprobe_model::observation::{
+use gpuprobe_model::{
     CompareStats, Distribution, InvariantCheck, Measurement, Observation, SampleStats, SweepStats,
 };
-use gpuprobe_model::probe::{ProbeSpec, Rule};
-use gpuprobe_model::verdict::{FailClass, Verdict};
+use gpuprobe_model::{FailClass, Verdict};
+use gpuprobe_model::{ProbeSpec, Rule};
 
 /// Judges one observation against its probe's rule.
 pub fn judge(spec: &ProbeSpec, observation: &Observation) -> Verdict {
@@ -539,8 +539,8 @@ fn uniform_bounds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::observation::MismatchExample;
-    use gpuprobe_model::probe::{DeviceRef, ProbeId};
+    use gpuprobe_model::MismatchExample;
+    use gpuprobe_model::{DeviceRef, ProbeId};
 
     fn spec(rule: Rule) -> ProbeSpec {
         ProbeSpec {
@@ -795,7 +795,7 @@ mod tests {
 
     #[test]
     fn sweep_wrong_values_fail_errors_error_and_refusals_swallowed_nan_and_notes_pass() {
-        use gpuprobe_model::observation::{SweepError, SweepFailure};
+        use gpuprobe_model::{SweepError, SweepFailure};
         let rule = spec(Rule::Sweep);
         let mut stats = SweepStats {
             op: "cumsum".into(),

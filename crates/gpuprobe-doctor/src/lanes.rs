@@ -38,7 +38,7 @@
 //! probes took 48 probe-seconds against 14 warm, and their lane set the run's wall time.
 //! Estimates only place probes; every planned probe runs whatever its estimate.
 
-use gpuprobe_model::probe::{DeviceRef, Placement, ProbeSpec, longest_prefix_value};
+use gpuprobe_model::{DeviceRef, Placement, ProbeSpec, longest_prefix_value};
 use gpuprobe_runner::Task;
 
 use crate::engine::Lane;
@@ -492,8 +492,8 @@ fn weight(indices: &[usize], seconds: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::Backend;
-    use gpuprobe_model::probe::ProbeSpec;
+    use gpuprobe_model::Backend;
+    use gpuprobe_model::ProbeSpec;
 
     /// What the catalogue publishes (`typical_s`) for the ids these tests use: examples
     /// from the families' `TYPICAL_SECONDS` (`python/gpuprobe/worker/probes/*/specs.py`)

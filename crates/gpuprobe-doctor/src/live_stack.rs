@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gpuprobe_detect::{CollectOptions, Root};
-use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv};
+use gpuprobe_model::{Fingerprint, PythonEnv};
 
 /// A scratch directory removed when dropped (for the extracted probe package).
 struct Scratch(PathBuf);

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use gpuprobe_model::plan::RunPlan;
-use gpuprobe_model::probe::{DeviceRef, ProbeSpec};
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::ProbeResult;
+use gpuprobe_model::RunPlan;
+use gpuprobe_model::{DeviceRef, ProbeSpec};
 use gpuprobe_runner::{KernelLogSource, RunDir, RunnerError, SupervisorConfig, Task};
 
 use crate::engine::{self, EngineConfig, Settings};

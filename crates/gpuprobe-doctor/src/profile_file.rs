@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use gpuprobe_kb::Catalogue;
-use gpuprobe_model::profile::{PROFILE_VERSION, Profile, is_probe_side_switch, is_switch_name};
 use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_model::{PROFILE_VERSION, Profile, is_probe_side_switch, is_switch_name};
 
 /// Variables that change which code a process loads or where it finds it.
 const CODE_LOADING: &[&str] = &[
@@ -391,7 +391,7 @@ pub fn export(profile: &Profile, format: ExportFormat) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::profile::{ProfileSetting, StackKey};
+    use gpuprobe_model::{ProfileSetting, StackKey};
 
     fn sample() -> Profile {
         let mut profile = Profile {

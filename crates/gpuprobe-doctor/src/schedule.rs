@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use gpuprobe_model::probe::{Backend, DeviceRef, Placement};
+use gpuprobe_model::{Backend, DeviceRef, Placement};
 use gpuprobe_runner::StartGate;
 
 use crate::engine::Lane;
@@ -212,7 +212,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::ProbeSpec;
+    use gpuprobe_model::ProbeSpec;
     use gpuprobe_runner::Task;
 
     fn lane(backend: Backend, device: u32, placement: Placement) -> Lane {

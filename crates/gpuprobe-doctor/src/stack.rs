@@ -11,8 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuprobe_detect::{CollectOptions, Root};
-use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
-use gpuprobe_model::profile::StackKey;
+use gpuprobe_model::StackKey;
+use gpuprobe_model::{Fingerprint, Vendor};
 
 /// Reads torch's `version.py` (found with `importlib.util.find_spec`, which does not import
 /// torch) and prints `version`, `cuda` and `hip` on three lines.
@@ -140,7 +140,7 @@ pub fn live_key(python_path: Option<&Path>, env: &BTreeMap<String, String>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::fingerprint::{CudaInfo, GpuInfo, RocmInfo};
+    use gpuprobe_model::{CudaInfo, GpuInfo, RocmInfo};
 
     #[test]
     fn key_prefers_the_native_isa_and_names_each_fact() {

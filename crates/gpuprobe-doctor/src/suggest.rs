@@ -1,14 +1,14 @@
 //! The options that chose a run's stack, read from its plan, and carried into every command
-//! its findings suggest ([`gpuprobe_model::command_line`] writes them), so that a suggested
+//! its findings suggest ([`gpuprobe_model::StackOptions`] writes them), so that a suggested
 //! command copied as printed tests the same interpreter, devices, tier and simulation.
 
 use std::path::Path;
 
 use gpuprobe_model::Finding;
-use gpuprobe_model::command_line::StackOptions;
-use gpuprobe_model::probe::Tier;
+use gpuprobe_model::StackOptions;
+use gpuprobe_model::Tier;
 
-use gpuprobe_model::plan::RunPlan;
+use gpuprobe_model::RunPlan;
 
 /// How the plan records an interpreter named with `--python`. One found otherwise
 /// (`GPUPROBE_PYTHON`, `VIRTUAL_ENV`, `CONDA_PREFIX`, `PATH`) is found again by a command
@@ -78,8 +78,8 @@ pub fn carry_into(findings: &mut [Finding], options: &StackOptions) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::DeviceRef;
-    use gpuprobe_model::protocol::SimulationSpec;
+    use gpuprobe_model::DeviceRef;
+    use gpuprobe_model::SimulationSpec;
 
     fn plan() -> RunPlan {
         serde_json::from_value(serde_json::json!({

@@ -1,6 +1,6 @@
 //! Fixtures shared by this crate's unit tests.
 
-use gpuprobe_model::probe::{Backend, Layer, ProbeId, ProbeSpec, Rule, Tier};
+use gpuprobe_model::{Backend, Layer, ProbeId, ProbeSpec, Rule, Tier};
 
 /// A quick-tier, bit-exact Python framework probe with a 10 s timeout and nothing else set;
 /// tests change what they are about with struct update syntax.

@@ -4,7 +4,7 @@
 //! (`supervisor::telling_line`). Workers are separate processes running third-party
 //! libraries, so whatever they write must never take the supervisor down.
 
-use gpuprobe_model::protocol::WorkerEvent;
+use gpuprobe_model::WorkerEvent;
 use gpuprobe_runner::{WorkerMessage, read_messages, telling_line};
 
 /// How many lines of output the supervisor keeps as a worker's tail (`worker::TAIL_LINES`).

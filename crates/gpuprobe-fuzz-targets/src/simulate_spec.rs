@@ -2,7 +2,7 @@
 //! (`gpuprobe_runner::parse_faults`), and the simulation spec it becomes, which
 //! travels to the Python worker inside the plan's JSON.
 
-use gpuprobe_model::protocol::SimulationSpec;
+use gpuprobe_model::SimulationSpec;
 use gpuprobe_runner::parse_faults;
 
 /// Parses one fault file.

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_gpu::{memtest_report_from, render_memtest, run_worker, write_event};
-use gpuprobe_model::protocol::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use gpuprobe_model::{DeviceRef, ProbeId};
+use gpuprobe_model::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 
 fn parse_args() -> Result<WorkerPlan, Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -12,7 +12,7 @@
 //!
 //! Entry points for the binary:
 //! - [`native_catalog`] — the probe specs (backend `native`, layer `runtime`);
-//! - [`run_worker`] — runs a [`gpuprobe_model::protocol::WorkerPlan`] and emits protocol
+//! - [`run_worker`] — runs a [`gpuprobe_model::WorkerPlan`] and emits protocol
 //!   events; [`open_event_fd`] and [`write_event`] put them on descriptor 3;
 //!   [`parse_native_env_log`] reads the env mode's [`NativeEnv`] back from its `log` event;
 //! - [`memtest`] — `gpuprobe memtest`'s command surface ([`memtest::MemtestOutcome`], its

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use gpuprobe_model::observation::MismatchExample;
-use gpuprobe_model::probe::longest_prefix_value;
-use gpuprobe_model::protocol::Outcome;
+use gpuprobe_model::MismatchExample;
+use gpuprobe_model::Outcome;
+use gpuprobe_model::longest_prefix_value;
 use gpuprobe_model::{
     Backend, CompareStats, DeviceRef, Layer, Measurement, Observation, ProbeId, ProbeSpec, Rule,
     Tier,
@@ -86,9 +86,9 @@ fn spec(
         isolated,
         // The full memtest takes nearly all free memory: it must have the device alone.
         placement: if id == ids::MEMTEST_FULL {
-            gpuprobe_model::probe::Placement::Exclusive
+            gpuprobe_model::Placement::Exclusive
         } else {
-            gpuprobe_model::probe::Placement::Shared
+            gpuprobe_model::Placement::Shared
         },
         lane: None,
         typical_s: longest_prefix_value(TYPICAL_SECONDS, id),

@@ -12,10 +12,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use gpuprobe_model::protocol::{
-    EVENT_FD, Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan,
-};
 use gpuprobe_model::{DeviceRef, ProbeId};
+use gpuprobe_model::{EVENT_FD, Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use serde_json::Value;
 
 use crate::backend::DeviceRuntime;
@@ -223,7 +221,7 @@ fn run_plan(plan: &WorkerPlan, emit: &mut dyn FnMut(&WorkerEvent)) {
 fn start_line_arrived(mut input: impl std::io::BufRead) -> bool {
     let mut line = String::new();
     matches!(input.read_line(&mut line), Ok(n) if n > 0)
-        && line.trim_end() == gpuprobe_model::protocol::START_LINE
+        && line.trim_end() == gpuprobe_model::START_LINE
 }
 
 fn run_probes(

@@ -13,8 +13,8 @@ use gpuprobe_gpu::CudaDriver;
 use gpuprobe_gpu::HipRuntime;
 use gpuprobe_gpu::Hiprtc;
 use gpuprobe_gpu::{LibraryKind, LoadError, SearchConfig, memtest_report_from, run_worker};
-use gpuprobe_model::protocol::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use gpuprobe_model::{DeviceRef, Measurement, Observation, ProbeId};
+use gpuprobe_model::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use serde_json::json;
 
 /// Compiles the stub (once per variant) into the test target directory.

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_gpu::{memtest_report_from, run_worker};
-use gpuprobe_model::protocol::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use gpuprobe_model::{DeviceRef, Measurement, ProbeId};
+use gpuprobe_model::{Outcome, PROTOCOL_VERSION, WorkerEvent, WorkerMode, WorkerPlan};
 use serde_json::json;
 
 fn run(probes: &[&str], options: serde_json::Value) -> Vec<(String, Outcome)> {

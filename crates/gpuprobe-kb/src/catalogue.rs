@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use gpuprobe_model::FindingLayer;
-use gpuprobe_model::fingerprint::Vendor;
-use gpuprobe_model::profile::is_switch_name;
+use gpuprobe_model::Vendor;
+use gpuprobe_model::is_switch_name;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -42,7 +42,7 @@
 //! the GPU conditions); each keeps its order with a stable sort on [`ConditionKind`], and a
 //! new condition simply takes its declaration place.
 
-use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::Vendor;
 use gpuprobe_model::{FailClass, FindingLayer, Severity};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -840,7 +840,7 @@ impl WorkaroundEvidence {
     /// The words shown after a workaround whose sources do not show that it cures the
     /// issue, so that it is never presented as a cure; `None` for a documented one.
     pub fn qualifier(self) -> Option<&'static str> {
-        use gpuprobe_model::finding::qualifier;
+        use gpuprobe_model::qualifier;
         match self {
             WorkaroundEvidence::Documented => None,
             WorkaroundEvidence::Reported => Some(qualifier::REPORTED),

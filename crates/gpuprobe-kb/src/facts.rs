@@ -6,7 +6,7 @@
 //! "could not be checked", never into a guess.
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{GpuInfo, TorchInfo, Vendor};
+use gpuprobe_model::{GpuInfo, TorchInfo, Vendor};
 
 use crate::entry::OsName;
 use crate::isa::{self, GfxIsa};

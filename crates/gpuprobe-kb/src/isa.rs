@@ -1,10 +1,10 @@
 //! ISA questions the lint and the matcher ask (is it Instinct, a consumer generation, does a
 //! build target cover it). Names, `HSA_OVERRIDE_GFX_VERSION` values and the per-ISA facts
-//! (family, APU, Instinct, minimum ROCm) live in [`gpuprobe_model::isa`], re-exported here;
-//! an override makes libhsakmt report another ISA than the real one
+//! (family, APU, Instinct, minimum ROCm) live in the model ([`gpuprobe_model::gfx_facts`]),
+//! re-exported here; an override makes libhsakmt report another ISA than the real one
 //! (`kb/RKB-010-arch-override-wrong.toml`).
 
-pub(crate) use gpuprobe_model::isa::{GfxIsa, OverrideError, decode_override, gfx_facts};
+pub(crate) use gpuprobe_model::{GfxFacts, GfxIsa, OverrideError, decode_override, gfx_facts};
 
 /// Whether an ISA is an Instinct (data-centre) part.
 pub(crate) fn is_instinct(isa: &GfxIsa) -> bool {

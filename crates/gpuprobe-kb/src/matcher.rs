@@ -19,12 +19,12 @@
 //! GPU conditions (vendor, arch, APU, firmware, ...) must hold for one and the same GPU, and
 //! only results from the matching GPUs count as evidence.
 
-use gpuprobe_model::finding::WITHOUT_SIGNATURE;
-use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+use gpuprobe_model::WITHOUT_SIGNATURE;
 use gpuprobe_model::{
     Confidence, DeviceRef, Evidence, Finding, Fingerprint, ProbeId, ProbeResult, Remedy, Severity,
     Verdict,
 };
+use gpuprobe_model::{GpuInfo, Vendor};
 
 use crate::entry::{
     AllocConfCondition, ConditionKind, ConditionRef, Conditions, DriverCondition, DriverSourceName,
@@ -960,7 +960,7 @@ fn eval_amdgpu_driver(eval: &mut Eval, facts: &Facts<'_>, condition: &DriverCond
         Some(driver) => driver,
     };
     if let Some(source) = condition.source {
-        use gpuprobe_model::fingerprint::DriverSource;
+        use gpuprobe_model::DriverSource;
         let actual = match driver.source {
             DriverSource::Inbox => Some(DriverSourceName::Inbox),
             DriverSource::Dkms => Some(DriverSourceName::Dkms),

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use gpuprobe_model::finding::WITHOUT_SIGNATURE;
-use gpuprobe_model::text::terminal_safe;
+use gpuprobe_model::WITHOUT_SIGNATURE;
+use gpuprobe_model::terminal_safe;
 
 use crate::entry::{ConditionKind, ConditionRef, Conditions, KbEntry, ProbeOutcome};
 use crate::kb::KnowledgeBase;
@@ -41,8 +41,8 @@ pub fn render_list_within(kb: &KnowledgeBase, width: Option<usize>) -> String {
         let indent = columns.chars().count();
         let room = width.map_or(usize::MAX, |w| w.saturating_sub(indent).max(MIN_TITLE));
         // Made visible before it is measured: an escaped control character is wider.
-        let title = gpuprobe_model::text::visible_line(&entry.title);
-        let title = gpuprobe_model::text::wrap_words(&title, room, room);
+        let title = gpuprobe_model::visible_line(&entry.title);
+        let title = gpuprobe_model::wrap_words(&title, room, room);
         let _ = writeln!(out, "{columns}{}", title.first().map_or("", String::as_str));
         for more in title.iter().skip(1) {
             let _ = writeln!(out, "{:indent$}{more}", "");

@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::Range;
 
 use gpuprobe_model::Severity;
-use gpuprobe_model::profile::is_switch_name;
+use gpuprobe_model::is_switch_name;
 use toml::de::{DeTable, DeValue};
 
 use crate::catalogue;

@@ -174,7 +174,7 @@ impl fmt::Display for GfxFacts {
 use Integration::{Depends, Discrete, Integrated};
 
 /// The ISA table, read through [`gfx_facts`].
-pub const GFX_TABLE: &[GfxFacts] = &[
+pub(crate) const GFX_TABLE: &[GfxFacts] = &[
     GfxFacts {
         isa: "gfx900",
         family: "GCN5",

@@ -200,7 +200,7 @@ pub fn longest_prefix_value(table: &[(&str, f64)], id: &str) -> Option<f64> {
 }
 
 /// Default false-alarm budget of a statistical probe (issue: below 1e-9).
-pub fn default_alpha() -> f64 {
+pub(crate) fn default_alpha() -> f64 {
     1e-10
 }
 

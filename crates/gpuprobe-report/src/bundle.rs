@@ -18,9 +18,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use gpuprobe_model::text::{visible, visible_line};
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::ProbeResult;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Fingerprint, Report};
+use gpuprobe_model::{visible, visible_line};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -993,8 +993,8 @@ fn write_tar(file: &mut File, root: &str, files: &[(String, Vec<u8>)]) -> std::i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-    use gpuprobe_model::verdict::Verdict;
+    use gpuprobe_model::Verdict;
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
 
     fn report() -> Report {
         let mut fingerprint: Fingerprint = serde_json::from_value(serde_json::json!({

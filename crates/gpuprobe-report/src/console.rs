@@ -23,7 +23,7 @@ use crate::terminal::TerminalOptions;
 /// `--color`: when to colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ColorWhen {
-    /// Colour a terminal, unless the environment says otherwise ([`wants_color`]).
+    /// Colour a terminal, unless the environment says otherwise (`wants_color`).
     #[default]
     Auto,
     /// Colour, wherever the output goes and whatever `NO_COLOR` says.
@@ -52,7 +52,11 @@ impl ColorWhen {
 /// one does not: <https://no-color.org>); a non-empty `CLICOLOR_FORCE` turns it on, even
 /// off a terminal; `CLICOLOR=0` turns it off; a terminal is coloured when `TERM` names one
 /// that is not `dumb`, or `CLICOLOR` or `CI` is set.
-pub fn wants_color(when: ColorWhen, is_terminal: bool, env: &BTreeMap<String, String>) -> bool {
+pub(crate) fn wants_color(
+    when: ColorWhen,
+    is_terminal: bool,
+    env: &BTreeMap<String, String>,
+) -> bool {
     let set = |name: &str| env.get(name).map(String::as_str);
     let non_empty = |name: &str| set(name).is_some_and(|v| !v.is_empty());
     match when {
@@ -70,12 +74,12 @@ pub fn wants_color(when: ColorWhen, is_terminal: bool, env: &BTreeMap<String, St
 }
 
 /// Columns assumed when neither the terminal nor `COLUMNS` tells.
-pub const DEFAULT_WIDTH: u16 = 100;
+pub(crate) const DEFAULT_WIDTH: u16 = 100;
 
 /// The width tables are fitted to: the terminal's (`terminal`, where one reports more than
 /// 0 columns: 0 means it does not know), else `COLUMNS` when it is a positive integer, else
 /// [`DEFAULT_WIDTH`].
-pub fn width(terminal: Option<u16>, env: &BTreeMap<String, String>) -> u16 {
+pub(crate) fn width(terminal: Option<u16>, env: &BTreeMap<String, String>) -> u16 {
     terminal
         .filter(|&columns| columns > 0)
         .or_else(|| columns(env))
@@ -177,7 +181,7 @@ static CURRENT: OnceLock<Console> = OnceLock::new();
 
 /// Fixes this process's settings (the first call wins; the binary makes it once, after
 /// parsing its arguments).
-pub fn configure(console: Console) -> Console {
+pub(crate) fn configure(console: Console) -> Console {
     *CURRENT.get_or_init(|| console)
 }
 
@@ -194,7 +198,7 @@ fn process_env() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// This process's settings: those [`configure`]d, or those of `--color auto` without
+/// This process's settings: those `configure`d, or those of `--color auto` without
 /// `--quiet`.
 pub fn current() -> Console {
     *CURRENT.get_or_init(|| Console::detect(ColorWhen::Auto, false, &process_env()))

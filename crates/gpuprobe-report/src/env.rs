@@ -1,9 +1,9 @@
 //! The terminal view of `gpuprobe env`: the fingerprint (`gpuprobe_detect::render_text`),
 //! its section headings in bold, then what the config lint finds in it.
 
-use gpuprobe_model::finding::Finding;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::text::terminal_safe;
+use gpuprobe_model::Finding;
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::terminal_safe;
 
 use crate::style::Style;
 

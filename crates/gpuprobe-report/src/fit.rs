@@ -4,7 +4,7 @@
 //! so a wrapped finding or note still reads as one item. Without a width (a renderer asked
 //! for no fitting), every line stays whole.
 
-use gpuprobe_model::text::{display_width, wrap_words};
+use gpuprobe_model::{display_width, wrap_words};
 
 /// The fewest columns of text a wrapped line keeps beside its lead. On a terminal narrower
 /// than its lead plus this, lines run past the edge rather than shrink to a word each.

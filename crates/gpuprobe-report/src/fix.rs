@@ -12,10 +12,10 @@ use std::fmt::Write as _;
 
 use comfy_table::presets::NOTHING;
 use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width};
-use gpuprobe_model::command_line::{StackOptions, shell_word};
-use gpuprobe_model::finding::Cost;
-use gpuprobe_model::profile::{CandidateTrial, FixAccount, FixOutcome, TargetStatus};
-use gpuprobe_model::text::{display_width, terminal_safe};
+use gpuprobe_model::Cost;
+use gpuprobe_model::{CandidateTrial, FixAccount, FixOutcome, TargetStatus};
+use gpuprobe_model::{StackOptions, shell_word};
+use gpuprobe_model::{display_width, terminal_safe};
 
 use crate::fit::{self, cut as short};
 use crate::style::Style;
@@ -469,8 +469,8 @@ pub fn render_for(
 mod tests {
     use super::*;
     use gpuprobe_model::ExitStatus;
-    use gpuprobe_model::probe::{DeviceRef, ProbeId};
-    use gpuprobe_model::profile::{
+    use gpuprobe_model::{DeviceRef, ProbeId};
+    use gpuprobe_model::{
         FixTarget, ProbeOutcomeRef, ProbeRef, RunBudget, SettingChange, StackKey, Verification,
     };
 
@@ -623,7 +623,7 @@ mod tests {
         account.notes = vec![
             "the search ran on the simulation: a real GPU may need another setting, run it again without --simulate".into(),
         ];
-        account.reported = vec![gpuprobe_model::profile::ReportedChange {
+        account.reported = vec![gpuprobe_model::ReportedChange {
             kind: "kernel_param".into(),
             description:
                 "Boot with amdgpu.sg_display=0 so that scatter-gather display buffers stay off"

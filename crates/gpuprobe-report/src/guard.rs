@@ -1,12 +1,12 @@
 //! The terminal guard as a writer: every byte written passes through
-//! [`gpuprobe_model::text::terminal_safe`] a whole line at a time, so gpuprobe's own colour
+//! [`gpuprobe_model::terminal_safe`] a whole line at a time, so gpuprobe's own colour
 //! sequences survive and any other control character that slipped into a message (a file
 //! name in an error, a worker's line in a verbose message) is shown, never obeyed. The
 //! binary puts its stdout and stderr behind it.
 
 use std::io::{self, Write};
 
-use gpuprobe_model::text::terminal_safe;
+use gpuprobe_model::terminal_safe;
 
 /// A writer that hands the terminal guard whole lines. A line is judged whole so that an
 /// SGR colour sequence split over two `write` calls (as `write!` does with its pieces) is

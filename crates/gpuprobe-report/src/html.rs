@@ -12,12 +12,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use gpuprobe_model::finding::Finding;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::profile::FixAccount;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::DeviceRef;
+use gpuprobe_model::Finding;
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::FixAccount;
 use gpuprobe_model::{ExitStatus, Report};
+use gpuprobe_model::{ProbeResult, Verdict};
 use minijinja::{AutoEscape, Environment};
 use serde::Serialize;
 
@@ -66,7 +66,7 @@ pub enum HtmlError {
     #[error("cannot render the HTML report")]
     Render(#[source] minijinja::Error),
     /// The output file cannot be written where the user asked.
-    #[error("cannot write the HTML report to {}", gpuprobe_model::text::visible_line(&.path.display().to_string()))]
+    #[error("cannot write the HTML report to {}", gpuprobe_model::visible_line(&.path.display().to_string()))]
     Unwritable {
         /// The path the user named.
         path: PathBuf,
@@ -86,7 +86,7 @@ impl gpuprobe_model::ClassifiedError for HtmlError {
 }
 
 /// Renders the report as one HTML document.
-pub fn render(
+pub(crate) fn render(
     report: &Report,
     fix: Option<&FixAccount>,
     issues: &[IssueText],
@@ -114,7 +114,7 @@ fn render_view(view: View) -> Result<String, HtmlError> {
     template.render(view).map_err(HtmlError::Render)
 }
 
-/// Renders the report and writes it to `path` ([`render`], then [`write`]).
+/// Renders the report and writes it to `path` (`render`, then `write`).
 pub fn write_report(
     path: &Path,
     report: &Report,
@@ -145,7 +145,7 @@ pub fn check_writable(path: Option<&Path>) -> Result<(), HtmlError> {
 
 /// Writes `html` to `path` atomically: a temporary file beside it, then a rename, so a
 /// reader never sees half a report. Missing parent directories are created.
-pub fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
+pub(crate) fn write(path: &Path, html: &str) -> Result<(), HtmlError> {
     let fail = |source| HtmlError::Unwritable {
         path: path.to_path_buf(),
         source,
@@ -196,7 +196,7 @@ pub fn issue_texts(report: &Report, fix: Option<&FixAccount>) -> Vec<IssueText> 
 
 /// The ISSUE.md `repro` wrote for `result`, when its RESULT.json names the same device.
 fn written_issue(run_dir: &Path, result: &ProbeResult) -> Option<String> {
-    use gpuprobe_model::repro::{ISSUE_FILE, REPRO_DIR, RESULT_INPUT};
+    use gpuprobe_model::{ISSUE_FILE, REPRO_DIR, RESULT_INPUT};
     use std::io::Read;
     let dir = run_dir.join(REPRO_DIR).join(result.probe.as_str());
     let input: ProbeResult =
@@ -922,7 +922,7 @@ fn fix_view(account: &FixAccount) -> FixView {
     let failures = account
         .targets
         .iter()
-        .filter(|t| t.status != gpuprobe_model::profile::TargetStatus::Flaky)
+        .filter(|t| t.status != gpuprobe_model::TargetStatus::Flaky)
         .count();
     let candidates = account
         .candidates

@@ -4,8 +4,8 @@
 //! warning yellow, info dim), a confirmed match red, a suspected one yellow.
 
 use gpuprobe_kb::{KbEntry, KbMatch, KnowledgeBase, MatchStatus};
-use gpuprobe_model::finding::Severity;
-use gpuprobe_model::text::terminal_safe;
+use gpuprobe_model::Severity;
+use gpuprobe_model::terminal_safe;
 
 use crate::style::Style;
 

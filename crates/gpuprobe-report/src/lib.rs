@@ -1,41 +1,55 @@
 //! Renders reports for people and programs.
 //!
-//! - [`terminal`]: the table and findings a user reads after `gpuprobe check`;
-//! - [`html`]: the self-contained, offline HTML report (`check --html`, `report --html`);
-//! - [`json`]: the machine-readable report and its published JSON Schema;
-//! - [`export`]: the Prometheus text exposition and JUnit XML of a run, for fleets and CI;
-//! - [`guard`]: the terminal guard every line gpuprobe prints passes through;
-//! - [`matrix`]: the measured dtype-conversion matrix;
-//! - [`fit`]: lines that are not tables, wrapped to the width tables are fitted to;
-//! - [`fix`]: the account of a workaround search (`gpuprobe fix`);
-//! - [`fleet`]: many nodes' reports merged, grouped by stack, with the cross-node
-//!   differential (`gpuprobe fleet`);
-//! - [`profile`]: a `fix` profile for people (`gpuprobe profile show`);
-//! - [`progress`]: the lines printed above the progress bar as probes finish;
-//! - [`runs`]: the run directories `gpuprobe runs` lists and prunes;
-//! - [`timings`]: where a run's time went (`check --timings`);
-//! - [`triage`]: what pasted logs revealed (`gpuprobe triage`);
-//! - [`bundle`]: the support archive (`gpuprobe bundle`) and [`redact`], its redaction.
+//! Each module owns one rendering; the names re-exported from it are in brackets.
+//!
+//! - `console`: how output meets the terminal (colour, width, progress), decided once per
+//!   process, and the guarded stdout and stderr ([`Console`], [`setup_console`],
+//!   [`current_console`], [`console_stdout`], [`console_stderr`], [`console_note`]);
+//! - `terminal`: the table and findings a user reads after `gpuprobe check`
+//!   ([`render_terminal`]);
+//! - `html`: the self-contained, offline HTML report (`check --html`, `report --html`;
+//!   [`write_html_report`], [`render_html_linked`] for `gpuprobe ui`);
+//! - `json`: the machine-readable report and its published JSON Schema ([`render_json`],
+//!   [`report_schema`]);
+//! - `export`: the Prometheus text exposition and JUnit XML of a run, for fleets and CI
+//!   ([`render_prometheus`], [`render_junit`], [`write_export`]), and a health check's
+//!   line and exit code ([`health_of_report`]);
+//! - `guard`: the terminal guard every line gpuprobe prints passes through;
+//! - `matrix`: the measured dtype-conversion matrix;
+//! - `fit`: lines that are not tables, wrapped to the width tables are fitted to;
+//! - `fix`: the account of a workaround search (`gpuprobe fix`; [`render_fix`]);
+//! - `fleet`: many nodes' reports merged, grouped by stack, with the cross-node
+//!   differential (`gpuprobe fleet`; [`Fleet`], [`render_fleet_text`],
+//!   [`write_fleet_page`]);
+//! - `profile`: a `fix` profile for people (`gpuprobe profile show`; [`render_profile`]);
+//! - `progress`: the lines printed above the progress bar as probes finish
+//!   ([`ProgressLog`]);
+//! - `runs`: the run directories `gpuprobe runs` lists and prunes ([`render_run_list`],
+//!   [`render_prune`]);
+//! - `timings`: where a run's time went (`check --timings`);
+//! - `triage`: what pasted logs revealed (`gpuprobe triage`; [`write_triage_text`]);
+//! - `bundle`: the support archive (`gpuprobe bundle`; [`make_bundle`]) and `redact`, its
+//!   redaction.
 //!
 //! Renderers take a finished [`gpuprobe_model::Report`] and return text; they never decide
 //! anything about the results. Nor do they find a run's files: this crate does not depend
 //! on the runner; the caller reads the run directory through the runner and hands over
 //! what it read (a report, the runs it listed, where a run keeps its files).
 //!
-//! Most modules are private: what other crates use is re-exported here, by a name that
-//! says what it renders (`render_terminal`, `render_json`, `render_kb_entry`), and nothing
-//! else is, so `unreachable_pub` flags a `pub` item no other crate can reach. `console`,
-//! `export`, `fleet` and `html` are public modules still.
+//! Every module is private: what other crates use is re-exported here, by a name that
+//! says what it renders or does (`render_terminal`, `render_html_linked`,
+//! `write_fleet_page`, `health_of_report`, `current_console`), and nothing else is, so
+//! `unreachable_pub` flags a `pub` item no other crate can reach.
 
 mod bundle;
-pub mod console;
+mod console;
 mod env;
-pub mod export;
+mod export;
 mod fit;
 mod fix;
-pub mod fleet;
+mod fleet;
 mod guard;
-pub mod html;
+mod html;
 mod issue;
 mod json;
 mod kb;
@@ -57,8 +71,28 @@ pub use bundle::{
     BundleError, Options as BundleOptions, RunLayout, make as make_bundle,
     render_text as render_bundle_text,
 };
+pub use console::{
+    ColorWhen, Console, ProgressMode, current as current_console, note as console_note,
+    setup as setup_console, stderr as console_stderr, stdout as console_stdout,
+};
 pub use env::{json as env_json, render as render_env};
+pub use export::health::{
+    Health, HealthFormat, HealthState, NoReport, of_no_report as health_of_no_report,
+    of_report as health_of_report,
+};
+pub use export::{
+    ExportError, check_writable as check_export_writable, junit::render as render_junit,
+    prometheus::render as render_prometheus, write as write_export,
+};
 pub use fix::{render as render_fix, render_for as render_fix_for};
+pub use fleet::{
+    Fleet, FleetView, html::write_page as write_fleet_page, render_text as render_fleet_text,
+};
+pub use html::{
+    HtmlError, IssueText, Linked as HtmlLinks, STYLESHEET as HTML_STYLESHEET,
+    check_writable as check_html_writable, issue_texts, render_linked as render_html_linked,
+    text as report_text, write_report as write_html_report,
+};
 pub use issue::{render_repro, terminal_text as issue_terminal_text};
 pub use json::{render as render_json, schema as report_schema};
 pub use kb::{list as render_kb_list, matches as render_kb_matches, show as render_kb_entry};

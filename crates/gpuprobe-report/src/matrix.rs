@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{ProbeResult, Verdict};
 
 use crate::style::Style;
 
@@ -95,7 +95,7 @@ pub(crate) fn render(results: &[ProbeResult], style: Style) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
 
     #[test]
     fn each_column_is_named_once_and_methods_read_as_calls() {

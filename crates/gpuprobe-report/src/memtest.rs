@@ -2,7 +2,7 @@
 //! which this crate does not depend on): the verdict as `check` colours verdicts (no errors
 //! green; errors, and a test that could not run, red), the pattern table's header in bold.
 
-use gpuprobe_model::text::terminal_safe;
+use gpuprobe_model::terminal_safe;
 
 use crate::style::Style;
 

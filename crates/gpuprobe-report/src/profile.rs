@@ -1,7 +1,7 @@
 //! The text of `gpuprobe profile show`: the settings a profile applies, why each is there
 //! (what it cures, with whom, at what cost, from which source) and what it leaves failing.
 
-use gpuprobe_model::profile::Profile;
+use gpuprobe_model::Profile;
 
 /// `gpuprobe profile show`: a profile for people. Its free text (who made it, costs,
 /// notes) comes from a file from anywhere: the caller prints it behind the terminal guard.

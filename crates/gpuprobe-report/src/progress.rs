@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use gpuprobe_model::probe::ProbeId;
-use gpuprobe_model::text::visible_line;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::ProbeId;
+use gpuprobe_model::visible_line;
+use gpuprobe_model::{ProbeResult, Verdict};
 
 /// The line for a finished probe, if it earns one.
 pub fn finished_line(result: &ProbeResult, verbose: bool) -> Option<String> {
@@ -146,8 +146,8 @@ impl ProgressLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-    use gpuprobe_model::verdict::FailClass;
+    use gpuprobe_model::FailClass;
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
 
     fn result(verdict: Verdict) -> ProbeResult {
         ProbeResult::new(

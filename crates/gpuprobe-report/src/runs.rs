@@ -8,10 +8,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use gpuprobe_model::Summary;
+use gpuprobe_model::Tier;
 use gpuprobe_model::env_vars::GPUPROBE_KEEP_RUNS as KEEP_ENV;
-use gpuprobe_model::probe::Tier;
-use gpuprobe_model::report::Summary;
-use gpuprobe_model::text::visible;
+use gpuprobe_model::visible;
 
 /// One run directory, as the texts of `runs` show it.
 #[derive(Debug, Clone, PartialEq, Eq)]

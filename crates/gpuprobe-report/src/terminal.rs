@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use comfy_table::presets::NOTHING;
 use comfy_table::{ColumnConstraint, ContentArrangement, Table};
 use gpuprobe_model::Report;
-use gpuprobe_model::finding::{Finding, WITHOUT_SIGNATURE};
-use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
-use gpuprobe_model::text::{terminal_safe, visible_line};
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{Finding, WITHOUT_SIGNATURE};
+use gpuprobe_model::{Fingerprint, GpuInfo};
+use gpuprobe_model::{ProbeResult, Verdict};
+use gpuprobe_model::{terminal_safe, visible_line};
 
 use crate::fit;
 use crate::style::Style;
@@ -27,9 +27,9 @@ pub struct TerminalOptions {
     /// Width the findings are wrapped to (`None`: each line whole; see
     /// [`crate::console::Console::text_width`]).
     pub text_width: Option<u16>,
-    /// Append the measured dtype-conversion matrix ([`crate::matrix`]).
+    /// Append the measured dtype-conversion matrix (the `matrix` module).
     pub matrix: bool,
-    /// Append where the run's time went ([`crate::timings`]), when the report has it.
+    /// Append where the run's time went (the `timings` module), when the report has it.
     pub timings: bool,
     /// `--quiet`: only the verdict line, with the counts (and SIMULATED, when it is).
     pub quiet: bool,
@@ -260,19 +260,19 @@ fn gpu_line(gpu: &GpuInfo, fp: &Fingerprint) -> String {
         let _ = write!(line, "  kernel {kernel}");
     }
     if let Some(amd) = &fp.amdgpu
-        && gpu.vendor == gpuprobe_model::fingerprint::Vendor::Amd
+        && gpu.vendor == gpuprobe_model::Vendor::Amd
     {
         let source = match amd.source {
-            gpuprobe_model::fingerprint::DriverSource::Inbox => "inbox amdgpu".to_string(),
-            gpuprobe_model::fingerprint::DriverSource::Dkms => {
+            gpuprobe_model::DriverSource::Inbox => "inbox amdgpu".to_string(),
+            gpuprobe_model::DriverSource::Dkms => {
                 format!("amdgpu-dkms {}", amd.version.clone().unwrap_or_default())
             }
-            gpuprobe_model::fingerprint::DriverSource::Unknown => "amdgpu".to_string(),
+            gpuprobe_model::DriverSource::Unknown => "amdgpu".to_string(),
         };
         let _ = write!(line, " {source}");
     }
     if let Some(nv) = &fp.nvidia
-        && gpu.vendor == gpuprobe_model::fingerprint::Vendor::Nvidia
+        && gpu.vendor == gpuprobe_model::Vendor::Nvidia
         && let Some(v) = &nv.version
     {
         let _ = write!(line, "  driver {v}");
@@ -556,8 +556,8 @@ mod tests {
 
     #[test]
     fn the_count_line_names_no_device_when_nothing_ran() {
-        use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-        use gpuprobe_model::verdict::{ProbeResult, Verdict};
+        use gpuprobe_model::{DeviceRef, Layer, ProbeId};
+        use gpuprobe_model::{ProbeResult, Verdict};
         let with = |verdict: Verdict| {
             vec![
                 ProbeResult::new(

@@ -1,11 +1,11 @@
 //! A report to render in this crate's tests: the fields no renderer under test looks at
 //! are fixed, the summary and the exit status follow from the results.
 
-use gpuprobe_model::finding::Finding;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::probe::Tier;
-use gpuprobe_model::report::Summary;
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::Finding;
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::ProbeResult;
+use gpuprobe_model::Summary;
+use gpuprobe_model::Tier;
 use gpuprobe_model::{ExitStatus, Report};
 
 /// A quick-tier `check` report of `results` on the machine `fingerprint` describes.
@@ -45,7 +45,7 @@ pub(crate) fn report(
 /// counted).
 pub(crate) fn widest(text: &str) -> usize {
     text.lines()
-        .map(gpuprobe_model::text::display_width)
+        .map(gpuprobe_model::display_width)
         .max()
         .unwrap_or(0)
 }

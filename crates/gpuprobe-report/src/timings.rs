@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use gpuprobe_model::report::Timings;
-use gpuprobe_model::text::terminal_safe;
+use gpuprobe_model::Timings;
+use gpuprobe_model::terminal_safe;
 
 /// Renders the timings: phases on one line, then a table of lanes in launch order (seconds
 /// since the run started; `-` where a milestone was not reached).
@@ -57,8 +57,8 @@ pub(crate) fn render(timings: &Timings, wall_s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{Backend, DeviceRef, Placement};
-    use gpuprobe_model::report::LaneTiming;
+    use gpuprobe_model::LaneTiming;
+    use gpuprobe_model::{Backend, DeviceRef, Placement};
 
     #[test]
     fn phases_and_lanes_are_listed_with_unreached_milestones_as_dashes() {

@@ -3,7 +3,7 @@
 //! base matched, findings), the `--json` document, the stderr line for an input cut by the
 //! cap, and where in the inputs the knowledge base's matched kernel-log lines are.
 //!
-//! Every piece of pasted text is shown through `gpuprobe_model::text::visible_line`.
+//! Every piece of pasted text is shown through `gpuprobe_model::visible_line`.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -11,9 +11,9 @@ use std::io::Write;
 use gpuprobe_detect::Truncation;
 use gpuprobe_detect::{KernelLogSummary, Recognized, Skipped, TriageOutcome};
 use gpuprobe_kb::KbMatch;
-use gpuprobe_model::finding::Finding;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::Finding;
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::visible_line;
 use serde::Serialize;
 
 use crate::style::Style;

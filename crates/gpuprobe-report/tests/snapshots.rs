@@ -3,7 +3,7 @@
 //! to the live fingerprint only change the snapshot, never the input), `kb show` and
 //! `triage` (pastes from the repository's `fixtures/`).
 //!
-//! Each is rendered as `gpuprobe_report::console` decides for a terminal of 80 and of 120
+//! Each is rendered as `gpuprobe_report::Console` decides for a terminal of 80 and of 120
 //! columns (colour on; escapes shown as `␛` in the snapshot) and for a non-terminal (no
 //! colour, the default width). Only `check` fits itself to the width (its table, and on a
 //! terminal its findings); the other views never wrap, so their 80- and 120-column
@@ -16,9 +16,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use gpuprobe_model::Fingerprint;
 use gpuprobe_model::Report;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_report::console::{ColorWhen, Console};
+use gpuprobe_report::{ColorWhen, Console};
 use insta::assert_snapshot;
 
 fn fixture(name: &str) -> PathBuf {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use gpuprobe_detect::KmsgReader;
-use gpuprobe_model::fault_text::KERNEL_LOG_MARKERS;
+use gpuprobe_model::KERNEL_LOG_MARKERS;
 
 /// Most lines returned per call, so a log storm cannot flood a report.
 const MAX_LINES: usize = 50;

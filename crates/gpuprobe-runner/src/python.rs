@@ -303,7 +303,7 @@ pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> Wo
         "--plan".into(),
         plan_file.as_os_str().to_owned(),
         "--event-fd".into(),
-        gpuprobe_model::protocol::EVENT_FD.to_string().into(),
+        gpuprobe_model::EVENT_FD.to_string().into(),
     ];
     WorkerCommand {
         program: python.to_path_buf(),
@@ -319,11 +319,11 @@ pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> Wo
 pub(crate) fn query_worker(
     command_for: impl Fn(&Path) -> WorkerCommand,
     plan_path: &Path,
-    mode: gpuprobe_model::protocol::WorkerMode,
+    mode: gpuprobe_model::WorkerMode,
     timeout: std::time::Duration,
     options: BTreeMap<String, serde_json::Value>,
-) -> Result<Vec<gpuprobe_model::protocol::WorkerEvent>, String> {
-    use gpuprobe_model::protocol::{PROTOCOL_VERSION, WorkerEvent, WorkerPlan};
+) -> Result<Vec<gpuprobe_model::WorkerEvent>, String> {
+    use gpuprobe_model::{PROTOCOL_VERSION, WorkerEvent, WorkerPlan};
 
     use crate::worker::{Next, RunningWorker, WorkerMessage};
 
@@ -393,7 +393,7 @@ pub struct ListedCatalog {
     pub probes: Vec<gpuprobe_model::ProbeSpec>,
     /// The GPUs the framework sees, when the listing imported it (it expanded a family);
     /// `None`: not known before a worker runs.
-    pub devices: Option<Vec<gpuprobe_model::fingerprint::TorchDevice>>,
+    pub devices: Option<Vec<gpuprobe_model::TorchDevice>>,
 }
 
 /// The probe catalogue (mode `catalog`: the framework is not imported, so this takes a
@@ -408,7 +408,7 @@ pub fn fetch_catalog(
     timeout: std::time::Duration,
     options: BTreeMap<String, serde_json::Value>,
 ) -> Result<ListedCatalog, String> {
-    use gpuprobe_model::protocol::{WorkerEvent, WorkerMode};
+    use gpuprobe_model::{WorkerEvent, WorkerMode};
     let events = query_worker(
         command_for,
         plan_path,
@@ -438,9 +438,9 @@ pub fn fetch_env(
     command_for: impl Fn(&Path) -> WorkerCommand,
     plan_path: &Path,
     timeout: std::time::Duration,
-) -> gpuprobe_model::fingerprint::PythonEnv {
-    use gpuprobe_model::fingerprint::PythonEnv;
-    use gpuprobe_model::protocol::{WorkerEvent, WorkerMode};
+) -> gpuprobe_model::PythonEnv {
+    use gpuprobe_model::PythonEnv;
+    use gpuprobe_model::{WorkerEvent, WorkerMode};
     let mut env = PythonEnv {
         executable: choice.executable.display().to_string(),
         chosen_by: choice.chosen_by.clone(),

@@ -14,9 +14,9 @@ use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
+use gpuprobe_model::FixAccount;
+use gpuprobe_model::ProbeResult;
 use gpuprobe_model::Report;
-use gpuprobe_model::profile::FixAccount;
-use gpuprobe_model::verdict::ProbeResult;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -183,7 +183,7 @@ impl RunFiles {
         read_parsed(&self.path.join(REPORT_FILE), A_REPORT).map(|(report, _)| report)
     }
 
-    /// `plan.json` as `T` ([`gpuprobe_model::plan::RunPlan`], or a partial view that reads what it
+    /// `plan.json` as `T` ([`gpuprobe_model::RunPlan`], or a partial view that reads what it
     /// needs of it).
     pub fn read_plan<T: DeserializeOwned>(&self) -> Result<T, RunFileError> {
         self.read_plan_and_bytes().map(|(plan, _)| plan)
@@ -711,8 +711,8 @@ pub fn read_profile_uses(root: &Path) -> Vec<ProfileUse> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-    use gpuprobe_model::verdict::Verdict;
+    use gpuprobe_model::Verdict;
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
 
     fn result(id: &str) -> ProbeResult {
         ProbeResult {
@@ -803,11 +803,11 @@ mod tests {
     fn finished_report() -> Report {
         let mut failed = result("a.c");
         failed.verdict = Verdict::Fail {
-            class: gpuprobe_model::verdict::FailClass::AllZeros,
+            class: gpuprobe_model::FailClass::AllZeros,
             detail: "all zeros".into(),
         };
         let results = vec![result("a.b"), failed, result("a.d")];
-        let summary = gpuprobe_model::report::Summary::of(&results);
+        let summary = gpuprobe_model::Summary::of(&results);
         Report {
             schema_version: 1,
             tool_version: "0.1.0".into(),
@@ -816,7 +816,7 @@ mod tests {
             run_dir: None,
             started_at: "2026-01-01T00:00:00Z".into(),
             wall_s: 1.0,
-            tier: gpuprobe_model::probe::Tier::Quick,
+            tier: gpuprobe_model::Tier::Quick,
             simulation: None,
             fingerprint: Default::default(),
             results,

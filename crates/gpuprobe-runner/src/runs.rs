@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use gpuprobe_model::probe::Tier;
-use gpuprobe_model::report::Summary;
+use gpuprobe_model::Summary;
+use gpuprobe_model::Tier;
 use gpuprobe_model::{ExitStatus, env_vars};
 use serde::{Deserialize, Serialize};
 

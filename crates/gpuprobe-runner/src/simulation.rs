@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use gpuprobe_model::protocol::{FaultSpec, SimulationSpec};
+use gpuprobe_model::{FaultSpec, SimulationSpec};
 use serde::Deserialize;
 
 use crate::embedded;
@@ -174,7 +174,7 @@ fn validate(fault: &FaultSpec) -> Result<(), String> {
         // An environment variable, or a framework switch the worker judges live.
         let valid = setting.split_once('=').is_some_and(|(k, _)| {
             (!k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-                || gpuprobe_model::profile::is_switch_name(k)
+                || gpuprobe_model::is_switch_name(k)
         });
         if !valid {
             return Err(format!(

@@ -28,10 +28,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use gpuprobe_model::fault_text::CRASH_TELLING_MARKERS;
-use gpuprobe_model::observation::Observation;
-use gpuprobe_model::probe::{DeviceRef, ProbeId};
-use gpuprobe_model::protocol::{Outcome, WorkerEvent};
+use gpuprobe_model::CRASH_TELLING_MARKERS;
+use gpuprobe_model::Observation;
+use gpuprobe_model::{DeviceRef, ProbeId};
+use gpuprobe_model::{Outcome, WorkerEvent};
 
 use crate::error::RunnerError;
 use crate::kmsg::KernelLogWatcher;
@@ -40,7 +40,7 @@ use crate::worker::{Next, RunningWorker, WorkerCommand, WorkerExit, WorkerMessag
 use crate::zygote::Zygote;
 
 /// One probe to run on one device: the plan's own task type.
-pub use gpuprobe_model::plan::Task;
+pub use gpuprobe_model::Task;
 
 /// Limits and places for a supervised run.
 #[derive(Debug, Clone)]
@@ -1015,7 +1015,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
 
-    use gpuprobe_model::probe::{Backend, Layer, Placement, ProbeSpec, Rule, Tier};
+    use gpuprobe_model::{Backend, Layer, Placement, ProbeSpec, Rule, Tier};
 
     /// A worker that speaks the protocol. Arguments: note file, name, `wait` or `go`, seconds
     /// per probe, probes. It notes `spawn:<name>` and `pid:<name>:<pid>` when it starts,

@@ -18,7 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use command_fds::{CommandFdExt, FdMapping};
-use gpuprobe_model::protocol::{EVENT_FD, START_LINE, WorkerEvent};
+use gpuprobe_model::{EVENT_FD, START_LINE, WorkerEvent};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;

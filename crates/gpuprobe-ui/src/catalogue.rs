@@ -9,16 +9,16 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use gpuprobe_model::Fingerprint;
 use gpuprobe_model::Report;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::probe::Tier;
-use gpuprobe_runner::{Run, RunFileError, RunInfo, RunState, parse_run_dir_name, scan_runs};
+use gpuprobe_model::Tier;
+use gpuprobe_runner::{Run, RunFileError, RunInfo, RunState, parse_run_dir_name};
 use serde::Serialize;
 
 /// What a run came to, as the list shows and filters it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Finished, exit 0.
     Pass,
     /// Finished with a problem (a failing, crashing, hanging or erroring probe, or too
@@ -32,7 +32,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The filter's value and the CSS class of its pill.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Outcome::Pass => "pass",
             Outcome::Fail => "fail",
@@ -55,7 +55,7 @@ impl Outcome {
 
 /// One row of the runs page.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRow {
+pub(crate) struct RunRow {
     /// The directory's name, which is the run's id in URLs.
     pub name: String,
     /// `check`, `fix`, `memtest`.
@@ -82,7 +82,7 @@ pub struct RunRow {
 
 /// The list's filter, from the page's GET form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// `pass`, `fail`, `unfinished`, `corrupt`, or empty for all.
     pub outcome: String,
     /// A tier's name, or empty.
@@ -93,7 +93,7 @@ pub struct Filter {
 
 impl Filter {
     /// The filter a query asks for; unknown values are ignored (they filter nothing).
-    pub fn from_query(query: &[(String, String)]) -> Filter {
+    pub(crate) fn from_query(query: &[(String, String)]) -> Filter {
         let get = |name: &str| {
             query
                 .iter()
@@ -119,12 +119,12 @@ impl Filter {
     }
 
     /// Whether it keeps every row.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.outcome.is_empty() && self.tier.is_empty() && self.stack.is_empty()
     }
 
     /// Its query pairs, as the form sends them (the empty ones left out).
-    pub fn query(&self) -> Vec<(String, String)> {
+    pub(crate) fn query(&self) -> Vec<(String, String)> {
         [
             ("verdict", &self.outcome),
             ("tier", &self.tier),
@@ -154,7 +154,7 @@ impl Filter {
     }
 
     /// Whether a row passes it.
-    pub fn keeps(&self, row: &RunRow) -> bool {
+    pub(crate) fn keeps(&self, row: &RunRow) -> bool {
         (self.outcome.is_empty() || row.outcome.name() == self.outcome)
             && (self.tier.is_empty() || row.tier == self.tier)
             && (self.stack.is_empty()
@@ -166,26 +166,18 @@ impl Filter {
 }
 
 /// The tier of that name.
-pub fn tier_named(name: &str) -> Option<Tier> {
+pub(crate) fn tier_named(name: &str) -> Option<Tier> {
     [Tier::Quick, Tier::Standard, Tier::Full, Tier::Soak]
         .into_iter()
         .find(|t| t.name() == name)
 }
 
-/// Every run under `root`, newest first, as rows; a runs directory that cannot be read is
-/// the error's text.
-pub fn rows(root: &Path) -> Result<Vec<RunRow>, String> {
-    let runs = scan_runs(root, SystemTime::now())
-        .map_err(|e| format!("cannot read the runs directory {}: {e}", root.display()))?;
-    Ok(runs.iter().map(row).collect())
-}
-
 /// The runs one page of the list shows at most.
-pub const PAGE_SIZE: usize = 100;
+pub(crate) const PAGE_SIZE: usize = 100;
 
 /// One page of the list.
 #[derive(Debug, Clone, Serialize)]
-pub struct Page {
+pub(crate) struct Page {
     /// Its rows, newest first.
     pub rows: Vec<RunRow>,
     /// Its number, from 1.
@@ -209,7 +201,7 @@ pub struct Page {
 /// names alone; only the runs the page shows are read, unless a filter is set, which needs
 /// every run's outcome, tier and stack (read from its plan and report, never its size on
 /// disk).
-pub fn page(root: &Path, filter: &Filter, number: usize) -> Result<Page, String> {
+pub(crate) fn page(root: &Path, filter: &Filter, number: usize) -> Result<Page, String> {
     let names = gpuprobe_runner::scan_run_names(root)
         .map_err(|e| format!("cannot read the runs directory {}: {e}", root.display()))?;
     let now = SystemTime::now();
@@ -286,7 +278,7 @@ struct SimulatedFlag {
 
 /// The names of every run under `root`, newest first, from the directory's names alone (no
 /// run file is read); none when the runs directory cannot be read.
-pub fn run_names(root: &Path) -> Vec<String> {
+pub(crate) fn run_names(root: &Path) -> Vec<String> {
     gpuprobe_runner::scan_run_names(root)
         .unwrap_or_default()
         .into_iter()
@@ -295,7 +287,7 @@ pub fn run_names(root: &Path) -> Vec<String> {
 }
 
 /// What a run's report says, or why it cannot be read; `None` when it has none yet.
-pub fn read_report(path: &Path) -> Option<Result<Report, String>> {
+pub(crate) fn read_report(path: &Path) -> Option<Result<Report, String>> {
     let run = Run::open(path).ok()?;
     let check = run.check();
     if !check.has_report() {
@@ -358,7 +350,7 @@ fn row(info: &RunInfo) -> RunRow {
 }
 
 /// The stack a run ran on, in one line: torch, the GPU driver, the kernel, the GPUs.
-pub fn stack_line(fp: &Fingerprint) -> String {
+pub(crate) fn stack_line(fp: &Fingerprint) -> String {
     let mut parts = Vec::new();
     if let Some(torch) = fp.python.as_ref().and_then(|p| p.torch.as_ref()) {
         parts.push(format!("torch {}", torch.version));
@@ -382,7 +374,7 @@ pub fn stack_line(fp: &Fingerprint) -> String {
 /// The run directory a URL names: only a name `check`, `fix` or `memtest` make
 /// (`check-2026-11-22T10-04-05-123`: letters, digits and dashes, so neither `/` nor `..`),
 /// of a directory right under `root` that is no link and resolves inside it.
-pub fn run_path(root: &Path, name: &str) -> Option<PathBuf> {
+pub(crate) fn run_path(root: &Path, name: &str) -> Option<PathBuf> {
     if name.is_empty()
         || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         || parse_run_dir_name(name).is_none()
@@ -402,6 +394,7 @@ pub fn run_path(root: &Path, name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpuprobe_runner::scan_runs;
 
     const NAME: &str = "check-2026-11-22T10-04-05-123";
 
@@ -524,6 +517,14 @@ mod tests {
         // Unknown values filter nothing.
         let f = q(&[("verdict", "<script>"), ("tier", "huge")]);
         assert_eq!(f, Filter::default());
+    }
+
+    /// Every run under `root`, newest first, as rows, unpaged (the server shows
+    /// [`page`]s); a runs directory that cannot be read is the error's text.
+    fn rows(root: &Path) -> Result<Vec<RunRow>, String> {
+        let runs = scan_runs(root, SystemTime::now())
+            .map_err(|e| format!("cannot read the runs directory {}: {e}", root.display()))?;
+        Ok(runs.iter().map(row).collect())
     }
 
     #[test]

@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use gpuprobe_model::ProbeResult;
 use gpuprobe_model::Report;
-use gpuprobe_model::verdict::ProbeResult;
 use serde::Serialize;
 
 /// One (probe, device) whose verdict the comparison names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Change {
+pub(crate) struct Change {
     /// The probe id.
     pub probe: String,
     /// The device (`cpu`, `0`).
@@ -25,7 +25,7 @@ pub struct Change {
 
 /// One fingerprint fact that differs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StackChange {
+pub(crate) struct StackChange {
     /// What kind of fact: `driver`, `kernel`, `torch`, `libraries`, `GPU`, `host`, `other`.
     pub area: &'static str,
     /// The fact's name, dotted (`nvidia.version`).
@@ -38,7 +38,7 @@ pub struct StackChange {
 
 /// One KB or diagnosis finding of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FindingLine {
+pub(crate) struct FindingLine {
     /// Its id (`RKB-001`).
     pub id: String,
     /// `error`, `warning`, `info`.
@@ -49,7 +49,7 @@ pub struct FindingLine {
 
 /// What differs between two runs.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// A problem after, none before (a pass, or it did not run).
     pub newly_failing: Vec<Change>,
     /// A problem before, a pass after.
@@ -75,7 +75,7 @@ fn key(r: &ProbeResult) -> (String, String) {
 }
 
 fn detail(r: &ProbeResult) -> String {
-    use gpuprobe_model::verdict::Verdict;
+    use gpuprobe_model::Verdict;
     match &r.verdict {
         Verdict::Fail { detail, .. } => detail.clone(),
         other => {
@@ -95,7 +95,7 @@ fn simulated(report: &Report) -> bool {
 }
 
 /// Compares `before` with `after`.
-pub fn compare(before: &Report, after: &Report) -> Comparison {
+pub(crate) fn compare(before: &Report, after: &Report) -> Comparison {
     let earlier: BTreeMap<_, _> = before.results.iter().map(|r| (key(r), r)).collect();
     let later: BTreeMap<_, _> = after.results.iter().map(|r| (key(r), r)).collect();
     let mut out = Comparison {
@@ -243,8 +243,8 @@ mod tests {
             "crashed": 0, "hung": 0, "errors": 0, "skipped": 0, "not_tested": 0},
             "exit_status": "all_passed", "exit_code": 0,
         });
-        let mut fp = serde_json::to_value(gpuprobe_model::fingerprint::Fingerprint::default())
-            .expect("a fingerprint");
+        let mut fp =
+            serde_json::to_value(gpuprobe_model::Fingerprint::default()).expect("a fingerprint");
         merge(&mut fp, fingerprint);
         value["fingerprint"] = fp;
         serde_json::from_value(value).expect("a report")

@@ -19,15 +19,15 @@ use std::net::SocketAddr;
 /// The cookie that carries the token after the first request, by the server's port: a
 /// browser keeps cookies by host, not by port, so two servers on one machine keep a cookie
 /// each.
-pub fn cookie_name(port: u16) -> String {
+pub(crate) fn cookie_name(port: u16) -> String {
     format!("gpuprobe_ui_{port}")
 }
 /// The query parameter and form field that carry it.
-pub const PARAM: &str = "token";
+pub(crate) const PARAM: &str = "token";
 
 /// The per-start secret.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
+pub(crate) struct Token(String);
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -37,7 +37,7 @@ impl std::fmt::Debug for Token {
 
 impl Token {
     /// 32 bytes from the OS's random source, in hex.
-    pub fn random() -> Result<Token, String> {
+    pub(crate) fn random() -> Result<Token, String> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
         Ok(Token(bytes.iter().fold(String::new(), |mut hex, b| {
@@ -47,18 +47,19 @@ impl Token {
     }
 
     /// A token of known text (tests).
-    pub fn from_text(text: &str) -> Token {
+    #[cfg(test)]
+    pub(crate) fn from_text(text: &str) -> Token {
         Token(text.to_string())
     }
 
     /// Its text, for the URL, the cookie and the forms.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// Whether `offered` is the token, compared in time that does not depend on where
     /// they differ.
-    pub fn matches(&self, offered: &str) -> bool {
+    pub(crate) fn matches(&self, offered: &str) -> bool {
         let (a, b) = (self.0.as_bytes(), offered.as_bytes());
         if a.len() != b.len() {
             return false;
@@ -68,7 +69,7 @@ impl Token {
 }
 
 /// The URL the user opens first.
-pub fn start_url(bound: SocketAddr, token: &Token) -> String {
+pub(crate) fn start_url(bound: SocketAddr, token: &Token) -> String {
     format!("http://{}/?{PARAM}={}", host_of(bound), token.as_str())
 }
 
@@ -83,7 +84,7 @@ fn host_of(addr: SocketAddr) -> String {
 /// Whether a request's Host header names the server: its bound address, `localhost` when it
 /// is bound to the loopback, and, bound to every address (`0.0.0.0`, `::`), any IP literal
 /// with its port (a name could be anyone's).
-pub fn host_allowed(host: Option<&str>, bound: SocketAddr) -> bool {
+pub(crate) fn host_allowed(host: Option<&str>, bound: SocketAddr) -> bool {
     let Some(host) = host.map(str::trim) else {
         return false;
     };
@@ -109,7 +110,7 @@ pub fn host_allowed(host: Option<&str>, bound: SocketAddr) -> bool {
 
 /// Whether an `Origin` header, when the browser sent one, is the server's own (a post from
 /// another site's page is refused even before its token is looked at).
-pub fn origin_allowed(origin: Option<&str>, bound: SocketAddr) -> bool {
+pub(crate) fn origin_allowed(origin: Option<&str>, bound: SocketAddr) -> bool {
     match origin {
         None => true,
         Some(origin) => origin
@@ -119,7 +120,7 @@ pub fn origin_allowed(origin: Option<&str>, bound: SocketAddr) -> bool {
 }
 
 /// The token a `Cookie` header carries for the server on `port`, if any.
-pub fn cookie_token(header: Option<&str>, port: u16) -> Option<&str> {
+pub(crate) fn cookie_token(header: Option<&str>, port: u16) -> Option<&str> {
     let wanted = cookie_name(port);
     header?.split(';').find_map(|pair| {
         let (name, value) = pair.trim().split_once('=')?;
@@ -128,7 +129,7 @@ pub fn cookie_token(header: Option<&str>, port: u16) -> Option<&str> {
 }
 
 /// The `Set-Cookie` value that hands the browser the token of the server on `port`.
-pub fn set_cookie(token: &Token, port: u16) -> String {
+pub(crate) fn set_cookie(token: &Token, port: u16) -> String {
     format!(
         "{}={}; Path=/; HttpOnly; SameSite=Strict",
         cookie_name(port),
@@ -138,7 +139,7 @@ pub fn set_cookie(token: &Token, port: u16) -> String {
 
 /// What the gate decides about one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Answer it.
     Pass,
     /// The token came in the query: set the cookie and send the browser to this URL (the
@@ -150,7 +151,7 @@ pub enum Decision {
 
 /// One request as the gate sees it.
 #[derive(Debug, Clone, Default)]
-pub struct Credentials<'a> {
+pub(crate) struct Credentials<'a> {
     /// Whether it is a POST (which must carry the token in its form too).
     pub post: bool,
     /// The path, without the query.
@@ -168,7 +169,7 @@ pub struct Credentials<'a> {
 }
 
 /// Decides whether a request is let through.
-pub fn decide(request: &Credentials<'_>, token: &Token, bound: SocketAddr) -> Decision {
+pub(crate) fn decide(request: &Credentials<'_>, token: &Token, bound: SocketAddr) -> Decision {
     if !host_allowed(request.host, bound) {
         return Decision::Refuse("the Host header does not name this server");
     }
@@ -212,7 +213,7 @@ pub fn decide(request: &Credentials<'_>, token: &Token, bound: SocketAddr) -> De
 }
 
 /// `path?a=1&b=2`, each value percent-encoded.
-pub fn with_query(path: &str, pairs: &[(String, String)]) -> String {
+pub(crate) fn with_query(path: &str, pairs: &[(String, String)]) -> String {
     if pairs.is_empty() {
         return path.to_string();
     }
@@ -224,7 +225,7 @@ pub fn with_query(path: &str, pairs: &[(String, String)]) -> String {
 }
 
 /// Percent-encodes everything but unreserved characters.
-pub fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     let mut out = String::new();
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
@@ -238,7 +239,7 @@ pub fn encode(text: &str) -> String {
 
 /// Decodes `a=1&b=x%20y` (a query or a form body; `+` is a space). Pairs that are not
 /// UTF-8 once decoded are dropped.
-pub fn parse_pairs(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_pairs(text: &str) -> Vec<(String, String)> {
     text.split('&')
         .filter(|pair| !pair.is_empty())
         .filter_map(|pair| {
@@ -268,7 +269,7 @@ fn decode(text: &str) -> Option<String> {
 }
 
 /// Splits a request target into its path and query pairs.
-pub fn split_target(target: &str) -> (&str, Vec<(String, String)>) {
+pub(crate) fn split_target(target: &str) -> (&str, Vec<(String, String)>) {
     match target.split_once('?') {
         Some((path, query)) => (path, parse_pairs(query)),
         None => (target, Vec::new()),

@@ -21,7 +21,7 @@ const LOG_LINES: usize = 200;
 
 /// A check the page asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckRequest {
+pub(crate) struct CheckRequest {
     /// The tier's name.
     pub tier: String,
     /// `--device`: `all`, `cpu`, `0`, `0,1`.
@@ -35,7 +35,7 @@ pub struct CheckRequest {
 impl CheckRequest {
     /// Reads and checks the form: a known tier, and devices, patterns and presets of the
     /// characters their names are made of.
-    pub fn parse(form: &[(String, String)]) -> Result<CheckRequest, String> {
+    pub(crate) fn parse(form: &[(String, String)]) -> Result<CheckRequest, String> {
         let get = |name: &str| {
             form.iter()
                 .find(|(k, _)| k == name)
@@ -103,7 +103,7 @@ impl CheckRequest {
     }
 
     /// The child's arguments after the binary.
-    pub fn arguments(&self, run_dir: &Path, python: Option<&Path>) -> Vec<String> {
+    pub(crate) fn arguments(&self, run_dir: &Path, python: Option<&Path>) -> Vec<String> {
         let mut args = vec![
             "check".to_string(),
             format!("--tier={}", self.tier),
@@ -123,7 +123,7 @@ impl CheckRequest {
 
 /// How a started check stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct JobView {
+pub(crate) struct JobView {
     /// Whether the child still runs.
     pub running: bool,
     /// Its exit code once it ended (none when a signal ended it).
@@ -150,14 +150,14 @@ struct Job {
 
 /// The checks this server started, by run name.
 #[derive(Default)]
-pub struct Jobs {
+pub(crate) struct Jobs {
     jobs: Mutex<BTreeMap<String, Arc<Mutex<Job>>>>,
 }
 
 impl Jobs {
     /// Starts `request` as a child `check` of `exe` in a new run directory under `root`;
     /// the run's name.
-    pub fn start(
+    pub(crate) fn start(
         &self,
         exe: &Path,
         root: &Path,
@@ -171,7 +171,7 @@ impl Jobs {
 
     /// Starts `gpuprobe fix --from CHECK` as a child of `exe` in a new run directory under
     /// `root`, its search bounded by `max_runs`; the run's name.
-    pub fn start_fix(
+    pub(crate) fn start_fix(
         &self,
         exe: &Path,
         root: &Path,
@@ -270,7 +270,7 @@ impl Jobs {
 
     /// Asks the check `name` to stop (SIGINT to its process group); whether it was one of
     /// this server's still running.
-    pub fn stop(&self, name: &str) -> bool {
+    pub(crate) fn stop(&self, name: &str) -> bool {
         let Some(job) = self.job(name) else {
             return false;
         };
@@ -291,7 +291,7 @@ impl Jobs {
 
     /// Asks every running child to stop (SIGINT to each process group) and waits up to
     /// `wait` for them to end; how many were running.
-    pub fn stop_all(&self, wait: std::time::Duration) -> usize {
+    pub(crate) fn stop_all(&self, wait: std::time::Duration) -> usize {
         let names: Vec<String> = self
             .jobs
             .lock()
@@ -312,7 +312,7 @@ impl Jobs {
     }
 
     /// How the check `name` stands, when this server started it.
-    pub fn view(&self, name: &str) -> Option<JobView> {
+    pub(crate) fn view(&self, name: &str) -> Option<JobView> {
         let job = self.job(name)?;
         let job = job.lock().unwrap_or_else(|e| e.into_inner());
         Some(JobView {
@@ -348,11 +348,11 @@ fn fresh_run_dir(root: &Path, command: &str) -> Result<PathBuf, String> {
 }
 
 /// The most trial runs a `fix` started from the page may take (`fix --max-runs`).
-pub const MAX_FIX_RUNS: u32 = 200;
+pub(crate) const MAX_FIX_RUNS: u32 = 200;
 
 /// A `fix` child's arguments after the binary: the search starts from the finished check
 /// `from`, as `gpuprobe fix --from` does.
-pub fn fix_arguments(
+pub(crate) fn fix_arguments(
     from: &Path,
     run_dir: &Path,
     max_runs: u32,

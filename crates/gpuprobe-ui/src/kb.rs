@@ -9,13 +9,13 @@ use std::path::Path;
 
 use gpuprobe_kb::KnowledgeBase;
 use gpuprobe_kb::MatchStatus;
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::ProbeResult;
 use serde::Serialize;
 
 /// One entry of the list.
 #[derive(Debug, Clone, Serialize)]
-pub struct EntryView {
+pub(crate) struct EntryView {
     /// `RKB-001`.
     pub id: String,
     /// Its title.
@@ -28,7 +28,7 @@ pub struct EntryView {
 
 /// One entry that matches, with why.
 #[derive(Debug, Clone, Serialize)]
-pub struct MatchView {
+pub(crate) struct MatchView {
     /// The entry's id.
     pub id: String,
     /// Its title.
@@ -54,7 +54,7 @@ fn severity(value: impl Serialize) -> String {
 
 /// The entries whose id, title or summary contains `query` (case-insensitive; all when it
 /// is empty).
-pub fn search(kb: &KnowledgeBase, query: &str) -> Vec<EntryView> {
+pub(crate) fn search(kb: &KnowledgeBase, query: &str) -> Vec<EntryView> {
     let query = query.trim().to_lowercase();
     kb.entries()
         .filter(|e| {
@@ -73,7 +73,7 @@ pub fn search(kb: &KnowledgeBase, query: &str) -> Vec<EntryView> {
 }
 
 /// The entries that match `fingerprint` and `results`: confirmed first, then suspected.
-pub fn matches(
+pub(crate) fn matches(
     kb: &KnowledgeBase,
     fingerprint: &Fingerprint,
     results: &[ProbeResult],
@@ -102,7 +102,7 @@ pub fn matches(
 }
 
 /// The newest finished check under `root`: its name, fingerprint and results.
-pub fn newest_report(root: &Path) -> Option<(String, Fingerprint, Vec<ProbeResult>)> {
+pub(crate) fn newest_report(root: &Path) -> Option<(String, Fingerprint, Vec<ProbeResult>)> {
     let runs = gpuprobe_runner::scan_run_names(root).ok()?;
     runs.iter().find_map(|(name, path)| {
         let report = crate::catalogue::read_report(path)?.ok()?;

@@ -9,25 +9,28 @@
 //! minijinja template with HTML autoescaping, as the HTML report is.
 //!
 //! Safety: the server binds 127.0.0.1 unless told otherwise, and answers nothing without the
-//! per-start token ([`gate`]), takes only the Host names of the address it is bound to (a
-//! page of another site resolving its name to 127.0.0.1 gets nothing), serves no file it
-//! did not name itself ([`catalogue::run_path`]), and every page carries a policy that
-//! loads nothing from anywhere else.
+//! per-start token (the `gate` module), takes only the Host names of the address it is
+//! bound to (a page of another site resolving its name to 127.0.0.1 gets nothing), serves
+//! no file it did not name itself (`catalogue::run_path`), and every page carries a policy
+//! that loads nothing from anywhere else.
+//!
+//! The surface is [`Ui`], [`UiOptions`], [`UiError`] and [`Stopper`]; every module is
+//! private, so `unreachable_pub` flags a `pub` item no other crate can reach.
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub mod catalogue;
-pub mod compare;
-pub mod gate;
-pub mod jobs;
-pub mod kb;
-pub mod pages;
-pub mod profiles;
+mod catalogue;
+mod compare;
+mod gate;
+mod jobs;
+mod kb;
+mod pages;
+mod profiles;
 mod server;
 
-pub use gate::Token;
+use gate::Token;
 
 /// What `gpuprobe ui` was asked.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The page templates and the static files: minijinja with HTML autoescaping on every
 //! template, as the HTML report renders, so each value from a run or a log is escaped by
 //! the engine and never by hand. The stylesheet is the report's own
-//! ([`gpuprobe_report::html::STYLESHEET`]) with the page's few rules after it.
+//! ([`gpuprobe_report::HTML_STYLESHEET`]) with the page's few rules after it.
 
 use minijinja::{AutoEscape, Environment};
 use serde::Serialize;
@@ -21,11 +21,9 @@ const TEMPLATES: [(&str, &str); 10] = [
 ];
 
 /// A file served as it is: its content type and bytes.
-pub fn asset(path: &str) -> Option<(&'static str, &'static str)> {
+pub(crate) fn asset(path: &str) -> Option<(&'static str, &'static str)> {
     match path {
-        "/static/report.css" => {
-            Some(("text/css; charset=utf-8", gpuprobe_report::html::STYLESHEET))
-        }
+        "/static/report.css" => Some(("text/css; charset=utf-8", gpuprobe_report::HTML_STYLESHEET)),
         "/static/ui.css" => Some(("text/css; charset=utf-8", include_str!("../static/ui.css"))),
         "/static/ui.js" => Some((
             "text/javascript; charset=utf-8",
@@ -36,7 +34,7 @@ pub fn asset(path: &str) -> Option<(&'static str, &'static str)> {
 }
 
 /// The templates, loaded once.
-pub struct Pages {
+pub(crate) struct Pages {
     env: Environment<'static>,
 }
 
@@ -49,7 +47,7 @@ impl Default for Pages {
 impl Pages {
     /// Loads every template (a broken one is a defect of gpuprobe's own, caught by the
     /// tests).
-    pub fn new() -> Pages {
+    pub(crate) fn new() -> Pages {
         let mut env = Environment::new();
         env.set_auto_escape_callback(|_| AutoEscape::Html);
         for (name, source) in TEMPLATES {
@@ -60,7 +58,7 @@ impl Pages {
     }
 
     /// Renders `name` with `context`; a failure renders as an escaped message instead.
-    pub fn render<S: Serialize>(&self, name: &str, context: S) -> String {
+    pub(crate) fn render<S: Serialize>(&self, name: &str, context: S) -> String {
         self.env
             .get_template(name)
             .and_then(|t| t.render(context))
@@ -75,7 +73,7 @@ impl Pages {
 }
 
 /// HTML-escapes `text` the way the templates do (for the one page made without them).
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -153,7 +151,7 @@ mod tests {
         assert!(!html.contains("http"), "no absolute URL: {html}");
         assert!(asset("/static/../Cargo.toml").is_none());
         assert!(
-            !gpuprobe_report::html::STYLESHEET.contains("url("),
+            !gpuprobe_report::HTML_STYLESHEET.contains("url("),
             "the stylesheet loads nothing"
         );
     }

@@ -6,13 +6,13 @@
 use std::path::Path;
 
 use gpuprobe_doctor::profile_file::{self, ExportFormat};
-use gpuprobe_model::profile::{FixAccount, Profile};
+use gpuprobe_model::{FixAccount, Profile};
 use gpuprobe_runner::{PROFILE_FILE, RunFiles};
 use serde::Serialize;
 
 /// One profile as the pages show it.
 #[derive(Debug, Clone, Serialize)]
-pub struct ProfileView {
+pub(crate) struct ProfileView {
     /// The fix run that holds it (its id in URLs).
     pub run: String,
     /// When it was written.
@@ -44,7 +44,7 @@ pub struct ProfileView {
 /// Which runs used a profile: the fix that proved it, the checks whose workers ran with its
 /// settings, and the jobs `gpuprobe run --profile` ran with it.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct UsedBy {
+pub(crate) struct UsedBy {
     /// The fix's verification of its chosen settings, in words (none when it recorded none).
     pub verification: Option<String>,
     /// Runs of the runs directory whose plan applied every setting of the profile, newest
@@ -58,7 +58,7 @@ pub struct UsedBy {
 
 /// One `run --profile` use, as the page shows it.
 #[derive(Debug, Clone, Serialize)]
-pub struct UseView {
+pub(crate) struct UseView {
     /// When it ended.
     pub at: String,
     /// The job's program (its name only: the journal keeps no arguments).
@@ -88,7 +88,7 @@ struct AppliedSettings {
 }
 
 /// Which runs used the profile held by the fix run `run` (named `name`) under `root`.
-pub fn used_by(root: &Path, name: &str, run: &Path) -> UsedBy {
+pub(crate) fn used_by(root: &Path, name: &str, run: &Path) -> UsedBy {
     let mut out = UsedBy::default();
     let files = RunFiles::at(run);
     if let Ok(account) = files.read_fix_account::<FixAccount>()
@@ -150,7 +150,7 @@ pub fn used_by(root: &Path, name: &str, run: &Path) -> UsedBy {
 
 /// One setting of a profile.
 #[derive(Debug, Clone, Serialize)]
-pub struct SettingView {
+pub(crate) struct SettingView {
     /// `NAME=VALUE`, `unset NAME`, or a framework switch.
     pub setting: String,
     /// Probes it cures.
@@ -162,7 +162,7 @@ pub struct SettingView {
 }
 
 /// The export formats a page offers, by the name in its URL.
-pub fn export_format(name: &str) -> Option<ExportFormat> {
+pub(crate) fn export_format(name: &str) -> Option<ExportFormat> {
     match name {
         "env" => Some(ExportFormat::Env),
         "shell" => Some(ExportFormat::Shell),
@@ -173,7 +173,7 @@ pub fn export_format(name: &str) -> Option<ExportFormat> {
 }
 
 /// The profile a run holds, validated as `gpuprobe profile` validates it.
-pub fn load(run: &Path) -> Option<Result<Profile, String>> {
+pub(crate) fn load(run: &Path) -> Option<Result<Profile, String>> {
     let files = RunFiles::at(run);
     if !files.holds_profile() {
         return None;
@@ -197,7 +197,7 @@ pub fn load(run: &Path) -> Option<Result<Profile, String>> {
 }
 
 /// Every profile under `root`, newest first.
-pub fn list(root: &Path) -> Vec<ProfileView> {
+pub(crate) fn list(root: &Path) -> Vec<ProfileView> {
     let runs = gpuprobe_runner::scan_run_names(root).unwrap_or_default();
     runs.iter()
         .filter(|(_, path)| RunFiles::at(path).holds_profile())
@@ -206,7 +206,7 @@ pub fn list(root: &Path) -> Vec<ProfileView> {
 }
 
 /// One run's profile as a page shows it.
-pub fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
+pub(crate) fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
     let loaded = load(run)?;
     let source_run = RunFiles::at(run)
         .read_fix_account::<FixAccount>()
@@ -275,13 +275,13 @@ pub fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
 }
 
 /// The profile exported in `format`, as `gpuprobe profile export` prints it.
-pub fn export(run: &Path, format: ExportFormat) -> Option<Result<String, String>> {
+pub(crate) fn export(run: &Path, format: ExportFormat) -> Option<Result<String, String>> {
     load(run).map(|loaded| loaded.map(|profile| profile_file::export(&profile, format)))
 }
 
 /// Removes the profile from its run (the run stays, and `runs prune` may remove it once it
 /// holds no profile).
-pub fn delete(run: &Path) -> Result<(), String> {
+pub(crate) fn delete(run: &Path) -> Result<(), String> {
     let files = RunFiles::at(run);
     if !files.holds_profile() {
         return Err("this run holds no profile".into());

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gpuprobe_model::verdict::ProbeResult;
-use gpuprobe_report::html;
+use gpuprobe_model::ProbeResult;
+use gpuprobe_report::{HtmlLinks, issue_texts, render_html_linked};
 use gpuprobe_runner::{Run, RunFiles};
 use serde::Serialize;
 use serde_json::json;
@@ -261,12 +261,12 @@ fn run_page(state: &State, name: &str) -> Reply {
         return match gpuprobe_runner::read_finished(&finished) {
             Ok(finished) => {
                 let fix = finished.fix.as_ref();
-                let issues = html::issue_texts(&finished.report, fix);
-                let linked = html::Linked {
+                let issues = issue_texts(&finished.report, fix);
+                let linked = HtmlLinks {
                     stylesheet: "/static/report.css".into(),
                     home: "/".into(),
                 };
-                match html::render_linked(&finished.report, fix, &issues, linked) {
+                match render_html_linked(&finished.report, fix, &issues, linked) {
                     Ok(page) => Reply::Page(200, page),
                     Err(e) => message(state, 500, name, &format!("{e}")),
                 }
@@ -1046,7 +1046,7 @@ mod tests {
 
     #[test]
     fn the_kb_page_matches_a_chosen_run_s_recorded_stack_and_says_why() {
-        use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+        use gpuprobe_model::{GpuInfo, Vendor};
         let root = tempfile::tempdir().unwrap();
         let name = "check-2026-11-22T10-04-05-1";
         let run = root.path().join(name);
@@ -1059,9 +1059,9 @@ mod tests {
         let mut report: gpuprobe_model::Report = serde_json::from_value(json!({
             "schema_version": 1, "tool_version": "0.1.0", "command": "check",
             "started_at": "2026-11-22T10:04:05Z", "wall_s": 1.0, "tier": "quick",
-            "fingerprint": gpuprobe_model::fingerprint::Fingerprint::default(),
+            "fingerprint": gpuprobe_model::Fingerprint::default(),
             "results": [], "findings": [],
-            "summary": gpuprobe_model::report::Summary::of(&[]),
+            "summary": gpuprobe_model::Summary::of(&[]),
             "exit_status": "all_passed", "exit_code": 0
         }))
         .unwrap();

@@ -19,8 +19,8 @@ use std::collections::HashMap;
 
 use gpuprobe_doctor::engine::{Lane, LaneBudget, select, sized_lanes};
 use gpuprobe_doctor::lanes::estimated_seconds;
-use gpuprobe_model::probe::{Backend, DeviceRef, Placement, ProbeSpec, Tier};
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::ProbeResult;
+use gpuprobe_model::{Backend, DeviceRef, Placement, ProbeSpec, Tier};
 use gpuprobe_runner::Task;
 
 fn main() -> anyhow::Result<()> {

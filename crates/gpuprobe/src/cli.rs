@@ -14,7 +14,7 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Colour: `auto` (on a terminal, unless NO_COLOR is set non-empty), `always`, `never`.
-    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", value_parser = gpuprobe_report::console::ColorWhen::NAMES)]
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", value_parser = gpuprobe_report::ColorWhen::NAMES)]
     pub color: String,
     /// Print only the verdict or summary, and errors: no progress.
     #[arg(short, long, global = true)]

@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::visible_line;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
 
 /// What the binary itself refuses: wrong arguments and inputs its adapters check.

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::visible_line;
 use gpuprobe_runner::{SignalEvent, Signals};
 use nix::sys::signal::Signal;
 

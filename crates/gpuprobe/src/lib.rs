@@ -55,9 +55,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     // A health check prints its one line and nothing else: no progress, no colour.
     let health = matches!(&cli.command, cli::Command::Check(args) if args.health);
     if health {
-        gpuprobe_report::console::setup("never", true);
+        gpuprobe_report::setup_console("never", true);
     } else {
-        gpuprobe_report::console::setup(&cli.color, cli.quiet);
+        gpuprobe_report::setup_console(&cli.color, cli.quiet);
     }
     match commands::dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),

@@ -1,4 +1,4 @@
-//! The progress of a session on stderr, shown as `gpuprobe_report::console` decides: a bar
+//! The progress of a session on stderr, shown as `gpuprobe_report::Console` decides: a bar
 //! on a terminal, plain lines in a log (`gpuprobe_report::ProgressLog`: a line
 //! per finished family, per probe with `--verbose`), nothing with `--quiet`.
 //!
@@ -12,7 +12,7 @@ use std::time::Instant;
 use gpuprobe_doctor::engine::Progress;
 use gpuprobe_doctor::session::SessionProgress;
 use gpuprobe_report::ProgressLog;
-use gpuprobe_report::console::{self, ProgressMode};
+use gpuprobe_report::{ProgressMode, current_console};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The bar of the view in use, if any.
@@ -47,7 +47,7 @@ impl TerminalProgress {
 
 impl SessionProgress for TerminalProgress {
     fn started(&mut self, label: &str) {
-        match console::current().progress {
+        match current_console().progress {
             ProgressMode::Bar => {}
             ProgressMode::Lines => {
                 self.log = Some((ProgressLog::new(self.verbose), Instant::now()));

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_doctor::session::{SessionHost, SessionOptions};
-use gpuprobe_model::probe::Tier;
+use gpuprobe_model::Tier;
 use gpuprobe_runner::Cancel;
 
 use crate::cli::{SessionArgs, TierArg};

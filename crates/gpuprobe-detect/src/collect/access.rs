@@ -5,7 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::Vendor;
 
 use crate::merge::unreadable;
 use crate::root::Root;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{ComponentVersion, CpuDetails, CudaInfo, RocmInfo, ToolVersion};
+use gpuprobe_model::{ComponentVersion, CpuDetails, CudaInfo, RocmInfo, ToolVersion};
 
 use super::tools::{find, run};
 use crate::merge::fill;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{AmdgpuDriver, DriverSource, Vendor};
+use gpuprobe_model::{AmdgpuDriver, DriverSource, Vendor};
 
 use crate::merge::{fill, gpus_of, note_amdgpu, nvidia_driver, unreadable};
 use crate::parse::firmware_info;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{FirmwareVersion, GpuInfo, Vendor};
-use gpuprobe_model::isa::GfxIsa;
+use gpuprobe_model::GfxIsa;
+use gpuprobe_model::{FirmwareVersion, GpuInfo, Vendor};
 
 use crate::isa;
 use crate::merge::{add_firmware, fill, merge_gpu, push_unique, unreadable};

@@ -148,7 +148,7 @@ pub fn merge_watched_kernel_lines<'a>(
     let Ok(log) = kernel_log::parse(&unescape_kmsg(&text)) else {
         return;
     };
-    let key = |e: &gpuprobe_model::fingerprint::KernelEvent| {
+    let key = |e: &gpuprobe_model::KernelEvent| {
         (
             e.kind.clone(),
             e.time.clone(),

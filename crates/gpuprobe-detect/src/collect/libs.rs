@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{CudaInfo, LibraryInfo, RocmInfo};
+use gpuprobe_model::{CudaInfo, LibraryInfo, RocmInfo};
 
 use crate::merge::fill;
 use crate::root::Root;

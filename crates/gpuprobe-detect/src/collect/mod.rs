@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::Vendor;
 
 pub use env::{is_relevant_env_var, relevant_env};
 pub use gpus::{compute_gpu_count, gpu_device_nodes_present};

@@ -11,7 +11,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::Vendor;
 
 use crate::merge::unreadable;
 use crate::parse::{amd_smi, nvidia_smi, rocminfo, system};

@@ -10,7 +10,7 @@
 //! dashboard's `amdgpu version` is the kernel release with the in-box driver.
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, FirmwareVersion, GpuInfo, RocmInfo, Vendor};
+use gpuprobe_model::{DriverSource, FirmwareVersion, GpuInfo, RocmInfo, Vendor};
 use serde_json::Value;
 
 use super::ParseError;

@@ -22,9 +22,7 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{
-    CudaInfo, GpuInfo, PythonEnv, RocmInfo, TorchDevice, TorchInfo, Vendor,
-};
+use gpuprobe_model::{CudaInfo, GpuInfo, PythonEnv, RocmInfo, TorchDevice, TorchInfo, Vendor};
 
 use super::ParseError;
 use crate::merge::{derive_gpu_facts, fill, merge_gpu, merge_python, nvidia_driver, push_unique};

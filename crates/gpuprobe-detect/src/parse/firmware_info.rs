@@ -4,7 +4,7 @@
 //! `VBIOS version: ...` line.
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{FirmwareVersion, GpuInfo, Vendor};
+use gpuprobe_model::{FirmwareVersion, GpuInfo, Vendor};
 
 use super::ParseError;
 use crate::merge::{fill, gpus_of, push_unique, unreadable};

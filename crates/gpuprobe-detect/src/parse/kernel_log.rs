@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::KernelEvent;
+use gpuprobe_model::KernelEvent;
 use regex::Regex;
 
 use super::ParseError;

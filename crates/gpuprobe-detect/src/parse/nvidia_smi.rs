@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+use gpuprobe_model::{GpuInfo, Vendor};
 
 use super::ParseError;
 use crate::merge::{derive_gpu_facts, fill, merge_gpu, nvidia_driver};

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{GpuInfo, Vendor};
+use gpuprobe_model::{GpuInfo, Vendor};
 use regex::Regex;
 
 use super::ParseError;

@@ -10,7 +10,7 @@
 //! `XNACK enabled:` and `VMM Support:`; older ones lack `Alloc Recommended Granule`.
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, Vendor};
+use gpuprobe_model::{DriverSource, GpuInfo, Vendor};
 
 use super::ParseError;
 use crate::isa;

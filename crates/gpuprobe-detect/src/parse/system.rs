@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use gpuprobe_model::DriverSource;
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::DriverSource;
 
 use super::ParseError;
 use crate::merge::{fill, note_amdgpu};

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use gpuprobe_model::fingerprint::KernelEvent;
+use gpuprobe_model::KernelEvent;
 use serde::{Deserialize, Serialize};
 
 use crate::parse::kernel_log::kind;

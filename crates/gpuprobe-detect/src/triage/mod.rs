@@ -18,7 +18,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::Vendor;
 use serde::{Deserialize, Serialize};
 
 use crate::merge::{derive_gpu_facts, pci_device_id};
@@ -353,7 +353,7 @@ impl Triager {
         let mut scanner = kernel_log::Scanner::default();
         let mut kinds: Vec<(String, usize)> = Vec::new();
         let aggregator = &mut self.events;
-        let mut emit = |no: usize, event: gpuprobe_model::fingerprint::KernelEvent| {
+        let mut emit = |no: usize, event: gpuprobe_model::KernelEvent| {
             match kinds.iter_mut().find(|(k, _)| *k == event.kind) {
                 Some((_, n)) => *n += 1,
                 None => kinds.push((event.kind.clone(), 1)),

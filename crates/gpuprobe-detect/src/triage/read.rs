@@ -5,7 +5,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::visible_line;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
 
 use super::input::{Truncation, read_file, read_stream, regular_file_size, share_cap};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use gpuprobe_detect::{CollectOptions, collect, render_text};
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, Vendor};
+use gpuprobe_model::{DriverSource, Vendor};
 
 use crate::common::Tree;
 
@@ -464,7 +464,7 @@ fn gfx1030_native_with_override_set() {
         fp.env.get("HSA_OVERRIDE_GFX_VERSION").map(String::as_str),
         Some("10.3.0")
     );
-    let decoded = gpuprobe_model::isa::decode_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"])
+    let decoded = gpuprobe_model::decode_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"])
         .expect("decodes")
         .name();
     assert_eq!(
@@ -509,13 +509,13 @@ fn rx6700xt_gfx1031_with_override_to_gfx1030() {
         g.name.as_deref(),
         Some("AMD Radeon RX 6700/6700 XT/6750 XT (Navi 22)")
     );
-    let decoded = gpuprobe_model::isa::decode_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"])
+    let decoded = gpuprobe_model::decode_override(&fp.env["HSA_OVERRIDE_GFX_VERSION"])
         .expect("decodes")
         .name();
     assert_eq!(decoded, "gfx1030");
     assert_ne!(Some(decoded.as_str()), g.native_isa.as_deref());
     assert_eq!(
-        gpuprobe_model::isa::gfx_facts("gfx1031").map(|i| i.rocm_support),
+        gpuprobe_model::gfx_facts("gfx1031").map(|i| i.rocm_support),
         Some("unofficial (override 10.3.0)")
     );
 }
@@ -804,8 +804,8 @@ fn pip_therock_and_torch_lib_copies_without_symlinks() {
     // The same environment found through the worker's torch.lib_dir instead of VIRTUAL_ENV.
     let mut fp = collect(&tree.root(), &env(&[]), &CollectOptions::default());
     assert_eq!(fp.rocm, None);
-    fp.python = Some(gpuprobe_model::fingerprint::PythonEnv {
-        torch: Some(gpuprobe_model::fingerprint::TorchInfo {
+    fp.python = Some(gpuprobe_model::PythonEnv {
+        torch: Some(gpuprobe_model::TorchInfo {
             lib_dir: Some(format!("{site}/torch/lib")),
             ..Default::default()
         }),

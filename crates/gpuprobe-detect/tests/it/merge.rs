@@ -2,7 +2,7 @@
 
 use gpuprobe_detect::merge_python;
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{GpuInfo, PythonEnv, TorchDevice, TorchInfo, Vendor};
+use gpuprobe_model::{GpuInfo, PythonEnv, TorchDevice, TorchInfo, Vendor};
 
 use crate::collect_fake::nvidia_host_fingerprint;
 

@@ -4,7 +4,7 @@
 use gpuprobe_detect::ParseError;
 use gpuprobe_detect::parse::amd_smi::{self, Format};
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, Vendor};
+use gpuprobe_model::{DriverSource, Vendor};
 
 use crate::common::fixture;
 

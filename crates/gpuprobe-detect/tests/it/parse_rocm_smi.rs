@@ -2,7 +2,7 @@
 
 use gpuprobe_detect::parse::rocm_smi::{self, View};
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::Vendor;
+use gpuprobe_model::Vendor;
 
 use crate::common::fixture;
 

@@ -3,7 +3,7 @@
 use gpuprobe_detect::ParseError;
 use gpuprobe_detect::parse::rocminfo::{self, RockModule};
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, Vendor};
+use gpuprobe_model::{DriverSource, Vendor};
 
 use crate::common::fixture;
 

@@ -2,7 +2,7 @@
 
 use gpuprobe_detect::parse::{firmware_info, system};
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, Vendor};
+use gpuprobe_model::{DriverSource, GpuInfo, Vendor};
 
 use crate::common::fixture;
 

@@ -21,7 +21,7 @@ fn run_everything(text: &str) {
     let _ = system::parse_os_release(text);
     let _ = system::parse_uname(text);
     let _ = system::parse_module_params(text);
-    let _ = gpuprobe_model::isa::decode_override(text);
+    let _ = gpuprobe_model::decode_override(text);
     let _ = parse_amdgpu_ids(text);
     let _ = normalize_bdf(text);
     let outcome = triage(&[TriageInput {

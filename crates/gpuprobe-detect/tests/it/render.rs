@@ -110,7 +110,7 @@ fn fingerprint_round_trips_through_json() {
 /// Many kernel events (a live fault storm) render one row per class, not one per event.
 #[test]
 fn many_kernel_events_are_summarised_per_class() {
-    use gpuprobe_model::fingerprint::KernelEvent;
+    use gpuprobe_model::KernelEvent;
 
     let mut fp = Fingerprint::default();
     for i in 0..500 {
@@ -147,8 +147,8 @@ fn many_kernel_events_are_summarised_per_class() {
 #[test]
 fn loaded_dnn_and_collective_libraries_are_shown() {
     let mut fp = nvidia_host_fingerprint();
-    fp.python = Some(gpuprobe_model::fingerprint::PythonEnv {
-        torch: Some(gpuprobe_model::fingerprint::TorchInfo {
+    fp.python = Some(gpuprobe_model::PythonEnv {
+        torch: Some(gpuprobe_model::TorchInfo {
             version: "2.11.0+cu130".into(),
             cuda: Some("13.0".into()),
             ..Default::default()
@@ -192,7 +192,7 @@ fn loaded_dnn_and_collective_libraries_are_shown() {
 /// the records that could not be read; a package conda installed is not listed twice.
 #[test]
 fn conda_packages_are_shown_as_conda_names_them() {
-    use gpuprobe_model::fingerprint::{CondaEnv, CondaPackage, PythonEnv};
+    use gpuprobe_model::{CondaEnv, CondaPackage, PythonEnv};
     let mut fp = nvidia_host_fingerprint();
     let record = |version: &str, build: &str, channel: &str| CondaPackage {
         version: version.into(),

@@ -2,7 +2,7 @@
 //! truncated blocks, several tools and several inputs.
 
 use gpuprobe_detect::{ToolKind, TriageInput, triage};
-use gpuprobe_model::fingerprint::{DriverSource, Vendor};
+use gpuprobe_model::{DriverSource, Vendor};
 
 use crate::common::fixture;
 

@@ -1,9 +1,9 @@
 //! The search result as a [`FixAccount`] (what the user reads, `--json`) and a
 //! [`Profile`] (what `gpuprobe run` and `apply_profile` apply).
 
+use gpuprobe_model::Cost;
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::finding::Cost;
-use gpuprobe_model::profile::{
+use gpuprobe_model::{
     CandidateTrial, FixAccount, FixOutcome, PROFILE_VERSION, Profile, ProfileSetting, RunBudget,
     StackKey, TargetStatus, is_probe_side_switch,
 };
@@ -173,8 +173,8 @@ pub fn cost_words(cost: &Cost) -> String {
     parts.join("; ")
 }
 
-fn probe_ids<'a>(ids: impl Iterator<Item = &'a gpuprobe_model::profile::ProbeRef>) -> Vec<String> {
-    let refs: Vec<&gpuprobe_model::profile::ProbeRef> = ids.collect();
+fn probe_ids<'a>(ids: impl Iterator<Item = &'a gpuprobe_model::ProbeRef>) -> Vec<String> {
+    let refs: Vec<&gpuprobe_model::ProbeRef> = ids.collect();
     let single_device = refs.windows(2).all(|w| w[0].device == w[1].device);
     let mut out: Vec<String> = refs
         .iter()
@@ -248,7 +248,7 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
             }
         })
         .collect();
-    let describe_reported = |r: &gpuprobe_model::profile::ReportedChange| {
+    let describe_reported = |r: &gpuprobe_model::ReportedChange| {
         let mut line = r.description.clone();
         if let Some(setting) = &r.setting {
             line.push_str(&format!(" [{setting}]"));
@@ -356,8 +356,8 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
 mod tests {
     use super::*;
     use crate::fix::search::nothing_to_try;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-    use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
+    use gpuprobe_model::{FailClass, ProbeResult, Verdict};
 
     fn failure(probe: &str) -> ProbeResult {
         ProbeResult {
@@ -400,7 +400,7 @@ mod tests {
 
     #[test]
     fn switches_and_proven_code_changes_stay_apart_from_the_environment() {
-        use gpuprobe_model::profile::{ProbeRef, SettingChange};
+        use gpuprobe_model::{ProbeRef, SettingChange};
         let failures = [
             failure("nn.sdpa.matrix.bf16.default"),
             failure("sweep.nn.functional.embedding_bag.bf16"),

@@ -20,12 +20,12 @@ use gpuprobe_kb::Pep440Version;
 use gpuprobe_kb::{Catalogue, CatalogueEntry, CatalogueKind};
 use gpuprobe_kb::{KbMatch, MatchStatus};
 use gpuprobe_kb::{RemedyKind, WorkaroundEvidence};
+use gpuprobe_model::Cost;
+use gpuprobe_model::Measurement;
 use gpuprobe_model::env_vars;
-use gpuprobe_model::finding::Cost;
-use gpuprobe_model::fingerprint::{Fingerprint, Vendor};
-use gpuprobe_model::observation::Measurement;
-use gpuprobe_model::profile::{ReportedChange, SettingChange};
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{Fingerprint, Vendor};
+use gpuprobe_model::{ProbeResult, Verdict};
+use gpuprobe_model::{ReportedChange, SettingChange};
 use thiserror::Error;
 
 /// The arch override variable: only ever tried as a removal (or as a workaround a matched
@@ -272,7 +272,7 @@ fn in_effect(change: &SettingChange, env: &BTreeMap<String, String>) -> bool {
         };
         let pair = format!("{}={value}", change.variable);
         return env
-            .get(gpuprobe_model::profile::SWITCHES_VARIABLE)
+            .get(gpuprobe_model::SWITCHES_VARIABLE)
             .is_some_and(|all| all.split(';').any(|p| p.trim() == pair));
     }
     match &change.value {
@@ -416,7 +416,7 @@ pub fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
                 let probe_side = entry
                     .variables
                     .iter()
-                    .any(|v| gpuprobe_model::profile::is_probe_side_switch(v));
+                    .any(|v| gpuprobe_model::is_probe_side_switch(v));
                 if probe_side && !ctx.failures.iter().any(names_a_layout) {
                     continue;
                 }
@@ -593,9 +593,9 @@ pub fn is_target(result: &ProbeResult) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::fingerprint::GpuInfo;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-    use gpuprobe_model::verdict::FailClass;
+    use gpuprobe_model::FailClass;
+    use gpuprobe_model::GpuInfo;
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
 
     fn failure(probe: &str) -> ProbeResult {
         ProbeResult::new(
@@ -681,8 +681,8 @@ mod tests {
         };
         fp.host.os = Some("linux".into());
         fp.gpus.push(GpuInfo::new(Vendor::Nvidia));
-        fp.python = Some(gpuprobe_model::fingerprint::PythonEnv {
-            torch: Some(gpuprobe_model::fingerprint::TorchInfo {
+        fp.python = Some(gpuprobe_model::PythonEnv {
+            torch: Some(gpuprobe_model::TorchInfo {
                 version: torch.into(),
                 ..Default::default()
             }),
@@ -693,8 +693,8 @@ mod tests {
 
     fn sweep_failure(probe: &str, variant: &str) -> ProbeResult {
         let mut result = failure(probe);
-        let stats = gpuprobe_model::observation::SweepStats {
-            failures: vec![gpuprobe_model::observation::SweepFailure {
+        let stats = gpuprobe_model::SweepStats {
+            failures: vec![gpuprobe_model::SweepFailure {
                 class: "wrong_value".into(),
                 variant: variant.into(),
                 direction: "backward".into(),
@@ -707,7 +707,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        result.observation = Some(gpuprobe_model::observation::Observation {
+        result.observation = Some(gpuprobe_model::Observation {
             probe: ProbeId::new(probe),
             device: DeviceRef::Gpu(0),
             measurement: Measurement::Sweep(Box::new(stats)),
@@ -788,7 +788,7 @@ mod tests {
         assert!(layout.contains(&"gpuprobe.inputs.contiguous=True".to_string()));
         // A switch already passed in GPUPROBE_SWITCHES is in effect: not tried, and said so.
         let inherited = BTreeMap::from([(
-            gpuprobe_model::profile::SWITCHES_VARIABLE.to_string(),
+            gpuprobe_model::SWITCHES_VARIABLE.to_string(),
             "torch.backends.cudnn.enabled=False".to_string(),
         )]);
         let set = gather(&CandidateContext {

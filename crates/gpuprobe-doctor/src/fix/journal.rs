@@ -22,8 +22,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use gpuprobe_model::profile::{ProbeRef, SettingChange};
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::ProbeResult;
+use gpuprobe_model::{ProbeRef, SettingChange};
 use serde::{Deserialize, Serialize};
 
 use super::search::{Phase, TrialOutcome, TrialRequest, TrialRunner};
@@ -309,9 +309,9 @@ mod tests {
     use crate::fix::candidates::Candidate;
     use crate::fix::search::{SearchInput, SearchResult, search};
     use crate::session::interrupt::Stopped;
-    use gpuprobe_model::finding::Cost;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-    use gpuprobe_model::verdict::{FailClass, Verdict};
+    use gpuprobe_model::Cost;
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
+    use gpuprobe_model::{FailClass, Verdict};
 
     /// Probe `a` fails unless `FIX_A=1`, probe `b` unless `FIX_B=1`; `BREAKS=1` breaks the
     /// sentinel `s`. Counts the trials it really runs; a signal cuts short trial

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuprobe_model::probe::Tier;
+use gpuprobe_model::Tier;
 use gpuprobe_runner::{FIX_OPTIONS_FILE, RunFiles};
 use serde::{Deserialize, Serialize};
 

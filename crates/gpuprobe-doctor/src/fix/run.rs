@@ -19,12 +19,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use gpuprobe_model::command_line::StackOptions;
-use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec, Rule};
-use gpuprobe_model::profile::{FixAccount, FixOutcome, ProbeRef};
-use gpuprobe_model::text::visible_line;
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::ProbeResult;
+use gpuprobe_model::StackOptions;
+use gpuprobe_model::visible_line;
+use gpuprobe_model::{Backend, DeviceRef, ProbeId, ProbeSpec, Rule};
 use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_model::{FixAccount, FixOutcome, ProbeRef};
 use gpuprobe_runner::{
     FIX_ACCOUNT_FILE, FIX_JOURNAL_FILE, FIX_OPTIONS_FILE, FIX_TRIALS_DIR, PLAN_FILE, PROFILE_FILE,
     REPORT_FILE, RunDir, RunFiles, RunnerError,

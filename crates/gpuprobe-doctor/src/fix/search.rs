@@ -22,12 +22,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpuprobe_model::observation::Measurement;
-use gpuprobe_model::profile::{
+use gpuprobe_model::Measurement;
+use gpuprobe_model::{
     CandidateTrial, CostMeasurement, FixTarget, GroupTrial, MetricCost, PartialCure,
     ProbeOutcomeRef, ProbeRef, RunBudget, SettingChange, TargetStatus, Verification,
 };
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{ProbeResult, Verdict};
 
 use super::candidates::Candidate;
 use super::conflicts;
@@ -1204,9 +1204,9 @@ fn measure(baseline: &Observed, verify: &Observed, probes: &[ProbeRef]) -> CostM
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::finding::Cost;
-    use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-    use gpuprobe_model::verdict::FailClass;
+    use gpuprobe_model::Cost;
+    use gpuprobe_model::FailClass;
+    use gpuprobe_model::{DeviceRef, Layer, ProbeId};
 
     /// A fault model: probe → (fails unless cured, cured by any of these single settings,
     /// cured only by all of these together, breaks when this setting is on).
@@ -1616,7 +1616,7 @@ mod tests {
     }
 
     fn sweep_result(cases: &[(&str, &str)], counted: u64) -> ProbeResult {
-        use gpuprobe_model::observation::{Observation, SweepFailure, SweepStats};
+        use gpuprobe_model::{Observation, SweepFailure, SweepStats};
         let failures: Vec<SweepFailure> = cases
             .iter()
             .map(|(variant, direction)| SweepFailure {

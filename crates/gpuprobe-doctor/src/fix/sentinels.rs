@@ -13,9 +13,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpuprobe_model::probe::{DeviceRef, ProbeSpec};
-use gpuprobe_model::profile::ProbeRef;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::ProbeRef;
+use gpuprobe_model::{DeviceRef, ProbeSpec};
+use gpuprobe_model::{ProbeResult, Verdict};
 
 /// How many sentinels to choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,8 +182,8 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::probe::{Layer, ProbeId};
-    use gpuprobe_model::verdict::FailClass;
+    use gpuprobe_model::FailClass;
+    use gpuprobe_model::{Layer, ProbeId};
 
     use crate::test_support::spec;
 

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use gpuprobe_kb::KbMatch;
-use gpuprobe_model::probe::{ProbeSpec, Tier};
-use gpuprobe_model::report::Report;
+use gpuprobe_model::Report;
+use gpuprobe_model::{ProbeSpec, Tier};
 use gpuprobe_runner::{FIX_CHECK_DIR, RunDir, RunFileError, RunFiles, WORKERS_DIR};
 
 use super::options::FixOptions;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use gpuprobe_model::probe::{ProbeId, ProbeSpec};
+use gpuprobe_model::{ProbeId, ProbeSpec};
 use gpuprobe_runner::{RunDir, Task};
 
 use super::{TrialOutcome, TrialRequest, TrialRunner};

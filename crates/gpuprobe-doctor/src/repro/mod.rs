@@ -13,17 +13,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use gpuprobe_kb::wildcard_matches;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::profile::FixAccount;
-use gpuprobe_model::repro::{Repro, ReproManifest, ScriptOutcome, ScriptRun};
-use gpuprobe_model::text::visible_line;
-use gpuprobe_model::verdict::ProbeResult;
+use gpuprobe_model::DeviceRef;
+use gpuprobe_model::FixAccount;
+use gpuprobe_model::ProbeResult;
+use gpuprobe_model::visible_line;
 use gpuprobe_model::{ClassifiedError, ExitStatus, Report, env_vars};
+use gpuprobe_model::{Repro, ReproManifest, ScriptOutcome, ScriptRun};
 use gpuprobe_runner::{
     FIX_CHECK_DIR, REPORT_FILE, RunFileError, RunFiles, RunState, run_to_files, scan_runs,
 };
 
-use gpuprobe_model::plan::RunPlan;
+use gpuprobe_model::RunPlan;
 
 /// The generator's exit code for "no repro can be made" (docs/repro.md).
 const NO_REPRO_EXIT: i32 = 3;
@@ -34,7 +34,7 @@ const GENERATOR_TIMEOUT: Duration = Duration::from_secs(120);
 const MIN_SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most of the script's output kept for ISSUE.md (its tail).
 const KEEP_OUTPUT_BYTES: usize = 64 * 1024;
-pub use gpuprobe_model::repro::{
+pub use gpuprobe_model::{
     ISSUE_FILE, MANIFEST_FILE, PLAN_INPUT, REPRO_DIR, RESULT_INPUT, RUN_FILE, SCRIPT_FILE,
 };
 /// Where the probe package is extracted while the generator and script need it.

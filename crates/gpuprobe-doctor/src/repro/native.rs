@@ -12,10 +12,10 @@
 
 use std::collections::BTreeMap;
 
-use gpuprobe_model::fingerprint::Vendor;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::repro::ReproManifest;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::DeviceRef;
+use gpuprobe_model::ReproManifest;
+use gpuprobe_model::Vendor;
+use gpuprobe_model::{ProbeResult, Verdict};
 use serde_json::json;
 
 /// The script, with `@HEADER@` and `@CASE@` to fill in.
@@ -179,9 +179,9 @@ fn safe_id(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::observation::{Measurement, Observation};
-    use gpuprobe_model::probe::{Layer, ProbeId};
-    use gpuprobe_model::verdict::FailClass;
+    use gpuprobe_model::FailClass;
+    use gpuprobe_model::{Layer, ProbeId};
+    use gpuprobe_model::{Measurement, Observation};
 
     fn native_failure(probe: &str) -> ProbeResult {
         let mut r = ProbeResult::new(

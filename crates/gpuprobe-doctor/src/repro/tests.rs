@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::probe::{Layer, ProbeId, Tier};
-use gpuprobe_model::report::Summary;
-use gpuprobe_model::verdict::{FailClass, Verdict};
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::Summary;
+use gpuprobe_model::{FailClass, Verdict};
+use gpuprobe_model::{Layer, ProbeId, Tier};
 
 use super::*;
 use gpuprobe_runner::FIX_ACCOUNT_FILE;

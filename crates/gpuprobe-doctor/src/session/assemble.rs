@@ -5,18 +5,18 @@
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv, TorchInfo};
-use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec};
-use gpuprobe_model::protocol::WorkerEvent;
-use gpuprobe_model::report::{Report, Summary, Timings};
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::WorkerEvent;
+use gpuprobe_model::{Backend, DeviceRef, ProbeSpec};
 use gpuprobe_model::{ExitStatus, REPORT_SCHEMA_VERSION};
+use gpuprobe_model::{Fingerprint, PythonEnv, TorchInfo};
+use gpuprobe_model::{ProbeResult, Verdict};
+use gpuprobe_model::{Report, Summary, Timings};
 use gpuprobe_runner::{PythonChoice, REPORT_FILE, RunDir};
 
 use super::options::DeviceRequest;
 use super::{Completed, SessionError};
 use crate::engine::{self, EngineConfig};
-use gpuprobe_model::plan::RunPlan;
+use gpuprobe_model::RunPlan;
 
 /// A session whose probes are over: what the report is assembled from.
 pub(crate) struct Finished<'a> {
@@ -368,12 +368,12 @@ mod tests {
     use super::*;
 
     fn python_hello(device: u32, gpu_available: bool, seen: u32) -> engine::HelloRecord {
-        let torch = gpuprobe_model::fingerprint::TorchInfo {
+        let torch = gpuprobe_model::TorchInfo {
             version: "2.11.0+cu130".into(),
             cuda: Some("13.0".into()),
             gpu_available,
             devices: (0..seen)
-                .map(|index| gpuprobe_model::fingerprint::TorchDevice {
+                .map(|index| gpuprobe_model::TorchDevice {
                     index,
                     name: "GPU".into(),
                     ..Default::default()
@@ -449,7 +449,7 @@ mod tests {
 
     #[test]
     fn a_listed_gpu_that_got_no_verdict_is_named_as_untested() {
-        use gpuprobe_model::probe::{Layer, ProbeId};
+        use gpuprobe_model::{Layer, ProbeId};
         let on = |device, verdict| {
             ProbeResult::new(ProbeId::new("a.b"), device, Layer::Framework, verdict)
         };
@@ -493,8 +493,8 @@ mod tests {
 
     #[test]
     fn exit_status_rules() {
-        use gpuprobe_model::probe::{Layer, ProbeId};
-        use gpuprobe_model::verdict::Verdict;
+        use gpuprobe_model::Verdict;
+        use gpuprobe_model::{Layer, ProbeId};
         let result = |verdict| {
             ProbeResult::new(
                 ProbeId::new("a.b"),

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use gpuprobe_model::fingerprint::Fingerprint;
-use gpuprobe_model::probe::{Backend, DeviceRef, ProbeId, ProbeSpec};
-use gpuprobe_model::protocol::WorkerEvent;
+use gpuprobe_model::Fingerprint;
+use gpuprobe_model::WorkerEvent;
+use gpuprobe_model::{Backend, DeviceRef, ProbeId, ProbeSpec};
 use gpuprobe_runner::{PLAN_FILE, Task};
 
 use super::assemble::{self, Finished};
@@ -220,9 +220,9 @@ pub const BUDGET_SPENT: &str = "the time budget was spent before it ran";
 /// holds a result for.
 fn budget_spent_results(
     planned: &[Task],
-    previous: &[gpuprobe_model::verdict::ProbeResult],
-    finished: &[gpuprobe_model::verdict::ProbeResult],
-) -> Vec<gpuprobe_model::verdict::ProbeResult> {
+    previous: &[gpuprobe_model::ProbeResult],
+    finished: &[gpuprobe_model::ProbeResult],
+) -> Vec<gpuprobe_model::ProbeResult> {
     let done: std::collections::BTreeSet<(&ProbeId, DeviceRef)> = previous
         .iter()
         .chain(finished)
@@ -231,13 +231,13 @@ fn budget_spent_results(
     planned
         .iter()
         .filter(|task| !done.contains(&(&task.spec.id, task.device)))
-        .map(|task| gpuprobe_model::verdict::ProbeResult {
+        .map(|task| gpuprobe_model::ProbeResult {
             report_group: task.spec.report_group.clone(),
-            ..gpuprobe_model::verdict::ProbeResult::new(
+            ..gpuprobe_model::ProbeResult::new(
                 task.spec.id.clone(),
                 task.device,
                 task.spec.layer,
-                gpuprobe_model::verdict::Verdict::NotTested {
+                gpuprobe_model::Verdict::NotTested {
                     reason: BUDGET_SPENT.to_string(),
                 },
             )
@@ -247,8 +247,8 @@ fn budget_spent_results(
 
 #[cfg(test)]
 mod tests {
-    use gpuprobe_model::probe::Layer;
-    use gpuprobe_model::verdict::{ProbeResult, Verdict};
+    use gpuprobe_model::Layer;
+    use gpuprobe_model::{ProbeResult, Verdict};
 
     use super::*;
     use crate::test_support::spec;

@@ -28,9 +28,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use gpuprobe_kb::KbMatch;
-use gpuprobe_model::probe::{ProbeSpec, Tier};
-use gpuprobe_model::report::Report;
+use gpuprobe_model::Report;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_model::{ProbeSpec, Tier};
 use gpuprobe_runner::{Cancel, PythonChoice, RunDir, RunnerError};
 
 pub use assemble::{absent_gpus_note, exit_status_for, untested_gpus_note};
@@ -44,7 +44,7 @@ pub use prepare::{
 };
 
 use crate::engine::{self, EngineConfig};
-use gpuprobe_model::plan::RunPlan;
+use gpuprobe_model::RunPlan;
 
 /// What a session takes from the process that runs it.
 #[derive(Debug, Clone, Default)]

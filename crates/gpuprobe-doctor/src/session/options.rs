@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gpuprobe_detect::Root;
-use gpuprobe_model::plan::Task;
-use gpuprobe_model::probe::{Backend, DeviceRef, ProbeSpec, Tier};
+use gpuprobe_model::Task;
+use gpuprobe_model::{Backend, DeviceRef, ProbeSpec, Tier};
 use gpuprobe_runner::{Cancel, PythonChoice, SupervisorConfig};
 
 use super::SessionError;

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gpuprobe_model::fingerprint::TorchDevice;
-use gpuprobe_model::probe::{DeviceRef, ProbeSpec, Tier};
-use gpuprobe_model::protocol::SimulationSpec;
+use gpuprobe_model::SimulationSpec;
+use gpuprobe_model::TorchDevice;
+use gpuprobe_model::{DeviceRef, ProbeSpec, Tier};
 use gpuprobe_runner::{
     KernelLogSource, PLAN_FILE, PythonChoice, RunDir, RunStack, SupervisorConfig, WORKERS_DIR,
     resolve_simulation,
@@ -21,7 +21,7 @@ use super::options::{
 use super::spread::{self, SpreadPlan};
 use super::{Prepared, SessionError, SessionHost};
 use crate::engine::{self, EngineConfig, RunPlan, Settings};
-use gpuprobe_model::plan::Task;
+use gpuprobe_model::Task;
 
 /// Plans `check`'s session: a new one from `options`, or with `resume` the rest of that
 /// run directory's plan ([`prepare_resume`], `replan` as `--replan`).

@@ -15,11 +15,11 @@
 
 use std::collections::BTreeMap;
 
-use gpuprobe_model::fingerprint::TorchDevice;
-use gpuprobe_model::probe::{DeviceRef, ProbeId, ProbeSpec};
+use gpuprobe_model::TorchDevice;
+use gpuprobe_model::{DeviceRef, ProbeId, ProbeSpec};
 
 use super::options::tasks_on;
-use gpuprobe_model::plan::Task;
+use gpuprobe_model::Task;
 
 /// The families whose probes test the software stack rather than the GPU they run on:
 /// one run on one of several identical GPUs says what a run on each would.
@@ -31,7 +31,7 @@ pub fn spreadable(spec: &ProbeSpec) -> bool {
     SPREAD_FAMILIES.contains(&spec.id.family())
 }
 
-pub use gpuprobe_model::plan::{SpreadGroup, SpreadPlan};
+pub use gpuprobe_model::{SpreadGroup, SpreadPlan};
 
 /// What makes two GPUs identical: name, total memory and arch, all known.
 fn identity(device: &TorchDevice) -> Option<(&str, u64, &str)> {

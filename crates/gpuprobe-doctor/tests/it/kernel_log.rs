@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use gpuprobe_doctor::engine::{Execution, Settings};
 use gpuprobe_kb::{KnowledgeBase, MatchStatus};
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::probe::{Backend, Placement};
+use gpuprobe_model::{Backend, Placement};
 use gpuprobe_runner::KernelLogSource;
 
 use crate::support::{config, execute_with, scripted_worker, task_on};

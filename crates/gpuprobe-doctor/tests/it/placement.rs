@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpuprobe_doctor::engine::{self, Execution, Settings};
-use gpuprobe_model::probe::{Backend, Placement};
+use gpuprobe_model::{Backend, Placement};
 use gpuprobe_runner::Task;
 
 use crate::support::{config, execute_with, scripted_worker, task_on};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gpuprobe_doctor::engine::{self, EngineConfig, Execution, Settings};
-use gpuprobe_model::probe::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
+use gpuprobe_model::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
 use gpuprobe_runner::{KernelLogSource, PythonChoice, RunDir, SupervisorConfig, Task};
 
 /// Writes an executable Python "worker" to `dir/worker.py`: it reads its plan (finding

@@ -1195,14 +1195,16 @@ pub(crate) fn compare_stats(report: &MemtestReport) -> gpuprobe_model::CompareSt
         max_abs_err: None,
         max_rel_err: None,
         max_ulp: None,
-        first_mismatch: report.errors.examples.first().map(|e| {
-            gpuprobe_model::observation::MismatchExample {
+        first_mismatch: report
+            .errors
+            .examples
+            .first()
+            .map(|e| gpuprobe_model::MismatchExample {
                 index: e.offset / 8,
                 trial: 0,
                 expected: e.expected.clone(),
                 found: e.found.clone(),
-            }
-        }),
+            }),
     }
 }
 

@@ -13,9 +13,9 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use gpuprobe_model::text::visible_line;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::visible_line;
 use gpuprobe_model::{ClassifiedError, ExitStatus};
+use gpuprobe_model::{ProbeResult, Verdict};
 use serde::Serialize;
 
 use super::report::{MemtestReport, memtest_report_from, render_memtest};
@@ -60,7 +60,7 @@ pub fn probe_options(
 }
 
 /// The full memtest probe of this build's native catalogue.
-pub fn probe_spec() -> Option<gpuprobe_model::probe::ProbeSpec> {
+pub fn probe_spec() -> Option<gpuprobe_model::ProbeSpec> {
     crate::native_catalog()
         .into_iter()
         .find(|s| s.id.as_str() == crate::probes::ids::MEMTEST_FULL)

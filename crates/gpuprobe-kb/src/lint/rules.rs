@@ -3,8 +3,8 @@
 //! parameters / firmware / driver / versions, and devices.
 
 use gpuprobe_model::env_vars;
-use gpuprobe_model::fingerprint::{DriverSource, GpuInfo, Vendor};
 use gpuprobe_model::{Confidence, Cost, Evidence, Remedy};
+use gpuprobe_model::{DriverSource, GpuInfo, Vendor};
 
 use super::Sink;
 use super::alloc_conf;
@@ -261,9 +261,8 @@ fn check_gpu_resets(facts: &Facts<'_>, sink: &mut Sink) {
     let timeout = first_of("ring_timeout", &|_| true);
     let reset = first_of("gpu_reset", &|w| w != "GPU recovery disabled");
     let recovery_off = first_of("gpu_reset", &|w| w == "GPU recovery disabled");
-    let line = |event: &gpuprobe_model::fingerprint::KernelEvent| {
-        Evidence::new("log", event.line.trim().to_string())
-    };
+    let line =
+        |event: &gpuprobe_model::KernelEvent| Evidence::new("log", event.line.trim().to_string());
     let device = [lost, failed, timeout, reset]
         .into_iter()
         .flatten()

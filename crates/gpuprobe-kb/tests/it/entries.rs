@@ -221,7 +221,7 @@ fn rkb005_dates_its_remove_the_dkms_firmware_advice() {
 #[test]
 fn a_remove_queue_mes_failure_confirms_rkb044_on_gfx1103() {
     use gpuprobe_kb::{MatchStatus, match_all};
-    use gpuprobe_model::fingerprint::KernelEvent;
+    use gpuprobe_model::KernelEvent;
 
     let mut fp = crate::fixtures::amd_host("gfx1103", true, "6.17.0-19-generic", "2.11.0+rocm7.2");
     let kb = KnowledgeBase::embedded();

@@ -1,6 +1,6 @@
 //! Every `[[logs]]` signature of a shipped entry that is meant for kernel lines can still
 //! match after the kernel log watcher's filter (`gpuprobe_runner::kmsg`, which keeps only
-//! lines holding one of `gpuprobe_model::fault_text::KERNEL_LOG_MARKERS`).
+//! lines holding one of `gpuprobe_model::KERNEL_LOG_MARKERS`).
 //!
 //! The kernel lines recorded with a probe's result are the watcher's kept lines; the matcher
 //! meets them twice: parsed into events (merged into the fingerprint by
@@ -21,8 +21,8 @@ use gpuprobe_detect::parse::kernel_log::kind;
 use gpuprobe_kb::KnowledgeBase;
 use gpuprobe_kb::LogSignature;
 use gpuprobe_model::Fingerprint;
-use gpuprobe_model::fault_text::KERNEL_LOG_MARKERS;
-use gpuprobe_model::fingerprint::KernelEvent;
+use gpuprobe_model::KERNEL_LOG_MARKERS;
+use gpuprobe_model::KernelEvent;
 
 /// Kernel lines for signatures no fixture shows, as amdgpu prints them (DRM_ERROR from the
 /// MES submit path): the messages RKB-006 and RKB-044 quote from ROCm/ROCm#5724, #6273 and

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use gpuprobe_model::fingerprint::{
+use gpuprobe_model::{
     AmdgpuDriver, CudaInfo, DriverSource, FirmwareVersion, GpuInfo, HostInfo, LibraryInfo,
     NvidiaDriver, PythonEnv, RocmInfo, TorchDevice, TorchInfo, Unreadable, Vendor,
 };

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use gpuprobe_kb::lint::{lint, rules};
-use gpuprobe_model::fingerprint::{DriverSource, FirmwareVersion, TorchDevice};
 use gpuprobe_model::{Confidence, Finding, FindingLayer, Fingerprint, Severity};
+use gpuprobe_model::{DriverSource, FirmwareVersion, TorchDevice};
 
 use crate::fixtures::{amd_gpu, amd_host, env, h100_host, strix_halo_mes_0x83};
 
@@ -67,7 +67,7 @@ fn amd(isa: &str) -> Fingerprint {
 /// An AMD host with the override set; the runtime then reports the decoded ISA.
 fn override_on(isa: &str, value: &str) -> Fingerprint {
     let mut fp = with_env(amd(isa), &[("HSA_OVERRIDE_GFX_VERSION", value)]);
-    if let Ok(decoded) = gpuprobe_model::isa::decode_override(value) {
+    if let Ok(decoded) = gpuprobe_model::decode_override(value) {
         fp.gpus[0].runtime_isa = Some(decoded.name());
     }
     fp

@@ -1,8 +1,8 @@
 //! Matching on synthetic fingerprints and probe results.
 
 use gpuprobe_kb::{KbMatch, KnowledgeBase, MatchStatus, match_all};
-use gpuprobe_model::fingerprint::{DriverSource, KernelEvent, Unreadable};
 use gpuprobe_model::{Confidence, FailClass, Fingerprint, ProbeResult, Severity, Verdict};
+use gpuprobe_model::{DriverSource, KernelEvent, Unreadable};
 
 use crate::fixtures::{amd_gpu, amd_host, env, fail, h100_host, result, strix_halo_mes_0x83};
 

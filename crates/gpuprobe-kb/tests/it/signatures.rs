@@ -3,7 +3,7 @@
 //! suspicion. Workarounds whose sources do not show a cure never read as one.
 
 use gpuprobe_kb::{KbMatch, KnowledgeBase, MatchStatus, match_all, render_entry, render_matches};
-use gpuprobe_model::fingerprint::KernelEvent;
+use gpuprobe_model::KernelEvent;
 use gpuprobe_model::{Confidence, Fingerprint, ProbeResult, Verdict};
 
 use crate::fixtures::{amd_host, result};
@@ -210,7 +210,7 @@ fn shipped_fault_entries_need_their_own_signature() {
     fp.host.uid = Some(1001);
     fp.host.secure_boot = Some(true);
     if let Some(driver) = fp.amdgpu.as_mut() {
-        driver.source = gpuprobe_model::fingerprint::DriverSource::Dkms;
+        driver.source = gpuprobe_model::DriverSource::Dkms;
     }
     let fault = result(
         "copy.h2d.pinned.small",

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use gpuprobe_model::Report;
-use gpuprobe_model::finding::{Confidence, Finding, FindingLayer, Severity};
-use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv, TorchInfo};
-use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-use gpuprobe_model::protocol::{FaultSpec, SimulationSpec};
-use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::{Confidence, Finding, FindingLayer, Severity};
+use gpuprobe_model::{DeviceRef, Layer, ProbeId};
+use gpuprobe_model::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::{FaultSpec, SimulationSpec};
+use gpuprobe_model::{Fingerprint, PythonEnv, TorchInfo};
 
 use super::{junit, prometheus};
 

@@ -13,26 +13,26 @@
 
 use std::collections::BTreeSet;
 
-use gpuprobe_model::finding::Severity;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::verdict::Verdict;
+use gpuprobe_model::DeviceRef;
+use gpuprobe_model::Severity;
+use gpuprobe_model::Verdict;
 use gpuprobe_model::{ExitStatus, Report};
 
 /// The longest line for Slurm, in bytes: the reason an operator hands to `scontrol update
 /// ... reason=` (kept well inside what slurmctld stores and `sinfo -R` shows).
-pub const SLURM_REASON_MAX: usize = 200;
+pub(crate) const SLURM_REASON_MAX: usize = 200;
 
 /// The longest line for node-problem-detector, in bytes: its custom plugin monitor cuts a
 /// plugin's output at `max_output_length`, 80 by default
 /// (`pkg/custompluginmonitor/types/config.go`, `defaultMaxOutputLength`).
-pub const NPD_MESSAGE_MAX: usize = 80;
+pub(crate) const NPD_MESSAGE_MAX: usize = 80;
 
 /// Who reads the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HealthFormat {
-    /// Slurm: a drain reason, up to [`SLURM_REASON_MAX`] bytes.
+    /// Slurm: a drain reason, up to `SLURM_REASON_MAX` bytes.
     Slurm,
-    /// node-problem-detector's custom plugin: up to [`NPD_MESSAGE_MAX`] bytes.
+    /// node-problem-detector's custom plugin: up to `NPD_MESSAGE_MAX` bytes.
     Npd,
 }
 
@@ -80,7 +80,7 @@ impl HealthState {
 /// The one mapping of a gpuprobe exit code (`docs/exit-codes.md`) onto the health
 /// contract: 0 healthy; 1 a problem; everything else unknown (2 usage or input error, 3
 /// internal failure, 4 nothing or too little tested, 128 + a signal, any other).
-pub fn state_of_exit_code(code: u8) -> HealthState {
+pub(crate) fn state_of_exit_code(code: u8) -> HealthState {
     match code {
         0 => HealthState::Ok,
         1 => HealthState::Problem,
@@ -293,11 +293,11 @@ fn finish(state: HealthState, simulated: bool, reason: &str, format: HealthForma
 
 #[cfg(test)]
 mod tests {
-    use gpuprobe_model::finding::{Confidence, Finding, FindingLayer};
-    use gpuprobe_model::probe::{Layer, ProbeId};
-    use gpuprobe_model::protocol::SimulationSpec;
-    use gpuprobe_model::report::Summary;
-    use gpuprobe_model::verdict::{FailClass, ProbeResult};
+    use gpuprobe_model::SimulationSpec;
+    use gpuprobe_model::Summary;
+    use gpuprobe_model::{Confidence, Finding, FindingLayer};
+    use gpuprobe_model::{FailClass, ProbeResult};
+    use gpuprobe_model::{Layer, ProbeId};
 
     use super::*;
 
@@ -332,7 +332,7 @@ mod tests {
     }
 
     fn report(results: Vec<ProbeResult>, findings: Vec<Finding>) -> Report {
-        let mut fp = gpuprobe_model::fingerprint::Fingerprint::default();
+        let mut fp = gpuprobe_model::Fingerprint::default();
         fp.host.hostname = Some("node-secret-7".into());
         let mut report = crate::test_support::report(fp, results, findings);
         report.run_dir = Some("/home/alice/.local/state/gpuprobe/check-1".into());

@@ -14,9 +14,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use gpuprobe_model::DeviceRef;
 use gpuprobe_model::Report;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{ProbeResult, Verdict};
 
 use super::Stack;
 
@@ -229,7 +229,7 @@ fn allowed(c: char) -> bool {
 
 /// Element text: `&`, `<` and `>` escaped (so `]]>` and `</failure>` stay text), forbidden
 /// characters replaced.
-pub fn text(value: &str) -> String {
+pub(crate) fn text(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {
@@ -246,7 +246,7 @@ pub fn text(value: &str) -> String {
 /// An attribute value between double quotes: [`text`]'s escapes, the quotes, and tab,
 /// newline and carriage return as character references (a parser would otherwise turn
 /// them into spaces).
-pub fn attribute(value: &str) -> String {
+pub(crate) fn attribute(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {

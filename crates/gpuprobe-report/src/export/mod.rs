@@ -5,9 +5,9 @@
 //! facts both name, the run's times, and the atomic write of an export to a file. Beside
 //! them, [`health`] makes a health check's one line and exit code of a report.
 
-pub mod health;
-pub mod junit;
-pub mod prometheus;
+pub(crate) mod health;
+pub(crate) mod junit;
+pub(crate) mod prometheus;
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +15,7 @@ use gpuprobe_model::{ExitStatus, Report};
 
 /// Why an export could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write the {what} to {}", gpuprobe_model::text::visible_line(&.path.display().to_string()))]
+#[error("cannot write the {what} to {}", gpuprobe_model::visible_line(&.path.display().to_string()))]
 pub struct ExportError {
     /// Which export ("Prometheus metrics", "JUnit XML").
     pub what: &'static str,
@@ -91,7 +91,7 @@ impl Stack {
         let nvidia = fp.nvidia.as_ref().and_then(|nv| nv.version.clone());
         let amd = fp.amdgpu.as_ref().filter(|amd| amd.loaded).map(|amd| {
             match (amd.source, &amd.version) {
-                (gpuprobe_model::fingerprint::DriverSource::Inbox, _) => "inbox".to_string(),
+                (gpuprobe_model::DriverSource::Inbox, _) => "inbox".to_string(),
                 (_, Some(version)) => version.clone(),
                 (_, None) => UNKNOWN.to_string(),
             }

@@ -14,15 +14,15 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use gpuprobe_model::DeviceRef;
 use gpuprobe_model::Report;
-use gpuprobe_model::finding::Severity;
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::Severity;
+use gpuprobe_model::{ProbeResult, Verdict};
 
 use super::{Stack, unix_seconds};
 
 /// The most failing-probe series, and the most finding series, one exposition holds.
-pub const MAX_LABELLED_SERIES: usize = 50;
+pub(crate) const MAX_LABELLED_SERIES: usize = 50;
 
 /// The longest label value, in characters; longer ones are cut and end in `…`.
 const MAX_LABEL_CHARS: usize = 200;
@@ -39,7 +39,7 @@ const VERDICTS: [&str; 7] = [
 ];
 
 /// The label value of a verdict.
-pub fn verdict_label(verdict: &Verdict) -> &'static str {
+pub(crate) fn verdict_label(verdict: &Verdict) -> &'static str {
     match verdict {
         Verdict::Pass => "pass",
         Verdict::Fail { .. } => "fail",
@@ -241,8 +241,8 @@ fn failing_probes(out: &mut Exposition, results: &[ProbeResult]) {
     );
 }
 
-fn fail_class_label(class: gpuprobe_model::verdict::FailClass) -> &'static str {
-    use gpuprobe_model::verdict::FailClass;
+fn fail_class_label(class: gpuprobe_model::FailClass) -> &'static str {
+    use gpuprobe_model::FailClass;
     match class {
         FailClass::AllZeros => "all_zeros",
         FailClass::PartialZeros => "partial_zeros",
@@ -273,7 +273,7 @@ fn findings(out: &mut Exposition, report: &Report) {
         );
     }
     // One series per id: a finding repeated under one id (another device) counts once.
-    let mut by_id: BTreeMap<(Severity, &str), &gpuprobe_model::finding::Finding> = BTreeMap::new();
+    let mut by_id: BTreeMap<(Severity, &str), &gpuprobe_model::Finding> = BTreeMap::new();
     for finding in &report.findings {
         by_id
             .entry((finding.severity, &finding.id))
@@ -353,7 +353,7 @@ impl Exposition {
 
 /// A label value as the exposition format writes it: backslash, double quote and newline
 /// escaped; other control characters replaced by U+FFFD; cut to [`MAX_LABEL_CHARS`].
-pub fn label_value(text: &str) -> String {
+pub(crate) fn label_value(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, c) in text.chars().enumerate() {
         if i == MAX_LABEL_CHARS {

@@ -22,7 +22,7 @@ struct Page<'a> {
 }
 
 /// Renders the view as one HTML document.
-pub fn render(view: &FleetView) -> Result<String, HtmlError> {
+pub(crate) fn render(view: &FleetView) -> Result<String, HtmlError> {
     let mut env = Environment::new();
     env.set_auto_escape_callback(|_| AutoEscape::Html);
     env.add_template(TEMPLATE_NAME, TEMPLATE)

@@ -21,12 +21,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use gpuprobe_model::probe::Tier;
-use gpuprobe_model::report::Summary;
+use gpuprobe_model::Summary;
+use gpuprobe_model::Tier;
 use gpuprobe_model::{ExitStatus, Report};
 use serde::Serialize;
 
-pub mod html;
+pub(crate) mod html;
 mod terminal;
 #[cfg(test)]
 mod tests;
@@ -34,9 +34,9 @@ mod tests;
 pub use terminal::render as render_text;
 
 /// Nodes that must carry a digest before it is judged (two can only disagree, never out-vote).
-pub const MIN_PEERS: usize = 3;
+pub(crate) const MIN_PEERS: usize = 3;
 /// Failing probes named per node (the count is always kept).
-pub const MAX_PROBLEMS_KEPT: usize = 100;
+pub(crate) const MAX_PROBLEMS_KEPT: usize = 100;
 
 /// What must be identical for two nodes' outputs to be comparable bit for bit: GPU models,
 /// drivers, the CUDA or ROCm userspace and its libraries, the framework build, the Python
@@ -44,7 +44,7 @@ pub const MAX_PROBLEMS_KEPT: usize = 100;
 /// gpuprobe's own version (the probes' inputs) and the environment variables that steer
 /// kernels. Not the host name, the time, the GPU count or which GPUs a job sees.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct StackKey {
+pub(crate) struct StackKey {
     /// Fact name → value; a fact that could not be read is absent.
     pub facts: BTreeMap<String, String>,
 }
@@ -56,7 +56,7 @@ fn per_node_variable(name: &str) -> bool {
 }
 
 /// The stack key of a report (see [`StackKey`]).
-pub fn stack_key(report: &Report) -> StackKey {
+pub(crate) fn stack_key(report: &Report) -> StackKey {
     let fp = &report.fingerprint;
     let mut facts = BTreeMap::new();
     let mut put = |name: &str, value: Option<String>| {
@@ -199,7 +199,7 @@ pub fn stack_key(report: &Report) -> StackKey {
 
 impl StackKey {
     /// A short line naming the stack: GPUs, driver, CUDA or ROCm, torch.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         let fact = |name: &str| self.facts.get(name).map(String::as_str);
         let mut parts = Vec::new();
         match fact("gpus") {
@@ -231,7 +231,7 @@ impl StackKey {
     }
 
     /// The facts whose values differ from `other`'s (one missing on either side included).
-    pub fn differences(&self, other: &StackKey) -> Vec<String> {
+    pub(crate) fn differences(&self, other: &StackKey) -> Vec<String> {
         let mut names: Vec<&String> = self.facts.keys().chain(other.facts.keys()).collect();
         names.sort();
         names.dedup();
@@ -594,7 +594,7 @@ impl Fleet {
 
 /// How one digest slot of one group was judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotJudgement {
+pub(crate) enum SlotJudgement {
     /// Fewer than [`MIN_PEERS`] nodes carry it: nothing is judged.
     NotEnoughPeers,
     /// Enough carriers, but no value is held by more than half of them (a tie): nothing is
@@ -606,7 +606,7 @@ pub enum SlotJudgement {
 }
 
 /// The differential's rule, given how many nodes hold each distinct digest of one slot.
-pub fn judge_slot(counts: &[usize]) -> SlotJudgement {
+pub(crate) fn judge_slot(counts: &[usize]) -> SlotJudgement {
     let carriers: usize = counts.iter().sum();
     if carriers < MIN_PEERS {
         return SlotJudgement::NotEnoughPeers;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::visible_line;
 
 use super::{FlaggedNode, FleetView, MIN_PEERS, NodeView};
 

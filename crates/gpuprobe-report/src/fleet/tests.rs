@@ -1,7 +1,7 @@
-use gpuprobe_model::fingerprint::{Fingerprint, PythonEnv, TorchInfo};
-use gpuprobe_model::observation::{Measurement, Observation, OutputDigest};
-use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::{DeviceRef, Layer, ProbeId};
+use gpuprobe_model::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::{Fingerprint, PythonEnv, TorchInfo};
+use gpuprobe_model::{Measurement, Observation, OutputDigest};
 
 use super::*;
 use crate::test_support;

@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo, Vendor};
-use gpuprobe_model::observation::{Measurement, Observation};
-use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-use gpuprobe_model::protocol::{FaultSpec, SimulationSpec};
-use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::{DeviceRef, Layer, ProbeId};
 use gpuprobe_model::{ExitStatus, Report};
+use gpuprobe_model::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::{FaultSpec, SimulationSpec};
+use gpuprobe_model::{Fingerprint, GpuInfo, Vendor};
+use gpuprobe_model::{Measurement, Observation};
 use serde_json::json;
 
 use super::*;
@@ -497,11 +497,11 @@ fn finding(id: &str, citations: Vec<String>) -> Finding {
         id: id.into(),
         source: "kb".into(),
         severity: gpuprobe_model::Severity::Error,
-        layer: gpuprobe_model::finding::FindingLayer::Runtime,
+        layer: gpuprobe_model::FindingLayer::Runtime,
         title: format!("title {HOSTILE}"),
         explanation: "why".into(),
         confidence: gpuprobe_model::Confidence::Confirmed,
-        evidence: vec![gpuprobe_model::finding::Evidence::new("probe", HOSTILE)],
+        evidence: vec![gpuprobe_model::Evidence::new("probe", HOSTILE)],
         remedies: Vec::new(),
         citations,
         next_steps: Vec::new(),

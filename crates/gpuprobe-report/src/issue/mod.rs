@@ -10,14 +10,14 @@
 
 use std::fmt::Write as _;
 
+use gpuprobe_model::FixAccount;
+use gpuprobe_model::Layer;
 use gpuprobe_model::Report;
-use gpuprobe_model::finding::{Finding, FindingLayer};
-use gpuprobe_model::fingerprint::Vendor;
-use gpuprobe_model::probe::Layer;
-use gpuprobe_model::profile::FixAccount;
-use gpuprobe_model::repro::{Repro, ReproManifest, ScriptOutcome, ScriptRun};
-use gpuprobe_model::text::{visible, visible_line};
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::Vendor;
+use gpuprobe_model::{Finding, FindingLayer};
+use gpuprobe_model::{ProbeResult, Verdict};
+use gpuprobe_model::{Repro, ReproManifest, ScriptOutcome, ScriptRun};
+use gpuprobe_model::{visible, visible_line};
 
 /// Scripts longer than this many lines are attached rather than shown inline.
 const INLINE_SCRIPT_LINES: usize = 150;
@@ -291,7 +291,7 @@ fn environment_lines(report: &Report) -> Vec<String> {
 }
 
 /// The fingerprint's text without the host's name: an issue body is public.
-fn public_fingerprint(fp: &gpuprobe_model::fingerprint::Fingerprint) -> String {
+fn public_fingerprint(fp: &gpuprobe_model::Fingerprint) -> String {
     gpuprobe_detect::render_text(fp)
         .lines()
         .filter(|l| !l.trim_start().starts_with("Hostname"))
@@ -615,7 +615,7 @@ pub fn render_repro(made: &Repro) -> String {
     })
 }
 
-/// What `gpuprobe repro` prints, one line each ([`terminal_lines`]).
+/// What `gpuprobe repro` prints, one line each (`terminal_lines`).
 pub fn terminal_text(made: &Repro, issue: &std::path::Path) -> String {
     let mut text = terminal_lines(made, issue).join("\n");
     text.push('\n');

@@ -1,13 +1,13 @@
 //! ISSUE.md rendering: the title, the project to file with, the SIMULATED label and hostile
 //! text kept inert.
 
+use gpuprobe_model::FailClass;
 use gpuprobe_model::Report;
-use gpuprobe_model::finding::{Confidence, Evidence, Severity};
-use gpuprobe_model::fingerprint::{Fingerprint, GpuInfo};
-use gpuprobe_model::probe::{DeviceRef, ProbeId};
-use gpuprobe_model::profile::{CandidateTrial, ProbeRef, SettingChange};
-use gpuprobe_model::protocol::SimulationSpec;
-use gpuprobe_model::verdict::FailClass;
+use gpuprobe_model::SimulationSpec;
+use gpuprobe_model::{CandidateTrial, ProbeRef, SettingChange};
+use gpuprobe_model::{Confidence, Evidence, Severity};
+use gpuprobe_model::{DeviceRef, ProbeId};
+use gpuprobe_model::{Fingerprint, GpuInfo};
 
 use super::*;
 

@@ -21,7 +21,7 @@ pub enum JobError {
         source: std::io::Error,
     },
     /// The directory for the `--summary` file could not be made.
-    #[error("cannot create {}: {source}", gpuprobe_model::text::visible_line(&path.display().to_string()))]
+    #[error("cannot create {}: {source}", gpuprobe_model::visible_line(&path.display().to_string()))]
     CreateDir {
         /// The directory.
         path: PathBuf,
@@ -30,7 +30,7 @@ pub enum JobError {
         source: std::io::Error,
     },
     /// The `--summary` file could not be written.
-    #[error("cannot write {}: {source}", gpuprobe_model::text::visible_line(&path.display().to_string()))]
+    #[error("cannot write {}: {source}", gpuprobe_model::visible_line(&path.display().to_string()))]
     Write {
         /// The file.
         path: PathBuf,

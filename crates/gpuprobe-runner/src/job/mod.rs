@@ -6,7 +6,7 @@
 //!   supervisor are passed to that group ([`Signals`]); on a terminal the job's
 //!   group gets the terminal.
 //! - Its output is passed through unchanged, chunk by chunk, while it is scanned for the
-//!   fatal messages GPU stacks print ([`gpuprobe_model::fault_text::JOB_FATAL_MARKERS`]).
+//!   fatal messages GPU stacks print ([`gpuprobe_model::JOB_FATAL_MARKERS`]).
 //! - A crash is a death by a crash signal, or a non-zero exit after a fatal message. A hang
 //!   is `hang_timeout` seconds without output and without GPU activity (AMD
 //!   `gpu_busy_percent`, else `nvidia-smi` utilization, when present); the group is then

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use gpuprobe_model::profile::{SWITCHES_VARIABLE, switches_value};
+use gpuprobe_model::{SWITCHES_VARIABLE, switches_value};
 
 use crate::error::RunnerError;
 use crate::python::extract_matching;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gpuprobe_model::fault_text::JOB_FATAL_MARKERS;
+use gpuprobe_model::JOB_FATAL_MARKERS;
 use nix::sys::signal::Signal;
 
 use super::activity::ActivitySource;

@@ -2,7 +2,7 @@
 //! is `gpuprobe_doctor::session`'s; this adapter maps the options, draws the progress bar,
 //! stops between phases on a signal (returning the interruption, which
 //! [`crate::interrupt::leave`] reports) and renders the report; under `--health`, one line
-//! and the health exit code instead (`gpuprobe_report::export::health`).
+//! and the health exit code instead (`gpuprobe_report::health_of_report`).
 
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
@@ -11,7 +11,7 @@ use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_doctor::session::{self as doctor, SessionError};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::TerminalOptions;
-use gpuprobe_report::export::health::{self, NoReport};
+use gpuprobe_report::{HealthFormat, NoReport, health_of_no_report, health_of_report};
 
 use crate::cli::{CheckArgs, HealthFormatArg};
 use crate::errors::{Internal, Result};
@@ -50,7 +50,7 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
             all: args.all,
             matrix: args.matrix,
             timings: args.timings,
-            ..gpuprobe_report::console::current().terminal_options()
+            ..gpuprobe_report::current_console().terminal_options()
         };
         let text = gpuprobe_report::render_terminal(report, options);
         write!(stdout, "{text}").internal()?;
@@ -62,7 +62,7 @@ pub(super) fn run(args: CheckArgs) -> Result<ExitStatus> {
 
 /// Runs `check --health`: the check, then one line on stdout (`OK: ...`, `FAIL: ...`,
 /// `UNKNOWN: ...`) and the health-check exit code (0, 1, 2), whatever happened: an error or
-/// a signal is UNKNOWN, never an error of its own (`gpuprobe_report::export::health`); an
+/// a signal is UNKNOWN, never an error of its own (`gpuprobe_report::health_of_no_report`); an
 /// error's message is still printed on stderr.
 pub(super) fn run_health(args: CheckArgs) -> Result<u8> {
     let format = health_format(args.health_format);
@@ -71,7 +71,7 @@ pub(super) fn run_health(args: CheckArgs) -> Result<u8> {
         Ok(checked)
     });
     let verdict = match outcome {
-        Ok(checked) => health::of_report(&checked.completed.report, checked.budget_spent, format),
+        Ok(checked) => health_of_report(&checked.completed.report, checked.budget_spent, format),
         Err(err) => {
             let why = match interrupt::interruption(&err) {
                 Some(interrupted) => NoReport::Interrupted(interrupted.signal),
@@ -83,7 +83,7 @@ pub(super) fn run_health(args: CheckArgs) -> Result<u8> {
                     NoReport::Error(status)
                 }
             };
-            health::of_no_report(why, args.session.simulate.is_some(), format)
+            health_of_no_report(why, args.session.simulate.is_some(), format)
         }
     };
     writeln!(crate::output::stdout(), "{}", verdict.line).internal()?;
@@ -103,18 +103,18 @@ pub(crate) fn print_health_usage_error(args: &[std::ffi::OsString]) {
         .any(|pair| pair[0] == "--health-format" && pair[1] == "npd")
         || args.iter().any(|a| a == "--health-format=npd");
     let format = if npd {
-        health::HealthFormat::Npd
+        HealthFormat::Npd
     } else {
-        health::HealthFormat::Slurm
+        HealthFormat::Slurm
     };
-    let verdict = health::of_no_report(NoReport::Error(ExitStatus::UsageError), false, format);
+    let verdict = health_of_no_report(NoReport::Error(ExitStatus::UsageError), false, format);
     let _ = writeln!(crate::output::stdout(), "{}", verdict.line);
 }
 
-fn health_format(arg: HealthFormatArg) -> health::HealthFormat {
+fn health_format(arg: HealthFormatArg) -> HealthFormat {
     match arg {
-        HealthFormatArg::Slurm => health::HealthFormat::Slurm,
-        HealthFormatArg::Npd => health::HealthFormat::Npd,
+        HealthFormatArg::Slurm => HealthFormat::Slurm,
+        HealthFormatArg::Npd => HealthFormat::Npd,
     }
 }
 
@@ -172,7 +172,7 @@ fn session(args: &CheckArgs) -> Result<Checked> {
     );
     options.spread = !args.no_spread;
     options.validate()?;
-    gpuprobe_report::html::check_writable(args.html.as_deref())?;
+    gpuprobe_report::check_html_writable(args.html.as_deref())?;
     exports(args).check_writable()?;
     let started_at = time::rfc3339(SystemTime::now());
     let host = session::host(&env, signals.cancel_token());

@@ -11,7 +11,7 @@ use gpuprobe_doctor::fix::run::{self as fix, FixHost};
 use gpuprobe_doctor::session as doctor;
 use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::visible_line;
 
 use crate::cli::FixArgs;
 use crate::errors::{Internal, Result};
@@ -90,7 +90,7 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
                 &finished.account,
                 style,
                 &finished.run_options,
-                gpuprobe_report::console::current().text_width,
+                gpuprobe_report::current_console().text_width,
             )
         )
         .internal()?;
@@ -101,5 +101,5 @@ pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
 
 /// A progress line on stderr. It can quote paths and probe details: made visible.
 fn say(line: &str) {
-    gpuprobe_report::console::note(&format!("gpuprobe: fix: {}", visible_line(line)));
+    gpuprobe_report::console_note(&format!("gpuprobe: fix: {}", visible_line(line)));
 }

@@ -1,6 +1,6 @@
 //! `gpuprobe fleet PATH...`: many nodes' reports merged. The runner finds the reports and
 //! reads each ([`gpuprobe_runner::find_fleet_reports`],
-//! [`gpuprobe_runner::read_report_file`]), one at a time; `gpuprobe_report::fleet` keeps
+//! [`gpuprobe_runner::read_report_file`]), one at a time; `gpuprobe_report`'s [`Fleet`](gpuprobe_report::Fleet) keeps
 //! what its views need, judges the cross-node differential and renders. Exit 0 when
 //! nothing is wrong, 1 when a node is flagged, a node's check did not pass or a report is
 //! unreadable, 2 when no report was found (docs/exit-codes.md).
@@ -8,7 +8,10 @@
 use std::io::Write;
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_report::{export, fleet, html};
+use gpuprobe_report::{
+    Fleet, check_export_writable, check_html_writable, console_note, render_fleet_text,
+    write_export, write_fleet_page,
+};
 
 use crate::cli::FleetArgs;
 use crate::errors::CliError;
@@ -19,10 +22,10 @@ const JSON: &str = "fleet JSON";
 /// Runs `fleet`.
 pub(super) fn run(args: FleetArgs) -> Result<ExitStatus> {
     // An unwritable output is refused before anything is read.
-    html::check_writable(args.html.as_deref())?;
-    export::check_writable(JSON, args.json.as_deref())?;
+    check_html_writable(args.html.as_deref())?;
+    check_export_writable(JSON, args.json.as_deref())?;
     let found = gpuprobe_runner::find_fleet_reports(&args.paths);
-    let mut merged = fleet::Fleet::new();
+    let mut merged = Fleet::new();
     for unfound in &found.unfound {
         merged.add_unreadable(&unfound.path.display().to_string(), &unfound.reason);
     }
@@ -56,17 +59,17 @@ pub(super) fn run(args: FleetArgs) -> Result<ExitStatus> {
     }
     let view = merged.finish();
     if let Some(path) = &args.html {
-        fleet::html::write_page(path, &view)?;
-        gpuprobe_report::console::note(&format!("HTML fleet view: {}", path.display()));
+        write_fleet_page(path, &view)?;
+        console_note(&format!("HTML fleet view: {}", path.display()));
     }
     if let Some(path) = &args.json {
-        export::write(
+        write_export(
             JSON,
             path,
             &format!("{}\n", serde_json::to_string_pretty(&view).internal()?),
         )?;
-        gpuprobe_report::console::note(&format!("{JSON}: {}", path.display()));
+        console_note(&format!("{JSON}: {}", path.display()));
     }
-    write!(crate::output::stdout(), "{}", fleet::render_text(&view)).internal()?;
+    write!(crate::output::stdout(), "{}", render_fleet_text(&view)).internal()?;
     Ok(view.exit_status)
 }

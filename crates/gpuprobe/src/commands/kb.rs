@@ -38,7 +38,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
     match args.action {
         KbAction::List => {
             // Fitted to a terminal; piped, each entry stays one line for grep and awk.
-            let width = gpuprobe_report::console::current().text_width;
+            let width = gpuprobe_report::current_console().text_width;
             write!(
                 out,
                 "{}",

@@ -1,7 +1,7 @@
 //! One module per command; `dispatch` picks it.
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::finding::{Finding, Severity};
+use gpuprobe_model::{Finding, Severity};
 
 use crate::cli::Command;
 use crate::errors::Result;
@@ -71,7 +71,7 @@ pub(crate) fn process_env() -> std::collections::BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuprobe_model::finding::{Confidence, FindingLayer};
+    use gpuprobe_model::{Confidence, FindingLayer};
 
     fn finding(severity: Severity) -> Finding {
         Finding {

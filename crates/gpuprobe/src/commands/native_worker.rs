@@ -2,7 +2,7 @@
 //! speaks the same protocol as the Python worker, on descriptor 3.
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::protocol::WorkerPlan;
+use gpuprobe_model::WorkerPlan;
 
 use crate::cli::NativeWorkerArgs;
 use crate::errors::{Internal, Result};

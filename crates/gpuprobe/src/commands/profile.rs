@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::profile::{Profile, StackKey};
+use gpuprobe_model::{Profile, StackKey};
 
 use crate::cli::{ExportFormatArg, ProfileAction, ProfileArgs};
 use crate::errors::{Internal, Result};

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 
-use gpuprobe_model::profile::Profile;
-use gpuprobe_model::text::visible_line;
+use gpuprobe_model::Profile;
+use gpuprobe_model::visible_line;
 use gpuprobe_runner::{EnvChanges, FORWARDED, JobOptions, Signals, StartupHook};
 use nix::sys::signal::Signal;
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::text::visible;
+use gpuprobe_model::visible;
 use gpuprobe_report::{ListedRun, RetentionAccount};
 use gpuprobe_runner::{
     DEFAULT_KEEP, KEEP_ENV, Policy, Retention, RunInfo, keep_from_env, parse_age, scan_runs,
@@ -145,7 +145,7 @@ pub(crate) fn after_check(env: &BTreeMap<String, String>, run_dir: &Path) {
         },
     };
     for line in gpuprobe_report::retention_lines(&account) {
-        gpuprobe_report::console::note(&format!("gpuprobe: {line}"));
+        gpuprobe_report::console_note(&format!("gpuprobe: {line}"));
     }
 }
 

@@ -1,9 +1,9 @@
 //! `check` end to end on the CPU: every probe passes with no fault, and every simulation
 //! preset is detected and classified.
 
-use gpuprobe_model::probe::DeviceRef;
-use gpuprobe_model::verdict::{FailClass, Verdict};
+use gpuprobe_model::DeviceRef;
 use gpuprobe_model::{ExitStatus, Severity};
+use gpuprobe_model::{FailClass, Verdict};
 
 use crate::support::*;
 

@@ -3,7 +3,7 @@
 //! never a bar or a carriage return), `--quiet`, `--color` against `NO_COLOR` and
 //! `CLICOLOR_FORCE`, the table width from `COLUMNS` (then 100), and free text (findings,
 //! `kb list`) fitted to `COLUMNS` but whole in a bare pipe. The decisions
-//! themselves are unit-tested in `gpuprobe_report::console`.
+//! themselves are unit-tested in `gpuprobe_report`'s console module.
 
 use std::path::Path;
 use std::process::Output;

@@ -138,7 +138,7 @@ fn a_simulated_failing_check_is_exported_and_report_exports_it_again() {
     let hostile = "\"quoted\"\nnext line </failure> ]]> <![CDATA[ \u{0} nul \u{1b}[31m esc";
     let mut edited = report.clone();
     for r in &mut edited.results {
-        if let gpuprobe_model::verdict::Verdict::Fail { detail, .. } = &mut r.verdict {
+        if let gpuprobe_model::Verdict::Fail { detail, .. } = &mut r.verdict {
             *detail = hostile.into();
         }
         r.stderr_tail = vec![hostile.into()];

@@ -4,7 +4,7 @@
 //! passes. They run in every test run, so the supervisor's handling of real fatal signals is
 //! proven without a GPU; the faults that need a device are in `gpu_faults.rs` (GPU hosts).
 
-use gpuprobe_model::verdict::Verdict;
+use gpuprobe_model::Verdict;
 
 use crate::support::*;
 

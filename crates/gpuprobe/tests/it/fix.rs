@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::profile::{FixAccount, FixOutcome, Profile, TargetStatus};
+use gpuprobe_model::{FixAccount, FixOutcome, Profile, TargetStatus};
 
 use crate::support::*;
 

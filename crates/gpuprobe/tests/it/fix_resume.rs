@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use gpuprobe_model::profile::{FixAccount, Profile};
+use gpuprobe_model::{FixAccount, Profile};
 
 use crate::support::*;
 

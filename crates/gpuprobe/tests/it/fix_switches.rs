@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use gpuprobe_model::profile::{FixAccount, FixOutcome, Profile, TargetStatus};
+use gpuprobe_model::{FixAccount, FixOutcome, Profile, TargetStatus};
 
 use crate::support::*;
 

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Output;
 
 use gpuprobe_model::Report;
-use gpuprobe_model::verdict::Verdict;
+use gpuprobe_model::Verdict;
 
 use crate::support::*;
 

@@ -168,7 +168,7 @@ fn a_spent_budget_stops_the_run_and_leaves_the_rest_not_tested() {
         .results
         .iter()
         .filter(|r| {
-            matches!(&r.verdict, gpuprobe_model::verdict::Verdict::NotTested { reason }
+            matches!(&r.verdict, gpuprobe_model::Verdict::NotTested { reason }
                 if reason == "the time budget was spent before it ran")
         })
         .count();

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use gpuprobe_model::ExitStatus;
-use gpuprobe_model::verdict::Verdict;
+use gpuprobe_model::Verdict;
 
 use crate::support::*;
 

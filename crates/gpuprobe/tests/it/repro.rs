@@ -222,7 +222,7 @@ fn names_that_are_not_one_failing_probe_are_usage_errors() {
     let passing = report
         .results
         .iter()
-        .find(|r| r.verdict == gpuprobe_model::verdict::Verdict::Pass)
+        .find(|r| r.verdict == gpuprobe_model::Verdict::Pass)
         .map_or(passing.to_string(), |r| r.probe.as_str().to_string());
     for (probe, says) in [
         (

@@ -9,7 +9,7 @@ use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuprobe_model::Report;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{ProbeResult, Verdict};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use gpuprobe_model::probe::{DeviceRef, Layer, ProbeId};
-use gpuprobe_model::verdict::{FailClass, ProbeResult, Verdict};
+use gpuprobe_model::{DeviceRef, Layer, ProbeId};
+use gpuprobe_model::{FailClass, ProbeResult, Verdict};
 use serde_json::Value;
 
 use crate::support::*;

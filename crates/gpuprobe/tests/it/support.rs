@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use gpuprobe_model::Report;
-use gpuprobe_model::verdict::{ProbeResult, Verdict};
+use gpuprobe_model::{ProbeResult, Verdict};
 
 /// The interpreter with a CPU PyTorch that the tests probe. Set up by `scripts/test.sh`;
 /// a missing one is a setup error, never a silently skipped test.

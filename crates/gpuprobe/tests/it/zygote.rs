@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use gpuprobe_model::Report;
-use gpuprobe_model::verdict::Verdict;
+use gpuprobe_model::Verdict;
 
 use crate::support::*;
 
