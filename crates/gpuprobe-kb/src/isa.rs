@@ -4,7 +4,7 @@
 //! re-exported here; an override makes libhsakmt report another ISA than the real one
 //! (`kb/RKB-010-arch-override-wrong.toml`).
 
-pub(crate) use gpuprobe_model::{GfxFacts, GfxIsa, OverrideError, decode_override, gfx_facts};
+pub(crate) use gpuprobe_model::{GfxIsa, OverrideError, decode_override, gfx_facts};
 
 /// Whether an ISA is an Instinct (data-centre) part.
 pub(crate) fn is_instinct(isa: &GfxIsa) -> bool {
