@@ -99,12 +99,15 @@ def test_catalog_import_does_not_import_torch() -> None:
         "n = len(catalog.all_probes()); [p.spec() for p in catalog.all_probes().values()]; "
         "print(n, 'torch' in sys.modules, 'numpy' in sys.modules, time.process_time() - t)"
     )
-    # CPU time, not wall time: other processes on a shared machine must not fail this.
+    # CPU time, not wall time: other processes on a shared machine must not fail this. What
+    # proves that no framework is imported is the module check below; the bound only catches
+    # a listing that became expensive in itself. It must hold on a slow shared 2-core machine,
+    # where the same import measured 0.49-0.76 CPU seconds under load (0.2 failed there).
     out = subprocess.run([sys.executable, "-c", code, str(PACKAGE_DIR)], capture_output=True, text=True, check=True)
     count, has_torch, has_numpy, seconds = out.stdout.split()
     assert int(count) > 100
     assert has_torch == "False" and has_numpy == "False"
-    assert float(seconds) < 0.2
+    assert float(seconds) < 1.5
 
 
 def test_env_mode_reports_torch_and_allocator_conf() -> None:
