@@ -282,7 +282,6 @@ pub fn execute(
                         &mut clocks,
                         &mut results_left,
                     );
-                    publish_threads(&scheduler, &mut execution);
                 }
                 LaneMessage::Event(lane_id, event) => {
                     let Some((backend, device)) = scheduler.lane(lane_id) else {
@@ -315,7 +314,6 @@ pub fn execute(
                                 &mut clocks,
                                 &mut results_left,
                             );
-                            publish_threads(&scheduler, &mut execution);
                             execution.hellos.push(HelloRecord {
                                 backend,
                                 device,
@@ -350,7 +348,6 @@ pub fn execute(
                                     &mut clocks,
                                     &mut results_left,
                                 );
-                                publish_threads(&scheduler, &mut execution);
                             }
                         }
                         SupervisorEvent::Log(message) => {
@@ -361,6 +358,9 @@ pub fn execute(
                     }
                 }
             }
+            // Whatever the message changed (a lane finished, lanes were admitted), the
+            // share follows; it is written only when it differs from the last one.
+            publish_threads(&scheduler, &mut execution);
         }
         execution.lanes = clocks.into_values().collect();
     });
