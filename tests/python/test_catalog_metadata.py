@@ -46,7 +46,7 @@ def test_a_family_declaration_reaches_its_probes(monkeypatch) -> None:
 
 
 def test_the_diagnosis_keeps_no_table_of_native_counterparts() -> None:
-    diagnose = _production_source("crates/gpuprobe-doctor/src/diagnose.rs")
+    diagnose = _production_source("crates/gpuprobe-doctor/src/verdict/diagnose.rs")
     assert not re.search(r'"native\.[a-z]', diagnose), "native counterparts belong in the catalogue"
     assert "spec.native_counterpart" in diagnose
 
@@ -93,8 +93,8 @@ def test_typical_seconds_come_from_the_familys_table_by_the_longest_whole_prefix
 
 
 def test_lane_sizing_keeps_no_table_of_seconds_by_id() -> None:
-    lanes = _production_source("crates/gpuprobe-doctor/src/lanes.rs")
-    first_use = lanes.index("pub const FIRST_USE_SECONDS")
+    lanes = _production_source("crates/gpuprobe-doctor/src/plan/lanes.rs")
+    first_use = lanes.index("const FIRST_USE_SECONDS")
     without_first_use = lanes[:first_use] + lanes[lanes.index("];", first_use) :]
     assert not re.search(r'\("[a-z_0-9]+(\.[a-z_0-9]+)*", [0-9.]+\)', without_first_use), (
         "typical seconds belong in the catalogue (each family's TYPICAL_SECONDS)"

@@ -1,5 +1,5 @@
 """The dtype tolerance table has one copy, ``python/gpuprobe/worker/tolerances.json``: the
-Rust judge embeds it (its parity test is in crates/gpuprobe-doctor/src/judge.rs) and every
+Rust judge embeds it (its parity test is in crates/gpuprobe-doctor/src/verdict/judge.rs) and every
 Python module that computes the judge's bound reads the same values. A table copied by hand
 into a module fails here."""
 

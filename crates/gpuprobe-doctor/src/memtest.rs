@@ -12,7 +12,9 @@ use gpuprobe_model::RunPlan;
 use gpuprobe_model::{DeviceRef, ProbeSpec};
 use gpuprobe_runner::{KernelLogSource, RunDir, RunnerError, SupervisorConfig, Task};
 
-use crate::engine::{self, EngineConfig, Settings};
+use crate::exec::{self, EngineConfig};
+use crate::plan;
+use gpuprobe_model::Settings;
 
 /// One memtest: the probe, where and how long.
 #[derive(Debug, Clone)]
@@ -36,11 +38,11 @@ pub fn run(request: MemtestRequest, run_dir: &RunDir) -> Result<ProbeResult, Run
     let device = DeviceRef::Gpu(request.device);
     run_dir.write_json(gpuprobe_runner::PLAN_FILE, &plan(&request, device))?;
     let config = engine_config(&request, run_dir);
-    let lanes = engine::lanes_for(vec![Task {
+    let lanes = plan::lanes_for(vec![Task {
         spec: request.spec,
         device,
     }]);
-    let execution = engine::execute(
+    let execution = exec::execute(
         lanes,
         &config,
         run_dir,

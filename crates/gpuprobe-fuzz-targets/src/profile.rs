@@ -1,8 +1,8 @@
 //! The `profile` target: a profile file as `gpuprobe run --profile FILE` and
-//! `gpuprobe profile` read it (`gpuprobe_doctor::profile_file::parse`: strict keys, catalogue-only
+//! `gpuprobe profile` read it (`gpuprobe_doctor::profile::parse`: strict keys, catalogue-only
 //! settings), then written and exported the way those commands do.
 
-use gpuprobe_doctor::profile_file::{self as profiles, ExportFormat};
+use gpuprobe_doctor::profile::{self as profiles, ExportFormat};
 
 /// Parses one profile file.
 ///

@@ -6,7 +6,7 @@
 //! knowledge base loads ([`Glob`]).
 //!
 //! This is gpuprobe's one glob matcher: the doctor's `--only` probe selection
-//! (`gpuprobe_doctor::engine::id_matches`) matches its `*` patterns with
+//! (`gpuprobe_doctor::select`) matches its `*` patterns with
 //! [`wildcard_matches`], the same matching without the validation (a user's pattern with
 //! another character simply matches that character).
 

@@ -1,11 +1,11 @@
 //! Profiles and cures: the profiles `fix` wrote into its run directories (`profile.toml`,
 //! read through `RunFiles`), each with the stack it was proven on, the failures it cures,
 //! its cost and settings, and the runs it came from. Parsing, validating and exporting are
-//! `gpuprobe_doctor::profile_file`'s, as `gpuprobe profile` does them.
+//! `gpuprobe_doctor::profile`'s, as `gpuprobe profile` does them.
 
 use std::path::Path;
 
-use gpuprobe_doctor::profile_file::{self, ExportFormat};
+use gpuprobe_doctor::profile::{self, ExportFormat};
 use gpuprobe_model::{FixAccount, Profile};
 use gpuprobe_runner::{PROFILE_FILE, RunFiles};
 use serde::Serialize;
@@ -183,7 +183,7 @@ pub(crate) fn load(run: &Path) -> Option<Result<Profile, String>> {
             .read_profile()
             .map_err(|e| e.to_string())
             .and_then(|text| {
-                profile_file::parse(&text, PROFILE_FILE).map_err(|e| {
+                profile::parse(&text, PROFILE_FILE).map_err(|e| {
                     let mut text = e.to_string();
                     let mut source = std::error::Error::source(&e);
                     while let Some(cause) = source {
@@ -249,7 +249,7 @@ pub(crate) fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
                     profile
                         .switches
                         .iter()
-                        .map(|(k, v)| profile_file::switch_line(k, v)),
+                        .map(|(k, v)| profile::switch_line(k, v)),
                 )
                 .collect();
             out.settings = profile
@@ -276,7 +276,7 @@ pub(crate) fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
 
 /// The profile exported in `format`, as `gpuprobe profile export` prints it.
 pub(crate) fn export(run: &Path, format: ExportFormat) -> Option<Result<String, String>> {
-    load(run).map(|loaded| loaded.map(|profile| profile_file::export(&profile, format)))
+    load(run).map(|loaded| loaded.map(|profile| profile::export(&profile, format)))
 }
 
 /// Removes the profile from its run (the run stays, and `runs prune` may remove it once it

@@ -687,11 +687,8 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
     let mut error = None;
     let (against, matches) = if first(query, "live") == "1" {
         let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-        let fingerprint = gpuprobe_doctor::live_stack::live_fingerprint(
-            state.options.python.as_deref(),
-            true,
-            &env,
-        );
+        let fingerprint =
+            gpuprobe_doctor::live_fingerprint(state.options.python.as_deref(), true, &env);
         (
             "this machine now".to_string(),
             crate::kb::matches(&kb, &fingerprint, &[]),

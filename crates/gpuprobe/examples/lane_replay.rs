@@ -17,8 +17,7 @@
 
 use std::collections::HashMap;
 
-use gpuprobe_doctor::engine::{Lane, LaneBudget, select, sized_lanes};
-use gpuprobe_doctor::lanes::estimated_seconds;
+use gpuprobe_doctor::{Lane, LaneBudget, estimated_seconds, select, sized_lanes};
 use gpuprobe_model::ProbeResult;
 use gpuprobe_model::{Backend, DeviceRef, Placement, ProbeSpec, Tier};
 use gpuprobe_runner::Task;

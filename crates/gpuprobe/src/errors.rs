@@ -31,7 +31,7 @@ pub(crate) enum CliError {
     Profile {
         /// The loader's error.
         #[source]
-        source: gpuprobe_doctor::profile_file::ProfileError,
+        source: gpuprobe_doctor::profile::ProfileError,
     },
     /// The start-up hook that applies a profile's framework switches could not be placed.
     #[error("cannot place the start-up hook for the profile's framework switches: {}", visible_line(&.source.to_string()))]

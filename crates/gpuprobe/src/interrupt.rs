@@ -23,7 +23,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
+use gpuprobe_doctor::session::{Interrupted, Stopped};
 use gpuprobe_model::visible_line;
 use gpuprobe_runner::{SignalEvent, Signals};
 use nix::sys::signal::Signal;
@@ -192,7 +192,7 @@ mod tests {
             "gpuprobe: fix: interrupted; the trials done are kept; finish with: gpuprobe fix --resume /runs/f"
         );
         // Found however deep the library wrapped it.
-        let wrapped = crate::errors::Failure::from(gpuprobe_doctor::fix::run::FixError::Session(
+        let wrapped = crate::errors::Failure::from(gpuprobe_doctor::fix::FixError::Session(
             gpuprobe_doctor::session::SessionError::Interrupted(check.clone()),
         ))
         .context("fix".to_string());

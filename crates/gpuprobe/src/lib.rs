@@ -24,8 +24,7 @@ mod session;
 mod time;
 
 // `run` still names these by their former binary paths.
-pub(crate) use gpuprobe_doctor::profile_file as profiles;
-pub(crate) use gpuprobe_doctor::stack;
+pub(crate) use gpuprobe_doctor::profile as profiles;
 
 /// Runs gpuprobe with the given arguments (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {

@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use gpuprobe_doctor::engine::Progress;
+use gpuprobe_doctor::Progress;
 use gpuprobe_doctor::session::SessionProgress;
 use gpuprobe_report::ProgressLog;
 use gpuprobe_report::{ProgressMode, current_console};

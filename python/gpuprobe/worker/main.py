@@ -320,7 +320,7 @@ def _run_mode(events: EventStream, plan: dict[str, Any]) -> int:
 
 
 #: A lane's share of device memory between probes (the engine's ``MEMORY_PER_LANE``,
-#: lanes.rs, sizes lanes by it).
+#: plan/lanes.rs, sizes lanes by it).
 LANE_MEMORY_BYTES = 2 << 30
 
 

@@ -1,6 +1,6 @@
 """The judge's base tolerances by rule dtype, read from ``tolerances.json`` beside this file.
 
-That file is the one copy of the table: the Rust judge (``crates/gpuprobe-doctor/src/judge.rs``,
+That file is the one copy of the table: the Rust judge (``crates/gpuprobe-doctor/src/verdict/judge.rs``,
 ``dtype_tolerance``) embeds it at build time, and every probe that computes the judge's bound
 (the dtype's tolerance times the probe's scale) reads it from here, so the two can never
 disagree. ``tests/python/test_tolerances.py`` fails on a hand-copied table.

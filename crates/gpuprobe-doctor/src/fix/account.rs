@@ -13,7 +13,7 @@ use super::search::SearchResult;
 
 /// Facts about the run that the search itself does not know.
 #[derive(Debug, Clone, Default)]
-pub struct AccountHeader {
+pub(super) struct AccountHeader {
     /// gpuprobe version.
     pub tool_version: String,
     /// Start time, RFC 3339 UTC.
@@ -37,7 +37,7 @@ pub struct AccountHeader {
 }
 
 /// The outcome a search earns.
-pub fn outcome_of(result: &SearchResult, testable: usize) -> FixOutcome {
+pub(super) fn outcome_of(result: &SearchResult, testable: usize) -> FixOutcome {
     let reproduced = result
         .targets
         .iter()
@@ -65,7 +65,7 @@ pub fn outcome_of(result: &SearchResult, testable: usize) -> FixOutcome {
 
 /// The exit status an outcome earns (docs/exit-codes.md): 0 nothing to fix or everything
 /// cured, 1 failures remain, 4 nothing testable.
-pub fn exit_status_of(outcome: FixOutcome) -> ExitStatus {
+pub(super) fn exit_status_of(outcome: FixOutcome) -> ExitStatus {
     match outcome {
         FixOutcome::NothingToFix | FixOutcome::AllCured => ExitStatus::AllPassed,
         FixOutcome::NothingTestable => ExitStatus::NothingTested,
@@ -76,7 +76,11 @@ pub fn exit_status_of(outcome: FixOutcome) -> ExitStatus {
 }
 
 /// The account of a search.
-pub fn build(header: AccountHeader, candidates: &CandidateSet, result: SearchResult) -> FixAccount {
+pub(super) fn build(
+    header: AccountHeader,
+    candidates: &CandidateSet,
+    result: SearchResult,
+) -> FixAccount {
     let outcome = outcome_of(&result, candidates.testable.len());
     let exit_status = exit_status_of(outcome);
     let mut trials = result.candidates;
@@ -133,7 +137,7 @@ pub fn build(header: AccountHeader, candidates: &CandidateSet, result: SearchRes
 }
 
 /// The account when the starting run had no failure.
-pub fn nothing_to_fix(header: AccountHeader) -> FixAccount {
+pub(super) fn nothing_to_fix(header: AccountHeader) -> FixAccount {
     FixAccount {
         tool_version: header.tool_version,
         build: Some(gpuprobe_kb::build_info()),
@@ -165,7 +169,7 @@ pub fn nothing_to_fix(header: AccountHeader) -> FixAccount {
 }
 
 /// Cost tags and note in words (`slower; copies use shader time`).
-pub fn cost_words(cost: &Cost) -> String {
+pub(super) fn cost_words(cost: &Cost) -> String {
     let mut parts: Vec<String> = cost.tags().iter().map(|t| t.to_string()).collect();
     if let Some(note) = &cost.note {
         parts.push(note.clone());
@@ -191,7 +195,7 @@ fn probe_ids<'a>(ids: impl Iterator<Item = &'a gpuprobe_model::ProbeRef>) -> Vec
 }
 
 /// The profile the account amounts to (written when there were failures to cure).
-pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) -> Profile {
+pub(super) fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) -> Profile {
     let status_ids = |status: TargetStatus| {
         probe_ids(
             account
@@ -281,7 +285,7 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
         .iter()
         .map(|s| {
             let (name, value) = s.setting.split_once('=').unwrap_or((&s.setting, ""));
-            let line = crate::profile_file::switch_line(name, value);
+            let line = crate::profile::switch_line(name, value);
             format!(
                 "{line} — proven: {} pass(es) with it ({})",
                 s.cures.join(", "),
@@ -297,7 +301,7 @@ pub fn profile(account: &FixAccount, search: &SearchResult, created_at: &str) ->
         .filter(|t| t.setting.is_probe_side())
     {
         let value = trial.setting.value.as_deref().unwrap_or("");
-        let line = crate::profile_file::switch_line(&trial.setting.variable, value);
+        let line = crate::profile::switch_line(&trial.setting.variable, value);
         for partial in &trial.partly_cured {
             code_changes.push(format!(
                 "{line} — proven for the {} case(s) of {} ({}); it still fails on {}",

@@ -30,7 +30,7 @@ use thiserror::Error;
 
 /// The arch override variable: only ever tried as a removal (or as a workaround a matched
 /// known issue names for an unsupported chip).
-pub const OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";
+pub(super) const OVERRIDE_VAR: &str = "HSA_OVERRIDE_GFX_VERSION";
 
 /// Allocator-configuration variables; torch reads only one of them (`docs/lint.md`,
 /// `LINT-ALLOC-CONF-SHADOWED`).
@@ -42,7 +42,7 @@ const ALLOC_CONF_VARS: &[&str] = &[
 
 /// One setting to try in a fresh worker.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// The change.
     pub change: SettingChange,
     /// What it is.
@@ -59,7 +59,7 @@ pub struct Candidate {
 
 /// An applicable setting that is not tried, and why.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NotTried {
+pub(super) struct NotTried {
     /// The candidate.
     pub candidate: Candidate,
     /// Why it is not tried.
@@ -68,7 +68,7 @@ pub struct NotTried {
 
 /// Everything the search starts from.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CandidateSet {
+pub(super) struct CandidateSet {
     /// Settings to try, in order.
     pub testable: Vec<Candidate>,
     /// Applicable settings that are not tried (already in effect, machine-specific).
@@ -81,7 +81,7 @@ pub struct CandidateSet {
 
 /// The facts candidates are chosen from.
 #[derive(Debug, Clone, Copy)]
-pub struct CandidateContext<'a> {
+pub(super) struct CandidateContext<'a> {
     /// Knowledge-base matches of the starting run.
     pub matches: &'a [KbMatch],
     /// The workaround catalogue.
@@ -282,7 +282,7 @@ fn in_effect(change: &SettingChange, env: &BTreeMap<String, String>) -> bool {
 }
 
 /// Gathers the candidates for the failures in `ctx`.
-pub fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
+pub(super) fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
     let mut set = CandidateSet::default();
     let facts = Facts::new(ctx.fingerprint);
     let os = facts.os();
@@ -535,7 +535,7 @@ fn visible_devices(
 
 /// Candidates the user named (`--candidate`), checked against the catalogue. The arch
 /// override may only be named as a removal: setting one is what the lint warns about.
-pub fn explicit(
+pub(super) fn explicit(
     settings: &[String],
     catalogue: &Catalogue,
 ) -> Result<Vec<Candidate>, CandidateRefused> {
@@ -583,7 +583,7 @@ pub fn explicit(
 }
 
 /// Whether a result is a failure the search sets out to cure.
-pub fn is_target(result: &ProbeResult) -> bool {
+pub(super) fn is_target(result: &ProbeResult) -> bool {
     matches!(
         result.verdict,
         Verdict::Fail { .. } | Verdict::Crash { .. } | Verdict::Hang { .. } | Verdict::Error { .. }

@@ -27,14 +27,14 @@ use gpuprobe_model::{ProbeRef, SettingChange};
 use serde::{Deserialize, Serialize};
 
 use super::search::{Phase, TrialOutcome, TrialRequest, TrialRunner};
-use crate::session::interrupt::Interrupted;
+use crate::session::Interrupted;
 
 /// Version of the [`TrialRecord`] line format.
-pub const JOURNAL_VERSION: u32 = 1;
+pub(super) const JOURNAL_VERSION: u32 = 1;
 
 /// One finished trial, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrialRecord {
+pub(super) struct TrialRecord {
     /// [`JOURNAL_VERSION`].
     pub version: u32,
     /// 1-based trial number.
@@ -55,7 +55,7 @@ pub struct TrialRecord {
 
 impl TrialRecord {
     /// The record of a trial that has just run.
-    pub fn new(request: &TrialRequest<'_>, outcome: &TrialOutcome) -> TrialRecord {
+    pub(super) fn new(request: &TrialRequest<'_>, outcome: &TrialOutcome) -> TrialRecord {
         TrialRecord {
             version: JOURNAL_VERSION,
             number: request.number,
@@ -98,7 +98,7 @@ pub struct JournalError {
 
 /// What a resumed journal held.
 #[derive(Debug, Default)]
-pub struct Loaded {
+pub(super) struct Loaded {
     /// The trials, in order.
     pub records: Vec<TrialRecord>,
     /// Lines dropped: a line cut short by the interruption, and whatever followed a line
@@ -108,7 +108,7 @@ pub struct Loaded {
 
 /// The append-only journal file.
 #[derive(Debug)]
-pub struct Journal {
+pub(super) struct Journal {
     path: PathBuf,
     file: File,
     /// The lines the file holds, for rewriting it without the ones dropped.
@@ -117,7 +117,7 @@ pub struct Journal {
 
 impl Journal {
     /// Starts a new journal; refuses to overwrite one.
-    pub fn create(path: &Path) -> Result<Journal, JournalError> {
+    pub(super) fn create(path: &Path) -> Result<Journal, JournalError> {
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
@@ -132,7 +132,7 @@ impl Journal {
 
     /// Reopens a journal to go on with it: reads the trials it holds, drops a torn last
     /// line (and anything after a line that cannot be read), and keeps the file to those.
-    pub fn resume(path: &Path) -> Result<(Journal, Loaded), JournalError> {
+    pub(super) fn resume(path: &Path) -> Result<(Journal, Loaded), JournalError> {
         let text = std::fs::read_to_string(path).map_err(|e| error("read", path, e))?;
         let mut loaded = Loaded::default();
         let mut lines = Vec::new();
@@ -170,13 +170,8 @@ impl Journal {
         Ok((journal, loaded))
     }
 
-    /// Where it is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends one trial, flushed and synced to disk before it returns.
-    pub fn append(&mut self, record: &TrialRecord) -> Result<(), JournalError> {
+    pub(super) fn append(&mut self, record: &TrialRecord) -> Result<(), JournalError> {
         let line = serde_json::to_string(record)
             .map_err(|e| error("encode a line of", &self.path, e.into()))?;
         self.file
@@ -189,7 +184,7 @@ impl Journal {
     }
 
     /// Keeps only the first `keep` trials.
-    pub fn truncate(&mut self, keep: usize) -> Result<(), JournalError> {
+    pub(super) fn truncate(&mut self, keep: usize) -> Result<(), JournalError> {
         if keep < self.lines.len() {
             self.lines.truncate(keep);
             self.rewrite()?;
@@ -228,7 +223,7 @@ fn error(action: &'static str, path: &Path, source: std::io::Error) -> JournalEr
 
 /// A [`TrialRunner`] that answers from the recorded trials while the search retraces them,
 /// and runs and records every trial after that.
-pub struct Journaled<'a> {
+pub(super) struct Journaled<'a> {
     inner: &'a mut dyn TrialRunner,
     journal: &'a mut Journal,
     pending: VecDeque<TrialRecord>,
@@ -239,7 +234,7 @@ pub struct Journaled<'a> {
 
 impl<'a> Journaled<'a> {
     /// Wraps `inner`; `recorded` are the trials a resumed journal held (none for a new run).
-    pub fn new(
+    pub(super) fn new(
         inner: &'a mut dyn TrialRunner,
         journal: &'a mut Journal,
         recorded: Vec<TrialRecord>,
@@ -255,19 +250,19 @@ impl<'a> Journaled<'a> {
     }
 
     /// Trials answered from the journal.
-    pub fn replayed(&self) -> u32 {
+    pub(super) fn replayed(&self) -> u32 {
         self.replayed
     }
 
     /// The trial at which the search asked for something other than what the journal
     /// held (the rest of the journal was discarded from there).
-    pub fn diverged_at(&self) -> Option<u32> {
+    pub(super) fn diverged_at(&self) -> Option<u32> {
         self.diverged_at
     }
 
     /// The first failure to record a trial (later trials were not recorded either, so a
     /// resume would run them again).
-    pub fn write_error(&self) -> Option<&JournalError> {
+    pub(super) fn write_error(&self) -> Option<&JournalError> {
         self.write_error.as_ref()
     }
 }
@@ -308,7 +303,7 @@ mod tests {
     use super::*;
     use crate::fix::candidates::Candidate;
     use crate::fix::search::{SearchInput, SearchResult, search};
-    use crate::session::interrupt::Stopped;
+    use crate::session::Stopped;
     use gpuprobe_model::Cost;
     use gpuprobe_model::{DeviceRef, Layer, ProbeId};
     use gpuprobe_model::{FailClass, Verdict};

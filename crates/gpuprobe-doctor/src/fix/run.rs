@@ -39,9 +39,9 @@ use super::search::{Phase, TrialSummary};
 use super::sentinels::{self, SentinelQuota};
 use super::start::{Start, resume_check, start_from, start_with_check};
 use super::trials::{EngineTrials, remove_trial_dirs_after};
-use crate::engine;
-use crate::profile_file;
-use crate::session::interrupt::Interrupted;
+use crate::plan;
+use crate::profile;
+use crate::session::Interrupted;
 use crate::session::{self, SessionError, SessionHost, SessionProgress};
 
 /// What a fix takes from the process that runs it.
@@ -312,7 +312,16 @@ pub fn start(options: &FixOptions, host: &mut FixHost<'_>) -> Result<Finished, F
         resuming: false,
     };
     search_from(
-        start, options, explicit, &fix_dir, host, started, started_at, resumed,
+        start,
+        options,
+        explicit,
+        &fix_dir,
+        host,
+        Began {
+            clock: started,
+            at: started_at,
+        },
+        resumed,
     )
     .map(|finished| finished.suggesting_for(options))
     .map_err(|err| err.in_fix(&fix_dir))
@@ -411,23 +420,37 @@ pub fn resume(
         resuming: true,
     };
     search_from(
-        start, &options, explicit, dir, host, started, started_at, resumed,
+        start,
+        &options,
+        explicit,
+        dir,
+        host,
+        Began {
+            clock: started,
+            at: started_at,
+        },
+        resumed,
     )
     .map(|finished| finished.suggesting_for(&options))
     .map_err(|err| err.in_fix(dir))
 }
 
+/// When a fix began: the clock its wall time is measured from, and the time its account
+/// records (a resumed fix keeps the time it first started).
+struct Began {
+    clock: Instant,
+    at: String,
+}
+
 /// The search from a starting point, recorded in (and, when resuming, replayed from) the
 /// journal; then the account and the profile.
-#[allow(clippy::too_many_arguments)]
 fn search_from(
     start: Start,
     options: &FixOptions,
     explicit: Option<Vec<Candidate>>,
     fix_dir: &Path,
     host: &mut FixHost<'_>,
-    started: Instant,
-    started_at: String,
+    began: Began,
     mut resumed: Resumed,
 ) -> Result<Finished, FixError> {
     let say = host.say;
@@ -459,7 +482,7 @@ fn search_from(
     let simulation = start.report.simulation.as_ref().map(|s| s.source.clone());
     let mut header = AccountHeader {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: started_at.clone(),
+        started_at: began.at.clone(),
         wall_s: 0.0,
         simulation,
         run_dir: Some(fix_dir.display().to_string()),
@@ -475,7 +498,7 @@ fn search_from(
         // verdict leaves nothing to fix there, but nothing proven either.
         let nothing_tested = start.report.exit_status == ExitStatus::NothingTested
             || session::exit_status_for(&start.report.results, &[]) == ExitStatus::NothingTested;
-        header.wall_s = started.elapsed().as_secs_f64();
+        header.wall_s = began.clock.elapsed().as_secs_f64();
         let mut account = account::nothing_to_fix(header);
         if nothing_tested {
             account.outcome = FixOutcome::NothingTestable;
@@ -513,7 +536,7 @@ fn search_from(
     }
 
     // Sentinels and throughput probes.
-    let pool = engine::select(&start.catalog, start.tier, &[]);
+    let pool = plan::select(&start.catalog, start.tier, &[]);
     let targets: Vec<ProbeRef> = failures
         .iter()
         .map(|r| ProbeRef {
@@ -538,7 +561,7 @@ fn search_from(
     if candidate_set.testable.is_empty() {
         say("no testable candidate applies to these failures");
         let result = super::search::nothing_to_try(&failures);
-        header.wall_s = started.elapsed().as_secs_f64();
+        header.wall_s = began.clock.elapsed().as_secs_f64();
         return write_up(header, &candidate_set, result, options, fix_dir, host);
     }
 
@@ -616,7 +639,7 @@ fn search_from(
             result.budget.trials, options.max_runs
         ));
     }
-    header.wall_s = started.elapsed().as_secs_f64();
+    header.wall_s = began.clock.elapsed().as_secs_f64();
     write_up(header, &candidate_set, result, options, fix_dir, host)
 }
 
@@ -637,7 +660,7 @@ fn write_up(
         .profile_out
         .clone()
         .unwrap_or_else(|| RunFiles::at(fix_dir).file(PROFILE_FILE));
-    match profile_file::write(&profile_path, &profile) {
+    match profile::write(&profile_path, &profile) {
         Ok(()) => account.profile = Some(profile_path.display().to_string()),
         Err(err) => {
             // The path was checked before the search; if it still fails (a full disk), the

@@ -31,12 +31,12 @@ use gpuprobe_model::{ProbeResult, Verdict};
 
 use super::candidates::Candidate;
 use super::conflicts;
-use crate::session::interrupt::Interrupted;
+use crate::session::Interrupted;
 
 /// Which step of the search a trial belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Do the failures reproduce without settings?
     Baseline,
     /// One candidate alone.
@@ -49,7 +49,7 @@ pub enum Phase {
 
 impl Phase {
     /// Lowercase name for logs and directory names.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Phase::Baseline => "baseline",
             Phase::Single => "single",
@@ -61,7 +61,7 @@ impl Phase {
 
 /// One trial to run: these probes, in fresh workers, with these settings.
 #[derive(Debug, Clone, Copy)]
-pub struct TrialRequest<'a> {
+pub(crate) struct TrialRequest<'a> {
     /// 1-based trial number.
     pub number: u32,
     /// The step.
@@ -74,7 +74,7 @@ pub struct TrialRequest<'a> {
 
 /// What a trial produced.
 #[derive(Debug, Clone, Default)]
-pub struct TrialOutcome {
+pub(crate) struct TrialOutcome {
     /// One result per probe (a missing one counts as not passing).
     pub results: Vec<ProbeResult>,
     /// Worker processes the trial started.
@@ -87,14 +87,14 @@ pub struct TrialOutcome {
 }
 
 /// Runs trials. Each call must start fresh workers: settings are read at process start.
-pub trait TrialRunner {
+pub(crate) trait TrialRunner {
     /// Runs one trial; a trial a signal cut short has no outcome.
     fn run(&mut self, request: &TrialRequest<'_>) -> Result<TrialOutcome, Interrupted>;
 }
 
 /// What the search reports as it goes (one line per trial, for the terminal).
 #[derive(Debug, Clone, PartialEq)]
-pub struct TrialSummary {
+pub(crate) struct TrialSummary {
     /// 1-based trial number.
     pub number: u32,
     /// The step.
@@ -115,7 +115,7 @@ pub struct TrialSummary {
 
 /// The search's inputs.
 #[derive(Debug, Clone, Copy)]
-pub struct SearchInput<'a> {
+pub(crate) struct SearchInput<'a> {
     /// The failing results of the starting run.
     pub failures: &'a [ProbeResult],
     /// Sentinel slots: each a probe and its alternatives, in order of preference; the
@@ -131,7 +131,7 @@ pub struct SearchInput<'a> {
 
 /// One proven way to cure some failures: a single setting or a group.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CoverOption {
+pub(crate) struct CoverOption {
     /// The settings, together.
     pub changes: Vec<SettingChange>,
     /// What they cure (in their own trial).
@@ -146,7 +146,7 @@ pub struct CoverOption {
 
 impl CoverOption {
     /// `A=1 + B=2`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         self.changes
             .iter()
             .map(SettingChange::describe)
@@ -157,7 +157,7 @@ impl CoverOption {
 
 /// Everything the search found.
 #[derive(Debug, Clone, Default)]
-pub struct SearchResult {
+pub(crate) struct SearchResult {
     /// The failures and what became of each.
     pub targets: Vec<FixTarget>,
     /// Sentinels that passed the baseline and were used.
@@ -369,7 +369,7 @@ struct Verified {
 }
 
 /// Runs the search. `on_trial` hears about every trial as it ends.
-pub fn search(
+pub(crate) fn search(
     input: &SearchInput<'_>,
     runner: &mut dyn TrialRunner,
     on_trial: &mut dyn FnMut(&TrialSummary),
@@ -786,7 +786,7 @@ fn record_targets(
 }
 
 /// The result when there is nothing to try: every failure stands and no trial is run.
-pub fn nothing_to_try(failures: &[ProbeResult]) -> SearchResult {
+pub(super) fn nothing_to_try(failures: &[ProbeResult]) -> SearchResult {
     SearchResult {
         targets: failures
             .iter()
@@ -992,7 +992,7 @@ fn sorted(items: &[usize]) -> Vec<usize> {
 /// Delta debugging (Zeller's ddmin): shrinks `items`, for which `test` holds, to a
 /// 1-minimal subset for which it still holds. `test` returns `None` when the budget is
 /// spent; the current (passing, perhaps not minimal) set is returned with `false`.
-pub fn ddmin(
+pub(super) fn ddmin(
     items: Vec<usize>,
     test: &mut dyn FnMut(&[usize]) -> Option<bool>,
 ) -> (Vec<usize>, bool) {
@@ -1071,7 +1071,7 @@ fn union_changes(options: &[CoverOption]) -> Vec<SettingChange> {
 /// The best compatible cover of `targets` by `options`: fewest failures left uncovered,
 /// then fewest settings, then fewest slow settings, then the best-ranked. Exact branch and
 /// bound (the option lists are small), with a node cap after which the best so far stands.
-pub fn best_cover(options: &[CoverOption], targets: &BTreeSet<ProbeRef>) -> Vec<usize> {
+pub(super) fn best_cover(options: &[CoverOption], targets: &BTreeSet<ProbeRef>) -> Vec<usize> {
     type Score = (usize, usize, usize, u32);
     struct State<'a> {
         options: &'a [CoverOption],

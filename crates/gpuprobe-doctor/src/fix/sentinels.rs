@@ -19,7 +19,7 @@ use gpuprobe_model::{ProbeResult, Verdict};
 
 /// How many sentinels to choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SentinelQuota {
+pub(super) struct SentinelQuota {
     /// Per family without failures.
     pub per_family: usize,
     /// Per family with failures (the neighbours of a failure are the likeliest to break).
@@ -46,7 +46,7 @@ const ALTERNATIVES: usize = 2;
 /// Chooses sentinel slots, each a probe and its alternatives in order of preference.
 /// `pool` is the tier's catalogue; `applies` says whether a probe can run on a device;
 /// `results` is the starting run; `targets` are the failures.
-pub fn choose(
+pub(super) fn choose(
     pool: &[ProbeSpec],
     applies: &dyn Fn(&ProbeSpec, DeviceRef) -> bool,
     results: &[ProbeResult],

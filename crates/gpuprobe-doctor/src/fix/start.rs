@@ -11,7 +11,7 @@ use gpuprobe_runner::{FIX_CHECK_DIR, RunDir, RunFileError, RunFiles, WORKERS_DIR
 
 use super::options::FixOptions;
 use super::run::{FixError, FixHost};
-use crate::engine::EngineConfig;
+use crate::exec::EngineConfig;
 use crate::session::{self, Completed};
 
 /// What the search starts from.

@@ -9,9 +9,10 @@ use gpuprobe_model::{ProbeId, ProbeSpec};
 use gpuprobe_runner::{RunDir, Task};
 
 use super::{TrialOutcome, TrialRequest, TrialRunner};
-use crate::engine::{self, EngineConfig};
-use crate::session::interrupt::{Interrupted, Stopped};
+use crate::exec::{self, EngineConfig};
+use crate::plan;
 use crate::session::supervisor_config;
+use crate::session::{Interrupted, Stopped};
 
 /// The number a trial directory (`NN-<phase>`) carries.
 fn trial_number(name: &str) -> Option<u32> {
@@ -97,8 +98,8 @@ impl TrialRunner for EngineTrials<'_> {
                 })
             })
             .collect();
-        let execution = engine::execute(
-            engine::lanes_for(tasks),
+        let execution = exec::execute(
+            plan::lanes_for(tasks),
             &config,
             &run_dir,
             &mut |_, _, _| Vec::new(),

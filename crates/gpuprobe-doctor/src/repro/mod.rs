@@ -1,12 +1,12 @@
 //! `gpuprobe repro`: a standalone reproduction of one failing probe result. Finds the run
 //! (the newest finished `check` by default) and the result (an id or a glob that names one
 //! failing probe), has the generator write `repro.py` and `repro.json` (the Python
-//! generator `python -m gpuprobe.repro`, or [`native`] for the native probes), runs the
+//! generator `python -m gpuprobe.repro`, or `native` for the native probes), runs the
 //! script with the run's interpreter and settings under a timeout, and finds the `fix`
 //! account that searched from the run. ISSUE.md is rendered from what this returns
 //! (`gpuprobe_report::issue`). The formats and the contract: docs/repro.md.
 
-pub mod native;
+mod native;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,7 +34,7 @@ const GENERATOR_TIMEOUT: Duration = Duration::from_secs(120);
 const MIN_SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most of the script's output kept for ISSUE.md (its tail).
 const KEEP_OUTPUT_BYTES: usize = 64 * 1024;
-pub use gpuprobe_model::{
+use gpuprobe_model::{
     ISSUE_FILE, MANIFEST_FILE, PLAN_INPUT, REPRO_DIR, RESULT_INPUT, RUN_FILE, SCRIPT_FILE,
 };
 /// Where the probe package is extracted while the generator and script need it.
@@ -477,12 +477,9 @@ pub fn make(
     let result_json = serde_json::to_vec_pretty(&result).unwrap_or_default();
     write(&out.join(RESULT_INPUT), &result_json)?;
     write(&out.join(PLAN_INPUT), &plan_bytes)?;
-    let package = out.join(PACKAGE_DIR);
-    let outcome = generate_and_run(
-        options, env, &plan, &report, &result, &python, &out, &package,
-    );
+    let outcome = generate_and_run(options, env, &plan, &report, &result, &python, &out);
     // The package is only needed while the generator and the script run.
-    let _ = std::fs::remove_dir_all(&package);
+    let _ = std::fs::remove_dir_all(out.join(PACKAGE_DIR));
     let (manifest, script, run) = outcome?;
     let fix = fix_from(&run_dir, runs_root);
     Ok(Repro {
@@ -500,7 +497,8 @@ pub fn make(
 
 type Generated = (ReproManifest, String, Option<ScriptRun>);
 
-#[allow(clippy::too_many_arguments)]
+/// Writes the script into `out` (with the probe package beside it, in [`PACKAGE_DIR`], where
+/// the generator or the simulation needs it) and runs it unless `--no-run`.
 fn generate_and_run(
     options: &ReproOptions,
     env: &BTreeMap<String, String>,
@@ -509,8 +507,8 @@ fn generate_and_run(
     result: &ProbeResult,
     python: &Path,
     out: &Path,
-    package: &Path,
 ) -> Result<Generated, ReproError> {
+    let package = &out.join(PACKAGE_DIR);
     let (settings, unset) = settings_env(result);
     let needs_package = !result.probe.as_str().starts_with("native.");
     if needs_package || result.simulated {

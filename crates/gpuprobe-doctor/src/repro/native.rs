@@ -33,7 +33,7 @@ const QUICK_SIZES: &[(u64, u32)] = &[
 
 /// A generated native repro.
 #[derive(Debug, Clone)]
-pub struct NativeRepro {
+pub(super) struct NativeRepro {
     /// `repro.py`.
     pub script: String,
     /// `repro.json`.
@@ -65,7 +65,7 @@ fn failing_case(result: &ProbeResult, sizes: &[(u64, u32)]) -> (u64, u32, bool) 
 }
 
 /// Makes the repro of a native result, or says why there is none.
-pub fn generate(
+pub(super) fn generate(
     result: &ProbeResult,
     seed: u64,
     vendor: Option<Vendor>,

@@ -15,7 +15,7 @@ use gpuprobe_runner::{PythonChoice, REPORT_FILE, RunDir};
 
 use super::options::DeviceRequest;
 use super::{Completed, SessionError};
-use crate::engine::{self, EngineConfig};
+use crate::exec::{self, EngineConfig};
 use gpuprobe_model::RunPlan;
 
 /// A session whose probes are over: what the report is assembled from.
@@ -30,7 +30,7 @@ pub(crate) struct Finished<'a> {
     /// The results recorded before this session (a resumed run's).
     pub previous: Vec<ProbeResult>,
     /// What the engine ran now.
-    pub execution: engine::Execution,
+    pub execution: exec::Execution,
     /// The fingerprint being gathered since the session began.
     pub fingerprint: JoinHandle<Fingerprint>,
     pub started: Instant,
@@ -85,17 +85,20 @@ pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError
     let knowledge = gpuprobe_kb::KnowledgeBase::load_embedded();
     let matches = gpuprobe_kb::match_all(&knowledge.kb, &fingerprint, &results);
     let kb_findings: Vec<_> = matches.iter().map(|m| m.to_finding()).collect();
-    let mut findings = crate::diagnose::assemble(
-        crate::diagnose::diagnose(
+    let mut findings = crate::verdict::diagnose::assemble(
+        crate::verdict::diagnose::diagnose(
             &results,
             &fingerprint,
-            &crate::diagnose::native_counterparts(&catalog),
+            &crate::verdict::diagnose::native_counterparts(&catalog),
         ),
         kb_findings,
         gpuprobe_kb::lint(&fingerprint),
     );
     // Copied as printed, a suggested command must test this run's stack.
-    crate::suggest::carry_into(&mut findings, &crate::suggest::stack_options(&plan));
+    crate::verdict::suggest::carry_into(
+        &mut findings,
+        &crate::verdict::suggest::stack_options(&plan),
+    );
     let summary = Summary::of(&results);
     let mut exit_status = exit_status_for(&results, &findings);
     let absent = absent_listed_gpus(&device_request, &execution.hellos);
@@ -166,7 +169,7 @@ pub(crate) fn assemble(finished: Finished<'_>) -> Result<Completed, SessionError
 /// problem, but neither is it a pass: a run in which most of the probes that apply could
 /// not be attempted ([`Summary::mostly_not_tested`]) has not tested the stack, and exits as
 /// one that could test nothing rather than as "all passed".
-pub fn exit_status_for(
+pub(crate) fn exit_status_for(
     results: &[ProbeResult],
     findings: &[gpuprobe_model::Finding],
 ) -> ExitStatus {
@@ -188,7 +191,7 @@ pub fn exit_status_for(
 
 /// GPUs named with `--device` that the framework says are not there.
 #[derive(Debug, PartialEq)]
-pub struct AbsentGpus {
+pub(super) struct AbsentGpus {
     /// The indices asked for that do not exist.
     pub missing: Vec<u32>,
     /// How many GPUs the framework sees.
@@ -199,7 +202,7 @@ pub struct AbsentGpus {
 const ABSENT_GPUS_NOTE: &str = "--device ";
 
 /// The note on absent GPUs among a report's notes, also in a report read back from disk.
-pub fn absent_gpus_note(notes: &[String]) -> Option<&str> {
+pub(crate) fn absent_gpus_note(notes: &[String]) -> Option<&str> {
     notes
         .iter()
         .map(String::as_str)
@@ -226,9 +229,9 @@ impl std::fmt::Display for AbsentGpus {
 /// Which listed GPUs do not exist, judged from a Python worker whose framework could use
 /// the GPU and listed its devices. Without such a worker nothing is known: a framework that
 /// sees no GPU at all leaves the run untested (exit 4), not mistaken.
-pub fn absent_listed_gpus(
+pub(super) fn absent_listed_gpus(
     request: &DeviceRequest,
-    hellos: &[engine::HelloRecord],
+    hellos: &[exec::HelloRecord],
 ) -> Option<AbsentGpus> {
     let DeviceRequest::Listed(listed) = request else {
         return None;
@@ -252,7 +255,7 @@ pub fn absent_listed_gpus(
 /// The note on GPUs named with `--device` (other than `missing`, already said to be
 /// absent) on which no probe run got a verdict: every run there NOT-TESTED (or SKIP), none
 /// passed or found a problem. It names them and says why, from the first NOT-TESTED reason.
-pub fn untested_listed_gpus(
+pub(super) fn untested_listed_gpus(
     request: &DeviceRequest,
     results: &[ProbeResult],
     missing: &[u32],
@@ -302,7 +305,7 @@ const UNTESTED_GPUS_WORDS: &str = ": nothing could be tested on ";
 
 /// The note on named GPUs that got no verdict among a report's notes, also in a report
 /// read back from disk.
-pub fn untested_gpus_note(notes: &[String]) -> Option<&str> {
+pub(crate) fn untested_gpus_note(notes: &[String]) -> Option<&str> {
     notes
         .iter()
         .map(String::as_str)
@@ -312,7 +315,7 @@ pub fn untested_gpus_note(notes: &[String]) -> Option<&str> {
 /// The interpreter and framework as the Python workers reported them.
 fn python_env_from(
     python: Option<&PythonChoice>,
-    hellos: &[engine::HelloRecord],
+    hellos: &[exec::HelloRecord],
     recorded_torch: Option<&str>,
 ) -> Option<PythonEnv> {
     let choice = python?;
@@ -326,7 +329,7 @@ fn python_env_from(
         .iter()
         .filter(|h| h.backend == Backend::Python)
         .max_by_key(|h| matches!(&h.event, WorkerEvent::Hello { torch: Some(_), .. }));
-    if let Some(engine::HelloRecord {
+    if let Some(exec::HelloRecord {
         event:
             WorkerEvent::Hello {
                 python_version,
@@ -367,7 +370,7 @@ mod tests {
 
     use super::*;
 
-    fn python_hello(device: u32, gpu_available: bool, seen: u32) -> engine::HelloRecord {
+    fn python_hello(device: u32, gpu_available: bool, seen: u32) -> exec::HelloRecord {
         let torch = gpuprobe_model::TorchInfo {
             version: "2.11.0+cu130".into(),
             cuda: Some("13.0".into()),
@@ -381,7 +384,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        engine::HelloRecord {
+        exec::HelloRecord {
             backend: Backend::Python,
             device: DeviceRef::Gpu(device),
             event: WorkerEvent::Hello {

@@ -16,7 +16,8 @@ use super::assemble::{self, Finished};
 use super::interrupt::{Interrupted, Stopped};
 use super::options::{DeviceRequest, applies_to};
 use super::{Completed, Prepared, SessionError, SessionProgress};
-use crate::engine::{self, Lane, LaneBudget};
+use crate::exec;
+use crate::plan::{self, Lane, LaneBudget};
 
 /// Starts fingerprinting this machine in the background (tools, kernel log).
 pub fn spawn_collector(env: &BTreeMap<String, String>) -> Collector {
@@ -92,18 +93,18 @@ pub fn execute(
             "the GPU driver's kernel cache is empty (this machine's first run): the probes that compile kernels at first use were spread over more lanes".to_string(),
         );
     }
-    let lanes = engine::remaining_lanes(&plan, &previous, budget);
+    let lanes = plan::remaining_lanes(&plan, &previous, budget);
     let mut stack = run_dir.read_stack().unwrap_or_default();
     progress.started(&format!("{} tier", plan.tier.name()));
     // A resume's earlier results count as planned and finished, so that progress (and a
     // family's line in a log) counts them.
     let recorded: Vec<ProbeId> = previous.iter().map(|r| r.probe.clone()).collect();
-    progress.update(&engine::Progress::Planned(&recorded));
+    progress.update(&exec::Progress::Planned(&recorded));
     for result in &previous {
-        progress.update(&engine::Progress::Finished(result));
+        progress.update(&exec::Progress::Finished(result));
     }
 
-    let selected: Vec<ProbeSpec> = engine::select(&catalog, plan.tier, &plan.only);
+    let selected: Vec<ProbeSpec> = plan::select(&catalog, plan.tier, &plan.only);
     let mut planned_devices: Vec<DeviceRef> = plan.tasks.iter().map(|t| t.device).collect();
     planned_devices.dedup();
     let mut added_tasks: Vec<Task> = Vec::new();
@@ -151,12 +152,12 @@ pub fn execute(
                 })
                 .collect();
             added_tasks.extend(tasks.iter().cloned());
-            lanes.extend(engine::sized_lanes(tasks, budget));
+            lanes.extend(plan::sized_lanes(tasks, budget));
         }
         lanes
     };
     let probes_started = Instant::now();
-    let mut execution = engine::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
+    let mut execution = exec::execute(lanes, &config, &run_dir, &mut expand, &mut |event| {
         progress.update(&event)
     });
     let probes_ended = Instant::now();
@@ -214,7 +215,7 @@ pub fn execute(
 }
 
 /// The reason of a probe run the time budget left out.
-pub const BUDGET_SPENT: &str = "the time budget was spent before it ran";
+pub(super) const BUDGET_SPENT: &str = "the time budget was spent before it ran";
 
 /// A NOT-TESTED result for each task of `planned` that neither `previous` nor `finished`
 /// holds a result for.

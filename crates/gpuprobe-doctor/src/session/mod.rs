@@ -4,25 +4,25 @@
 //! plan through the engine, and build the report with fingerprint, knowledge-base
 //! matches, lint and diagnosis.
 //!
-//! By phase: [`options`] (what was asked, the devices), [`prepare`] (a new run, one reopened
-//! for `fix`, one resumed), [`execute`] (the probes), [`assemble`] (the report); [`spread`]
+//! By phase: `options` (what was asked, the devices), `prepare` (a new run, one reopened
+//! for `fix`, one resumed), [`execute`] (the probes), `assemble` (the report); `spread`
 //! plans every identical GPU up front and runs each stack probe on one of them.
 //!
 //! A resumed run continues only under what it ran under (interpreter, torch, gpuprobe):
 //! anything else is refused unless `--replan` asks to re-plan, which the report then says.
 //! A signal stops the workers and leaves the run resumable: the session then returns
-//! [`SessionError::Interrupted`] ([`interrupt`]) and never prints or leaves the process.
+//! [`SessionError::Interrupted`] (`interrupt`) and never prints or leaves the process.
 //!
 //! What belongs to the process that runs a session (where its caches are, the native
 //! probes it carries, how progress is drawn) comes in from the caller ([`SessionHost`],
 //! [`SessionProgress`]).
 
-pub mod assemble;
-pub mod execute;
-pub mod interrupt;
-pub mod options;
-pub mod prepare;
-pub mod spread;
+mod assemble;
+mod execute;
+mod interrupt;
+mod options;
+mod prepare;
+mod spread;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,17 +33,16 @@ use gpuprobe_model::{ClassifiedError, ExitStatus};
 use gpuprobe_model::{ProbeSpec, Tier};
 use gpuprobe_runner::{Cancel, PythonChoice, RunDir, RunnerError};
 
-pub use assemble::{absent_gpus_note, exit_status_for, untested_gpus_note};
-pub use execute::{Collector, execute, spawn_collector};
-pub use options::{
-    DeviceRequest, SessionOptions, applies_to, gpu_present, parse_devices, supervisor_config,
-    validate_python,
-};
-pub use prepare::{
-    expanded_families, prepare_check, prepare_existing, prepare_new, prepare_resume,
-};
+pub(crate) use assemble::{absent_gpus_note, exit_status_for, untested_gpus_note};
+pub(crate) use execute::Collector;
+pub use execute::{execute, spawn_collector};
+pub use interrupt::{Interrupted, Stopped};
+pub(crate) use options::{DeviceRequest, applies_to, supervisor_config};
+pub use options::{SessionOptions, validate_python};
+pub use prepare::prepare_check;
+pub(crate) use prepare::{prepare_existing, prepare_new};
 
-use crate::engine::{self, EngineConfig};
+use crate::exec::{self, EngineConfig};
 use gpuprobe_model::RunPlan;
 
 /// What a session takes from the process that runs it.
@@ -67,7 +66,7 @@ pub trait SessionProgress {
     /// The probes are about to start; `label` names the run (`quick tier`).
     fn started(&mut self, label: &str);
     /// A probe was planned, started or finished, or a worker said something.
-    fn update(&mut self, event: &engine::Progress<'_>);
+    fn update(&mut self, event: &exec::Progress<'_>);
     /// The probes are over.
     fn finished(&mut self);
 }
@@ -78,7 +77,7 @@ pub struct NoProgress;
 
 impl SessionProgress for NoProgress {
     fn started(&mut self, _label: &str) {}
-    fn update(&mut self, _event: &engine::Progress<'_>) {}
+    fn update(&mut self, _event: &exec::Progress<'_>) {}
     fn finished(&mut self) {}
 }
 

@@ -23,7 +23,7 @@ pub enum DeviceRequest {
 }
 
 /// Parses `--device`: `all`, `cpu`, or GPU indices.
-pub fn parse_devices(text: &str) -> Result<DeviceRequest, SessionError> {
+pub(super) fn parse_devices(text: &str) -> Result<DeviceRequest, SessionError> {
     if text.trim().eq_ignore_ascii_case("all") {
         return Ok(DeviceRequest::All);
     }
@@ -62,7 +62,7 @@ pub struct SessionOptions {
     /// Skip native probes.
     pub no_native: bool,
     /// With `--device all`: run each sweep and width probe on one GPU of identical ones
-    /// ([`super::spread`]); off (`check --no-spread`), every GPU runs every probe.
+    /// (`super::spread`); off (`check --no-spread`), every GPU runs every probe.
     pub spread: bool,
     /// Timeout multiplier.
     pub timeout_scale: f64,
@@ -87,7 +87,7 @@ impl SessionOptions {
 
 /// Supervisor limits for a session, logging into `log_dir`, stopped when `cancel` is
 /// cancelled.
-pub fn supervisor_config(
+pub(crate) fn supervisor_config(
     timeout_scale: f64,
     startup_timeout: f64,
     log_dir: PathBuf,
@@ -142,7 +142,7 @@ pub(crate) fn initial_devices(
 
 /// Whether this machine shows any AMD or NVIDIA GPU (device nodes, or PCI GPUs), without
 /// loading any GPU library.
-pub fn gpu_present() -> bool {
+pub(super) fn gpu_present() -> bool {
     let root = Root::live();
     gpuprobe_detect::gpu_device_nodes_present(&root)
         || gpuprobe_detect::compute_gpu_count(&root) > 0
@@ -169,7 +169,7 @@ fn device_count_hint(pci: usize, visible_lists: &[String]) -> usize {
 }
 
 /// Native probes test a GPU runtime: they do not apply to the CPU as device under test.
-pub fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
+pub(crate) fn applies_to(spec: &ProbeSpec, device: DeviceRef) -> bool {
     !(spec.backend == Backend::Native && device == DeviceRef::Cpu)
 }
 

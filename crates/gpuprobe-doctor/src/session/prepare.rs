@@ -20,11 +20,13 @@ use super::options::{
 };
 use super::spread::{self, SpreadPlan};
 use super::{Prepared, SessionError, SessionHost};
-use crate::engine::{self, EngineConfig, RunPlan, Settings};
+use crate::exec::EngineConfig;
+use crate::plan;
 use gpuprobe_model::Task;
+use gpuprobe_model::{RunPlan, Settings};
 
 /// Plans `check`'s session: a new one from `options`, or with `resume` the rest of that
-/// run directory's plan ([`prepare_resume`], `replan` as `--replan`).
+/// run directory's plan (`prepare_resume`, `replan` as `--replan`).
 pub fn prepare_check(
     options: &SessionOptions,
     resume: Option<&Path>,
@@ -45,7 +47,7 @@ pub fn prepare_check(
 }
 
 /// Plans a new session: run directory, interpreter, probe package, catalogue, devices.
-pub fn prepare_new(
+pub(crate) fn prepare_new(
     options: &SessionOptions,
     host: &SessionHost,
     started_at: &str,
@@ -93,7 +95,7 @@ pub fn prepare_new(
         catalog.extend(host.native_catalog.iter().cloned());
     }
 
-    let selected = engine::select(&catalog, tier, &options.only);
+    let selected = plan::select(&catalog, tier, &options.only);
     let unmatched = unmatched_notes(&catalog, tier, &options.only);
     if selected.is_empty() && !catalog.is_empty() {
         // Nothing ran and nothing will: a directory made only to list the catalogue would
@@ -205,7 +207,7 @@ fn unmatched_notes(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<St
     if catalog.is_empty() {
         return Vec::new();
     }
-    engine::unmatched_patterns(catalog, tier, only)
+    plan::unmatched_patterns(catalog, tier, only)
         .into_iter()
         .map(|(pattern, elsewhere)| match elsewhere {
             Some(other) => format!(
@@ -225,7 +227,7 @@ fn unmatched_notes(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<St
 /// (the new run's directory, the old one then being only read), or the run directory itself
 /// when `work` is none. Unlike [`prepare_resume`] it does not compare the interpreter with
 /// the run's.
-pub fn prepare_existing(
+pub(crate) fn prepare_existing(
     dir: &Path,
     work: Option<&RunDir>,
     python_override: Option<&Path>,
@@ -254,16 +256,16 @@ pub fn prepare_existing(
         host,
         &mut notes,
     );
-    Ok(reopened(
+    Ok(Reopened {
         run_dir,
         plan,
         python,
         package_dir,
         catalog,
         supervisor,
-        host,
         notes,
-    ))
+    }
+    .prepared(host))
 }
 
 /// Reopens a run directory to finish it (`check --resume`): what is left of its plan, under
@@ -276,7 +278,7 @@ pub fn prepare_existing(
 /// made again from the run's tier, patterns and devices with this interpreter and this
 /// gpuprobe, the results already recorded are kept, and every later report of the run says
 /// so.
-pub fn prepare_resume(
+pub(super) fn prepare_resume(
     dir: &Path,
     python_override: Option<&Path>,
     replan: bool,
@@ -335,16 +337,16 @@ pub fn prepare_resume(
         notes.push("--replan: nothing differs from the run's plan; resumed as planned".into());
     }
     notes.extend(stack.replans.iter().cloned());
-    Ok(reopened(
+    Ok(Reopened {
         run_dir,
         plan,
         python,
         package_dir,
         catalog,
         supervisor,
-        host,
         notes,
-    ))
+    }
+    .prepared(host))
 }
 
 /// The interpreter a resume runs under: `explicit` when given, else the run's own. Adds to
@@ -510,7 +512,7 @@ fn catalog_for(
 /// planned (the GPUs found while it ran included), spread as it was (each stack probe kept
 /// on the GPU it had, a new one placed as a new plan would).
 fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<Task> {
-    let selected = engine::select(catalog, plan.tier, &plan.only);
+    let selected = plan::select(catalog, plan.tier, &plan.only);
     if let Some(spread) = &plan.spread {
         return spread::tasks(&selected, spread, &plan.tasks);
     }
@@ -523,53 +525,66 @@ fn replanned_tasks(plan: &RunPlan, catalog: &[ProbeSpec]) -> Vec<Task> {
     tasks_on(&devices, &selected)
 }
 
-/// A reopened run, ready to execute.
-#[allow(clippy::too_many_arguments)]
-fn reopened(
+/// A run directory reopened to run more of its plan (`fix` from a finished run, or
+/// `check --resume`), with what it runs under.
+struct Reopened {
     run_dir: RunDir,
     plan: RunPlan,
     python: Option<PythonChoice>,
     package_dir: PathBuf,
     catalog: Vec<ProbeSpec>,
     supervisor: SupervisorConfig,
-    host: &SessionHost,
-    mut notes: Vec<String>,
-) -> Prepared {
-    if let Some(spread) = &plan.spread {
-        notes.extend(spread::notes(spread, &plan.tasks));
-    }
-    let bytecode_cache = host.bytecode_cache.clone();
-    let device_request = match &plan.devices {
-        None => DeviceRequest::All,
-        Some(list) => DeviceRequest::Listed(list.clone()),
-    };
-    let config = EngineConfig {
-        python: python.clone(),
-        package_dir: Some(package_dir),
-        native_program: std::env::current_exe().ok(),
-        seed: plan.seed,
-        kernel_log: kernel_log_source(plan.simulate.as_ref()),
-        simulate: plan.simulate.clone(),
-        settings: plan.settings.clone(),
-        supervisor,
-        options: worker_options(
-            &plan.options,
-            plan.tier,
-            python.as_ref(),
-            bytecode_cache.as_deref(),
-        ),
-        // What is left is regrouped from the planned tasks, which already name every GPU
-        // the first run found.
-        expected_devices: 1,
-    };
-    Prepared {
-        run_dir,
-        plan,
-        config,
-        catalog,
-        device_request,
-        notes,
-        python,
+    notes: Vec<String>,
+}
+
+impl Reopened {
+    /// Ready to execute: the engine's configuration from the plan, as the run was planned.
+    fn prepared(self, host: &SessionHost) -> Prepared {
+        let Reopened {
+            run_dir,
+            plan,
+            python,
+            package_dir,
+            catalog,
+            supervisor,
+            mut notes,
+        } = self;
+        if let Some(spread) = &plan.spread {
+            notes.extend(spread::notes(spread, &plan.tasks));
+        }
+        let bytecode_cache = host.bytecode_cache.clone();
+        let device_request = match &plan.devices {
+            None => DeviceRequest::All,
+            Some(list) => DeviceRequest::Listed(list.clone()),
+        };
+        let config = EngineConfig {
+            python: python.clone(),
+            package_dir: Some(package_dir),
+            native_program: std::env::current_exe().ok(),
+            seed: plan.seed,
+            kernel_log: kernel_log_source(plan.simulate.as_ref()),
+            simulate: plan.simulate.clone(),
+            settings: plan.settings.clone(),
+            supervisor,
+            options: worker_options(
+                &plan.options,
+                plan.tier,
+                python.as_ref(),
+                bytecode_cache.as_deref(),
+            ),
+            // What is left is regrouped from the planned tasks, which already name every GPU
+            // the first run found.
+            expected_devices: 1,
+        };
+        Prepared {
+            run_dir,
+            plan,
+            config,
+            catalog,
+            device_request,
+            notes,
+            python,
+        }
     }
 }
 
@@ -687,12 +702,16 @@ fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde
 /// or full tier in `listed` gets the same note either way ("it matches probes of the
 /// standard tier"); one that selects nothing there still gets the listing, so that its note
 /// can say whether the full tier has it.
-pub fn expanded_families(tier: Tier, only: &[String], listed: &[ProbeSpec]) -> Vec<&'static str> {
+pub(super) fn expanded_families(
+    tier: Tier,
+    only: &[String],
+    listed: &[ProbeSpec],
+) -> Vec<&'static str> {
     let may_name_one = |pattern: &String| pattern.starts_with("sweep") || pattern.starts_with('*');
     let unmatched = |pattern: &String| {
         [tier, Tier::Full]
             .iter()
-            .all(|t| engine::select(listed, *t, std::slice::from_ref(pattern)).is_empty())
+            .all(|t| plan::select(listed, *t, std::slice::from_ref(pattern)).is_empty())
     };
     if tier == Tier::Full || only.iter().any(|p| may_name_one(p) && unmatched(p)) {
         vec!["sweep"]
@@ -824,7 +843,7 @@ mod tests {
             full("sweep.mul.fp32", 3.0),
             full("width.index.int32", 2.0),
         ];
-        let selected = engine::select(&catalog, Tier::Full, &[]);
+        let selected = plan::select(&catalog, Tier::Full, &[]);
         let planned = spread::tasks(&selected, &spread, &[]);
         let mut plan: RunPlan = serde_json::from_value(serde_json::json!({
             "tool_version": "0",

@@ -23,15 +23,15 @@ use gpuprobe_model::Task;
 
 /// The families whose probes test the software stack rather than the GPU they run on:
 /// one run on one of several identical GPUs says what a run on each would.
-pub const SPREAD_FAMILIES: &[&str] = &["sweep", "width"];
+pub(super) const SPREAD_FAMILIES: &[&str] = &["sweep", "width"];
 
 /// Whether a probe runs on one GPU of an identical group rather than on each: decided by
 /// its family (the id's first part, as the catalogue names families).
-pub fn spreadable(spec: &ProbeSpec) -> bool {
+pub(super) fn spreadable(spec: &ProbeSpec) -> bool {
     SPREAD_FAMILIES.contains(&spec.id.family())
 }
 
-pub use gpuprobe_model::{SpreadGroup, SpreadPlan};
+pub(super) use gpuprobe_model::{SpreadGroup, SpreadPlan};
 
 /// What makes two GPUs identical: name, total memory and arch, all known.
 fn identity(device: &TorchDevice) -> Option<(&str, u64, &str)> {
@@ -44,7 +44,7 @@ fn identity(device: &TorchDevice) -> Option<(&str, u64, &str)> {
 
 /// The spread for the GPUs a catalogue listing found, or `None` when no two of them are
 /// identical (the run then plans as without a list: GPU 0, then the others at its hello).
-pub fn plan_for(devices: &[TorchDevice]) -> Option<SpreadPlan> {
+pub(super) fn plan_for(devices: &[TorchDevice]) -> Option<SpreadPlan> {
     let mut gpus: Vec<u32> = devices.iter().map(|d| d.index).collect();
     gpus.sort_unstable();
     gpus.dedup();
@@ -81,7 +81,7 @@ pub fn plan_for(devices: &[TorchDevice]) -> Option<SpreadPlan> {
 /// keeps a probe on the GPU it was planned on there; the others go, longest first, to the
 /// group's least loaded GPU by their estimated seconds (ties: the lowest index), so the
 /// same catalogue always gives the same assignment.
-pub fn tasks(selected: &[ProbeSpec], spread: &SpreadPlan, earlier: &[Task]) -> Vec<Task> {
+pub(super) fn tasks(selected: &[ProbeSpec], spread: &SpreadPlan, earlier: &[Task]) -> Vec<Task> {
     let assigned: Vec<BTreeMap<&ProbeId, u32>> = spread
         .groups
         .iter()
@@ -117,7 +117,7 @@ fn assign<'a>(
         if assigned.contains_key(&spec.id) {
             continue;
         }
-        let seconds = crate::lanes::estimated_seconds(spec, false);
+        let seconds = crate::plan::estimated_seconds(spec, false);
         let kept = earlier.iter().find_map(|task| match task.device {
             DeviceRef::Gpu(gpu) if task.spec.id == spec.id && group.gpus.contains(&gpu) => {
                 Some(gpu)
@@ -146,7 +146,7 @@ fn assign<'a>(
 
 /// The report's note on each identical group that had spreadable probes planned:
 /// `spread: 2,950 sweep and width probe runs over GPUs 0-3 (identical NVIDIA H200): ...`.
-pub fn notes(spread: &SpreadPlan, tasks: &[Task]) -> Vec<String> {
+pub(super) fn notes(spread: &SpreadPlan, tasks: &[Task]) -> Vec<String> {
     spread
         .groups
         .iter()

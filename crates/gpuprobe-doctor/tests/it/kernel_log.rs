@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuprobe_doctor::engine::{Execution, Settings};
+use gpuprobe_doctor::Execution;
 use gpuprobe_kb::{KnowledgeBase, MatchStatus};
 use gpuprobe_model::Fingerprint;
+use gpuprobe_model::Settings;
 use gpuprobe_model::{Backend, Placement};
 use gpuprobe_runner::KernelLogSource;
 

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gpuprobe_doctor::engine::{self, Execution, Settings};
+use gpuprobe_doctor::Execution;
+use gpuprobe_model::Settings;
 use gpuprobe_model::{Backend, Placement};
 use gpuprobe_runner::Task;
 
@@ -81,7 +82,7 @@ fn exclusive_probes_wait_for_the_device_and_side_lanes_overlap() {
         task("u.side.c", Placement::Side),
     ];
     assert_eq!(
-        engine::lanes_for(tasks.clone()).len(),
+        gpuprobe_doctor::lanes_for(tasks.clone()).len(),
         4,
         "one lane per placement, and per family for side probes"
     );
@@ -161,8 +162,8 @@ fn python_workers_get_a_share_of_the_cores_unless_the_settings_choose() {
     };
     let log = run(Settings::default());
     // A value in the environment is the user's choice and is passed through untouched.
-    let share = std::env::var(engine::THREADS_VARIABLE)
-        .unwrap_or_else(|_| gpuprobe_doctor::schedule::worker_threads(cores, 2).to_string());
+    let share = std::env::var(gpuprobe_doctor::THREADS_VARIABLE)
+        .unwrap_or_else(|_| gpuprobe_doctor::worker_threads(cores, 2).to_string());
     assert_eq!(
         log["hello:p.main"].1, share,
         "two Python lanes share {cores} cores"
@@ -173,7 +174,7 @@ fn python_workers_get_a_share_of_the_cores_unless_the_settings_choose() {
     let mut settings = Settings::default();
     settings
         .set
-        .insert(engine::THREADS_VARIABLE.into(), "3".into());
+        .insert(gpuprobe_doctor::THREADS_VARIABLE.into(), "3".into());
     let log = run(settings);
     assert_eq!(log["hello:p.main"].1, "3", "the run's settings win");
 }
@@ -185,7 +186,7 @@ fn side_probes_that_name_a_lane_get_it_and_the_rest_share_their_familys() {
         t.spec.lane = Some(lane.to_string());
         t
     };
-    let lanes = gpuprobe_doctor::engine::lanes_for(vec![
+    let lanes = gpuprobe_doctor::lanes_for(vec![
         named("sweep.add.fp32", "sweep-1"),
         named("sweep.mul.fp32", "sweep-2"),
         named("sweep.sub.fp32", "sweep-1"),

@@ -6,7 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gpuprobe_doctor::engine::{self, EngineConfig, Execution, Settings};
+use gpuprobe_doctor::{EngineConfig, Execution};
+use gpuprobe_model::Settings;
 use gpuprobe_model::{Backend, DeviceRef, Layer, Placement, ProbeId, ProbeSpec, Rule, Tier};
 use gpuprobe_runner::{KernelLogSource, PythonChoice, RunDir, SupervisorConfig, Task};
 
@@ -83,8 +84,8 @@ pub(crate) fn config(dir: &Path, worker: &Path, settings: Settings) -> EngineCon
 /// Runs `tasks` grouped into lanes with `config`, recording under `dir/run`.
 pub(crate) fn execute_with(dir: &Path, config: &EngineConfig, tasks: Vec<Task>) -> Execution {
     let run_dir = RunDir::create(&dir.join("run")).unwrap();
-    engine::execute(
-        engine::lanes_for(tasks),
+    gpuprobe_doctor::execute(
+        gpuprobe_doctor::lanes_for(tasks),
         config,
         &run_dir,
         &mut |_, _, _| Vec::new(),

@@ -7,8 +7,8 @@
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
-use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
 use gpuprobe_doctor::session::{self as doctor, SessionError};
+use gpuprobe_doctor::session::{Interrupted, Stopped};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_report::TerminalOptions;
 use gpuprobe_report::{HealthFormat, NoReport, health_of_no_report, health_of_report};

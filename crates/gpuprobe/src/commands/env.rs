@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use gpuprobe_doctor::live_stack;
+use gpuprobe_doctor::live_fingerprint;
 use gpuprobe_model::ExitStatus;
 
 use crate::cli::EnvArgs;
@@ -18,7 +18,7 @@ use super::process_env;
 pub(crate) fn run(args: EnvArgs) -> Result<ExitStatus> {
     let env = process_env();
     gpuprobe_doctor::session::validate_python(args.python.as_deref(), &env)?;
-    let fingerprint = live_stack::live_fingerprint(args.python.as_deref(), !args.no_tools, &env);
+    let fingerprint = live_fingerprint(args.python.as_deref(), !args.no_tools, &env);
     let findings = gpuprobe_kb::lint(&fingerprint);
     let mut out = output::stdout();
     if args.json {

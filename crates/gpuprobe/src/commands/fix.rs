@@ -5,11 +5,9 @@
 use std::io::Write;
 use std::time::SystemTime;
 
-use gpuprobe_doctor::fix::options::{FixOptions, ResumeOptions};
-use gpuprobe_doctor::fix::run::FixError;
-use gpuprobe_doctor::fix::run::{self as fix, FixHost};
+use gpuprobe_doctor::fix::{self, FixError, FixHost, FixOptions, ResumeOptions};
 use gpuprobe_doctor::session as doctor;
-use gpuprobe_doctor::session::interrupt::{Interrupted, Stopped};
+use gpuprobe_doctor::session::{Interrupted, Stopped};
 use gpuprobe_model::ExitStatus;
 use gpuprobe_model::visible_line;
 

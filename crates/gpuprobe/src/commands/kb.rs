@@ -78,11 +78,7 @@ pub(crate) fn run(args: KbArgs) -> Result<ExitStatus> {
                     (report.fingerprint, report.results)
                 }
                 None => (
-                    gpuprobe_doctor::live_stack::live_fingerprint(
-                        None,
-                        true,
-                        &super::process_env(),
-                    ),
+                    gpuprobe_doctor::live_fingerprint(None, true, &super::process_env()),
                     Vec::new(),
                 ),
             };

@@ -1,7 +1,7 @@
 //! `gpuprobe profile`: show a profile, check it against this machine, export its settings
 //! (`.env`, shell, JSON). Every action validates the profile first: a profile with a
 //! setting outside the catalogue is refused (exit 2) before anything is printed. Reading,
-//! checking and exporting are `gpuprobe_doctor::profile_file`'s; this adapter renders.
+//! checking and exporting are `gpuprobe_doctor::profile`'s; this adapter renders.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,8 +12,7 @@ use gpuprobe_model::{Profile, StackKey};
 
 use crate::cli::{ExportFormatArg, ProfileAction, ProfileArgs};
 use crate::errors::{Internal, Result};
-use gpuprobe_doctor::profile_file::{self as profiles, ExportFormat};
-use gpuprobe_doctor::stack;
+use gpuprobe_doctor::profile::{self as profiles, ExportFormat};
 
 use crate::errors::CliError;
 
@@ -49,7 +48,7 @@ pub(super) fn run(args: ProfileArgs) -> Result<ExitStatus> {
             Ok(ExitStatus::AllPassed)
         }
         ProfileAction::Stack { python } => {
-            let here = stack::live_key(python.as_deref(), &env);
+            let here = gpuprobe_doctor::live_key(python.as_deref(), &env);
             let text = toml::to_string(&here)
                 .internal()
                 .map_err(|e| e.context("cannot serialize the stack key".to_string()))?;
@@ -86,7 +85,7 @@ fn proven_here(
     python: Option<&Path>,
     env: &BTreeMap<String, String>,
 ) -> Result<StackKey, CliError> {
-    let here = stack::live_key(python, env);
+    let here = gpuprobe_doctor::live_key(python, env);
     let differences = loaded.proven_on.differences(&here);
     if differences.is_empty() {
         Ok(here)

@@ -16,7 +16,7 @@ use nix::sys::signal::Signal;
 use crate::cli::{FallbackArg, RunArgs};
 use crate::errors::CliError;
 use crate::errors::Result;
-use crate::{paths, profiles, stack};
+use crate::{paths, profiles};
 
 use super::process_env;
 
@@ -43,7 +43,7 @@ fn load_profile(args: &RunArgs, env: &BTreeMap<String, String>) -> Result<Option
         return Ok(None);
     };
     let profile = profiles::load(path).map_err(|source| CliError::Profile { source })?;
-    let here = stack::live_key(args.python.as_deref(), env);
+    let here = gpuprobe_doctor::live_key(args.python.as_deref(), env);
     let differences = profile.proven_on.differences(&here);
     if !differences.is_empty() {
         let list = differences.join("; ");

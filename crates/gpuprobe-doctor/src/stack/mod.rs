@@ -1,9 +1,15 @@
-//! The stack key of this machine: the facts a profile's proof depends on (GPU ISAs,
-//! kernel, driver, runtime, torch), gathered fast enough for `gpuprobe run` to check a
-//! profile before every job: files only (no tools, no kernel log), and torch's version read
-//! from its `version.py` by the interpreter without importing torch (about 30 ms).
-//!
-//! `fix` records the key the same way, so the two always compare like with like.
+//! What this machine's stack is, read two ways:
+//! - the stack key ([`live_key`]): the facts a profile's proof depends on (GPU ISAs,
+//!   kernel, driver, runtime, torch), gathered fast enough for `gpuprobe run` to check a
+//!   profile before every job: files only (no tools, no kernel log), and torch's version
+//!   read from its `version.py` by the interpreter without importing torch (about 30 ms).
+//!   `fix` records the key the same way, so the two always compare like with like;
+//! - the full fingerprint (`live`: [`live_fingerprint`]), as `gpuprobe env` and `kb match`
+//!   show it.
+
+mod live;
+
+pub use live::live_fingerprint;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,7 +34,7 @@ print(field("__version__")); print(field("cuda")); print(field("hip"))
 
 /// torch as its files say: version, and the CUDA or HIP version it was built for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TorchFiles {
+pub(crate) struct TorchFiles {
     /// `torch.__version__`.
     pub version: Option<String>,
     /// `torch.version.cuda`.
@@ -39,7 +45,7 @@ pub struct TorchFiles {
 
 /// torch's version in `interpreter`'s environment, or `None` when it has no torch or does
 /// not answer within five seconds.
-pub fn torch_files(interpreter: &Path) -> Option<TorchFiles> {
+pub(crate) fn torch_files(interpreter: &Path) -> Option<TorchFiles> {
     let mut command = Command::new(interpreter);
     command.args(["-c", TORCH_VERSION_SNIPPET]);
     let out = gpuprobe_detect::capture(command, Duration::from_secs(5)).ok()?;
@@ -59,7 +65,7 @@ pub fn torch_files(interpreter: &Path) -> Option<TorchFiles> {
 }
 
 /// The key of a (files-only) fingerprint plus torch.
-pub fn key_of(fp: &Fingerprint, torch: Option<&TorchFiles>) -> StackKey {
+pub(crate) fn key_of(fp: &Fingerprint, torch: Option<&TorchFiles>) -> StackKey {
     let gpus = fp
         .gpus
         .iter()

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use gpuprobe_model::{Backend, DeviceRef, Placement};
 use gpuprobe_runner::StartGate;
 
-use crate::engine::Lane;
+use crate::plan::Lane;
 
 /// CPU threads for each of `parallel_workers` workers that run side by side on `cores`
 /// cores: an even share, rounded up (a little oversubscription costs less than idle cores).
@@ -31,7 +31,7 @@ pub fn worker_threads(cores: usize, parallel_workers: usize) -> usize {
 }
 
 /// A lane to start now.
-pub struct Launch {
+pub(crate) struct Launch {
     /// Its id (the order of launches, from 0).
     pub id: usize,
     /// The lane.
@@ -50,7 +50,7 @@ struct LaneState {
 }
 
 /// The scheduling state of one run.
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     cores: usize,
     expected_devices: usize,
     lanes: Vec<LaneState>,
@@ -65,7 +65,7 @@ pub struct Scheduler {
 impl Scheduler {
     /// A scheduler for a host with `cores` CPU cores, whose first admitted lanes stand for
     /// `expected_devices` devices (1 when they are all the lanes there will be).
-    pub fn new(cores: usize, expected_devices: usize) -> Self {
+    pub(crate) fn new(cores: usize, expected_devices: usize) -> Self {
         Scheduler {
             cores,
             expected_devices: expected_devices.max(1),
@@ -78,7 +78,7 @@ impl Scheduler {
 
     /// Takes new lanes (empty ones are dropped) and says which to launch now, followed by
     /// whatever [`Scheduler::release`] frees.
-    pub fn admit(&mut self, lanes: Vec<Lane>) -> Vec<Launch> {
+    pub(crate) fn admit(&mut self, lanes: Vec<Lane>) -> Vec<Launch> {
         let lanes: Vec<Lane> = lanes.into_iter().filter(|l| !l.tasks.is_empty()).collect();
         let new_python = lanes
             .iter()
@@ -109,7 +109,7 @@ impl Scheduler {
 
     /// On every device with no active lane: opens the gate of its launched exclusive lane,
     /// or else launches its next queued one.
-    pub fn release(&mut self) -> Vec<Launch> {
+    pub(crate) fn release(&mut self) -> Vec<Launch> {
         let mut launches = Vec::new();
         let mut devices: Vec<DeviceRef> = self.queued.iter().map(|l| l.device).collect();
         devices.extend(self.gated.iter().map(|(id, _)| self.lanes[*id].device));
@@ -137,7 +137,7 @@ impl Scheduler {
     /// Records that lane `id` has finished (a gated lane may finish before its gate opens,
     /// when its worker cannot start) and says what that frees. Saying it twice (at the
     /// lane's last result and again when its worker has exited) is the same as once.
-    pub fn finished(&mut self, id: usize) -> Vec<Launch> {
+    pub(crate) fn finished(&mut self, id: usize) -> Vec<Launch> {
         let Some(state) = self.lanes.get_mut(id) else {
             return Vec::new();
         };
@@ -153,18 +153,18 @@ impl Scheduler {
 
     /// The CPU threads each Python worker may use now: an even share of the cores among the
     /// Python lanes that compete for them (`None` while none does).
-    pub fn python_threads(&self) -> Option<usize> {
+    pub(crate) fn python_threads(&self) -> Option<usize> {
         let competing = self.python_active();
         (competing > 0).then(|| worker_threads(self.cores, competing))
     }
 
     /// Whether any lane is active or waits behind its gate.
-    pub fn busy(&self) -> bool {
+    pub(crate) fn busy(&self) -> bool {
         self.running.values().any(|n| *n > 0) || !self.gated.is_empty()
     }
 
     /// The backend and device of lane `id`.
-    pub fn lane(&self, id: usize) -> Option<(Backend, DeviceRef)> {
+    pub(crate) fn lane(&self, id: usize) -> Option<(Backend, DeviceRef)> {
         self.lanes.get(id).map(|l| (l.backend, l.device))
     }
 

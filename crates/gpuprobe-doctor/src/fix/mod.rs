@@ -1,45 +1,48 @@
 //! The workaround search behind `gpuprobe fix`: which settings cure the failures of a run,
 //! proven by re-running the failing probes, without breaking anything else.
 //!
-//! The search's pieces are pure and testable without processes; [`trials`] supplies the
-//! [`search::TrialRunner`] that runs probes in fresh supervised workers with the settings
+//! The search's pieces are pure and testable without processes; `trials` supplies the
+//! `search::TrialRunner` that runs probes in fresh supervised workers with the settings
 //! of a trial applied (settings read once per process, such as ROCr flags or
 //! `TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL`, need a fresh process every time).
 //!
-//! - [`candidates`]: what to try. The testable workarounds of matched knowledge-base
+//! - `candidates`: what to try. The testable workarounds of matched knowledge-base
 //!   entries, plus the generic catalogue settings that apply to this vendor, OS and the
 //!   failing probes' families; kernel parameters, firmware and code changes are collected
 //!   to be reported, never applied.
-//! - [`sentinels`]: a few passing probes from every family that ran, re-run in every trial
+//! - `sentinels`: a few passing probes from every family that ran, re-run in every trial
 //!   so that a cure which breaks something else is rejected.
-//! - [`search`]: baseline (do the failures reproduce?), each candidate alone, a bounded
+//! - `search`: baseline (do the failures reproduce?), each candidate alone, a bounded
 //!   group search (delta debugging from "all compatible candidates on") for failures no
 //!   single setting cures, the smallest covering set, one verification run, and the cost
 //!   of the chosen settings measured with and without them.
-//! - [`account`]: the search result as a [`FixAccount`](gpuprobe_model::FixAccount)
+//! - `account`: the search result as a [`FixAccount`](gpuprobe_model::FixAccount)
 //!   and a [`Profile`](gpuprobe_model::Profile).
-//! - [`journal`]: every finished trial recorded as it ends, so an interrupted search can be
+//! - `journal`: every finished trial recorded as it ends, so an interrupted search can be
 //!   resumed without running its finished trials again.
-//! - [`options`]: what a fix runs with, recorded for `--resume` and checked before any work;
+//! - `options`: what a fix runs with, recorded for `--resume` and checked before any work;
 //!   [`start`]: its starting point (a check run here, or `--from` a finished run);
-//!   [`run`]: the whole command, new or resumed, to the account and the profile.
+//!   `run`: the whole command, new or resumed, to the account and the profile.
 
-pub mod account;
-pub mod candidates;
-pub mod journal;
-pub mod options;
-pub mod run;
-pub mod search;
-pub mod sentinels;
-pub mod start;
-pub mod trials;
+mod account;
+mod candidates;
+mod journal;
+mod options;
+mod run;
+mod search;
+mod sentinels;
+mod start;
+mod trials;
 
 use gpuprobe_model::SettingChange;
 
-use crate::engine::Settings;
+use gpuprobe_model::Settings;
 
-pub use candidates::{Candidate, CandidateContext, CandidateSet, gather};
-pub use search::{SearchInput, SearchResult, TrialOutcome, TrialRequest, TrialRunner, search};
+pub use options::{FixOptions, ResumeOptions};
+pub use run::{Finished, FixError, FixHost, resume, start};
+pub(crate) use search::{
+    SearchInput, SearchResult, TrialOutcome, TrialRequest, TrialRunner, search,
+};
 
 /// The engine settings that apply a list of changes (later changes of the same variable
 /// win; a variable both set and removed is removed).

@@ -226,7 +226,7 @@ fn judge_exact(stats: &CompareStats) -> Verdict {
 /// two never disagree (`tests/python/test_tolerances.py` checks the Python side). The file
 /// lives inside the Python package, which gpuprobe-runner embeds whole (its build.rs); the
 /// crate's `tolerances.json` is a symlink to it, so that the crate's package carries it.
-const TOLERANCES_JSON: &str = include_str!("../tolerances.json");
+const TOLERANCES_JSON: &str = include_str!("../../tolerances.json");
 
 /// `tolerances.json`: the base tolerance by dtype, and the short names rules may use.
 #[derive(Debug, serde::Deserialize)]
@@ -249,7 +249,7 @@ fn tolerance_table() -> Option<&'static ToleranceTable> {
 /// errors near 1). `tf32` is float32 math on tensor cores (PyTorch's default for
 /// convolutions on NVIDIA). The values and the aliases (`fp32`, `fp16`, `bf16`, `fp64`,
 /// `fp8_e4m3`, `fp8_e5m2`) come from `python/gpuprobe/worker/tolerances.json`.
-pub fn dtype_tolerance(dtype: &str) -> Option<f64> {
+pub(super) fn dtype_tolerance(dtype: &str) -> Option<f64> {
     let table = tolerance_table()?;
     let name = table.aliases.get(dtype).map_or(dtype, String::as_str);
     table.dtype_tolerance.get(name).copied()
@@ -336,7 +336,7 @@ fn significand_digits(dtype: &str) -> u32 {
 
 /// The smallest count `k` with P(Binomial(n, p) ≥ k) ≤ `alpha`, by the Chernoff bound
 /// P(X ≥ k) ≤ exp(−n·KL(k/n ‖ p)), which holds for every n.
-pub fn binomial_upper_threshold(n: u64, p: f64, alpha: f64) -> u64 {
+pub(super) fn binomial_upper_threshold(n: u64, p: f64, alpha: f64) -> u64 {
     if n == 0 {
         return 0;
     }
@@ -378,7 +378,7 @@ pub fn binomial_upper_threshold(n: u64, p: f64, alpha: f64) -> u64 {
 /// Laurent–Massart bounds for a chi-square variable with `k` degrees of freedom:
 /// P(X − k ≥ 2√(kx) + 2x) ≤ e^(−x) and P(k − X ≥ 2√(kx)) ≤ e^(−x). Returns the interval
 /// outside which a value has probability at most `alpha` (each side ≤ alpha/2).
-pub fn chi_square_interval(k: f64, alpha: f64) -> (f64, f64) {
+pub(super) fn chi_square_interval(k: f64, alpha: f64) -> (f64, f64) {
     let x = (2.0 / alpha).ln();
     let spread = 2.0 * (k * x).sqrt();
     ((k - spread).max(0.0), k + spread + 2.0 * x)

@@ -41,7 +41,7 @@
 use gpuprobe_model::{DeviceRef, Placement, ProbeSpec, longest_prefix_value};
 use gpuprobe_runner::Task;
 
-use crate::engine::Lane;
+use super::Lane;
 
 /// A piece of a cut lane carries at least this much estimated work (seconds). An extra
 /// worker costs more than its start (importing the framework, creating a context, about
@@ -50,11 +50,11 @@ use crate::engine::Lane;
 /// pieces of 1 s, the quick tier took 5.2-5.4 s instead of 3.8 s; cut in two pieces of
 /// about 2 s each, each piece still took 1.9 s (bench/RESULTS.md "Lane sizing"). The
 /// standard tier's heaviest lanes (13-18 s) are cut; the quick tier's (2 s) are not.
-pub const MIN_PIECE_S: f64 = 4.5;
+pub(super) const MIN_PIECE_S: f64 = 4.5;
 
 /// Device memory each Python lane may need: its context (about 0.5 GiB) and the working
 /// set of the largest shared probe (1 GiB round-trip copies).
-pub const MEMORY_PER_LANE: u64 = 2 << 30;
+pub(super) const MEMORY_PER_LANE: u64 = 2 << 30;
 
 /// Seconds of one probe on a machine whose kernel cache is empty, for the prefixes whose
 /// first use compiles kernels, by the longest prefix of its id listed (whole parts), as the
@@ -63,7 +63,7 @@ pub const MEMORY_PER_LANE: u64 = 2 << 30;
 /// attention probes 0.43 s each (0.08 warm), the two masked-attention matrix probes
 /// 5.9 s each (0.67 warm), convolutions 0.55 s (0.24), the VAE blocks 0.50 s (0.16),
 /// runtime compilation 0.46 s (0.12).
-pub const FIRST_USE_SECONDS: &[(&str, f64)] = &[
+pub(super) const FIRST_USE_SECONDS: &[(&str, f64)] = &[
     ("nn.conv2d", 0.554),
     ("nn.sdpa", 0.333),
     ("nn.sdpa.matrix", 5.920),
@@ -79,7 +79,7 @@ pub const FIRST_USE_SECONDS: &[(&str, f64)] = &[
 ];
 
 /// The estimate of a probe whose catalogue publishes no `typical_s`.
-pub const DEFAULT_SECONDS: f64 = 0.1;
+pub(super) const DEFAULT_SECONDS: f64 = 0.1;
 
 /// What every probe costs beyond its own seconds: the worker's begin and result messages,
 /// judging and recording (the H100's shared lane ran 662 probes in 16 s, about 1.5 s more
@@ -87,8 +87,8 @@ pub const DEFAULT_SECONDS: f64 = 0.1;
 const PER_PROBE_OVERHEAD_S: f64 = 0.003;
 
 /// The estimated seconds of one probe: on a machine whose kernel cache is empty
-/// (`first_use`), [`FIRST_USE_SECONDS`] where it lists the probe; else the seconds its
-/// catalogue publishes with it (`typical_s`), else [`DEFAULT_SECONDS`].
+/// (`first_use`), `FIRST_USE_SECONDS` where it lists the probe; else the seconds its
+/// catalogue publishes with it (`typical_s`), else `DEFAULT_SECONDS`.
 pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
     let id = spec.id.as_str();
     let first_use_own = if first_use {
@@ -117,7 +117,7 @@ pub struct LaneBudget {
     /// lanes run alone and do not count).
     pub lanes: usize,
     /// The GPU's kernel cache is empty: probes whose first use compiles kernels are
-    /// estimated from [`FIRST_USE_SECONDS`].
+    /// estimated from `FIRST_USE_SECONDS`.
     pub first_use: bool,
 }
 
@@ -137,7 +137,7 @@ impl LaneBudget {
     /// the H100's 16 cores, 17 lanes ran the standard tier slower than 14, the probes
     /// contending for the GPU. A first run is different: its heaviest lane compiles
     /// kernels on the host, one core per worker (the H100's CPU was 47% busy), so it
-    /// may use every core, and its estimates are [`FIRST_USE_SECONDS`]. Without a known
+    /// may use every core, and its estimates are `FIRST_USE_SECONDS`. Without a known
     /// free memory nothing is cut: a small GPU that holds a context per lane plus the
     /// probes' buffers would fail its probes for want of memory, a false alarm.
     pub fn for_host(

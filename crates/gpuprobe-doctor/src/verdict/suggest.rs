@@ -44,7 +44,7 @@ fn simulate_text(source: &str) -> String {
 }
 
 /// The options of `plan` that a suggested command must repeat.
-pub fn stack_options(plan: &RunPlan) -> StackOptions {
+pub(crate) fn stack_options(plan: &RunPlan) -> StackOptions {
     StackOptions {
         python: plan
             .python
@@ -64,7 +64,7 @@ pub fn stack_options(plan: &RunPlan) -> StackOptions {
 }
 
 /// Puts `options` into every gpuprobe command the findings suggest.
-pub fn carry_into(findings: &mut [Finding], options: &StackOptions) {
+pub(crate) fn carry_into(findings: &mut [Finding], options: &StackOptions) {
     if options.is_empty() {
         return;
     }

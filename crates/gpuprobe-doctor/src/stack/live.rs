@@ -28,7 +28,10 @@ impl Drop for Scratch {
 }
 
 /// What the user's interpreter reports (torch build and devices), or why it could not.
-pub fn python_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Option<PythonEnv> {
+pub(super) fn python_env(
+    explicit: Option<&Path>,
+    env: &BTreeMap<String, String>,
+) -> Option<PythonEnv> {
     let choice = match gpuprobe_runner::find_python(explicit, env) {
         Ok(choice) => choice,
         Err(err) => {
@@ -67,7 +70,7 @@ pub fn python_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Op
 }
 
 /// Collection options for a live machine.
-pub fn live_options(run_tools: bool) -> CollectOptions {
+pub(super) fn live_options(run_tools: bool) -> CollectOptions {
     CollectOptions {
         run_tools,
         tool_timeout: Duration::from_secs(5),

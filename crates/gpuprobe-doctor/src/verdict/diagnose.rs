@@ -40,10 +40,10 @@ fn layer_of(layer: Layer) -> FindingLayer {
 /// prefix), for placing framework failures above or at the runtime. Each family declares
 /// its counterpart in the catalogue its worker publishes (`ProbeSpec::native_counterpart`);
 /// this only collects them.
-pub type NativeCounterparts = BTreeMap<String, String>;
+pub(crate) type NativeCounterparts = BTreeMap<String, String>;
 
 /// The native counterparts the catalogue declares, by family.
-pub fn native_counterparts(catalog: &[ProbeSpec]) -> NativeCounterparts {
+pub(crate) fn native_counterparts(catalog: &[ProbeSpec]) -> NativeCounterparts {
     catalog
         .iter()
         .filter_map(|spec| {
@@ -55,7 +55,7 @@ pub fn native_counterparts(catalog: &[ProbeSpec]) -> NativeCounterparts {
 
 /// Findings from the results alone, each family's failures placed against the native
 /// counterpart the catalogue declares for it.
-pub fn diagnose(
+pub(crate) fn diagnose(
     results: &[ProbeResult],
     fingerprint: &Fingerprint,
     counterparts: &NativeCounterparts,
@@ -617,7 +617,11 @@ fn first_run_steps(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<St
 /// configuration-side face of a known issue that also matched is folded into that issue's
 /// finding (its evidence kept), and the list is ordered by severity, then by how sure each
 /// finding is (confirmed and observed before suspected).
-pub fn assemble(diagnosis: Vec<Finding>, kb: Vec<Finding>, lint: Vec<Finding>) -> Vec<Finding> {
+pub(crate) fn assemble(
+    diagnosis: Vec<Finding>,
+    kb: Vec<Finding>,
+    lint: Vec<Finding>,
+) -> Vec<Finding> {
     let mut out: Vec<Finding> = diagnosis;
     out.extend(kb);
     for finding in lint {
