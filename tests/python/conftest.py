@@ -234,7 +234,7 @@ def load_preset(name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def catalog_specs() -> list[dict[str, Any]]:
-    """The catalogue as the worker publishes it."""
+    """The catalog as the worker publishes it."""
     run = run_worker({"protocol": 1, "mode": "catalog"}, timeout=60)
     assert run.returncode == 0, run.stderr
     return run.of("catalog")[0]["probes"]

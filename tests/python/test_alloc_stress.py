@@ -205,7 +205,7 @@ def test_spurious_oom_needs_free_memory_beyond_the_margin() -> None:
     assert not stress.spurious_oom(100, None, MIB)
 
 
-# -- the catalogue ---------------------------------------------------------------------------------------
+# -- the catalog ---------------------------------------------------------------------------------------
 
 
 def test_stress_specs() -> None:

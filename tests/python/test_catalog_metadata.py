@@ -1,4 +1,4 @@
-"""Probe metadata the catalogue publishes for the Rust side to read (``ProbeSpec``).
+"""Probe metadata the catalog publishes for the Rust side to read (``ProbeSpec``).
 
 A family declares in its ``specs`` module, once, what the engine and the report need to
 know about it beyond each probe's spec: these tests check the declarations reach every
@@ -47,7 +47,7 @@ def test_a_family_declaration_reaches_its_probes(monkeypatch) -> None:
 
 def test_the_diagnosis_keeps_no_table_of_native_counterparts() -> None:
     diagnose = _production_source("crates/gpuprobe-doctor/src/verdict/diagnose.rs")
-    assert not re.search(r'"native\.[a-z]', diagnose), "native counterparts belong in the catalogue"
+    assert not re.search(r'"native\.[a-z]', diagnose), "native counterparts belong in the catalog"
     assert "spec.native_counterpart" in diagnose
 
 
@@ -59,7 +59,7 @@ def test_report_groups_are_published_only_where_they_differ_from_the_family(monk
     probe = next(p for p in catalog.all_probes().values() if p.id.startswith("width."))
     assert dataclasses.replace(probe, **declared).spec()["report_group"] == "memory"
     assert "report_group" not in dataclasses.replace(probe, report_group="width").spec()
-    # Today every family is its own group: the published catalogue carries none.
+    # Today every family is its own group: the published catalog carries none.
     assert not any("report_group" in p.spec() for p in catalog.all_probes().values())
 
 
@@ -97,6 +97,6 @@ def test_lane_sizing_keeps_no_table_of_seconds_by_id() -> None:
     first_use = lanes.index("const FIRST_USE_SECONDS")
     without_first_use = lanes[:first_use] + lanes[lanes.index("];", first_use) :]
     assert not re.search(r'\("[a-z_0-9]+(\.[a-z_0-9]+)*", [0-9.]+\)', without_first_use), (
-        "typical seconds belong in the catalogue (each family's TYPICAL_SECONDS)"
+        "typical seconds belong in the catalog (each family's TYPICAL_SECONDS)"
     )
     assert "spec.typical_s" in lanes

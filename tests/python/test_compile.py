@@ -1,7 +1,7 @@
 """The compile family on the CPU (Inductor's C++ backend with the system compiler): a healthy
 program passes, a planted wrong compiled result is caught and names its entry, a compile
 error is bisected to the entry that causes it, the oracle's rules (compiled right where eager
-is off; both off is not judged; one backward for all entries), the catalogue and the docs."""
+is off; both off is not judged; one backward for all entries), the catalog and the docs."""
 
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def test_random_and_complex_entries_are_excluded_with_a_reason() -> None:
     assert compile_specs.exclusion(database.ops["add"], "float32") is None
 
 
-def test_the_catalogue_has_the_standard_program_and_every_chunk_of_every_dtype() -> None:
+def test_the_catalog_has_the_standard_program_and_every_chunk_of_every_dtype() -> None:
     ids = {p.id: p for p in compile_specs.specs()}
     assert ids["compile.standard.fp32"].tier == "standard"
     for dtype in compile_specs.FULL_DTYPES:
@@ -321,7 +321,7 @@ def test_docs_name_every_pass_dtype_and_exclusion() -> None:
 
 
 def test_the_worker_runs_the_standard_program_under_simulation_and_labels_it() -> None:
-    """The real path: the worker runs the catalogued probe; a planted fault on one entry
+    """The real path: the worker runs the cataloged probe; a planted fault on one entry
     fails it, and the output says SIMULATED."""
     fault = {"name": "compiled-add", "op": "compile", "when": {"methods": ["add"], "variants": ["compiled"]}, "effect": {"kind": "zeros"}}
     run = run_plan(["compile.standard.fp32"], seed=4242, simulate={"source": "test", "fault": [fault]}, timeout=900)

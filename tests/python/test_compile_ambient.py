@@ -102,7 +102,7 @@ def test_where_eager_is_exact_the_floor_allows_a_few_units_of_the_setting() -> N
     assert ok.passed == 1 and bad.failed == {"wrong_value": 1}
 
 
-def test_the_probe_is_catalogued_in_the_full_tier_on_a_lane_of_its_own() -> None:
+def test_the_probe_is_cataloged_in_the_full_tier_on_a_lane_of_its_own() -> None:
     probe = next(p for p in compile_specs.specs() if p.id == "compile.ambient")
     assert probe.tier == "full" and probe.placement == "side" and probe.lane == "compile-ambient"
     assert probe.impl == "gpuprobe.worker.probes.compile.ambient:run"

@@ -361,13 +361,13 @@ def test_the_plugin_configuration_keeps_the_contract() -> None:
     assert [r["condition"] for r in permanent] == ["GpuprobeProblem"]
     assert option(permanent[0]["args"], "--tier") == "quick"
     assert any(r["type"] == "temporary" for r in config["rules"])
-    # The probes a rule names are probes of the catalogue (a misspelt id would select nothing
+    # The probes a rule names are probes of the catalog (a misspelt id would select nothing
     # on a GPU node, and the rule would answer UNKNOWN forever).
-    catalogue = (REPO / "docs" / "native.md").read_text() + (REPO / "docs" / "probes.md").read_text()
+    catalog = (REPO / "docs" / "native.md").read_text() + (REPO / "docs" / "probes.md").read_text()
     for rule in config["rules"]:
         only = [rule["args"][i + 1] for i, a in enumerate(rule["args"][:-1]) if a == "--only"]
         for probe in only:
-            assert f"`{probe}`" in catalogue, probe
+            assert f"`{probe}`" in catalog, probe
 
 
 @pytest.mark.parametrize(

@@ -73,10 +73,10 @@ def run_with_options(probes: list[str], options: dict[str, Any], *, simulate: di
     return run_worker(plan, timeout=240)
 
 
-# -- the catalogue ---------------------------------------------------------------------------------
+# -- the catalog ---------------------------------------------------------------------------------
 
 
-def test_catalogue_tiers_layers_and_needs(catalog_specs: list[dict]) -> None:
+def test_catalog_tiers_layers_and_needs(catalog_specs: list[dict]) -> None:
     specs = {s["id"]: s for s in catalog_specs if s["id"].split(".")[0] in FAMILIES}
     by_family: dict[str, list[dict]] = {}
     for spec in specs.values():
@@ -105,7 +105,7 @@ def test_catalogue_tiers_layers_and_needs(catalog_specs: list[dict]) -> None:
         "fault.signal.segv",
         "fault.signal.abort",
     }
-    # The round trip checks the device after the faults, so it comes last in catalogue order.
+    # The round trip checks the device after the faults, so it comes last in catalog order.
     assert [s["id"] for s in catalog_specs if s["id"].startswith("fault.")][-1] == "fault.recovery.roundtrip"
     assert specs["fault.hang.kernel"]["timeout_s"] <= 10
     assert all(s["layer"] == "pipeline" for s in by_family["pipeline"])

@@ -44,10 +44,10 @@ def one_thread() -> Any:
     torch.set_num_threads(saved)
 
 
-# -- the catalogue ---------------------------------------------------------------------------------
+# -- the catalog ---------------------------------------------------------------------------------
 
 
-def test_catalogue() -> None:
+def test_catalog() -> None:
     specs = {p.id: p for p in graph_specs.specs()}
     assert sorted(specs) == sorted(
         [

@@ -1,4 +1,4 @@
-"""The ops and nn families on the CPU: catalogue, no false alarms, fault presets, comparison.
+"""The ops and nn families on the CPU: catalog, no false alarms, fault presets, comparison.
 
 With no fault every quick and standard probe passes under its declared rule (the tolerance
 rule judged as docs/probes.md states, through judge_mirror) or skips because an attention
@@ -62,10 +62,10 @@ def verdicts(run: WorkerRun, specs: dict[str, dict[str, Any]]) -> dict[str, str]
     return {probe: verdict(result, specs[probe]) for probe, result in run.results().items()}
 
 
-# -- the catalogue ---------------------------------------------------------------------------------
+# -- the catalog ---------------------------------------------------------------------------------
 
 
-def test_catalogue_ids_rules_and_tiers(catalog_specs: list[dict], specs: dict[str, dict[str, Any]]) -> None:
+def test_catalog_ids_rules_and_tiers(catalog_specs: list[dict], specs: dict[str, dict[str, Any]]) -> None:
     all_ids = [s["id"] for s in catalog_specs]
     assert len(all_ids) == len(set(all_ids))
     assert {family_of(i) for i in specs} == set(FAMILIES)
@@ -107,7 +107,7 @@ def test_catalogue_ids_rules_and_tiers(catalog_specs: list[dict], specs: dict[st
         assert (spec["rule"]["kind"] == "bit_exact") == exact, probe_id
 
 
-def test_catalogue_covers_the_design() -> None:
+def test_catalog_covers_the_design() -> None:
     from gpuprobe.worker.probes.nn import specs as nn_specs
     from gpuprobe.worker.probes.ops import specs as ops_specs
 

@@ -1,4 +1,4 @@
-"""The optim family on the CPU: the catalogue, no false alarm in any optimizer and dtype, the
+"""The optim family on the CPU: the catalog, no false alarm in any optimizer and dtype, the
 bugs the bound must catch (planted through the trajectory's tamper hook), the exactly-zero
 gradients and extreme hyperparameters with the faults planted on them, every rule that keeps a
 benign difference from failing (each test fails without its rule), GradScaler's rules, and the
@@ -35,10 +35,10 @@ def verdict(output: Any) -> str:
     return classify(output.measurement)
 
 
-# -- the catalogue ---------------------------------------------------------------------------------
+# -- the catalog ---------------------------------------------------------------------------------
 
 
-def test_catalogue_ids_tiers_and_lanes() -> None:
+def test_catalog_ids_tiers_and_lanes() -> None:
     specs = {p.id: p for p in optim_specs.specs()}
     expected = {f"optim.{name}.{dtype}" for name, _ in optim_specs.OPTIMIZERS for dtype in optim_specs.DTYPES}
     expected |= {f"optim.gradscaler.{dtype}" for dtype in optim_specs.DTYPES}
@@ -770,7 +770,7 @@ def test_clipping_passes_on_the_cpu(dtype: str, monkeypatch: pytest.MonkeyPatch)
     assert out.metrics["worst_ratio"] < 0.5
 
 
-def test_clipping_catalogue() -> None:
+def test_clipping_catalog() -> None:
     specs = {p.id: p for p in optim_specs.specs() if p.id.startswith("optim.clip_grad.")}
     assert set(specs) == {f"optim.clip_grad.{d}" for d in optim_specs.DTYPES}
     for probe in specs.values():

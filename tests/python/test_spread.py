@@ -1,8 +1,8 @@
-"""`check --device all` on identical GPUs: the full tier's catalogue listing names torch's
+"""`check --device all` on identical GPUs: the full tier's catalog listing names torch's
 GPUs, every GPU is planned up front and each sweep and width probe runs on one of them.
 
 CI has no GPU. The end-to-end test fakes two identical GPUs where the supervisor learns of
-them, the catalogue listing: the interpreter it is given is a wrapper that, for a
+them, the catalog listing: the interpreter it is given is a wrapper that, for a
 ``catalog`` plan only, puts a ``sitecustomize`` on the path that makes torch report two
 GPUs. The probe workers run the real CPU-only torch, see no GPU and report every probe
 run NOT-TESTED, which is enough to read the plan and the report's note.
@@ -35,7 +35,7 @@ torch.cuda.get_device_properties = lambda index: _PROPS
 
 WRAPPER = """\
 #!/bin/sh
-# The real interpreter; for a catalogue listing, with two fake identical GPUs.
+# The real interpreter; for a catalog listing, with two fake identical GPUs.
 plan=""; prev=""
 for a in "$@"; do [ "$prev" = "--plan" ] && plan="$a"; prev="$a"; done
 if [ -n "$plan" ] && grep -q '"mode":"catalog"' "$plan"; then

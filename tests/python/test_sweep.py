@@ -1,6 +1,6 @@
 """The sweep family on the CPU: a healthy run passes, planted faults of each oracle class are
 caught and classified (fault simulation), an unavailable database is a SKIP with its reason,
-the expanded catalogue lists the database, and docs/probes.md holds the coverage table this
+the expanded catalog lists the database, and docs/probes.md holds the coverage table this
 code generates."""
 
 from __future__ import annotations
@@ -476,7 +476,7 @@ def test_opdb_probe_counts_what_it_drives() -> None:
     assert metrics["fp32_forward"] >= metrics["fp32_backward"] > 100
 
 
-def test_expanded_catalogue_lists_the_database() -> None:
+def test_expanded_catalog_lists_the_database() -> None:
     code = (
         "import sys, json; sys.path.insert(0, sys.argv[1]); import torch; "
         "from gpuprobe.worker import catalog; "

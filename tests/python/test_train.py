@@ -1,4 +1,4 @@
-"""The train family on the CPU: the catalogue, healthy runs that pass over several seeds
+"""The train family on the CPU: the catalog, healthy runs that pass over several seeds
 (eager, and one compiled mode through Inductor's C++ backend), planted faults of each class
 (fault simulation, the ``train-bf16-step-nan`` preset; a micro-batch lost from the
 accumulated gradient; an inner autocast region whose gradients come out in bf16), the
@@ -39,10 +39,10 @@ def failures(output: Any) -> int:
     return sum(measurement["failed"].values()) + measurement["device_errors"]
 
 
-# -- the catalogue ---------------------------------------------------------------------------------
+# -- the catalog ---------------------------------------------------------------------------------
 
 
-def test_catalogue_ids_tiers_and_lanes() -> None:
+def test_catalog_ids_tiers_and_lanes() -> None:
     probes = {p.id: p for p in all_probes().values() if p.id.startswith("train.")}
     modes = [p for p, _ in train_specs.PRECISIONS] + [p + ".compile" for p, _ in train_specs.PRECISIONS]
     nested = ["bf16.inner_fp32", "bf16.inner_fp16", "bf16.inner_fp32.compile", "bf16.inner_fp16.compile"]

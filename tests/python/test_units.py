@@ -271,7 +271,7 @@ def test_device_problem_reasons() -> None:
         assert envinfo.device_problem(torch, "cuda:0") is not None
 
 
-# -- catalogue ---------------------------------------------------------------------------------
+# -- catalog ---------------------------------------------------------------------------------
 
 
 def test_tiers_nest() -> None:
@@ -409,7 +409,7 @@ def test_python_m_gpuprobe_execs_the_binary_with_this_interpreter(tmp_path: Path
     assert out.stdout.strip() == f"python={sys.executable} args=check --tier quick"
 
 
-def test_docs_counts_match_the_catalogue() -> None:
+def test_docs_counts_match_the_catalog() -> None:
     text = (PACKAGE_DIR.parent / "docs" / "probes.md").read_text(encoding="utf-8")
     families = {p.id.split(".")[0] for p in catalog.all_probes().values()}
     for family in families:

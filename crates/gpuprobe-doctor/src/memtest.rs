@@ -19,7 +19,7 @@ use gpuprobe_model::Settings;
 /// One memtest: the probe, where and how long.
 #[derive(Debug, Clone)]
 pub struct MemtestRequest {
-    /// The memtest probe from the native catalogue.
+    /// The memtest probe from the native catalog.
     pub spec: ProbeSpec,
     /// The GPU it tests.
     pub device: u32,

@@ -912,7 +912,7 @@ mod tests {
             native_catalog()
                 .into_iter()
                 .find(|s| s.id.as_str() == id)
-                .unwrap_or_else(|| panic!("{id} is in the catalogue"))
+                .unwrap_or_else(|| panic!("{id} is in the catalog"))
                 .typical_s
         };
         assert_eq!(typical(ids::COPY_PINNED_LARGE), Some(4.427));

@@ -275,7 +275,7 @@ pub enum Placement {
 }
 
 impl Placement {
-    /// Its name in catalogues and reports (as serialized).
+    /// Its name in catalogs and reports (as serialized).
     pub fn name(self) -> &'static str {
         match self {
             Placement::Shared => "shared",

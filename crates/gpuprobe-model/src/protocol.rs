@@ -69,8 +69,8 @@ pub struct WorkerPlan {
     pub thread_budget: Option<std::path::PathBuf>,
 }
 
-/// A catalogue's device list, or `None` when the field is not one: a device list the
-/// supervisor cannot read only costs the planning ahead, never the catalogue.
+/// A catalog's device list, or `None` when the field is not one: a device list the
+/// supervisor cannot read only costs the planning ahead, never the catalog.
 fn lenient_devices<'de, D>(
     deserializer: D,
 ) -> Result<Option<Vec<crate::fingerprint::TorchDevice>>, D::Error>
@@ -293,13 +293,13 @@ mod tests {
     use crate::observation::{CompareStats, Measurement};
 
     #[test]
-    fn a_catalogue_device_list_that_is_missing_or_garbage_is_unknown() {
+    fn a_catalog_device_list_that_is_missing_or_garbage_is_unknown() {
         let parse = |devices: &str| -> WorkerEvent {
             serde_json::from_str(&format!(r#"{{"event":"catalog","probes":[]{devices}}}"#)).unwrap()
         };
         let devices_of = |event: WorkerEvent| match event {
             WorkerEvent::Catalog { devices, .. } => devices,
-            other => panic!("not a catalogue: {other:?}"),
+            other => panic!("not a catalog: {other:?}"),
         };
         assert_eq!(devices_of(parse("")), None);
         assert_eq!(devices_of(parse(r#","devices":null"#)), None);
@@ -321,7 +321,7 @@ mod tests {
             ),
             (1, Some("sm_90"), Some(8))
         );
-        // Written without devices, a catalogue reads as before.
+        // Written without devices, a catalog reads as before.
         let written = serde_json::to_string(&WorkerEvent::Catalog {
             probes: Vec::new(),
             devices: None,

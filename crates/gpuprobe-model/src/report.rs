@@ -59,7 +59,7 @@ pub struct Report {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Timings {
     /// Seconds from the start to the first lane's launch: the plan, the interpreter and the
-    /// probe catalogue.
+    /// probe catalog.
     pub prepare_s: f64,
     /// Seconds from the first lane's launch to the last lane's end.
     pub probes_s: f64,

@@ -176,7 +176,7 @@ pub struct ProbeResult {
     pub simulated: bool,
     /// The group the HTML report shows it in, copied from its spec (`ProbeSpec::report_group`)
     /// so a report stands alone. Absent where the family is its own group, and in reports
-    /// written before the catalogue published groups: the family.
+    /// written before the catalog published groups: the family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_group: Option<String>,
 }

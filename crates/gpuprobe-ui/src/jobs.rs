@@ -43,7 +43,7 @@ impl CheckRequest {
                 .unwrap_or_default()
         };
         let tier = get("tier");
-        if crate::catalogue::tier_named(&tier).is_none() {
+        if crate::run_index::tier_named(&tier).is_none() {
             return Err(format!("no tier {tier:?}: quick, standard, full or soak"));
         }
         let device = match get("device") {

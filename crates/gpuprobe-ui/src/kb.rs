@@ -105,7 +105,7 @@ pub(crate) fn matches(
 pub(crate) fn newest_report(root: &Path) -> Option<(String, Fingerprint, Vec<ProbeResult>)> {
     let runs = gpuprobe_runner::scan_run_names(root).ok()?;
     runs.iter().find_map(|(name, path)| {
-        let report = crate::catalogue::read_report(path)?.ok()?;
+        let report = crate::run_index::read_report(path)?.ok()?;
         Some((name.clone(), report.fingerprint, report.results))
     })
 }

@@ -11,7 +11,7 @@
 //! Safety: the server binds 127.0.0.1 unless told otherwise, and answers nothing without the
 //! per-start token (the `gate` module), takes only the Host names of the address it is
 //! bound to (a page of another site resolving its name to 127.0.0.1 gets nothing), serves
-//! no file it did not name itself (`catalogue::run_path`), and every page carries a policy
+//! no file it did not name itself (`run_index::run_path`), and every page carries a policy
 //! that loads nothing from anywhere else.
 //!
 //! The surface is [`Ui`], [`UiOptions`], [`UiError`] and [`Stopper`]; every module is
@@ -21,13 +21,13 @@ use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-mod catalogue;
 mod compare;
 mod gate;
 mod jobs;
 mod kb;
 mod pages;
 mod profiles;
+mod run_index;
 mod server;
 
 use gate::Token;

@@ -106,11 +106,11 @@ pub(crate) fn used_by(root: &Path, name: &str, run: &Path) -> UsedBy {
         return out;
     };
     if !profile.env.is_empty() || !profile.unset.is_empty() {
-        out.checks = crate::catalogue::run_names(root)
+        out.checks = crate::run_index::run_names(root)
             .into_iter()
             .filter(|other| other != name)
             .filter(|other| {
-                let Some(Ok(plan)) = crate::catalogue::run_path(root, other)
+                let Some(Ok(plan)) = crate::run_index::run_path(root, other)
                     .map(|path| RunFiles::at(&path).read_plan::<PlanSettings>())
                 else {
                     return false;
@@ -214,7 +214,7 @@ pub(crate) fn view(root: &Path, name: &str, run: &Path) -> Option<ProfileView> {
         .and_then(|account| account.source_run)
         .and_then(|source| {
             let name = Path::new(&source).file_name()?.to_str()?.to_string();
-            crate::catalogue::run_path(root, &name).map(|_| name)
+            crate::run_index::run_path(root, &name).map(|_| name)
         });
     let mut out = ProfileView {
         run: name.to_string(),

@@ -14,10 +14,10 @@ use gpuprobe_runner::{Run, RunFiles};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::catalogue::{self, Filter};
 use crate::gate::{self, Decision, Token};
 use crate::jobs::{CheckRequest, Jobs};
 use crate::pages::{self, Pages};
+use crate::run_index::{self, Filter};
 use crate::{UiOptions, compare};
 
 /// What every page may load: its own files only. Images may be `data:` (the page's icon);
@@ -166,12 +166,12 @@ pub(crate) fn route(
     match (post, parts.as_slice()) {
         (false, [""]) => runs_page(state, query),
         (false, ["runs", name]) => run_page(state, name),
-        (false, ["runs", name, "events"]) => match catalogue::run_path(state.root(), name) {
+        (false, ["runs", name, "events"]) => match run_index::run_path(state.root(), name) {
             Some(_) => Reply::Events((*name).to_string()),
             None => not_found(state),
         },
         (true, ["runs", name, "stop"]) => {
-            if catalogue::run_path(state.root(), name).is_none() {
+            if run_index::run_path(state.root(), name).is_none() {
                 return not_found(state);
             }
             state.jobs.stop(name);
@@ -212,7 +212,7 @@ fn message(state: &State, status: u16, title: &str, text: &str) -> Reply {
 fn runs_page(state: &State, query: &[(String, String)]) -> Reply {
     let filter = Filter::from_query(query);
     let number = first(query, "page").trim().parse::<usize>().unwrap_or(1);
-    let (page, error) = match catalogue::page(state.root(), &filter, number) {
+    let (page, error) = match run_index::page(state.root(), &filter, number) {
         Ok(page) => (Some(page), None),
         Err(e) => (None, Some(e)),
     };
@@ -228,7 +228,7 @@ fn runs_page(state: &State, query: &[(String, String)]) -> Reply {
 }
 
 fn run_page(state: &State, name: &str) -> Reply {
-    let Some(path) = catalogue::run_path(state.root(), name) else {
+    let Some(path) = run_index::run_path(state.root(), name) else {
         return not_found(state);
     };
     let job = state.jobs.view(name);
@@ -334,7 +334,7 @@ fn progress(state: &State, name: &str, check: &RunFiles) -> Progress {
     // A run this server did not start is watched through what `runs list` says of it.
     let info = job
         .is_none()
-        .then(|| catalogue::run_path(state.root(), name))
+        .then(|| run_index::run_path(state.root(), name))
         .flatten()
         .and_then(|path| gpuprobe_runner::inspect_run(&path, name, std::time::SystemTime::now()));
     let live = running
@@ -404,7 +404,7 @@ fn run_files(state: &State, name: &str) -> RunFiles {
 /// The event stream of a run: `progress` whenever what it holds changed, then `done` with
 /// the page to open once it is over (its report written, or its check ended).
 fn stream_events(state: &State, request: tiny_http::Request, name: &str) {
-    let Some(path) = catalogue::run_path(state.root(), name) else {
+    let Some(path) = run_index::run_path(state.root(), name) else {
         return;
     };
     let check = match Run::open(&path) {
@@ -519,7 +519,7 @@ fn start_check(state: &State, form: &[(String, String)]) -> Reply {
 
 /// A finished check a fix may start from: its directory.
 fn fix_source(state: &State, name: &str) -> Result<std::path::PathBuf, String> {
-    let path = catalogue::run_path(state.root(), name)
+    let path = run_index::run_path(state.root(), name)
         .ok_or_else(|| format!("no run {name:?} in the runs directory"))?;
     match Run::open(&path) {
         Ok(Run::Check(check)) if check.has_report() => Ok(path),
@@ -574,7 +574,7 @@ fn compare_page(state: &State, query: &[(String, String)]) -> Reply {
             .map(|(_, v)| v.clone())
             .unwrap_or_default()
     };
-    let names = catalogue::run_names(state.root());
+    let names = run_index::run_names(state.root());
     let (a, b) = (get("a"), get("b"));
     let mut context = json!({"names": names, "a": a, "b": b});
     if !a.is_empty() || !b.is_empty() {
@@ -593,9 +593,9 @@ fn load(state: &State, name: &str) -> Result<gpuprobe_model::Report, String> {
     if name.is_empty() {
         return Err("choose two runs, A and B".into());
     }
-    let path = catalogue::run_path(state.root(), name)
+    let path = run_index::run_path(state.root(), name)
         .ok_or_else(|| format!("no run {name} in the runs directory"))?;
-    match catalogue::read_report(&path) {
+    match run_index::read_report(&path) {
         Some(Ok(report)) => Ok(report),
         Some(Err(e)) => Err(format!("{name} is corrupt: {e}")),
         None => Err(format!("{name} has no report yet (not finished)")),
@@ -622,7 +622,7 @@ fn profiles_page(state: &State) -> Reply {
 
 /// The run holding a profile, by its name in the URL.
 fn profile_run(state: &State, name: &str) -> Option<std::path::PathBuf> {
-    catalogue::run_path(state.root(), name).filter(|path| RunFiles::at(path).holds_profile())
+    run_index::run_path(state.root(), name).filter(|path| RunFiles::at(path).holds_profile())
 }
 
 fn profile_page(state: &State, name: &str) -> Reply {
@@ -695,9 +695,9 @@ fn kb_page(state: &State, query: &[(String, String)]) -> Reply {
         )
     } else if !run.is_empty() {
         // A run's recorded stack and results, as `gpuprobe kb match --report` matches them.
-        let report = match catalogue::run_path(state.root(), run) {
+        let report = match run_index::run_path(state.root(), run) {
             None => Err(format!("no run {run:?} in the runs directory")),
-            Some(path) => match catalogue::read_report(&path) {
+            Some(path) => match run_index::read_report(&path) {
                 Some(Ok(report)) => Ok(report),
                 Some(Err(why)) => Err(format!("{run} is corrupt: {why}")),
                 None => Err(format!("{run} has no report yet (not finished)")),

@@ -11,7 +11,7 @@
 //! `--oracle`: every probe estimated by its own measured seconds (what the cutting rules
 //! would do with perfect estimates).
 //! `CATALOG.json`: the Python worker's probe specs (a JSON list, `bench/lane-replay.sh`
-//! writes it); the native catalogue is this build's. `REPORT.json`: a finished run's report,
+//! writes it); the native catalog is this build's. `REPORT.json`: a finished run's report,
 //! whose `elapsed_s` per probe are the measured seconds (a probe it lacks counts its
 //! estimate). `HELLO_S`: when a Python lane's first probe begins (its framework import).
 

@@ -6,7 +6,7 @@ file descriptor. This package owns that side of the protocol:
 
 - ``main``: argument parsing, the three modes (catalog, env, run) and the event loop;
 - ``events``: the event stream (one JSON object per line, never NaN);
-- ``catalog`` and ``probes``: the probe catalogue (importable without torch) and the probe
+- ``catalog`` and ``probes``: the probe catalog (importable without torch) and the probe
   implementations (which import torch);
 - ``ops``: the operations layer every probe moves and creates data through;
 - ``simulate``: the fault-simulation engine behind ``ops``, active only when the plan asks.

@@ -1,11 +1,11 @@
-"""The probe catalogue: every probe's spec, importable without torch.
+"""The probe catalog: every probe's spec, importable without torch.
 
 Each family is a package of ``gpuprobe.worker.probes`` (``probes/<family>/``): it declares its
 probes in its ``specs`` module, which imports nothing heavy, and implements them in modules
 imported only when a probe runs (``run`` and the family's others). ``FAMILY_SPECS`` lists every
-family's spec function, in catalogue order: the one place a family is registered. A
+family's spec function, in catalog order: the one place a family is registered. A
 ``ProbeDef`` names its implementation as ``"module:function"`` plus keyword parameters, so
-listing the catalogue (mode ``catalog``) stays fast and never imports torch.
+listing the catalog (mode ``catalog``) stays fast and never imports torch.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class ProbeDef:
     typical_s: float | None = None
     #: The native probe id prefix covering the same operation one layer down
     #: (``ProbeSpec.native_counterpart``): the family's specs module declares it once as
-    #: ``NATIVE_COUNTERPART`` and the catalogue sets it on each of the family's probes.
+    #: ``NATIVE_COUNTERPART`` and the catalog sets it on each of the family's probes.
     native_counterpart: str | None = None
     #: The group the HTML report shows the probe's results in (``ProbeSpec.report_group``),
     #: declared once by a family as ``REPORT_GROUP`` where it is not the family's own name.
@@ -126,7 +126,7 @@ def start_helpers(probe_ids: list[str]) -> list[str]:
 
 _CATALOG: dict[str, ProbeDef] | None = None
 
-#: Every family's spec function (``module:function``), in catalogue order, one line per family.
+#: Every family's spec function (``module:function``), in catalog order, one line per family.
 #: Each returns the family's ``list[ProbeDef]`` and its module imports nothing heavy (no torch).
 FAMILY_SPECS = (
     "gpuprobe.worker.probes.copy.specs:specs",
@@ -149,7 +149,7 @@ FAMILY_SPECS = (
 
 
 #: What a family's specs module may declare once for all its probes (module attribute →
-#: ``ProbeDef`` field): metadata the Rust side reads from the published catalogue instead
+#: ``ProbeDef`` field): metadata the Rust side reads from the published catalog instead
 #: of keeping its own table by family.
 FAMILY_DECLARATIONS = {"NATIVE_COUNTERPART": "native_counterpart", "REPORT_GROUP": "report_group"}
 
@@ -193,7 +193,7 @@ def declared(probe: ProbeDef, specs: str) -> ProbeDef:
 
 
 def all_probes() -> dict[str, ProbeDef]:
-    """Every probe this worker knows, by id, in catalogue order (built once)."""
+    """Every probe this worker knows, by id, in catalog order (built once)."""
     global _CATALOG
     if _CATALOG is None:
         catalog: dict[str, ProbeDef] = {}
@@ -210,7 +210,7 @@ def all_probes() -> dict[str, ProbeDef]:
 
 
 def lookup(probe_id: str) -> ProbeDef | None:
-    """The probe with this id: from the static catalogue, or a well-formed id of a family
+    """The probe with this id: from the static catalog, or a well-formed id of a family
     whose probes depend on the installed framework (the sweep's expanded operators)."""
     found = all_probes().get(probe_id)
     if found is not None:

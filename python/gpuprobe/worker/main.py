@@ -8,7 +8,7 @@ The supervisor starts it in the user's interpreter, without installing anything:
 
 (``python -m gpuprobe.worker --plan X --event-fd N`` does the same, and returns normally.)
 
-Modes: ``catalog`` (hello without importing torch, the catalogue, done), ``env`` (hello with
+Modes: ``catalog`` (hello without importing torch, the catalog, done), ``env`` (hello with
 torch facts, done) and ``run`` (hello, then begin/result per probe, then done). A run applies
 the framework switches of ``GPUPROBE_SWITCHES`` (``gpuprobe.switches``) once torch is
 imported and the device checked, before the hello.
@@ -201,7 +201,7 @@ def process_main(argv: list[str]) -> NoReturn:
 
 
 def _catalog_mode(events: EventStream, options: dict[str, Any]) -> int:
-    # No torch here unless asked: listing the catalogue must stay fast and work without a
+    # No torch here unless asked: listing the catalog must stay fast and work without a
     # framework. Option ``expand`` (a list of families) adds the probes that depend on the
     # installed framework (the sweep's operators); that imports torch.
     _hello(events, torch_info=None, unusable=None, packages={}, simulated=False)

@@ -718,7 +718,7 @@ fn throughput_probes(pool: &[ProbeSpec], targets: &[ProbeRef]) -> Vec<ProbeRef> 
 /// How the cost is measured, in words, honestly.
 fn cost_method(measure: &[ProbeRef], simulated: bool) -> String {
     let mut method = if measure.is_empty() {
-        "the catalogue has no throughput (measure-rule) probe, so the sentinel probes were \
+        "the catalog has no throughput (measure-rule) probe, so the sentinel probes were \
          timed with and without the settings, with any bandwidth they report; single runs, \
          so differences of a few percent are noise"
             .to_string()

@@ -3,7 +3,7 @@
 //! device-to-device copies) is caught and rejected.
 //!
 //! For every device and every probe family that ran there, a few sentinel *slots* are
-//! filled from the tier's catalogue, spread over the family's cases (the second part of
+//! filled from the tier's catalog, spread over the family's cases (the second part of
 //! the id: `copy.h2d`, `copy.d2h`, `copy.d2d`, ...), preferring probes that passed in the
 //! starting run and ran fast. Families with failures get more slots than the others. Each
 //! slot lists its probe and up to two alternatives of the same case: probes that did not
@@ -44,7 +44,7 @@ fn case_of(id: &str) -> String {
 const ALTERNATIVES: usize = 2;
 
 /// Chooses sentinel slots, each a probe and its alternatives in order of preference.
-/// `pool` is the tier's catalogue; `applies` says whether a probe can run on a device;
+/// `pool` is the tier's catalog; `applies` says whether a probe can run on a device;
 /// `results` is the starting run; `targets` are the failures.
 pub(super) fn choose(
     pool: &[ProbeSpec],
@@ -91,7 +91,7 @@ pub(super) fn choose(
                 quota.per_family
             };
             // Eligible: in the family, applicable, not a target, and not known to fail or
-            // skip. Ordered: passed in the starting run first, then faster, then catalogue order.
+            // skip. Ordered: passed in the starting run first, then faster, then catalog order.
             let mut eligible: Vec<(usize, &ProbeSpec)> = pool
                 .iter()
                 .enumerate()
@@ -119,7 +119,7 @@ pub(super) fn choose(
                     .partial_cmp(&key(b))
                     .unwrap_or(std::cmp::Ordering::Equal)
             });
-            // Round-robin over cases in catalogue order, so each case is represented
+            // Round-robin over cases in catalog order, so each case is represented
             // before any gets a second sentinel.
             let mut cases: Vec<String> = Vec::new();
             for (_, spec) in pool

@@ -152,7 +152,7 @@ pub(crate) fn start_from(
     let report = read_report_of(dir)?;
     let knowledge = gpuprobe_kb::KnowledgeBase::load_embedded();
     let matches = gpuprobe_kb::match_all(&knowledge.kb, &report.fingerprint, &report.results);
-    // Probes of the old run that today's catalogue lacks keep their recorded specs.
+    // Probes of the old run that today's catalog lacks keep their recorded specs.
     let mut catalog = prepared.catalog;
     for task in &prepared.plan.tasks {
         if !catalog.iter().any(|s| s.id == task.spec.id) {

@@ -28,9 +28,9 @@
 //!   workers while the shared lane ran 10 s in two pieces), never with a lane of its own
 //!   family (the sweep names its lanes to spread over them); exclusive lanes never share.
 //!
-//! Work is estimated per probe from the seconds its catalogue publishes (`typical_s`: each
+//! Work is estimated per probe from the seconds its catalog publishes (`typical_s`: each
 //! Python family's `TYPICAL_SECONDS` by id prefix, in its `specs.py`, and the native
-//! catalogue's, measured on the H200 host, bench/RESULTS.md "The standard tier's lanes"),
+//! catalog's, measured on the H200 host, bench/RESULTS.md "The standard tier's lanes"),
 //! else [`DEFAULT_SECONDS`]. Where the GPU's kernels are
 //! compiled at their first use on this machine and its kernel cache is empty (CUDA's
 //! `ComputeCache` on a fresh machine), the probes that pay for that compilation are
@@ -58,7 +58,7 @@ pub(super) const MEMORY_PER_LANE: u64 = 2 << 30;
 
 /// Seconds of one probe on a machine whose kernel cache is empty, for the prefixes whose
 /// first use compiles kernels, by the longest prefix of its id listed (whole parts), as the
-/// catalogue's `typical_s` is (which holds for every other probe). Measured on the H100 host's first standard run
+/// catalog's `typical_s` is (which holds for every other probe). Measured on the H100 host's first standard run
 /// after the machine started (bench/RESULTS.md "Lane sizing and the first run"): the
 /// attention probes 0.43 s each (0.08 warm), the two masked-attention matrix probes
 /// 5.9 s each (0.67 warm), convolutions 0.55 s (0.24), the VAE blocks 0.50 s (0.16),
@@ -78,7 +78,7 @@ pub(super) const FIRST_USE_SECONDS: &[(&str, f64)] = &[
     ("native.rtc", 0.455),
 ];
 
-/// The estimate of a probe whose catalogue publishes no `typical_s`.
+/// The estimate of a probe whose catalog publishes no `typical_s`.
 pub(super) const DEFAULT_SECONDS: f64 = 0.1;
 
 /// What every probe costs beyond its own seconds: the worker's begin and result messages,
@@ -88,7 +88,7 @@ const PER_PROBE_OVERHEAD_S: f64 = 0.003;
 
 /// The estimated seconds of one probe: on a machine whose kernel cache is empty
 /// (`first_use`), `FIRST_USE_SECONDS` where it lists the probe; else the seconds its
-/// catalogue publishes with it (`typical_s`), else `DEFAULT_SECONDS`.
+/// catalog publishes with it (`typical_s`), else `DEFAULT_SECONDS`.
 pub fn estimated_seconds(spec: &ProbeSpec, first_use: bool) -> f64 {
     let id = spec.id.as_str();
     let first_use_own = if first_use {
@@ -495,9 +495,9 @@ mod tests {
     use gpuprobe_model::Backend;
     use gpuprobe_model::ProbeSpec;
 
-    /// What the catalogue publishes (`typical_s`) for the ids these tests use: examples
+    /// What the catalog publishes (`typical_s`) for the ids these tests use: examples
     /// from the families' `TYPICAL_SECONDS` (`python/gpuprobe/worker/probes/*/specs.py`)
-    /// and the native catalogue's, by the same longest-prefix rule.
+    /// and the native catalog's, by the same longest-prefix rule.
     const PUBLISHED: &[(&str, f64)] = &[
         ("alloc.config", 3.791),
         ("alloc.usable", 0.479),
@@ -518,7 +518,7 @@ mod tests {
         ("train", 1.000),
     ];
 
-    /// A probe spec as its catalogue publishes it: with its `typical_s`, where it has one.
+    /// A probe spec as its catalog publishes it: with its `typical_s`, where it has one.
     fn spec(id: &str) -> ProbeSpec {
         ProbeSpec {
             typical_s: longest_prefix_value(PUBLISHED, id),
@@ -929,13 +929,13 @@ mod tests {
     }
 
     #[test]
-    fn a_probe_is_estimated_by_the_seconds_its_catalogue_publishes() {
+    fn a_probe_is_estimated_by_the_seconds_its_catalog_publishes() {
         let seconds = |spec: ProbeSpec| estimated_seconds(&spec, false) - PER_PROBE_OVERHEAD_S;
         let published = |id: &str, typical_s: f64| ProbeSpec {
             typical_s: Some(typical_s),
             ..crate::test_support::spec(id)
         };
-        // Whatever its id: no table by id prefix decides beside the catalogue.
+        // Whatever its id: no table by id prefix decides beside the catalog.
         assert_eq!(seconds(published("brand.new.family", 2.5)), 2.5);
         assert_eq!(seconds(published("nn.sdpa.bf16.cudnn.d64", 0.9)), 0.9);
         assert_eq!(

@@ -32,9 +32,9 @@ pub struct Lane {
 /// must never run as part of a tier.
 pub(crate) const EXPLICIT_ONLY: &str = "explicit";
 
-/// Probe selection from a catalogue: by tier and by `--only` patterns (globs over probe
+/// Probe selection from a catalog: by tier and by `--only` patterns (globs over probe
 /// ids, `*` matching any run of characters). A pattern without `*` that is the full id of a
-/// catalogued probe names that probe alone (so `check --only <id>` re-runs exactly it; add
+/// cataloged probe names that probe alone (so `check --only <id>` re-runs exactly it; add
 /// `.*` for the variants below it); any other pattern without `*` matches ids that start
 /// with it followed by a dot (`copy`, `copy.h2d`). Probes marked `EXPLICIT_ONLY` are
 /// selected only by an `--only` pattern, whatever the tier.
@@ -69,7 +69,7 @@ pub fn select(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<ProbeSp
 
 /// The `--only` patterns that select nothing in `tier`, each with the first tier (in the
 /// order standard, full, soak) where it would select something, or `None` when no probe of
-/// the catalogue matches it at all.
+/// the catalog matches it at all.
 pub(crate) fn unmatched_patterns(
     catalog: &[ProbeSpec],
     tier: Tier,

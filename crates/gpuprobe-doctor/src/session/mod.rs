@@ -1,5 +1,5 @@
 //! A probe session: the steps `check` and `fix` share. Find the interpreter, extract the
-//! probe package, fetch the probe catalogue, plan the devices (GPU 0 plus the others its
+//! probe package, fetch the probe catalog, plan the devices (GPU 0 plus the others its
 //! worker reports, or the listed ones; the CPU under simulation without a GPU), run the
 //! plan through the engine, and build the report with fingerprint, knowledge-base
 //! matches, lint and diagnosis.

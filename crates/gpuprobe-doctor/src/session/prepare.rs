@@ -1,4 +1,4 @@
-//! Preparing a session: a new run (run directory, interpreter, probe package, catalogue,
+//! Preparing a session: a new run (run directory, interpreter, probe package, catalog,
 //! plan), a run reopened for `fix` to build on, or one resumed to be finished, refused
 //! when it would no longer run under what it ran under (unless re-planned).
 
@@ -46,7 +46,7 @@ pub fn prepare_check(
     prepare_resume(dir, options.python.as_deref(), replan, supervisor, host)
 }
 
-/// Plans a new session: run directory, interpreter, probe package, catalogue, devices.
+/// Plans a new session: run directory, interpreter, probe package, catalog, devices.
 pub(crate) fn prepare_new(
     options: &SessionOptions,
     host: &SessionHost,
@@ -98,7 +98,7 @@ pub(crate) fn prepare_new(
     let selected = plan::select(&catalog, tier, &options.only);
     let unmatched = unmatched_notes(&catalog, tier, &options.only);
     if selected.is_empty() && !catalog.is_empty() {
-        // Nothing ran and nothing will: a directory made only to list the catalogue would
+        // Nothing ran and nothing will: a directory made only to list the catalog would
         // be a run that never was (`runs list` would show it). One that was there stays.
         if created_here {
             let _ = std::fs::remove_dir_all(&run_path);
@@ -188,7 +188,7 @@ pub(crate) fn prepare_new(
 }
 
 /// The spread of a new run: with `--device all` (and `check` not told `--no-spread`), when
-/// the catalogue listing found two or more identical GPUs. Listed devices never spread:
+/// the catalog listing found two or more identical GPUs. Listed devices never spread:
 /// who names GPUs asks for those runs.
 fn spread_for(
     options: &SessionOptions,
@@ -202,7 +202,7 @@ fn spread_for(
 }
 
 /// A note for each `--only` pattern that matches no probe of `tier`, naming the tier it
-/// matches when it matches one (none when the catalogue could not be listed at all).
+/// matches when it matches one (none when the catalog could not be listed at all).
 fn unmatched_notes(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<String> {
     if catalog.is_empty() {
         return Vec::new();
@@ -222,8 +222,8 @@ fn unmatched_notes(catalog: &[ProbeSpec], tier: Tier, only: &[String]) -> Vec<St
 }
 
 /// Reopens a run directory for `fix` (to build on it, or to finish its starting check): its
-/// plan, the interpreter it used (unless `python_override` replaces it), the catalogue, and
-/// a freshly extracted probe package. The package and the catalogue query go into `work`
+/// plan, the interpreter it used (unless `python_override` replaces it), the catalog, and
+/// a freshly extracted probe package. The package and the catalog query go into `work`
 /// (the new run's directory, the old one then being only read), or the run directory itself
 /// when `work` is none. Unlike [`prepare_resume`] it does not compare the interpreter with
 /// the run's.
@@ -482,7 +482,7 @@ fn same_interpreter(a: &Path, b: &Path) -> bool {
     a == b || absolute(a) == absolute(b)
 }
 
-/// The catalogue a reopened plan is run from: the Python probes its interpreter lists (the
+/// The catalog a reopened plan is run from: the Python probes its interpreter lists (the
 /// framework-dependent families its tier needs), and the native ones when it has them.
 fn catalog_for(
     plan: &RunPlan,
@@ -635,7 +635,7 @@ fn worker_options(
     options
 }
 
-/// The catalogue query's options: the families to expand (which imports the framework) and
+/// The catalog query's options: the families to expand (which imports the framework) and
 /// the bytecode cache that import may need.
 fn catalog_options(
     expand: &[&str],
@@ -695,7 +695,7 @@ fn native_library_hints(python: Option<&PythonChoice>) -> BTreeMap<String, serde
 /// The families whose probes depend on the installed framework and that this run needs:
 /// the sweep's operators (PyTorch's operator database, read at run time) for the full tier,
 /// or when an `--only` pattern that may name one selects nothing from `listed` (the
-/// catalogue without them) in this tier nor in the full one. Listing them costs a framework
+/// catalog without them) in this tier nor in the full one. Listing them costs a framework
 /// import and the database's (about 8 s on a busy host), so the other tiers do without:
 /// every probe the listing adds is of the full tier, and their own sweep probes are listed
 /// without it. A pattern that selects nothing in this tier but something of the standard
@@ -720,11 +720,11 @@ pub(super) fn expanded_families(
     }
 }
 
-/// The Python probe catalogue a run at `tier` with `only` needs: listed without the
+/// The Python probe catalog a run at `tier` with `only` needs: listed without the
 /// framework first, then once more with the families [`expanded_families`] names, if any.
 /// The full tier always expands, so it lists once. When the first listing found nothing
 /// (no interpreter could list it), it is not tried again: that could only wait for the
-/// same failure a second time. With the catalogue, the GPUs the framework sees when the
+/// same failure a second time. With the catalog, the GPUs the framework sees when the
 /// listing used imported it (an expanding one), else `None`.
 fn python_catalog_for(
     tier: Tier,
@@ -753,7 +753,7 @@ fn python_catalog_for(
     parts(list(&expand, notes))
 }
 
-/// The Python probe catalogue, from the user's interpreter, or from any `python3` when that
+/// The Python probe catalog, from the user's interpreter, or from any `python3` when that
 /// one cannot even start (the probes are then listed and reported NOT-TESTED with the
 /// reason instead of vanishing).
 fn python_catalog(
@@ -875,7 +875,7 @@ mod tests {
                 "width.index.int32@1"
             ]
         );
-        // --replan with today's catalogue keeps each stack probe on its GPU.
+        // --replan with today's catalog keeps each stack probe on its GPU.
         assert_eq!(
             placed(&replanned_tasks(&reread, &catalog)),
             placed(&planned)
@@ -887,7 +887,7 @@ mod tests {
     }
 
     #[test]
-    fn workers_and_an_expanding_catalogue_are_told_the_bytecode_cache() {
+    fn workers_and_an_expanding_catalog_are_told_the_bytecode_cache() {
         let cache = Path::new("/c/gpuprobe/bytecode");
         let options = worker_options(&BTreeMap::new(), Tier::Full, None, Some(cache));
         assert_eq!(options[TIER_OPTION], serde_json::json!("full"));

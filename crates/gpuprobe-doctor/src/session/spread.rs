@@ -7,7 +7,7 @@
 //! hardware). GPUs are identical when torch reports the same name, total memory and arch;
 //! a GPU unlike every other runs everything.
 //!
-//! This needs the GPUs before the plan is made: the full tier's catalogue listing imports
+//! This needs the GPUs before the plan is made: the full tier's catalog listing imports
 //! the framework anyway and lists them ([`gpuprobe_runner::ListedCatalog::devices`]). The
 //! assignment is recorded in the plan (its tasks, and [`SpreadPlan`]), so a resume runs what
 //! is left where it was planned and a re-plan keeps it; the GPUs are then all planned up
@@ -26,7 +26,7 @@ use gpuprobe_model::Task;
 pub(super) const SPREAD_FAMILIES: &[&str] = &["sweep", "width"];
 
 /// Whether a probe runs on one GPU of an identical group rather than on each: decided by
-/// its family (the id's first part, as the catalogue names families).
+/// its family (the id's first part, as the catalog names families).
 pub(super) fn spreadable(spec: &ProbeSpec) -> bool {
     SPREAD_FAMILIES.contains(&spec.id.family())
 }
@@ -42,7 +42,7 @@ fn identity(device: &TorchDevice) -> Option<(&str, u64, &str)> {
     Some((name, device.total_memory?, device.arch.as_deref()?))
 }
 
-/// The spread for the GPUs a catalogue listing found, or `None` when no two of them are
+/// The spread for the GPUs a catalog listing found, or `None` when no two of them are
 /// identical (the run then plans as without a list: GPU 0, then the others at its hello).
 pub(super) fn plan_for(devices: &[TorchDevice]) -> Option<SpreadPlan> {
     let mut gpus: Vec<u32> = devices.iter().map(|d| d.index).collect();
@@ -80,7 +80,7 @@ pub(super) fn plan_for(devices: &[TorchDevice]) -> Option<SpreadPlan> {
 /// probe runs on one GPU of each identical group. `earlier` (a re-planned run's tasks)
 /// keeps a probe on the GPU it was planned on there; the others go, longest first, to the
 /// group's least loaded GPU by their estimated seconds (ties: the lowest index), so the
-/// same catalogue always gives the same assignment.
+/// same catalog always gives the same assignment.
 pub(super) fn tasks(selected: &[ProbeSpec], spread: &SpreadPlan, earlier: &[Task]) -> Vec<Task> {
     let assigned: Vec<BTreeMap<&ProbeId, u32>> = spread
         .groups
@@ -232,7 +232,7 @@ mod tests {
             .collect()
     }
 
-    fn catalogue() -> Vec<ProbeSpec> {
+    fn catalog() -> Vec<ProbeSpec> {
         vec![
             timed("copy.h2d", 1.0),
             timed("sweep.add.fp32", 4.0),
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn each_stack_probe_runs_once_balanced_and_the_rest_everywhere() {
         let plan = plan_for(&[h200(0), h200(1)]).unwrap();
-        let tasks = tasks(&catalogue(), &plan, &[]);
+        let tasks = tasks(&catalog(), &plan, &[]);
         // Longest first onto the least loaded: add (4) on 0, mul (3) on 1, width (2) on 1,
         // div (1) on 0: 5 s each.
         assert_eq!(
@@ -312,8 +312,8 @@ mod tests {
                 "gemm.bf16@1",
             ]
         );
-        // The same catalogue in any order gives the same GPUs.
-        let mut reversed = catalogue();
+        // The same catalog in any order gives the same GPUs.
+        let mut reversed = catalog();
         reversed.reverse();
         let mut again = placed(&tasks_for(&reversed, &plan));
         let mut first = placed(&tasks);
@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn a_gpu_unlike_the_others_runs_everything() {
         let plan = plan_for(&[h200(0), gpu(1, "NVIDIA A100", 80, "sm_80"), h200(2)]).unwrap();
-        let tasks = tasks_for(&catalogue(), &plan);
+        let tasks = tasks_for(&catalog(), &plan);
         let on = |gpu: u32| -> Vec<String> {
             tasks
                 .iter()
@@ -370,7 +370,7 @@ mod tests {
                 .map(|t| t.spec.id.to_string())
                 .collect()
         };
-        assert_eq!(on(1).len(), catalogue().len());
+        assert_eq!(on(1).len(), catalog().len());
         let spread_runs = |gpu: u32| {
             on(gpu)
                 .iter()
@@ -393,7 +393,7 @@ mod tests {
             gpu(3, "NVIDIA A100", 80, "sm_80"),
         ])
         .unwrap();
-        let tasks = tasks_for(&catalogue(), &plan);
+        let tasks = tasks_for(&catalog(), &plan);
         let count = |id: &str| tasks.iter().filter(|t| t.spec.id.as_str() == id).count();
         assert_eq!(count("sweep.add.fp32"), 2, "once per group");
         assert_eq!(count("copy.h2d"), 4);
@@ -412,10 +412,10 @@ mod tests {
     #[test]
     fn a_replan_keeps_each_probe_where_it_was_planned() {
         let plan = plan_for(&[h200(0), h200(1)]).unwrap();
-        let earlier = tasks_for(&catalogue(), &plan);
-        // The new catalogue has one more probe and another estimate for one: the earlier
+        let earlier = tasks_for(&catalog(), &plan);
+        // The new catalog has one more probe and another estimate for one: the earlier
         // probes stay where they were; the new one goes to the least loaded GPU.
-        let mut now = catalogue();
+        let mut now = catalog();
         now[1].typical_s = Some(0.5);
         now.push(timed("sweep.new.fp32", 2.0));
         let replanned = tasks(&now, &plan, &earlier);

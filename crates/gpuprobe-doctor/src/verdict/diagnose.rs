@@ -38,11 +38,11 @@ fn layer_of(layer: Layer) -> FindingLayer {
 
 /// Which native probes cover the same operation as a framework family (family → native id
 /// prefix), for placing framework failures above or at the runtime. Each family declares
-/// its counterpart in the catalogue its worker publishes (`ProbeSpec::native_counterpart`);
+/// its counterpart in the catalog its worker publishes (`ProbeSpec::native_counterpart`);
 /// this only collects them.
 pub(crate) type NativeCounterparts = BTreeMap<String, String>;
 
-/// The native counterparts the catalogue declares, by family.
+/// The native counterparts the catalog declares, by family.
 pub(crate) fn native_counterparts(catalog: &[ProbeSpec]) -> NativeCounterparts {
     catalog
         .iter()
@@ -54,7 +54,7 @@ pub(crate) fn native_counterparts(catalog: &[ProbeSpec]) -> NativeCounterparts {
 }
 
 /// Findings from the results alone, each family's failures placed against the native
-/// counterpart the catalogue declares for it.
+/// counterpart the catalog declares for it.
 pub(crate) fn diagnose(
     results: &[ProbeResult],
     fingerprint: &Fingerprint,
@@ -666,9 +666,9 @@ mod tests {
         ProbeResult::new(ProbeId::new(id), DeviceRef::Gpu(0), layer, verdict)
     }
 
-    /// The counterparts the Python catalogue declares today (its own test,
+    /// The counterparts the Python catalog declares today (its own test,
     /// `test_catalog.py`, checks the families' declarations).
-    fn catalogue_counterparts() -> NativeCounterparts {
+    fn catalog_counterparts() -> NativeCounterparts {
         [
             ("copy", "native.copy"),
             ("pipeline", "native.copy"),
@@ -680,11 +680,11 @@ mod tests {
     }
 
     fn diagnose(results: &[ProbeResult], fingerprint: &Fingerprint) -> Vec<Finding> {
-        super::diagnose(results, fingerprint, &catalogue_counterparts())
+        super::diagnose(results, fingerprint, &catalog_counterparts())
     }
 
     #[test]
-    fn the_native_counterpart_is_the_one_the_catalogue_declares() {
+    fn the_native_counterpart_is_the_one_the_catalog_declares() {
         let spec = |id: &str, counterpart: Option<&str>| ProbeSpec {
             native_counterpart: counterpart.map(str::to_string),
             ..crate::test_support::spec(id)

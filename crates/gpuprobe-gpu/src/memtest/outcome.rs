@@ -59,7 +59,7 @@ pub fn probe_options(
     Ok(options)
 }
 
-/// The full memtest probe of this build's native catalogue.
+/// The full memtest probe of this build's native catalog.
 pub fn probe_spec() -> Option<gpuprobe_model::ProbeSpec> {
     crate::native_catalog()
         .into_iter()

@@ -283,7 +283,7 @@ fn failures_come_before_passes() {
 }
 
 #[test]
-fn the_summary_groups_by_the_group_the_catalogue_published_else_the_family() {
+fn the_summary_groups_by_the_group_the_catalog_published_else_the_family() {
     let grouped = |id: &str, group: Option<&str>| ProbeResult {
         report_group: group.map(str::to_string),
         ..result(id, DeviceRef::Gpu(0), Verdict::Pass)

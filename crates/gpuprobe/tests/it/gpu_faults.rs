@@ -17,10 +17,10 @@ use gpuprobe_model::Verdict;
 
 use crate::support::*;
 
-/// The probe that follows the deliberate faults in catalogue order: a bit-exact round trip
+/// The probe that follows the deliberate faults in catalog order: a bit-exact round trip
 /// and an exact matmul on the same GPU.
 const RECOVERY: &str = "fault.recovery.roundtrip";
-/// A copy probe that runs before the faults (catalogue order), as the baseline. A full id
+/// A copy probe that runs before the faults (catalog order), as the baseline. A full id
 /// selects that probe alone, so the run holds exactly three probes.
 const BEFORE: &str = "copy.d2d.medium.clone";
 

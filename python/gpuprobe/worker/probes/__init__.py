@@ -3,7 +3,7 @@
 A family's ``specs`` module declares its probes (ids, tiers, rules, parameters) and imports
 nothing heavy; ``run`` and the family's other modules implement them with torch and are
 imported only to run a probe. Each family's ``__init__`` says what the family owns. The
-catalogue lists every family's spec function in one place
+catalog lists every family's spec function in one place
 (``gpuprobe.worker.catalog.FAMILY_SPECS``).
 
 Families: ``copy`` (data movement), ``rng`` (random generators), ``dtype`` (conversions), ``ops``

@@ -1,4 +1,4 @@
-"""Alloc family implementation (see ``alloc_specs`` for the catalogue and id grammar).
+"""Alloc family implementation (see ``alloc_specs`` for the catalog and id grammar).
 
 Every allocation under test goes through ``ops_pipeline.alloc`` (so fault simulation can
 make it hang, crash or run out of memory). Blocks are filled with a per-block 32-bit tag and

@@ -1,4 +1,4 @@
-"""Allocator and stream stress (``alloc.stress.*``; catalogue and id grammar in ``alloc_specs``).
+"""Allocator and stream stress (``alloc.stress.*``; catalog and id grammar in ``alloc_specs``).
 
 This module owns the cases where the framework's caching allocator meets several streams or
 threads, each judged on the data it reads back, not on calls returning:

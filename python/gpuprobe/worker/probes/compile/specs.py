@@ -1,4 +1,4 @@
-"""compile family catalogue: PyTorch's operator database through ``torch.compile``
+"""compile family catalog: PyTorch's operator database through ``torch.compile``
 (Inductor) against eager on the same device and float64 on the CPU.
 
 Id grammar: ``compile.<program>.<dtype>``. A program is a set of database entries compiled
@@ -23,7 +23,7 @@ from typing import Any
 from gpuprobe.worker.catalog import ProbeDef
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
@@ -215,7 +215,7 @@ def specs() -> list[ProbeDef]:
     ``lane_plan``, listed dtype by dtype in ``FULL_DTYPES`` order (the costly float32
     programs first, booleans last, so no lane ends on an expensive program while the
     others idle) and, within a dtype, heaviest chunk first. A lane runs its probes in
-    catalogue order, so each lane keeps that order."""
+    catalog order, so each lane keeps that order."""
     plan = lane_plan(lane_count())
     out = [probe("standard", dtype, "standard", "compile-1") for dtype in STANDARD_DTYPES]
     order = heaviest_first()

@@ -1,4 +1,4 @@
-"""Copy family implementation (see ``copy_specs`` for the catalogue and id grammar).
+"""Copy family implementation (see ``copy_specs`` for the catalog and id grammar).
 
 Every probe builds its reference on the host from a deterministic pattern, moves data through
 ``gpuprobe.worker.ops`` with the method under test, reads the result back and compares it bit

@@ -1,4 +1,4 @@
-"""Dist family implementation (see ``dist_specs`` for the catalogue and id grammar).
+"""Dist family implementation (see ``dist_specs`` for the catalog and id grammar).
 
 Peer copies run in the worker itself. Collectives run in one child process per rank
 (``dist_child``), all started at once, meeting through a file store in a temporary

@@ -1,4 +1,4 @@
-"""Dist family catalogue: several GPUs of one host working together.
+"""Dist family catalog: several GPUs of one host working together.
 
 Id grammar:
 

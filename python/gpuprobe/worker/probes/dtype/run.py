@@ -1,4 +1,4 @@
-"""Dtype family implementation (see ``dtype_specs`` for the catalogue).
+"""Dtype family implementation (see ``dtype_specs`` for the catalog).
 
 Inputs are adversarial but well defined. For a floating-point source they hold: every bit
 pattern (8- and 16-bit sources) or a few thousand random ones (32/64-bit), the source's own

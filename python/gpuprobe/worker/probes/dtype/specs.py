@@ -1,4 +1,4 @@
-"""Dtype family catalogue: the conversion matrix, measured bit for bit.
+"""Dtype family catalog: the conversion matrix, measured bit for bit.
 
 Id grammar: ``dtype.<from>.<to>.<method>.<where>``
 
@@ -16,10 +16,10 @@ compares equal to NaN whatever its payload).
 from __future__ import annotations
 
 from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
-from gpuprobe.worker.ops import SHORTCUTS  # ops imports torch lazily: the catalogue stays torch-free
+from gpuprobe.worker.ops import SHORTCUTS  # ops imports torch lazily: the catalog stays torch-free
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The

@@ -1,4 +1,4 @@
-"""Fault family catalogue: deliberate real faults that prove the isolation.
+"""Fault family catalog: deliberate real faults that prove the isolation.
 
 Each probe breaks something on purpose, through the framework, and the run must report it
 with the right class and go on with the next probe on a usable GPU:
@@ -18,7 +18,7 @@ with the right class and go on with the next probe on a usable GPU:
 - ``fault.signal.abort``: the worker calls ``os.abort()``, as a native library does on a failed
   assertion (CRASH, signal 6);
 - ``fault.recovery.roundtrip``: not a fault but the check that follows them (it is last in
-  catalogue order): a bit-exact 64 MiB round trip and an exact matmul on the same device,
+  catalog order): a bit-exact 64 MiB round trip and an exact matmul on the same device,
   which must pass in whatever worker runs it after the faults.
 
 All declare ``needs = ["explicit"]`` (run only when ``--only`` names them) and tier ``soak``

@@ -1,4 +1,4 @@
-"""graph family catalogue: CUDA graphs (capture, replay, shared memory pools) and
+"""graph family catalog: CUDA graphs (capture, replay, shared memory pools) and
 ``torch.compile(mode="reduce-overhead")`` (Inductor's CUDA graph trees), judged against
 eager and float64.
 
@@ -35,7 +35,7 @@ from gpuprobe.worker.catalog import ProbeDef
 from gpuprobe.worker.probes.sweep.specs import SWEEP_RULE
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The

@@ -1,4 +1,4 @@
-"""nn family implementation (see ``nn_specs`` for the catalogue, id grammar and tolerances).
+"""nn family implementation (see ``nn_specs`` for the catalog, id grammar and tolerances).
 
 Models are written functionally, so the same code runs on the device under test (each
 convolution, GEMM and attention call through ``gpuprobe.worker.ops_math``, where fault

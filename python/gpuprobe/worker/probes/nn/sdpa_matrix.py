@@ -1,6 +1,6 @@
 """The attention matrix's design: factor levels, the covering designs and the cases of each
 ``nn.sdpa.matrix.*`` probe. Pure Python, importable without torch (``nn_specs`` builds the
-catalogue from it; ``nn_run.run_sdpa_matrix`` runs the cases it lists).
+catalog from it; ``nn_run.run_sdpa_matrix`` runs the cases it lists).
 
 A case is one ``scaled_dot_product_attention`` call (and, for the backward direction, one
 backward pass) described by five factors:

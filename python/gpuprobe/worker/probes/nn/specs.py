@@ -1,4 +1,4 @@
-"""nn family catalogue: convolutions, a small VAE, attention and autocast on the device under test.
+"""nn family catalog: convolutions, a small VAE, attention and autocast on the device under test.
 
 Id grammar:
 
@@ -55,7 +55,7 @@ from gpuprobe.worker.probes.nn import sdpa_matrix
 from gpuprobe.worker.probes.ops.specs import SHORT, accumulation_scale, bound, tolerance_rule
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The

@@ -1,4 +1,4 @@
-"""Ops family implementation (see ``ops_specs`` for the catalogue and id grammar).
+"""Ops family implementation (see ``ops_specs`` for the catalog and id grammar).
 
 Every probe builds its inputs on the host from the plan seed, stages them on the device under
 test, runs the operation under test through ``gpuprobe.worker.ops_math`` (so fault simulation
@@ -46,7 +46,7 @@ CHUNK = 1 << 22
 #: of honest results spread around it, and over 10^6-10^8 elements their tails cross 1x the
 #: bound (a healthy H100 had 1-5 such elements in causal attention and TF32 GEMMs), so the
 #: line sits 4x further out. Zeros still count wherever |ref| > 4 x bound x rms: every bound
-#: in the catalogue is below 0.25, so 4 x bound < 1.
+#: in the catalog is below 0.25, so 4 x bound < 1.
 GROSS = 4.0
 
 

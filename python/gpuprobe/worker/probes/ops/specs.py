@@ -1,4 +1,4 @@
-"""Ops family catalogue: PyTorch operations on the device under test against trusted references.
+"""Ops family catalog: PyTorch operations on the device under test against trusted references.
 
 Id grammar: ``ops.<group>.<op>.<dtype>[.<variant>]`` and ``ops.<gemm>.<dtype>[.<variant>]``
 
@@ -31,7 +31,7 @@ from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 from gpuprobe.worker.tolerances import DTYPE_TOLERANCE
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The

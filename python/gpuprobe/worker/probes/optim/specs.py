@@ -1,4 +1,4 @@
-"""optim family catalogue: torch.optim's for-loop, foreach and fused steps against float64,
+"""optim family catalog: torch.optim's for-loop, foreach and fused steps against float64,
 and GradScaler's skip, unscale and growth rules.
 
 Id grammar: ``optim.<optimizer>.<dtype>`` (``optim.adamw.bf16``) for every optimizer of
@@ -23,7 +23,7 @@ from gpuprobe.worker.catalog import ProbeDef
 from gpuprobe.worker.probes.sweep.specs import SWEEP_RULE
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The

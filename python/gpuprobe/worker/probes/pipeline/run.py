@@ -1,4 +1,4 @@
-"""Pipeline family implementation (see ``pipeline_specs`` for the catalogue and id grammar).
+"""Pipeline family implementation (see ``pipeline_specs`` for the catalog and id grammar).
 
 Every probe builds its reference from the dataset itself (``pipeline_data.LatentDataset``,
 computed in this process) and compares bit for bit twice per tensor: as the batch arrives on

@@ -1,4 +1,4 @@
-"""Pipeline family catalogue: the data path of a training job (layer ``pipeline``).
+"""Pipeline family catalog: the data path of a training job (layer ``pipeline``).
 
 Id grammar:
 
@@ -25,7 +25,7 @@ from gpuprobe.worker.catalog import BIT_EXACT, ProbeDef
 NATIVE_COUNTERPART = "native.copy"
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The

@@ -1,4 +1,4 @@
-"""RNG family implementation (see ``rng_specs`` for the catalogue).
+"""RNG family implementation (see ``rng_specs`` for the catalog).
 
 Samples are drawn on the device under test from a generator seeded from the plan seed and the
 probe id, read back, and summarized on the CPU in float64. The judge compares the summary with

@@ -1,4 +1,4 @@
-"""RNG family catalogue: random generators on the device under test.
+"""RNG family catalog: random generators on the device under test.
 
 Id grammar: ``rng.<op>.<dtype>[.<variant>]`` for sampled distributions (``randn``,
 ``randn_like``, ``rand``, ``randint``), ``rng.randperm.<n>`` (n written as ``2p20`` for 2^20,
@@ -16,7 +16,7 @@ from __future__ import annotations
 from gpuprobe.worker.catalog import INVARIANT, ProbeDef, statistical
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The

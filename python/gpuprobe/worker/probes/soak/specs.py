@@ -1,4 +1,4 @@
-"""Soak family catalogue: sentinel probes run cold, then after sustained load.
+"""Soak family catalog: sentinel probes run cold, then after sustained load.
 
 ``soak.sustained.mixed`` runs a set of sentinel probes of other families (their own
 implementations, with the same seeds), then keeps the device busy for ``soak_seconds``

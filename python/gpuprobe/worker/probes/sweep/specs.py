@@ -1,10 +1,10 @@
-"""sweep family catalogue: PyTorch's operator database, operator by operator, against float64.
+"""sweep family catalog: PyTorch's operator database, operator by operator, against float64.
 
 Id grammar: ``sweep.<op>[.<variant>].<dtype>`` (``sweep_db.op_key``), dtype ``fp32``,
 ``bf16``, ``fp16`` or ``fp64``; plus ``sweep.opdb``, which loads the database and reports
 what the sweep can drive on this torch (its version, the number of entries, per dtype).
 
-Which ids exist depends on the installed torch, so the catalogue has two parts:
+Which ids exist depends on the installed torch, so the catalog has two parts:
 
 - static (this module, no torch): ``sweep.opdb`` and the ``standard`` tier's fixed subset,
   ``STANDARD_OPS`` × ``STANDARD_DTYPES``: everyday operators of each kind (elementwise,
@@ -32,7 +32,7 @@ from gpuprobe.worker.catalog import MEASURE, ProbeDef
 from gpuprobe.worker.probes.sweep import db as sweep_db
 
 #: Seconds one run of a probe typically takes on a warm machine, by the longest prefix of its
-#: id listed (whole parts): the ``typical_s`` the catalogue publishes for each of the
+#: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
 #: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
@@ -145,7 +145,7 @@ def subset_lane(key: str) -> str:
 
 
 def standard_probes() -> list[tuple[str, str]]:
-    """(key, dtype) of every standard-subset probe, in catalogue order."""
+    """(key, dtype) of every standard-subset probe, in catalog order."""
     return [(key, dtype) for key in STANDARD_OPS for dtype in STANDARD_DTYPES] + list(STANDARD_EXTRA)
 
 
@@ -231,7 +231,7 @@ def specs() -> list[ProbeDef]:
 
 def resolve(probe_id: str) -> ProbeDef | None:
     """The ProbeDef of any well-formed sweep id (the expanded ones are not in the static
-    catalogue); None for anything else."""
+    catalog); None for anything else."""
     if not probe_id.startswith("sweep."):
         return None
     body, _, dtype = probe_id[len("sweep.") :].rpartition(".")

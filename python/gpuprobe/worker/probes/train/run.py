@@ -1,4 +1,4 @@
-"""train family implementation: whole training steps against float64 (catalogue and id
+"""train family implementation: whole training steps against float64 (catalog and id
 grammar in ``train_specs``).
 
 A probe builds one of two tiny models from the plan's seed (the same initial weights and

@@ -53,7 +53,7 @@ its offsets wrap).
 
 The cases, their geometry and the ``Scope`` they run in are ``scope``'s; the cases
 themselves are in ``CASE_MODULES``. This module imports no torch at import time: the
-catalogue and the memory table in ``docs/probes.md`` read the registry without it.
+catalog and the memory table in ``docs/probes.md`` read the registry without it.
 """
 
 from __future__ import annotations

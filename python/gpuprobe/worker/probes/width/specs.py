@@ -1,4 +1,4 @@
-"""width family catalogue: operations past the index-width boundaries.
+"""width family catalog: operations past the index-width boundaries.
 
 Id grammar: ``width.<group>.<boundary>``
 
