@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+use gpuprobe_model::Cost;
 use gpuprobe_model::FindingLayer;
 use gpuprobe_model::Vendor;
 use gpuprobe_model::is_switch_name;
@@ -18,7 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::entry::{CostSpec, OsName};
+use crate::entry::{OsName, StrictCost};
 use crate::isa;
 use crate::kb::EMBEDDED_CATALOGUE;
 use crate::lint::alloc_conf;
@@ -101,8 +102,8 @@ pub struct CatalogueEntry {
     /// What it changes.
     pub changes: String,
     /// What it costs.
-    #[serde(default)]
-    pub cost: CostSpec,
+    #[serde(default, with = "StrictCost")]
+    pub cost: Cost,
     /// Whether `fix` may apply it in a fresh worker.
     pub testable: bool,
     /// Caveats (read once per process, debugging aid, ...).
@@ -486,13 +487,7 @@ pub fn catalogue_markdown(catalogue: &Catalogue) -> String {
             .iter()
             .map(|v| format!("{v:?}").to_lowercase())
             .collect();
-        let mut cost: Vec<String> = entry
-            .cost
-            .to_model()
-            .tags()
-            .iter()
-            .map(|t| t.to_string())
-            .collect();
+        let mut cost: Vec<String> = entry.cost.tags().iter().map(|t| t.to_string()).collect();
         if let Some(note) = &entry.cost.note {
             cost.push(note.clone());
         }

@@ -43,7 +43,7 @@
 //! new condition simply takes its declaration place.
 
 use gpuprobe_model::Vendor;
-use gpuprobe_model::{FailClass, FindingLayer, Severity};
+use gpuprobe_model::{Cost, FailClass, FindingLayer, Severity};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -851,38 +851,31 @@ impl WorkaroundEvidence {
     }
 }
 
+// How the knowledge base reads and writes `gpuprobe_model::Cost`, its one cost type: a
+// field of type `Cost` says `#[serde(with = "StrictCost")]`. Strictly, as everywhere in an
+// entry: a typo in a cost table (`needs_rot`) is an error with its line, where the model's
+// `Cost` ignores an unknown key (a report or a profile a newer gpuprobe wrote). The remote
+// derive stops the build when these fields and `Cost`'s differ; the JSON Schemas take their
+// `Cost` from here, doc comments included.
 /// What a workaround costs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CostSpec {
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(remote = "Cost", deny_unknown_fields)]
+pub(crate) struct StrictCost {
     /// It makes things slower.
     #[serde(default)]
-    pub slower: bool,
+    slower: bool,
     /// It needs root.
     #[serde(default)]
-    pub needs_root: bool,
+    needs_root: bool,
     /// It needs a reboot.
     #[serde(default)]
-    pub needs_reboot: bool,
+    needs_reboot: bool,
     /// It needs a change to the user's code.
     #[serde(default)]
-    pub code_change: bool,
+    code_change: bool,
     /// Anything else about the cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-impl CostSpec {
-    /// As the model's cost record.
-    pub fn to_model(&self) -> gpuprobe_model::Cost {
-        gpuprobe_model::Cost {
-            slower: self.slower,
-            needs_root: self.needs_root,
-            needs_reboot: self.needs_reboot,
-            code_change: self.code_change,
-            note: self.note.clone(),
-        }
-    }
+    note: Option<String>,
 }
 
 /// One thing to do about an issue.
@@ -898,8 +891,8 @@ pub struct Workaround {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setting: Option<String>,
     /// What it costs.
-    #[serde(default)]
-    pub cost: CostSpec,
+    #[serde(default, with = "StrictCost")]
+    pub cost: Cost,
     /// A process setting `gpuprobe fix` may try in a fresh worker (must be in the
     /// workaround catalogue).
     #[serde(default)]

@@ -1405,7 +1405,7 @@ impl KbMatch {
                         description: w.description_with_evidence(),
                         kind: w.kind.name().to_string(),
                         setting: w.setting.clone(),
-                        cost: w.cost.to_model(),
+                        cost: w.cost.clone(),
                     }
                 })
                 .collect()

@@ -271,13 +271,7 @@ pub fn render_entry(entry: &KbEntry) -> String {
     if !entry.workarounds.is_empty() {
         let _ = writeln!(out, "workarounds");
         for w in &entry.workarounds {
-            let mut tags: Vec<String> = w
-                .cost
-                .to_model()
-                .tags()
-                .iter()
-                .map(|t| t.to_string())
-                .collect();
+            let mut tags: Vec<String> = w.cost.tags().iter().map(|t| t.to_string()).collect();
             if w.testable {
                 tags.push("testable with gpuprobe fix".to_string());
             }

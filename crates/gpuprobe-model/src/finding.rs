@@ -154,6 +154,13 @@ pub struct Cost {
 }
 
 impl Cost {
+    /// A copy of this cost. The knowledge base once had a cost type of its own, turned into
+    /// this one with `to_model()`; gpuprobe-doctor's fix candidates still call it, and this
+    /// goes once those calls are `clone()`.
+    pub fn to_model(&self) -> Cost {
+        self.clone()
+    }
+
     /// A short list of cost tags for tables.
     pub fn tags(&self) -> Vec<&'static str> {
         let mut tags = Vec::new();
@@ -333,6 +340,22 @@ mod tests {
             setting: setting.map(str::to_string),
             cost: Cost::default(),
         }
+    }
+
+    #[test]
+    fn a_cost_with_a_key_this_version_lacks_still_reads() {
+        // Reports, profiles and fix journals are read across gpuprobe versions (`fleet`,
+        // `ui`), so a key a newer version adds must not make them unreadable. Only the
+        // knowledge base reads a cost strictly (gpuprobe-kb's `StrictCost`).
+        let cost: Cost =
+            serde_json::from_str(r#"{"needs_root": true, "needs_power_cycle": true}"#).unwrap();
+        assert_eq!(
+            cost,
+            Cost {
+                needs_root: true,
+                ..Cost::default()
+            }
+        );
     }
 
     #[test]

@@ -1,34 +1,36 @@
 //! Runs probes out of process and records what happened.
 //!
 //! This crate is the only place that spawns worker processes. It owns:
-//! - finding the user's Python and extracting the embedded probe package ([`python`]);
+//! - finding the user's Python and extracting the embedded probe package ([`find_python`],
+//!   [`extract_package`]);
 //! - starting a worker with a private event descriptor and reading its JSON-lines events
-//!   ([`worker`]);
+//!   ([`WorkerCommand`], [`read_messages`]);
 //! - supervising a sequence of probes on one device: per-probe timeouts, killing the
 //!   process group on a hang, recording the signal and stderr tail on a crash, and starting
-//!   a fresh worker for the probes that remain ([`supervisor`]);
+//!   a fresh worker for the probes that remain ([`supervise`]);
 //! - the run directory, where every result is appended the moment it is known, so a killed
-//!   run loses nothing and can be resumed ([`rundir`]);
-//! - where run directories live and how they are named ([`paths`], [`stamp`]), and which
-//!   of them are over and may be pruned ([`runs`]);
-//! - fault-simulation presets and custom fault files ([`simulation`]);
+//!   run loses nothing and can be resumed ([`RunDir`], [`Writer`]);
+//! - where run directories live and how they are named ([`runs_root`], [`new_run_dir`],
+//!   [`rfc3339`]), and which of them are over and may be pruned ([`scan_runs`],
+//!   [`prune_runs`]);
+//! - fault-simulation presets and custom fault files ([`resolve_simulation`],
+//!   [`parse_faults`]);
 //! - one pre-imported Python interpreter that forks the lanes' workers, so a tier pays
-//!   one framework import ([`zygote`]);
-//! - the reports under the paths `gpuprobe fleet` is given ([`fleet_reports`]);
-//! - new kernel log lines seen while probes run ([`kmsg`]);
-//! - running a user's job for `gpuprobe run`, watched for crashes and hangs ([`job`]), with
-//!   the process-group and signal handling it shares with the probe supervisor
-//!   ([`process`]);
+//!   one framework import ([`Zygote`]);
+//! - the reports under the paths `gpuprobe fleet` is given ([`find_fleet_reports`]);
+//! - new kernel log lines seen while probes run ([`KernelLogSource`]);
+//! - running a user's job for `gpuprobe run`, watched for crashes and hangs ([`run_job`]),
+//!   with the process-group and signal handling it shares with the probe supervisor
+//!   ([`FORWARDED`]);
 //! - the one installer of signal handling: a signal cancels the supervisors and is passed
-//!   to `gpuprobe run`'s job, and the binary hears of it as an event ([`signals`]).
+//!   to `gpuprobe run`'s job, and the binary hears of it as an event ([`Signals`]).
 //!
 //! It does not judge: workers report observations, and `gpuprobe-doctor` turns them into
 //! verdicts.
 //!
 //! The modules are private: what other crates use is re-exported here, by name, and
 //! nothing else is, so `unreachable_pub` flags a `pub` item no other crate can reach
-//! (make it `pub(crate)`, or export it here when another crate needs it). `simulation`
-//! is the one public module still.
+//! (make it `pub(crate)`, or export it here when another crate needs it).
 
 mod error;
 mod fleet_reports;

@@ -162,7 +162,7 @@ const VERSION_CHECK: &str =
 /// module) is an interpreter, perhaps a broken one, and what breaks it is a finding the
 /// workers report. Refused are files that cannot be executed at all, programs that run,
 /// fail and never mention Python (`/bin/true`, `ls`), and programs that give no answer
-/// within [`VERSION_CHECK_TIMEOUT`] (a hung interpreter).
+/// within ten seconds (a hung interpreter).
 pub fn validate_explicit(
     path: &Path,
     env: &BTreeMap<String, String>,

@@ -627,8 +627,8 @@ impl RunDir {
 pub const PROFILE_USES_FILE: &str = "profile-uses.jsonl";
 /// The journal while it is being cut to its last [`PROFILE_USES_KEPT`] lines.
 const PROFILE_USES_TMP: &str = ".profile-uses.jsonl.tmp";
-/// The uses the journal keeps at least: when it grows past [`PROFILE_USES_MAX_BYTES`] it is
-/// cut to its newest this many lines.
+/// The uses the journal keeps at least: when it grows past 512 KiB it is cut to its newest
+/// this many lines.
 pub const PROFILE_USES_KEPT: usize = 1000;
 /// The size past which the journal is cut (a line is about 250 bytes: some 2,000 uses).
 const PROFILE_USES_MAX_BYTES: u64 = 512 * 1024;

@@ -418,8 +418,11 @@ impl Pruned<'_> {
     }
 }
 
-/// Removes what [`plan`] selects from `runs` under `policy` (nothing on a `dry_run`). A run
-/// already gone (another prune got there first) counts as neither removed nor failed.
+/// Removes the runs `policy` selects from `runs` (nothing on a `dry_run`): a run goes when
+/// every limit given allows it (it is not among the newest `keep`, and it started longer
+/// than `older_than` ago), unless it must stay (in progress, or holding a fix profile),
+/// which the result's `spared` lists with why. A run already gone (another prune got there
+/// first) counts as neither removed nor failed.
 pub fn prune(runs: &[RunInfo], policy: Policy, now: SystemTime, dry_run: bool) -> Pruned<'_> {
     let (selected, spared) = plan(runs, policy, now, None);
     let mut pruned = Pruned {

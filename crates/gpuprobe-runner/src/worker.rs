@@ -42,7 +42,9 @@ pub struct WorkerCommand {
     /// Variables to remove from the inherited environment.
     pub remove_env: Vec<String>,
     /// Whether its plan says `wait_for_start`: the worker then gets a pipe as stdin and
-    /// waits, after its hello, for [`RunningWorker::start`].
+    /// waits, after its hello, for the start line (its supervisor's [`StartGate`] says when).
+    ///
+    /// [`StartGate`]: crate::StartGate
     pub waits_for_start: bool,
 }
 
@@ -400,7 +402,7 @@ impl Drop for RunningWorker {
 /// `deliver` in order until it returns false (nobody listens any more); once the stream ends
 /// or fails, [`WorkerMessage::Closed`] comes last.
 ///
-/// Public, with [`decode_line`], so that the protocol fuzz target and its regression replay
+/// Public so that the protocol fuzz target and its regression replay
 /// (`crates/gpuprobe-fuzz-targets`) run the very code every worker's events go through.
 pub fn read_messages(mut reader: impl BufRead, mut deliver: impl FnMut(WorkerMessage) -> bool) {
     let mut buf = Vec::new();

@@ -112,7 +112,7 @@ pub struct SessionArgs {
     /// Print the report as JSON on stdout (schema: docs/report.schema.json).
     #[arg(long, display_order = 4)]
     pub json: bool,
-    /// Where to keep this run's results (default: ~/.local/state/gpuprobe/runs/<time>).
+    /// Where to keep this run's results (default: `~/.local/state/gpuprobe/runs/<time>`).
     #[arg(long, value_name = "DIR", display_order = 7)]
     pub run_dir: Option<PathBuf>,
     /// Fault simulation (test and demo mode): preset names or TOML files, comma-separated;
@@ -298,7 +298,7 @@ pub struct MemtestArgs {
     /// detection path on a healthy GPU.
     #[arg(long, value_name = "BYTE_OFFSET:BIT", hide = true)]
     pub inject_error: Option<String>,
-    /// Where to keep the run (default: ~/.local/state/gpuprobe/runs/<time>).
+    /// Where to keep the run (default: `~/.local/state/gpuprobe/runs/<time>`).
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
 }
@@ -353,7 +353,7 @@ pub struct NativeWorkerArgs {
     mut_arg("python", |a| a.help("The Python interpreter to probe").display_order(4)),
     mut_arg("simulate", |a| a.help("Fault simulation (test and demo mode), as in `check`. Every output says SIMULATED").display_order(5)),
     mut_arg("no_native", |a| a.display_order(6)),
-    mut_arg("run_dir", |a| a.help("Where to keep the search (default: ~/.local/state/gpuprobe/runs/fix-<time>)").display_order(7)),
+    mut_arg("run_dir", |a| a.help("Where to keep the search (default: `~/.local/state/gpuprobe/runs/fix-<time>`)").display_order(7)),
     mut_arg("json", |a| a.help("Print the account as JSON on stdout").display_order(13)),
     mut_arg("timeout_scale", |a| a.help("Multiply every probe's timeout; 0.05 to 1000").display_order(14)),
     mut_arg("startup_timeout", |a| a.help("Seconds a worker may take to start; 1 to 3600").display_order(15)),
@@ -530,7 +530,7 @@ pub struct BundleArgs {
     /// The run directory to bundle (default: the newest run under the state directory).
     #[arg(long = "run", value_name = "RUN_DIR")]
     pub run: Option<PathBuf>,
-    /// The archive to write (default: gpuprobe-bundle-<run>.tar.gz in the current
+    /// The archive to write (default: `gpuprobe-bundle-<run>.tar.gz` in the current
     /// directory).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

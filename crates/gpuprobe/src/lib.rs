@@ -5,7 +5,7 @@
 //! directory) exit 2 with a one-line explanation; anything else that stops gpuprobe itself
 //! exits 3. Probe failures are results, not errors: they flow through the report. A command
 //! a signal stopped returns its interruption like an error, and leaves with 128 + the
-//! signal and the line that says how to finish it ([`interrupt`]).
+//! signal and the line that says how to finish it (the `interrupt` module).
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -77,6 +77,26 @@ fn an_unknown_field_is_reported_where_it_is() {
 }
 
 #[test]
+fn an_unknown_cost_key_is_reported_where_it_is() {
+    // The cost is the model's `Cost`, which reads reports leniently; in an entry a typo
+    // must still be an error, not a cost silently dropped.
+    let (good, _) = broken(
+        "testable = true",
+        "cost = { needs_root = true, note = \"x\" }\ntestable = true",
+    );
+    let entry = parse_entry("kb/RKB-900-test.toml", &good, Strictness::Shipped).unwrap();
+    let cost = &entry.workarounds[0].cost;
+    assert!(cost.needs_root && !cost.needs_reboot);
+    assert_eq!(cost.note.as_deref(), Some("x"));
+
+    let (text, line) = broken(
+        "testable = true",
+        "cost = { needs_rot = true }\ntestable = true",
+    );
+    assert_error_at(&text, line, "needs_rot");
+}
+
+#[test]
 fn an_unknown_kind_is_reported() {
     let (text, line) = broken("kind = \"crash\"", "kind = \"crashes\"");
     assert_error_at(&text, line, "crashes");

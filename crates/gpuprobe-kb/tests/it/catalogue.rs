@@ -205,3 +205,11 @@ fn a_catalogue_typo_is_reported_with_its_line() {
     let error = Catalogue::parse("[[entry]]\nid = \"CAT-X\"\ntitel = \"x\"\n").unwrap_err();
     assert_eq!(error.line, 3);
 }
+
+#[test]
+fn a_catalogue_cost_typo_is_reported_with_its_line() {
+    let error =
+        Catalogue::parse("[[entry]]\nid = \"CAT-X\"\ncost = { needs_rot = true }\n").unwrap_err();
+    assert_eq!(error.line, 3);
+    assert!(error.message.contains("needs_rot"), "{error}");
+}
