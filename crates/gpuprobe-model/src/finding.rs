@@ -154,13 +154,6 @@ pub struct Cost {
 }
 
 impl Cost {
-    /// A copy of this cost. The knowledge base once had a cost type of its own, turned into
-    /// this one with `to_model()`; gpuprobe-doctor's fix candidates still call it, and this
-    /// goes once those calls are `clone()`.
-    pub fn to_model(&self) -> Cost {
-        self.clone()
-    }
-
     /// A short list of cost tags for tables.
     pub fn tags(&self) -> Vec<&'static str> {
         let mut tags = Vec::new();

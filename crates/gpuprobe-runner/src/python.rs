@@ -145,7 +145,7 @@ pub fn resolve_explicit(
 }
 
 /// How long an interpreter may take to print its version when `--python` is checked. One
-/// that does not answer in time is refused: every worker, the catalogue query and the
+/// that does not answer in time is refused: every worker, the catalog query and the
 /// fingerprint would each wait minutes on it only to report nothing. A Python answers this
 /// in well under a second; the margin is for a cold network file system.
 pub(crate) const VERSION_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -386,7 +386,7 @@ pub(crate) fn query_worker(
     }
 }
 
-/// What a catalogue listing returned.
+/// What a catalog listing returned.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListedCatalog {
     /// Every probe the worker can run.
@@ -396,10 +396,10 @@ pub struct ListedCatalog {
     pub devices: Option<Vec<gpuprobe_model::TorchDevice>>,
 }
 
-/// The probe catalogue (mode `catalog`: the framework is not imported, so this takes a
+/// The probe catalog (mode `catalog`: the framework is not imported, so this takes a
 /// fraction of a second).
 ///
-/// `options` go into the catalogue plan: `expand` names the families whose probes depend on
+/// `options` go into the catalog plan: `expand` names the families whose probes depend on
 /// the installed framework (the sweep's operators); listing them makes the worker import it,
 /// and then it also lists the GPUs the framework sees.
 pub fn fetch_catalog(
@@ -429,7 +429,7 @@ pub fn fetch_catalog(
             _ => {}
         }
     }
-    Err(unusable.unwrap_or_else(|| "the worker sent no catalogue".into()))
+    Err(unusable.unwrap_or_else(|| "the worker sent no catalog".into()))
 }
 
 /// The interpreter and framework as the worker sees them (mode `env`).

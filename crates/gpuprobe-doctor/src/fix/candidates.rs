@@ -227,7 +227,7 @@ fn alloc_conf_variable(fp: &Fingerprint) -> &'static str {
 }
 
 fn catalogue_cost(entry: &CatalogueEntry) -> Cost {
-    entry.cost.to_model()
+    entry.cost.clone()
 }
 
 /// Adds or merges a candidate (the same change from a KB entry and the catalogue is one
@@ -348,7 +348,7 @@ pub(super) fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
                             change,
                             title: workaround.description.clone(),
                             sources,
-                            cost: workaround.cost.to_model(),
+                            cost: workaround.cost.clone(),
                             rank,
                         },
                     );
@@ -361,7 +361,7 @@ pub(super) fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
                         description: workaround.description_with_evidence(),
                         kind: workaround.kind.name().to_string(),
                         setting: workaround.setting.clone(),
-                        cost: workaround.cost.to_model(),
+                        cost: workaround.cost.clone(),
                         sources: vec![m.entry.id.clone()],
                     },
                 ),
