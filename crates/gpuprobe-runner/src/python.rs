@@ -314,6 +314,28 @@ pub fn worker_command(python: &Path, package_dir: &Path, plan_file: &Path) -> Wo
     }
 }
 
+/// What a worker sent in a non-probing mode.
+#[derive(Debug, Default)]
+pub(crate) struct Queried {
+    /// Every event it sent up to `done`.
+    pub(crate) events: Vec<gpuprobe_model::WorkerEvent>,
+    /// Why the first line that names an event (`{"event": ...}`) could not be read as one:
+    /// such a line is otherwise dropped like any stray output, and a catalog dropped so
+    /// would take every Python probe with it without saying why.
+    pub(crate) unreadable: Option<String>,
+}
+
+/// The reason `line` names a protocol event that this build cannot read, or `None` when it
+/// is no event at all (stray output on the event descriptor).
+fn unreadable_event(line: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    let event = value.get("event")?.as_str()?.to_string();
+    let error = serde_json::from_value::<gpuprobe_model::WorkerEvent>(value).err()?;
+    Some(format!(
+        "the worker's {event} event could not be read: {error}"
+    ))
+}
+
 /// Runs a worker in a non-probing mode (`catalog` or `env`) and returns every event it sent
 /// up to `done`; fails with the reason when it cannot start, hangs or dies first.
 pub(crate) fn query_worker(
@@ -322,7 +344,7 @@ pub(crate) fn query_worker(
     mode: gpuprobe_model::WorkerMode,
     timeout: std::time::Duration,
     options: BTreeMap<String, serde_json::Value>,
-) -> Result<Vec<gpuprobe_model::WorkerEvent>, String> {
+) -> Result<Queried, String> {
     use gpuprobe_model::{PROTOCOL_VERSION, WorkerEvent, WorkerPlan};
 
     use crate::worker::{Next, RunningWorker, WorkerMessage};
@@ -344,7 +366,7 @@ pub(crate) fn query_worker(
     let program = command.program.display().to_string();
     let mut worker = RunningWorker::spawn(&command, None).map_err(|e| e.to_string())?;
     let deadline = std::time::Instant::now() + timeout;
-    let mut events = Vec::new();
+    let mut queried = Queried::default();
     loop {
         match worker.next(deadline) {
             Next::TimedOut => {
@@ -356,21 +378,26 @@ pub(crate) fn query_worker(
             }
             Next::Message(WorkerMessage::Event(event)) => {
                 let done = matches!(*event, WorkerEvent::Done);
-                events.push(*event);
+                queried.events.push(*event);
                 if done {
                     worker.wait();
-                    return Ok(events);
+                    return Ok(queried);
                 }
             }
-            Next::Message(WorkerMessage::Garbage(_)) => {}
+            Next::Message(WorkerMessage::Garbage(line)) => {
+                if queried.unreadable.is_none() {
+                    queried.unreadable = unreadable_event(&line);
+                }
+            }
             Next::Message(WorkerMessage::Closed) => {
                 let exit = worker.wait();
-                if events
+                if queried
+                    .events
                     .iter()
                     .any(|e| matches!(e, WorkerEvent::Catalog { .. } | WorkerEvent::Hello { .. }))
                     && exit.code == Some(0)
                 {
-                    return Ok(events);
+                    return Ok(queried);
                 }
                 let tail = worker.tail();
                 let why = crate::supervisor::telling_line(&tail).unwrap_or_else(|| {
@@ -409,7 +436,7 @@ pub fn fetch_catalog(
     options: BTreeMap<String, serde_json::Value>,
 ) -> Result<ListedCatalog, String> {
     use gpuprobe_model::{WorkerEvent, WorkerMode};
-    let events = query_worker(
+    let queried = query_worker(
         command_for,
         plan_path,
         WorkerMode::Catalog,
@@ -417,7 +444,7 @@ pub fn fetch_catalog(
         options,
     )?;
     let mut unusable = None;
-    for event in events {
+    for event in queried.events {
         match event {
             WorkerEvent::Catalog { probes, devices } => {
                 return Ok(ListedCatalog { probes, devices });
@@ -429,7 +456,9 @@ pub fn fetch_catalog(
             _ => {}
         }
     }
-    Err(unusable.unwrap_or_else(|| "the worker sent no catalog".into()))
+    Err(unusable
+        .or(queried.unreadable)
+        .unwrap_or_else(|| "the worker sent no catalog".into()))
 }
 
 /// The interpreter and framework as the worker sees them (mode `env`).
@@ -453,8 +482,8 @@ pub fn fetch_env(
         timeout,
         BTreeMap::new(),
     ) {
-        Ok(events) => {
-            for event in events {
+        Ok(queried) => {
+            for event in queried.events {
                 if let WorkerEvent::Hello {
                     python_version,
                     interpreter,
@@ -488,6 +517,49 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// A worker that writes `lines` on the event descriptor and exits.
+    fn scripted(lines: &[&str]) -> impl Fn(&Path) -> WorkerCommand {
+        let script: String = lines.iter().map(|l| format!("echo '{l}' >&3\n")).collect();
+        move |_| WorkerCommand {
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), script.clone().into()],
+            env: BTreeMap::new(),
+            remove_env: Vec::new(),
+            waits_for_start: false,
+        }
+    }
+
+    #[test]
+    fn a_catalog_this_build_cannot_read_is_refused_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("catalog.json");
+        let timeout = std::time::Duration::from_secs(30);
+        let spec = r#"{"id":"x.y","tier":"quick","layer":"framework","rule":{"kind":"ulps"},"backend":"python","timeout_s":1.0,"description":"d"}"#;
+        let catalog = format!(r#"{{"event":"catalog","probes":[{spec}]}}"#);
+        let done = r#"{"event":"done"}"#;
+        let err = fetch_catalog(
+            scripted(&[&catalog, done]),
+            &plan,
+            timeout,
+            BTreeMap::new(),
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("the worker's catalog event could not be read: unknown variant `ulps`"),
+            "{err}"
+        );
+        // Stray output on the descriptor is still no reason to refuse a readable catalog.
+        let good = catalog.replace("ulps", "bit_exact");
+        let listed = fetch_catalog(
+            scripted(&["not json", r#"{"no":"event"}"#, &good, done]),
+            &plan,
+            timeout,
+            BTreeMap::new(),
+        )
+        .unwrap();
+        assert_eq!(listed.probes.len(), 1);
     }
 
     #[test]
