@@ -1,21 +1,22 @@
 #!/bin/bash
-# Call 1: the build after the doctor's split (plan/, exec/, verdict/, the engine's LaneBook):
-# behaviour unchanged on the GPU. The standard tier interleaved with the floor (the same build
-# on both sides of bench/ab-standard.sh: six timed runs), each run's results and problems; the
-# quick tier once; then the full tier under a 150 s budget, each verdict against the last full
-# run's (bench/axes/h200-2026-11-29/full2-report.json.xz).
-N=.dev/gpuprobe-new
+# Call 1: the build after the doctor's split (plan/, exec/, verdict/, the engine's LaneBook;
+# ff12721) against the build of 19e1d5e (the engine before the module moves): behaviour and
+# time unchanged on the GPU. The standard tier interleaved with the floor, 3 pairs, each run's
+# results and problems; the quick tier once; then the full tier under a 150 s budget, each
+# verdict against the last full run's (bench/axes/h200-2026-11-29/full2-report.json.xz).
+B=.dev/gpuprobe-19e1d5e; N=.dev/gpuprobe-new
 L=$OUT/gpu1.log; exec > $L 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__)"
 mkdir -p $OUT/r
-bash bench/ab-standard.sh $N $N $OUT/r/ab 3
+bash bench/ab-standard.sh $B $N $OUT/r/ab 3
 python3 - $OUT/r/ab/ab.txt <<'PY'
 import re, statistics, sys
 rows = [re.search(r"floor ([0-9.]+) \| A ([0-9.]+) s .*\| B ([0-9.]+) s", l) for l in open(sys.argv[1])]
 rows = [tuple(map(float, m.groups())) for m in rows if m]
-ratios = [r[i] / r[0] for r in rows for i in (1, 2)]
-print("per-run ratio to the pair's floor " + ", ".join(f"{x:.2f}" for x in ratios) + f"; median {statistics.median(ratios):.2f}")
+for name, i in (("base 19e1d5e", 1), ("new", 2)):
+    ratios = [r[i] / r[0] for r in rows]
+    print(f"{name}: seconds " + ", ".join(f"{r[i]:.2f}" for r in rows) + f" (median {statistics.median(r[i] for r in rows):.2f}); ratio to the pair's floor " + ", ".join(f"{x:.2f}" for x in ratios) + f"; median {statistics.median(ratios):.2f}")
 PY
 python3 - $OUT/r/ab <<'PY'
 import json, glob, sys
