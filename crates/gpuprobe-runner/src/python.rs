@@ -539,13 +539,8 @@ mod tests {
         let spec = r#"{"id":"x.y","tier":"quick","layer":"framework","rule":{"kind":"ulps"},"backend":"python","timeout_s":1.0,"description":"d"}"#;
         let catalog = format!(r#"{{"event":"catalog","probes":[{spec}]}}"#);
         let done = r#"{"event":"done"}"#;
-        let err = fetch_catalog(
-            scripted(&[&catalog, done]),
-            &plan,
-            timeout,
-            BTreeMap::new(),
-        )
-        .unwrap_err();
+        let err = fetch_catalog(scripted(&[&catalog, done]), &plan, timeout, BTreeMap::new())
+            .unwrap_err();
         assert!(
             err.starts_with("the worker's catalog event could not be read: unknown variant `ulps`"),
             "{err}"

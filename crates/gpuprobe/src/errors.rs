@@ -232,7 +232,7 @@ mod tests {
     fn a_cause_shown_on_one_line_is_not_shown_again() {
         let path = std::env::temp_dir().join(format!("gpuprobe-bad-{}.toml", std::process::id()));
         std::fs::write(&path, "profile_version = 1\n[env\nX=1\n").unwrap();
-        let source = crate::profiles::load(&path).unwrap_err();
+        let source = gpuprobe_doctor::profile::load(&path).unwrap_err();
         let _ = std::fs::remove_file(&path);
         let err = Failure::from(CliError::Profile { source });
         let (status, text) = exit_status_and_message(&err);

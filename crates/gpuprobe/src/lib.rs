@@ -23,9 +23,6 @@ mod progress;
 mod session;
 mod time;
 
-// `run` still names these by their former binary paths.
-pub(crate) use gpuprobe_doctor::profile as profiles;
-
 /// Runs gpuprobe with the given arguments (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().collect();

@@ -19,8 +19,6 @@ use crate::{interrupt, output, paths, time};
 
 use super::process_env;
 
-// `runs` names the account file by its former path.
-
 /// Runs `fix`.
 pub(super) fn run(args: FixArgs) -> Result<ExitStatus> {
     let shared = &args.session;

@@ -16,7 +16,8 @@ use nix::sys::signal::Signal;
 use crate::cli::{FallbackArg, RunArgs};
 use crate::errors::CliError;
 use crate::errors::Result;
-use crate::{paths, profiles};
+use crate::paths;
+use gpuprobe_doctor::profile as profiles;
 
 use super::process_env;
 
