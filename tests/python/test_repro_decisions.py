@@ -4,8 +4,9 @@ with.
 
 The probe's side is observed, not recomputed: the probe runs on the CPU and what it hands the
 code under test is recorded (the sweep's oracle arguments, ``sweep_oracle.compare_leaf``, for
-cases that turn each of its per-case decisions). The script's side is what its text holds
-and what its own definitions make."""
+cases that turn each of its per-case decisions; the operands an ops probe hands ``ops_math``;
+a convolution's input and weights; an attention probe's q, k, v, mask and output gradient).
+The script's side is what its text holds and what its own ``build`` makes."""
 
 from __future__ import annotations
 
@@ -199,3 +200,148 @@ def test_a_sweep_script_judges_its_case_as_the_probe_did(
     call_input, args, kwargs = namespace["sample_call"](tensors, False, "cpu")
     rebuilt = types.SimpleNamespace(input=call_input, args=tuple(args), kwargs=kwargs)
     assert sweep_cases.digest(torch, rebuilt) == sweep_cases.digest(torch, chosen.samples[index])
+
+
+# ---------------------------------------------------------------------------------------------
+# ops: the script's operands are the ones the probe handed the kernel under test.
+
+#: Probes whose every trial the script rebuilds (a crash names none, so the script runs all).
+OPS_PROBES = [
+    "ops.linear.bf16",
+    "ops.addmm.fp32",
+    "ops.bmm.fp16",
+    "ops.reduce.sum.fp16",
+    "ops.reduce.mean.bf16",
+    "ops.elementwise.div.fp16",
+    "ops.elementwise.exp.fp32",
+    "ops.elementwise.add.bf16",
+]
+
+
+def _run_probe(probe: str) -> None:
+    """Runs ``probe`` of the catalogue on the CPU, as the worker does."""
+    import importlib
+
+    from gpuprobe.worker.context import ProbeContext
+
+    definition = catalog.lookup(probe)
+    assert definition is not None
+    module, function = definition.impl.split(":")
+    getattr(importlib.import_module(module), function)(ProbeContext(torch, "cpu", SEED, probe), **definition.params)
+
+
+def _crash_script(monkeypatch: pytest.MonkeyPatch, probe: str) -> dict[str, Any]:
+    """The script for a crash of ``probe`` on the CPU (every case of it), its ``main`` not run."""
+    result = {"probe": probe, "device": "cpu", "verdict": {"verdict": "crash"}, "observation": {"measurement": {}, "metrics": {}}}
+    text, _ = generate(result, {"seed": SEED, "settings": {"set": {}, "unset": []}, "tasks": []})
+    return _script_namespace(monkeypatch, text, f"{probe}/repro.py")
+
+
+def _probe_operands(monkeypatch: pytest.MonkeyPatch, probe: str) -> list[tuple[Any, ...]]:
+    """The operands the probe, run on the CPU, hands ``ops_math`` for each of its trials."""
+    from gpuprobe.worker import ops_math
+
+    seen: list[tuple[Any, ...]] = []
+    matmul, reduce, elementwise = ops_math.matmul, ops_math.reduce, ops_math.elementwise
+
+    def on_matmul(method: str, a: Any, b: Any, **options: Any) -> Any:
+        seen.append((a, b, options.get("bias")))
+        return matmul(method, a, b, **options)
+
+    def on_reduce(method: str, x: Any, **options: Any) -> Any:
+        seen.append((x,))
+        return reduce(method, x, **options)
+
+    def on_elementwise(method: str, compute: Any, **options: Any) -> Any:
+        seen.append(tuple(options.get("sources", ())))
+        return elementwise(method, compute, **options)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ops_math, "matmul", on_matmul)
+        patch.setattr(ops_math, "reduce", on_reduce)
+        patch.setattr(ops_math, "elementwise", on_elementwise)
+        _run_probe(probe)
+    return seen
+
+
+@pytest.mark.parametrize("probe", OPS_PROBES)
+def test_an_ops_script_builds_the_operands_the_probe_ran(monkeypatch: pytest.MonkeyPatch, probe: str) -> None:
+    namespace = _crash_script(monkeypatch, probe)
+    seen = _probe_operands(monkeypatch, probe)
+    cases = namespace["CASES"]
+    assert len(cases) == len(seen) > 1
+    for case, operands in zip(cases, seen):
+        built = namespace["build"](case, "cpu")
+        names = [n for n in ("a", "b", "bias", "x") if isinstance(built.get(n), torch.Tensor)]
+        assert len(names) == len([o for o in operands if o is not None]), (probe, case)
+        for name, operand in zip(names, [o for o in operands if o is not None]):
+            mine = built[name]
+            assert (mine.dtype, tuple(mine.shape), mine.stride()) == (operand.dtype, tuple(operand.shape), operand.stride()), (probe, case, name)
+            assert torch.equal(mine, operand), (probe, case, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# nn: the script's convolution weights and attention inputs are the probe's.
+
+CONV_PROBES = ["nn.conv2d.fp16.bwd", "nn.conv2d.depthwise.bf16", "nn.conv_transpose2d.fp32"]
+SDPA_PROBES = ["nn.sdpa.bf16.math.d64.s1024.padding", "nn.sdpa.bf16.math.d64.s1024.causal.bwd"]
+
+
+def _same(mine: Any, theirs: Any, what: Any) -> None:
+    assert (mine.dtype, tuple(mine.shape)) == (theirs.dtype, tuple(theirs.shape)), what
+    assert torch.equal(mine.detach(), theirs.detach()), what
+
+
+@pytest.mark.parametrize("probe", CONV_PROBES)
+def test_a_convolution_script_builds_the_input_and_weights_the_probe_ran(monkeypatch: pytest.MonkeyPatch, probe: str) -> None:
+    from gpuprobe.worker.probes.nn import run as nn_run
+
+    namespace = _crash_script(monkeypatch, probe)
+    seen: list[tuple[Any, dict[str, Any]]] = []
+    apply = nn_run._conv_apply
+
+    def on_apply(F: Any, kind: str, x: Any, p: dict[str, Any], case: dict[str, Any], call: Any) -> Any:
+        if call is not nn_run._plain:  # the device's call, not the float64 reference
+            seen.append((x, dict(p)))
+        return apply(F, kind, x, p, case, call)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nn_run, "_conv_apply", on_apply)
+        _run_probe(probe)
+    cases = namespace["CASES"]
+    assert len(cases) == len(seen) > 1
+    for case, (x, params) in zip(cases, seen):
+        built = namespace["build"](case, "cpu")
+        _same(built["x"], x, (probe, case["case"], "x"))
+        assert list(built["params"]) == list(params)
+        for name in params:
+            _same(built["params"][name], params[name], (probe, case["case"], name))
+
+
+@pytest.mark.parametrize("probe", SDPA_PROBES)
+def test_an_attention_script_builds_the_inputs_the_probe_ran(monkeypatch: pytest.MonkeyPatch, probe: str) -> None:
+    from collections import OrderedDict
+
+    from gpuprobe.worker.probes.nn import run as nn_run
+
+    namespace = _crash_script(monkeypatch, probe)
+    seen: list[tuple[Any, ...]] = []
+    reference = nn_run._attention_reference
+
+    def on_reference(torch_: Any, q: Any, k: Any, v: Any, allowed: Any, causal: bool, grad: Any, rows: Any) -> Any:
+        seen.append((q, k, v, allowed, grad))
+        return reference(torch_, q, k, v, allowed, causal, grad, rows)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nn_run, "_attention_reference", on_reference)
+        patch.setattr(nn_run, "_REFERENCES", OrderedDict())  # computed, not taken from another test's run
+        _run_probe(probe)
+    assert len(seen) == 1
+    (case,) = namespace["CASES"]
+    built = namespace["build"](case, "cpu")
+    q, k, v, allowed, grad = seen[0]
+    for name, theirs in (("q", q), ("k", k), ("v", v), ("mask", allowed), ("grad", grad)):
+        if theirs is None:
+            assert built[name] is None, (probe, name)
+        else:
+            _same(built[name], theirs, (probe, name))
