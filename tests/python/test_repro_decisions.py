@@ -345,3 +345,56 @@ def test_an_attention_script_builds_the_inputs_the_probe_ran(monkeypatch: pytest
             assert built[name] is None, (probe, name)
         else:
             _same(built[name], theirs, (probe, name))
+
+
+# ---------------------------------------------------------------------------------------------
+# copy: the script copies the data the probe copied.
+
+
+def _recorded_h2d(monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]) -> list[Any]:
+    """The host sources ``run`` hands ``ops.h2d``, in order."""
+    from gpuprobe.worker import ops
+
+    sources: list[Any] = []
+    h2d = ops.h2d
+
+    def on_h2d(src: Any, device: Any, **options: Any) -> Any:
+        sources.append(src.clone())
+        return h2d(src, device, **options)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ops, "h2d", on_h2d)
+        run()
+    return sources
+
+
+def test_a_transfer_script_copies_the_data_the_probe_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    probe = "copy.h2d.pageable.odd.blocking"  # 21 shapes, each its own seed
+    namespace = _crash_script(monkeypatch, probe)
+    sources = _recorded_h2d(monkeypatch, lambda: _run_probe(probe))
+    assert len(namespace["CASES"]) == len(sources) > 1
+    for case, src in zip(namespace["CASES"], sources):
+        _same(namespace["build"](case, "cpu")["src"], src, (probe, case["trial"]))
+
+
+def test_a_tiny_copy_script_copies_the_slice_the_probe_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One thread, so the probe's copies are made in their order; each failing copy's script
+    copies the same elements of the same pattern."""
+    from gpuprobe.worker.context import ProbeContext
+    from gpuprobe.worker.probes.copy import run as copy_run
+
+    base = catalog.lookup("copy.h2d.pageable.tiny.blocking")
+    assert base is not None
+    probe = "copy.h2d.pageable.tiny.one_thread"
+    params = {**base.params, "threads": 1, "iterations": 40}
+    definition = dataclasses.replace(base, id=probe, params=params)
+    monkeypatch.setattr(catalog, "lookup", lambda name: definition if name == probe else None)
+    sources = _recorded_h2d(monkeypatch, lambda: copy_run.run_tiny(ProbeContext(torch, "cpu", SEED, probe), **params))
+    assert len(sources) == 40 and len({s.numel() for s in sources}) > 1
+    for copy in (0, 1, 2, 17, 39):
+        observation = {"measurement": {"first_mismatch": {"trial": copy, "index": 0}}, "metrics": {}}
+        result = {"probe": probe, "device": "cpu", "verdict": {"verdict": "fail"}, "observation": observation}
+        text, _ = generate(result, {"seed": SEED, "settings": {"set": {}, "unset": []}, "tasks": []})
+        namespace = _script_namespace(monkeypatch, text, f"{probe}/repro.py")
+        (case,) = namespace["CASES"]
+        _same(namespace["build"](case, "cpu")["src"], sources[copy], (probe, copy))
