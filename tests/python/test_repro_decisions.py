@@ -398,3 +398,30 @@ def test_a_tiny_copy_script_copies_the_slice_the_probe_copied(monkeypatch: pytes
         namespace = _script_namespace(monkeypatch, text, f"{probe}/repro.py")
         (case,) = namespace["CASES"]
         _same(namespace["build"](case, "cpu")["src"], sources[copy], (probe, copy))
+
+
+# ---------------------------------------------------------------------------------------------
+# pipeline: the script saves the tensors the probe saved.
+
+
+def test_a_save_load_script_saves_the_tensors_the_probe_saved(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuprobe.worker.probes.pipeline import run as pipeline_run
+
+    probe = "pipeline.save.torch.bf16"
+    namespace = _crash_script(monkeypatch, probe)
+    saved: list[Any] = []
+    save = torch.save
+
+    def on_save(obj: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+        saved.append({name: t.detach().cpu().clone() for name, t in obj.items()})
+        return save(obj, path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "save", on_save)
+        _run_probe(probe)
+    assert len(saved) == 1 and pipeline_run.save_load_tensors(False).keys() == saved[0].keys()
+    (case,) = namespace["CASES"]
+    built = namespace["build"](case, "cpu")
+    assert list(built["refs"]) == list(saved[0])
+    for name, tensor in saved[0].items():
+        _same(built["refs"][name], tensor, (probe, name))
