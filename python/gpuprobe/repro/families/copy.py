@@ -11,11 +11,13 @@ from gpuprobe.repro.script import BIT_EXACT_HELPERS, Recipe
 
 
 def _transfer(case: Case) -> Recipe:
+    from gpuprobe.worker.probes.copy import run as copy_run
+
     p = case.params
     direction, memory, method, nb, dtype = p["direction"], p["memory"], p["method"], p["non_blocking"], p["dtype"]
     shapes = [tuple(s) for s in p["shapes"]]
     chosen = case.chosen(len(shapes), "copy")
-    cases = [{"trial": t, "shape": shapes[t], "seed": case.derive(f"trial{t}")} for t in chosen]
+    cases = [{"trial": t, "shape": shapes[t], "seed": case.derive(copy_run.trial_tag(t))} for t in chosen]
     largest = max(math.prod(c["shape"]) for c in cases)
     pinned = memory == "pinned"
     canary = method == "copy_"
@@ -110,11 +112,12 @@ def check(case, inputs, result):
 
 
 def _tiny(case: Case) -> Recipe:
+    from gpuprobe.worker.probes.copy import run as copy_run
+
     p = case.params
     direction, memory, nb = p["direction"], p["memory"], p["non_blocking"]
     count = p["threads"] * p["iterations"]
-    tiny_max = 15
-    sizes = [(i * 7) % tiny_max + 1 for i in range(count)]
+    sizes = copy_run.tiny_sizes(count)
     total = sum(sizes)
     # A crash or hang: the first copy (each is a fresh allocation of its own).
     trial = case.chosen(count, "tiny copy")[0]
@@ -186,11 +189,13 @@ def check(case, inputs, result):
 
 
 def _d2d(case: Case) -> Recipe:
+    from gpuprobe.worker.probes.copy import run as copy_run
+
     p = case.params
     method, dtype = p["method"], p["dtype"]
     shapes = [tuple(s) for s in p["shapes"]]
     chosen = case.chosen(len(shapes), "copy")
-    cases = [{"trial": t, "shape": shapes[t], "seed": case.derive(f"trial{t}")} for t in chosen]
+    cases = [{"trial": t, "shape": shapes[t], "seed": case.derive(copy_run.trial_tag(t))} for t in chosen]
     largest = max(math.prod(c["shape"]) for c in cases)
     call = "inputs['on_device'].clone()" if method == "clone" else "inputs['out'].copy_(inputs['on_device'])"
     out_line = (
@@ -289,13 +294,15 @@ def check(case, inputs, result):
 
 
 def _reuse(case: Case) -> Recipe:
+    from gpuprobe.worker.probes.copy import run as copy_run
+
     p = case.params
     memory, nb, trials, numel = p["memory"], bool(p["non_blocking"]), int(p["trials"]), int(p["numel"])
     pinned = memory == "pinned"
     # Every copy up to the failing one: whether a copy replaces the last one depends on the
     # copies before it.
     last = case.chosen(trials, "copy")[-1]
-    cases = [{"trial": t, "seed": case.derive(f"trial{t}")} for t in range(last + 1)]
+    cases = [{"trial": t, "seed": case.derive(copy_run.trial_tag(t))} for t in range(last + 1)]
     body = f'''\
 PINNED = {pinned!r}
 NON_BLOCKING = {nb!r}

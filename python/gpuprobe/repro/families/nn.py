@@ -6,7 +6,6 @@ seeds and judged against float64 on the CPU with the probe's bound.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gpuprobe.repro.families.base import Case
@@ -26,22 +25,10 @@ _APPLY = {
 }
 
 
-def _params(kind: str, c: dict[str, int]) -> dict[str, tuple[list[int], float]]:
-    """The shapes and standard deviations of the weights (``nn_run._conv_params``)."""
-    cin, cout, k = c["cin"], c["cout"], c["k"]
-    if kind == "depthwise":
-        return {
-            "dw": ([cin, 1, k, k], 1.0 / k),
-            "db": ([cin], 0.1),
-            "pw": ([cout, cin, 1, 1], 1.0 / math.sqrt(cin)),
-            "pb": ([cout], 0.1),
-        }
-    if kind == "conv_transpose2d":
-        return {"w": ([cin, cout, k, k], 1.0 / math.sqrt(cin * k * k / c["stride"] ** 2)), "b": ([cout], 0.1)}
-    return {"w": ([cout, cin, k, k], 1.0 / math.sqrt(cin * k * k)), "b": ([cout], 0.1)}
-
-
 def _conv(case: Case) -> Recipe:
+    from gpuprobe.worker.probes.nn import run as nn_run
+    from gpuprobe.worker.probes.ops import run as ops_run
+
     p = case.params
     kind, dtype, rule_dtype, backward = p["kind"], p["dtype"], p["rule_dtype"], bool(p["backward"])
     tolerance = float(p["tolerance"])
@@ -49,8 +36,11 @@ def _conv(case: Case) -> Recipe:
     cases = []
     for t in case.chosen(len(shapes), "convolution", by="worst"):
         c = dict(shapes[t])
-        tag = f"case{t}"
-        params = {name: {"shape": shape, "std": std, "seed": case.derive(tag + name)} for name, (shape, std) in _params(kind, c).items()}
+        tag = ops_run.trial_tag(t)
+        params = {
+            name: {"shape": shape, "std": std, "seed": case.derive(tag + name)}
+            for name, (shape, std) in nn_run.conv_param_specs(kind, c).items()
+        }
         cases.append({"case": t, "conv": c, "x_seed": case.derive(tag + "x"), "grad_seed": case.derive(tag + "g"), "params": params})
     weight = "pw" if kind == "depthwise" else "w"
     method = "conv_transpose2d" if kind == "conv_transpose2d" else "conv2d"
@@ -150,24 +140,20 @@ RECIPES: dict[str, Any] = {"gpuprobe.worker.probes.nn.run:run_conv": _conv}
 def _sdpa(case: Case) -> Recipe:
     import inspect
 
-    from gpuprobe.worker.patterns import derive_seed
     from gpuprobe.worker.probes.nn import run as nn_run
-    from gpuprobe.worker.probes.nn.specs import CPU_SEQ
 
     p = case.params
     dtype, backend, head_dim, seq, mask = p["dtype"], p["backend"], int(p["head_dim"]), int(p["seq"]), p["mask"]
     layout, backward, sampled_rows, tolerance = p["layout"], bool(p["backward"]), int(p["sampled_rows"]), float(p["tolerance"])
     designed_seq = seq
-    if case.device_type == "cpu" and seq > CPU_SEQ:
-        seq = CPU_SEQ + 1 if sampled_rows else CPU_SEQ
-    batch, heads = (2, 1) if mask in ("padding", "allmasked") else (1, 2)
-    key = (case.seed, dtype, head_dim, seq, batch, heads, mask, backward, sampled_rows)
+    run = nn_run.sdpa_case(case.seed, dtype, head_dim, seq, mask, backward, sampled_rows, case.device_type != "cpu")
+    seq = run.seq
     c = {
-        "shape": [batch, heads, seq, head_dim],
+        "shape": [run.batch, run.heads, seq, head_dim],
         "mask": mask,
         "causal": mask == "causal",
         "sampled_rows": sampled_rows,
-        "seed": derive_seed(case.seed, "nn.sdpa.inputs", repr(key)),
+        "seed": run.seed,
     }
     helpers = "\n\n\n".join(
         [

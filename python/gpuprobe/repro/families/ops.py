@@ -5,7 +5,6 @@ bound.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gpuprobe.repro.families.base import Case, NoRepro
@@ -46,16 +45,16 @@ def compare_tolerance(actual, expected, tolerance):
 
 
 def _matmul(case: Case) -> Recipe:
+    from gpuprobe.worker.probes.ops import run as ops_run
+
     p = case.params
     method, dtype, rule_dtype, tolerance = p["method"], p["dtype"], p["rule_dtype"], float(p["tolerance"])
-    shapes = list(p["shapes"])
-    if case.device_type == "cpu":
-        shapes = [s for s in shapes if not s.get("gpu_only")]
+    shapes = ops_run.gemm_shapes(list(p["shapes"]), case.device_type != "cpu")
     chosen = case.chosen(len(shapes), "GEMM shape", by="worst")
     cases = []
     for t in chosen:
         shape = {k: int(v) for k, v in shapes[t].items() if k in ("m", "k", "n", "batch")}
-        seeds = {part: case.derive(f"case{t}{part}") for part in ("a", "b", "bias")}
+        seeds = {part: case.derive(ops_run.trial_tag(t) + part) for part in ("a", "b", "bias")}
         cases.append({"case": t, "shape": shape, "seeds": seeds})
     if method == "bmm":
         operands = "a = randn([batch, m, k], s['a']); b = randn([batch, k, n], s['b']); bias = None"
@@ -135,42 +134,22 @@ def check(case, inputs, result):
 
 
 def elementwise_cases(case: Case, method: str) -> list[dict[str, Any]]:
-    """The probe's trials (``ops_run._elementwise_trials``) as data: label, operand shapes,
+    """The probe's trials (``ops_run.elementwise_trials``) as data: label, operand shapes,
     seeds and views, in the probe's order and with its sizes for the device type."""
-    if case.device_type == "cpu":
-        n1, n2, rows, cols = (1 << 16) + 1, (1 << 12) + 64, 257, 65
-    else:
-        n1, n2, rows, cols = (1 << 20) + 1, (1 << 16) + 64, 1025, 257
+    from gpuprobe.worker.probes.ops import run as ops_run
 
-    def a(shape: list[int], tag: str, view: str | None = None) -> dict[str, Any]:
-        spec: dict[str, Any] = {"shape": shape, "seed": case.derive("a" + tag)}
-        if view:
-            spec["view"] = view
-        return spec
+    def spec(operand: Any) -> Any:
+        if operand is None or isinstance(operand, float):
+            return operand
+        out: dict[str, Any] = {"shape": list(operand.shape), "seed": case.derive(operand.tag)}
+        if operand.sign_tag is not None:
+            out["sign_seed"] = case.derive(operand.sign_tag)
+        if operand.view:
+            out["view"] = operand.view
+        return out
 
-    def b(shape: list[int], tag: str, view: str | None = None) -> dict[str, Any]:
-        spec: dict[str, Any] = {"shape": shape, "seed": case.derive("b" + tag)}
-        if method == "div":
-            spec["sign_seed"] = case.derive("s" + tag)
-        if view:
-            spec["view"] = view
-        return spec
-
-    unary = method == "exp"
-    trials: list[tuple[str, Any, Any]] = [
-        (f"{n1} elements", a([n1], "0"), None if unary else b([n1], "0")),
-        (f"{n2} elements", a([n2], "1"), None if unary else b([n2], "1")),
-        (f"transposed {cols}x{rows}", a([cols, rows], "2", "t"), None if unary else b([cols, rows], "2", "t")),
-    ]
-    if not unary:
-        trials += [
-            (f"{rows}x{cols} with a broadcast row (stride 0)", a([rows, cols], "3"), b([1, cols], "3")),
-            (f"{rows}x{cols} with a broadcast column", a([rows, cols], "4"), b([rows, 1], "4")),
-            ("scalar operand 3.0" if method != "div" else "scalar divisor 3.0", a([4097], "5"), 3.0),
-        ]
-    else:
-        trials.append(("every third element (strided view)", a([3 * 4097], "3", "every_third"), None))
-    return [{"case": i, "label": label, "a": x, "b": y} for i, (label, x, y) in enumerate(trials)]
+    trials = ops_run.elementwise_trials(method, case.device_type != "cpu")
+    return [{"case": i, "label": t.label, "a": spec(t.a), "b": spec(t.b)} for i, t in enumerate(trials)]
 
 
 BLOCK_HELPERS = '''\
@@ -324,10 +303,15 @@ def _reduce(case: Case) -> Recipe:
     cases = []
     for t in chosen:
         shape, dim, transposed = shapes[t]
-        terms = math.prod(shape) if dim is None else math.prod(shape[d] for d in (dim if isinstance(dim, tuple) else (dim,)))
-        scale = min(1.0, 4096.0 / (0.5 * terms)) if dtype == "float16" else 1.0
         cases.append(
-            {"case": t, "shape": shape, "dim": dim, "transposed": transposed, "range": (-scale, 2.0 * scale), "seed": case.derive(f"case{t}")}
+            {
+                "case": t,
+                "shape": shape,
+                "dim": dim,
+                "transposed": transposed,
+                "range": ops_run.reduce_range(shape, dim, dtype),
+                "seed": case.derive(ops_run.trial_tag(t)),
+            }
         )
     call = f"torch.{method}(x)" if all(c["dim"] is None for c in cases) else f"torch.{method}(x, dim=case['dim'])"
     body = f'''\

@@ -129,10 +129,7 @@ def _save_load(case: Case) -> Recipe:
     from gpuprobe.worker.probes.pipeline import run as pipeline_run
 
     fmt, large = case.params["fmt"], bool(case.params["large"])
-    if large:
-        shapes = {"big": ("bfloat16", [(1 << 30) + 1])}
-    else:
-        shapes = {"latents": ("bfloat16", [16, 1, 64, 64]), "vector": ("bfloat16", [4097]), "scale": ("float32", [33])}
+    shapes = {name: (d, list(shape)) for name, (d, shape) in pipeline_run.save_load_tensors(large).items()}
     tensors = {name: {"dtype": d, "shape": shape, "seed": case.derive(name)} for name, (d, shape) in shapes.items()}
     largest = max(pipeline_run._numel(tuple(t["shape"])) for t in tensors.values())
     if fmt == "safetensors":

@@ -17,7 +17,10 @@ the device result and the float64 CPU reference of the same inputs (for the back
 direction the gradients of ``Σ⟨w, out⟩`` with the probe's projection weights), and judges
 them with the sweep's own oracle (``sweep_oracle.compare_leaf`` and its helpers, copied),
 with the probe's tolerances, the CPU in the sample's dtype as the yardstick, and for layout
-transforms the contiguous second reference.
+transforms the contiguous second reference. Which samples, their seed, the case's oracle,
+bounds and comparison rules are not decided here: the generator calls the probe's own
+decisions (``sweep_run.samples_seed``, ``choose_samples``, ``entry_bounds``,
+``case_judgement``, ``LAYOUT_TRANSFORMS``) and writes their answers into the script.
 """
 
 from __future__ import annotations
@@ -36,8 +39,6 @@ from gpuprobe.repro.script import Recipe
 LITERAL_LIMIT = 32
 #: Largest sample written into a script (bytes of all its tensors' storage).
 MAX_SAMPLE_BYTES = 4 << 20
-#: Layout transforms: the probe asks for a contiguous second reference when they fail.
-LAYOUT_TRANSFORMS = ("noncontig", "transposed", "channels_last", "broadcast")
 #: The worker's log line naming the case it runs (``sweep_run.run_op``).
 _LOG_LINE = re.compile(r"gpuprobe sweep: (\S+) (\S+) (\S+) (forward|backward) sample (\d+)")
 
@@ -275,6 +276,7 @@ def _run_op(case: Case) -> Recipe:
 
     from gpuprobe.worker.probes.sweep import cases as sweep_cases
     from gpuprobe.worker.probes.sweep import db as sweep_db
+    from gpuprobe.worker.probes.sweep import run as sweep_run
 
     key, short = case.params["key"], case.params["dtype"]
     dtype_name = sweep_db.DTYPES[short]
@@ -308,16 +310,15 @@ def _run_op(case: Case) -> Recipe:
     info = database.entry(key)
     if info is None:
         raise NoRepro(f"torch {database.torch_version}'s operator database has no entry {key!r}")
-    dev_type = "cpu" if case.device_type == "cpu" else "cuda"
+    dev_type = sweep_db.device_type(case.device)
     seed = case.metrics.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int):
-        seed = case.derive("samples") % (2**31)
-    # The probe's own decisions (sweep_run.run_op, sweep_cases.probe_samples): which samples,
-    # with grad, and whether the entry's reference inputs were among them.
-    backward_declared = sweep_db.supports_backward(info, torch, dtype_name, dev_type)
+        seed = sweep_run.samples_seed(case.derive)
+    # The probe's own decision (sweep_run.choose_samples): which samples, with grad, and
+    # whether the entry's reference inputs were among them (the observation says).
     wider = isinstance(case.metrics.get("reference_samples"), int) and case.metrics["reference_samples"] > 0
     try:
-        chosen = sweep_cases.probe_samples(torch, info, dtype_name, seed, backward_declared, reference=wider)
+        _, chosen = sweep_run.choose_samples(torch, info, dtype_name, dev_type, seed, reference=wider)
     except sweep_cases.CaseError:
         raise NoRepro("the database's sample generator fails here") from None
     samples = chosen.samples
@@ -327,19 +328,11 @@ def _run_op(case: Case) -> Recipe:
     if backward and not _is_identity(getattr(sample, "output_process_fn_grad", lambda x: x)):
         raise NoRepro("the sample post-processes its output before the gradient (output_process_fn_grad), "
                       "which the script cannot write out")
-    # The oracle and bounds of this case (sweep_run._run_one).
-    oracle = sweep_db.oracle_for(info, dtype_name)
-    atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
-    if oracle == "value" and sweep_db.sample_is_random(info.name, sample):
-        oracle = "structure"
-    if oracle == "value" and backward and dtype_name in ("float16", "bfloat16") and info.name in sweep_db.HALF_ATOMIC_BACKWARD_OPS:
-        oracle = "structure"
-    weakest = sweep_cases.least_precise_float(torch, sample)
-    if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
-        low_atol, low_rtol = sweep_db.tolerance(info, torch, weakest)
-        atol, rtol = max(atol, low_atol), max(rtol, low_rtol)
-    held = sweep_cases.held_nonfinite(torch, sample, dtype_name) if sample_index >= chosen.plain else (False, False)
-    rules = sweep_cases.judging(info.name, dtype_name, transform, held)
+    # The oracle, bounds and comparison rules of this case, as the probe judged it.
+    judgement = sweep_run.case_judgement(
+        torch, info, dtype_name, sample, sample_index, transform, backward, *sweep_run.entry_bounds(torch, info, dtype_name), chosen.plain
+    )
+    oracle, atol, rtol, rules = judgement.oracle, judgement.atol, judgement.rtol, judgement.rules
     # The call, its tensors as data.
     first = sweep_cases.primary(torch, sample)
     sample_dtype = first.dtype if first is not None else None
@@ -394,7 +387,7 @@ COMPARE_INTEGERS = {rules.compare_integers!r}
 NONFINITE_PATTERN = {not rules.mixing!r}
 INF_INPUT = {rules.inf_input!r}
 NONFINITE_INPUT = {rules.nonfinite_input!r}
-LAYOUT_TRANSFORM = {transform in LAYOUT_TRANSFORMS!r}
+LAYOUT_TRANSFORM = {transform in sweep_run.LAYOUT_TRANSFORMS!r}
 #: The dtype of the sample's first floating tensor (the projection weights are rounded to it).
 SAMPLE_DTYPE = {sample_dtype_name!r}
 #: Sample {sample_index} of the database's samples for this seed: each tensor's dtype, shape,

@@ -216,7 +216,6 @@ def _class_source(name: str) -> str:
 
 
 def _run_width(case: Case) -> Recipe:
-    from gpuprobe.worker.patterns import derive_seed
     from gpuprobe.worker.probes.width import run as width_run
     from gpuprobe.worker.probes.width import scope as width_scope
 
@@ -241,7 +240,7 @@ def _run_width(case: Case) -> Recipe:
     constants, defs = _closure([case_text, *prelude, _scope_source(), _class_source("Geometry")], src)
     on_gpu = case.device_type != "cpu"
     geometry = width_scope.geometry(kind, on_gpu)
-    seed = derive_seed(case.seed, case.probe, f"width.{name}")
+    seed = width_run.case_seed(case.seed, case.probe, name)
     import dataclasses
 
     geometry_src = _class_source("Geometry")

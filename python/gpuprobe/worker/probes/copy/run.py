@@ -4,6 +4,10 @@ Every probe builds its reference on the host from a deterministic pattern, moves
 ``gpuprobe.worker.ops`` with the method under test, reads the result back and compares it bit
 for bit. Preallocated destinations are filled with a canary first, so an operation that did
 nothing ("unchanged") is told apart from one that wrote zeros.
+
+What a repro script restates as data (``repro.families.copy``) is decided by functions of
+their own here, which both call: a trial's seed tag (``trial_tag``) and the sizes of the
+tiny copies (``tiny_sizes``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,18 @@ from gpuprobe.worker.patterns import canary_value, fill_canary, pattern
 
 #: Largest element count of one tiny copy: 15 float32 = 60 bytes (≤ 64 B, RKB-001).
 TINY_MAX_ELEMS = 15
+
+
+def trial_tag(trial: int) -> str:
+    """The seed tag of the data of trial ``trial`` (a shape, or a reused buffer's copy)."""
+    return f"trial{trial}"
+
+
+def tiny_sizes(count: int) -> list[int]:
+    """The element counts of a tiny-copy probe's ``count`` copies, in order: 1 to
+    ``TINY_MAX_ELEMS`` cycling by 7, so neighbours differ and every size recurs. The copies
+    are consecutive slices of one pattern buffer."""
+    return [(i * 7) % TINY_MAX_ELEMS + 1 for i in range(count)]
 
 
 def _dtype(ctx: ProbeContext, name: str) -> Any:
@@ -91,7 +107,7 @@ def run_tiny(
     _require_pinned(ctx, memory)
     pinned = memory == "pinned"
     count = threads * iterations
-    sizes = (torch.arange(count, dtype=torch.int64) * 7) % TINY_MAX_ELEMS + 1
+    sizes = torch.tensor(tiny_sizes(count), dtype=torch.int64)
     offsets = (torch.cumsum(sizes, 0) - sizes).tolist()
     size_list = sizes.tolist()
     total = int(sizes.sum())
@@ -188,7 +204,7 @@ def run_transfer(
     notes: list[str] = []
     for trial, shape in enumerate(shapes):
         numel = math.prod(shape)
-        ref = pattern(torch, numel, dtype, ctx.derive_seed(f"trial{trial}"), tuple(shape))
+        ref = pattern(torch, numel, dtype, ctx.derive_seed(trial_tag(trial)), tuple(shape))
         if direction == "h2d":
             out = _device_canary(ctx, shape, dtype) if method == "copy_" else None
             if method == "numpy":
@@ -238,7 +254,7 @@ def run_d2d(ctx: ProbeContext, *, method: str, shapes: list[list[int]], dtype: s
     for trial, shape in enumerate(shapes):
         numel = math.prod(shape)
         require_memory(ctx, 2 * numel * 4, 2 * numel * 4)
-        ref = pattern(torch, numel, dtype, ctx.derive_seed(f"trial{trial}"), tuple(shape))
+        ref = pattern(torch, numel, dtype, ctx.derive_seed(trial_tag(trial)), tuple(shape))
         device_data = ops.stage(ref, ctx.device)
         out = _device_canary(ctx, shape, dtype) if method == "copy_" else None
         with ctx.timer() as timer:
@@ -312,7 +328,7 @@ def run_reuse(ctx: ProbeContext, *, memory: str, non_blocking: bool, trials: int
     acc = CompareAccumulator(torch)
     previous = None
     for trial in range(trials):
-        ref = pattern(torch, numel, "float32", ctx.derive_seed(f"trial{trial}"))
+        ref = pattern(torch, numel, "float32", ctx.derive_seed(trial_tag(trial)))
         src = _pinned(ctx, ref) if pinned else ref.clone()
         ops.h2d(src, ctx.device, method="copy_", non_blocking=non_blocking, out=destination)
         ctx.sync()

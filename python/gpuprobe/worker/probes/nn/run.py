@@ -13,6 +13,10 @@ call (for instance AOTriton's "experimental" notice on ROCm) are kept as observa
 The attention matrix (``run_sdpa_matrix``, cases from ``sdpa_matrix``) runs many cases per
 probe instead: a refused case is counted with its reason, and the probe skips only when its
 backend refuses every case.
+
+What a repro script restates as data (``repro.families.nn``) is decided by functions of
+their own here, which both call: a convolution's weight shapes and scales
+(``conv_param_specs``) and an attention case's geometry and seed (``sdpa_case``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gpuprobe.worker import ops, ops_math
@@ -35,6 +40,7 @@ from gpuprobe.worker.probes.ops.run import (
     precision_context,
     release,
     tf32_notes,
+    trial_tag,
 )
 
 #: A convolution runner: (method, compute, sources) -> output.
@@ -79,26 +85,26 @@ def _wide(torch: Any, tensors: dict[str, Any]) -> dict[str, Any]:
 # Convolutions.
 
 
-def _conv_params(ctx: ProbeContext, kind: str, case: dict[str, Any], dtype: Any, tag: str) -> dict[str, Any]:
-    """Weights ~ N(0, 1/fan_in) (activations keep unit scale), biases ~ N(0, 0.1²)."""
+def conv_param_specs(kind: str, case: dict[str, Any]) -> dict[str, tuple[list[int], float]]:
+    """The weights of a convolution case, in the order they are drawn: name → (shape,
+    standard deviation). Weights ~ N(0, 1/fan_in) (activations keep unit scale), biases
+    ~ N(0, 0.1²); each is seeded by the case's tag and its name."""
     cin, cout, k = case["cin"], case["cout"], case["k"]
     if kind == "depthwise":
-        params = {
-            "dw": _randn(ctx, [cin, 1, k, k], tag + "dw", 1.0 / k),
-            "db": _randn(ctx, [cin], tag + "db", 0.1),
-            "pw": _randn(ctx, [cout, cin, 1, 1], tag + "pw", 1.0 / math.sqrt(cin)),
-            "pb": _randn(ctx, [cout], tag + "pb", 0.1),
+        return {
+            "dw": ([cin, 1, k, k], 1.0 / k),
+            "db": ([cin], 0.1),
+            "pw": ([cout, cin, 1, 1], 1.0 / math.sqrt(cin)),
+            "pb": ([cout], 0.1),
         }
-    elif kind == "conv_transpose2d":
-        params = {
-            "w": _randn(ctx, [cin, cout, k, k], tag + "w", 1.0 / math.sqrt(cin * k * k / case["stride"] ** 2)),
-            "b": _randn(ctx, [cout], tag + "b", 0.1),
-        }
-    else:
-        params = {
-            "w": _randn(ctx, [cout, cin, k, k], tag + "w", 1.0 / math.sqrt(cin * k * k)),
-            "b": _randn(ctx, [cout], tag + "b", 0.1),
-        }
+    if kind == "conv_transpose2d":
+        return {"w": ([cin, cout, k, k], 1.0 / math.sqrt(cin * k * k / case["stride"] ** 2)), "b": ([cout], 0.1)}
+    return {"w": ([cout, cin, k, k], 1.0 / math.sqrt(cin * k * k)), "b": ([cout], 0.1)}
+
+
+def _conv_params(ctx: ProbeContext, kind: str, case: dict[str, Any], dtype: Any, tag: str) -> dict[str, Any]:
+    """The case's weights (``conv_param_specs``), rounded to ``dtype``."""
+    params = {name: _randn(ctx, shape, tag + name, std) for name, (shape, std) in conv_param_specs(kind, case).items()}
     return {name: t.to(dtype) for name, t in params.items()}
 
 
@@ -145,7 +151,7 @@ def run_conv(
     worst, worst_case = -1.0, 0
     with precision_context(torch, rule_dtype, dtype):
         for trial, case in enumerate(cases):
-            tag = f"case{trial}"
+            tag = trial_tag(trial)
             x = _randn(ctx, [case["n"], case["cin"], case["h"], case["w"]], tag + "x").to(dt)
             params = _conv_params(ctx, kind, case, dt, tag)
             channels_last = bool(case.get("channels_last"))
@@ -422,6 +428,34 @@ def _describe_masked_rows(torch: Any, rows: Any) -> str:
     return "finite values"
 
 
+@dataclass(frozen=True)
+class SdpaCase:
+    """An attention probe's case as run on its device (``sdpa_case``)."""
+
+    #: The sequence length run (the catalogue's, or ``CPU_SEQ`` on a CPU device).
+    seq: int
+    batch: int
+    heads: int
+    #: What the inputs and the cached float64 reference are keyed by.
+    key: tuple[Any, ...]
+    #: The seed of q, k, v, the output gradient and the sampled rows, in that order.
+    seed: int
+
+
+def sdpa_case(
+    plan_seed: int, dtype: str, head_dim: int, seq: int, mask: str, backward: bool, sampled_rows: int, on_gpu: bool
+) -> SdpaCase:
+    """The sequence length, batch and heads an attention probe runs, and its inputs' seed:
+    a CPU device runs ``CPU_SEQ`` rows at most (one more when rows are sampled); a padding
+    mask needs two batch entries, the other masks two heads. Probes of the same case share
+    their inputs (the seed does not name the probe) and so their reference."""
+    if not on_gpu and seq > CPU_SEQ:
+        seq = CPU_SEQ + 1 if sampled_rows else CPU_SEQ
+    batch, heads = (2, 1) if mask in ("padding", "allmasked") else (1, 2)
+    key = (plan_seed, dtype, head_dim, seq, batch, heads, mask, backward, sampled_rows)
+    return SdpaCase(seq, batch, heads, key, derive_seed(plan_seed, "nn.sdpa.inputs", repr(key)))
+
+
 def run_sdpa(
     ctx: ProbeContext,
     *,
@@ -442,14 +476,12 @@ def run_sdpa(
     F = torch.nn.functional
     dt = dtype_of(torch, dtype)
     designed_seq = seq
-    if not ctx.is_gpu and seq > CPU_SEQ:
-        seq = CPU_SEQ + 1 if sampled_rows else CPU_SEQ
-    batch, heads = (2, 1) if mask in ("padding", "allmasked") else (1, 2)
+    geometry = sdpa_case(ctx.seed, dtype, head_dim, seq, mask, backward, sampled_rows, ctx.is_gpu)
+    seq, batch, heads, key = geometry.seq, geometry.batch, geometry.heads, geometry.key
     causal = mask == "causal"
     elements = batch * heads * seq * head_dim
     require_memory(ctx, 8 * elements * 8 + (seq * seq * 8 * 3 if not sampled_rows else 0), 16 * elements * 2)
-    key = (ctx.seed, dtype, head_dim, seq, batch, heads, mask, backward, sampled_rows)
-    gen = torch.Generator().manual_seed(derive_seed(ctx.seed, "nn.sdpa.inputs", repr(key)))
+    gen = torch.Generator().manual_seed(geometry.seed)
     shape = [batch, heads, seq, head_dim]
     q, k, v = (_randn(ctx, shape, "", generator=gen).to(dt) for _ in range(3))
     grad = _randn(ctx, shape, "", generator=gen).to(dt) if backward else None

@@ -15,6 +15,11 @@ can break it), reads the result back and compares on the host:
   bit (``bit_exact``).
 
 ``ToleranceAccumulator`` is shared with the nn family.
+
+What a repro script restates as data (``repro.families.ops``) is decided by functions of
+their own here, which both call: the seed tag of a trial (``trial_tag``), the GEMM shapes run
+on a device (``gemm_shapes``), a reduction's value range (``reduce_range``) and the
+elementwise trials' operands (``elementwise_trials``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import contextlib
 import gc
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from gpuprobe.worker import ops, ops_math
@@ -530,10 +536,16 @@ def _reduce_cases(ctx: ProbeContext, variant: str) -> list[tuple[list[int], Any,
     return cases + more if variant == "standard" else cases
 
 
-def _reduce_input(ctx: ProbeContext, shape: list[int], dim: Any, dtype: str, tag: str) -> Any:
-    """Values on [-1, 2)·c, mean 0.5·c: the sums are well conditioned (Σ|x| / |Σx| ≈ 1.7),
-    so the float64 reference measures the kernel, not cancellation; for float16, c keeps every
-    sum below 2^12 (far from overflow at 65504)."""
+def trial_tag(trial: int) -> str:
+    """The seed tag of a GEMM's or a reduction's trial ``trial`` (a GEMM's operands append
+    ``a``, ``b``, ``bias``)."""
+    return f"case{trial}"
+
+
+def reduce_range(shape: list[int], dim: Any, dtype: str) -> tuple[float, float]:
+    """A reduction's input range [-1, 2)·c, mean 0.5·c: the sums are well conditioned
+    (Σ|x| / |Σx| ≈ 1.7), so the float64 reference measures the kernel, not cancellation; for
+    float16, c keeps every sum below 2^12 (far from overflow at 65504)."""
     if dim is None:
         terms = math.prod(shape)
     else:
@@ -542,7 +554,13 @@ def _reduce_input(ctx: ProbeContext, shape: list[int], dim: Any, dtype: str, tag
     scale = 1.0
     if dtype == "float16":
         scale = min(1.0, 4096.0 / (0.5 * terms))
-    return uniform(ctx, shape, -1.0 * scale, 2.0 * scale, dtype, tag)
+    return -1.0 * scale, 2.0 * scale
+
+
+def _reduce_input(ctx: ProbeContext, shape: list[int], dim: Any, dtype: str, tag: str) -> Any:
+    """Seeded values on the reduction's range (``reduce_range``)."""
+    low, high = reduce_range(shape, dim, dtype)
+    return uniform(ctx, shape, low, high, dtype, tag)
 
 
 def run_reduce(ctx: ProbeContext, *, method: str, dtype: str, variant: str, tolerance: float) -> ProbeOutput:
@@ -553,7 +571,7 @@ def run_reduce(ctx: ProbeContext, *, method: str, dtype: str, variant: str, tole
     cases = _reduce_cases(ctx, variant)
     worst, worst_case = -1.0, 0
     for trial, (shape, dim, transposed) in enumerate(cases):
-        host = _reduce_input(ctx, shape, dim, dtype, f"case{trial}")
+        host = _reduce_input(ctx, shape, dim, dtype, trial_tag(trial))
         source = host.t() if transposed else host
         ref = (
             getattr(source.to(torch.float64), method)()
@@ -652,40 +670,81 @@ def _operand_ranges(method: str) -> tuple[tuple[float, float], tuple[float, floa
     return (-2.0, 2.0), (-2.0, 2.0)
 
 
-def _elementwise_trials(ctx: ProbeContext, method: str, dtype: str) -> list[tuple[str, Any, Any]]:
-    """(label, a, b) host operands; b is None for unary ops and a Python float for scalars."""
-    torch = ctx.torch
-    (alo, ahi), (blo, bhi) = _operand_ranges(method)
+@dataclass(frozen=True)
+class Operand:
+    """One tensor operand of an elementwise trial (``elementwise_trials``): seeded uniform
+    values of ``shape`` on the operand's range (``_operand_ranges``)."""
 
-    def a(shape: list[int], tag: str) -> Any:
-        return uniform(ctx, shape, alo, ahi, dtype, "a" + tag)
+    shape: list[int]
+    #: The ``cpu_generator`` tag of its values.
+    tag: str
+    #: The tag of its random signs (a divisor of ``div``), or None.
+    sign_tag: str | None = None
+    #: How the probe views it: None (as built), ``t`` (transposed), ``every_third`` (a
+    #: strided view of every third element).
+    view: str | None = None
 
-    def b(shape: list[int], tag: str) -> Any:
-        values = uniform(ctx, shape, blo, bhi, dtype, "b" + tag)
-        if method == "div":
-            # Random signs on the divisors.
-            signs = uniform(ctx, shape, -1.0, 1.0, "float32", "s" + tag) < 0
-            values = torch.where(signs, -values, values)
-        return values
+
+@dataclass(frozen=True)
+class ElementwiseTrial:
+    """One trial of an elementwise probe: its label (the ``cases`` metric) and operands; b is
+    None for a unary op and a Python float for a scalar operand."""
+
+    label: str
+    a: Operand
+    b: Operand | float | None
+
+
+def elementwise_trials(method: str, on_gpu: bool) -> list[ElementwiseTrial]:
+    """The trials of an elementwise probe of ``method``, in the probe's order: threshold
+    sizes, transposed, broadcast (stride-0) and strided operands and a scalar operand, with
+    shorter operands on a CPU device."""
+
+    def a(shape: list[int], tag: str, view: str | None = None) -> Operand:
+        return Operand(shape, "a" + tag, view=view)
+
+    def b(shape: list[int], tag: str, view: str | None = None) -> Operand:
+        return Operand(shape, "b" + tag, sign_tag="s" + tag if method == "div" else None, view=view)
 
     unary = method == "exp"
-    n1, n2, rows, cols = cpu_scaled(
-        ctx, ((1 << 20) + 1, (1 << 16) + 64, 1025, 257), ((1 << 16) + 1, (1 << 12) + 64, 257, 65)
-    )
-    trials: list[tuple[str, Any, Any]] = [
-        (f"{n1} elements", a([n1], "0"), None if unary else b([n1], "0")),
-        (f"{n2} elements", a([n2], "1"), None if unary else b([n2], "1")),
-        (f"transposed {cols}x{rows}", a([cols, rows], "2").t(), None if unary else b([cols, rows], "2").t()),
+    n1, n2, rows, cols = ((1 << 20) + 1, (1 << 16) + 64, 1025, 257) if on_gpu else ((1 << 16) + 1, (1 << 12) + 64, 257, 65)
+    trials = [
+        ElementwiseTrial(f"{n1} elements", a([n1], "0"), None if unary else b([n1], "0")),
+        ElementwiseTrial(f"{n2} elements", a([n2], "1"), None if unary else b([n2], "1")),
+        ElementwiseTrial(f"transposed {cols}x{rows}", a([cols, rows], "2", "t"), None if unary else b([cols, rows], "2", "t")),
     ]
     if not unary:
         trials += [
-            (f"{rows}x{cols} with a broadcast row (stride 0)", a([rows, cols], "3"), b([1, cols], "3")),
-            (f"{rows}x{cols} with a broadcast column", a([rows, cols], "4"), b([rows, 1], "4")),
-            ("scalar operand 3.0" if method != "div" else "scalar divisor 3.0", a([4097], "5"), 3.0),
+            ElementwiseTrial(f"{rows}x{cols} with a broadcast row (stride 0)", a([rows, cols], "3"), b([1, cols], "3")),
+            ElementwiseTrial(f"{rows}x{cols} with a broadcast column", a([rows, cols], "4"), b([rows, 1], "4")),
+            ElementwiseTrial("scalar operand 3.0" if method != "div" else "scalar divisor 3.0", a([4097], "5"), 3.0),
         ]
     else:
-        trials.append(("every third element (strided view)", a([3 * 4097], "3")[::3], None))
+        trials.append(ElementwiseTrial("every third element (strided view)", a([3 * 4097], "3", "every_third"), None))
     return trials
+
+
+def _elementwise_trials(ctx: ProbeContext, method: str, dtype: str) -> list[tuple[str, Any, Any]]:
+    """(label, a, b) host operands of ``elementwise_trials``; b is None for unary ops and a
+    Python float for scalars."""
+    torch = ctx.torch
+    (alo, ahi), (blo, bhi) = _operand_ranges(method)
+
+    def build(spec: Operand | float | None, low: float, high: float) -> Any:
+        if spec is None or isinstance(spec, float):
+            return spec
+        values = uniform(ctx, spec.shape, low, high, dtype, spec.tag)
+        if spec.sign_tag is not None:
+            # Random signs on the divisors.
+            signs = uniform(ctx, spec.shape, -1.0, 1.0, "float32", spec.sign_tag) < 0
+            values = torch.where(signs, -values, values)
+        if spec.view == "t":
+            return values.t()
+        if spec.view == "every_third":
+            return values[::3]
+        return values
+
+    return [(t.label, build(t.a, alo, ahi), build(t.b, blo, bhi)) for t in elementwise_trials(method, ctx.is_gpu)]
 
 
 def _on_device(ctx: ProbeContext, t: Any) -> Any:
@@ -910,6 +969,12 @@ def _gemm_operands(
     return a, b, bias, ref
 
 
+def gemm_shapes(shapes: list[dict[str, int]], on_gpu: bool) -> list[dict[str, int]]:
+    """The catalogue's GEMM shapes a probe runs on its device, in order: a CPU device
+    leaves out the GPU-only ones (their trial numbers, and so their seeds, follow)."""
+    return list(shapes) if on_gpu else [s for s in shapes if not s.get("gpu_only")]
+
+
 def run_matmul(
     ctx: ProbeContext, *, method: str, dtype: str, rule_dtype: str, shapes: list[dict[str, int]], tolerance: float
 ) -> ProbeOutput:
@@ -917,12 +982,11 @@ def run_matmul(
     shapes, each a trial, against float64."""
     torch = ctx.torch
     acc = ToleranceAccumulator(torch, tolerance)
-    if not ctx.is_gpu:
-        shapes = [s for s in shapes if not s.get("gpu_only")]
+    shapes = gemm_shapes(shapes, ctx.is_gpu)
     worst, worst_case = -1.0, 0
     with precision_context(torch, rule_dtype, dtype):
         for trial, shape in enumerate(shapes):
-            a, b, bias, ref = _gemm_operands(ctx, method, shape, dtype, f"case{trial}")
+            a, b, bias, ref = _gemm_operands(ctx, method, shape, dtype, trial_tag(trial))
             da, db = ops.stage(a, ctx.device), ops.stage(b, ctx.device)
             dbias = None if bias is None else ops.stage(bias, ctx.device)
             got = ops_math.matmul(method, da, db, bias=dbias, beta=0.5, alpha=2.0)

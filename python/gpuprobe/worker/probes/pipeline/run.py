@@ -10,6 +10,9 @@ Library code (Accelerate, safetensors, ``torch.save``) runs inside ``simulate.ex
 under fault simulation the copies it makes meet the simulated copy faults too; batches as they
 arrive and tensors as they are reloaded pass through ``ops_pipeline`` (ops ``dataloader`` and
 ``save_load``).
+
+The save/load probes' tensors (``save_load_tensors``) are what their repro scripts
+(``repro.families.pipeline``) write too: one function, which both call.
 """
 
 from __future__ import annotations
@@ -236,6 +239,19 @@ def run_send_to_device(ctx: ProbeContext) -> ProbeOutput:
     return ProbeOutput(stages.acc.stats(), metrics, sorted(set(notes)))
 
 
+def save_load_tensors(large: bool) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The tensors a save/load probe writes, in order: name → (dtype, shape), each filled
+    with the pattern seeded by its name. ``large``: one bfloat16 tensor past 2^31 bytes; else
+    a latent batch, a vector and float32 scales."""
+    if large:
+        return {"big": ("bfloat16", ((1 << 30) + 1,))}
+    return {
+        "latents": ("bfloat16", (16, 1, 64, 64)),
+        "vector": ("bfloat16", (4097,)),
+        "scale": ("float32", (33,)),
+    }
+
+
 def run_save_load(ctx: ProbeContext, *, fmt: str, large: bool) -> ProbeOutput:
     """Tensors written from the device, reloaded onto the host and onto the device."""
     torch = ctx.torch
@@ -248,15 +264,7 @@ def run_save_load(ctx: ProbeContext, *, fmt: str, large: bool) -> ProbeOutput:
         version = str(getattr(safetensors, "__version__", "?"))
     else:
         version = str(torch.__version__)
-    shapes: dict[str, tuple[str, tuple[int, ...]]]
-    if large:
-        shapes = {"big": ("bfloat16", ((1 << 30) + 1,))}
-    else:
-        shapes = {
-            "latents": ("bfloat16", (16, 1, 64, 64)),
-            "vector": ("bfloat16", (4097,)),
-            "scale": ("float32", (33,)),
-        }
+    shapes = save_load_tensors(large)
     nbytes = sum((2 if d == "bfloat16" else 4) * _numel(s) for d, s in shapes.values())
     if large:
         available = host_available_bytes()

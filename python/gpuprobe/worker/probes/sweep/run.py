@@ -20,13 +20,20 @@ judges every output (or gradient) with ``sweep_oracle``. What can happen to a ca
 
 TF32 is switched off while a probe runs: float32 is judged as float32 (TF32 is a
 documented reduced-precision mode, enabled by default for cuDNN convolutions).
+
+The probe's decisions that the repro script restates as data (``repro.families.sweep``) are
+functions of their own here, which both call: the samples' seed (``samples_seed``), which
+samples and whether with gradients (``choose_samples``), the entry's bounds
+(``entry_bounds``) and each case's oracle, bounds and comparison rules
+(``case_judgement``).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from gpuprobe.worker import simulate
 from gpuprobe.worker.faults import is_device_fault
@@ -110,15 +117,13 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
     dev_type = sweep_db.device_type(ctx.device_name)
     if not sweep_db.supports(info, torch, dtype_name, dev_type):
         raise SkipProbe(f"the database lists no {dtype_name} support for {info.name} on {dev_type}")
-    backward = sweep_db.supports_backward(info, torch, dtype_name, dev_type)
-    oracle = sweep_db.oracle_for(info, dtype_name)
-    atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
-    seed = ctx.derive_seed("samples") % (2**31)
+    oracle, atol, rtol = entry_bounds(torch, info, dtype_name)
+    seed = samples_seed(ctx.derive_seed)
     only_new = tuple(subset) if subset is not None and ctx.options.get("tier") not in (None, "full") else None
     try:
         # The full tier runs the entry's reference inputs too (a standard-subset probe below
         # it, its sample inputs only).
-        chosen = sweep_cases.probe_samples(torch, info, dtype_name, seed, backward, reference=only_new is None)
+        backward, chosen = choose_samples(torch, info, dtype_name, dev_type, seed, reference=only_new is None)
     except sweep_cases.CaseError as exc:
         raise SkipProbe(str(exc)) from None
     samples, generated_with_grad = chosen.samples, chosen.with_grad
@@ -161,6 +166,81 @@ def run_op(ctx: ProbeContext, key: str, dtype: str, subset: list[str] | None = N
     output = tally.output(info, key, dtype_name, seed, oracle, atol, rtol, len(samples), reference, time.monotonic() - started)
     output.metrics["reference_samples"] = chosen.reference
     return output
+
+
+def samples_seed(derive_seed: Callable[[str], int]) -> int:
+    """The seed of a probe's samples (their generation, the injected elements, the
+    projection weights) from the probe's seed rule (``ProbeContext.derive_seed``)."""
+    return derive_seed("samples") % (2**31)
+
+
+def entry_bounds(torch: Any, info: Any, dtype_name: str) -> tuple[str, float, float]:
+    """The entry's oracle and (atol, rtol) in the probe's dtype: the probe's reported
+    bounds, which ``case_judgement`` starts each case from."""
+    atol, rtol = sweep_db.tolerance(info, torch, dtype_name)
+    return sweep_db.oracle_for(info, dtype_name), atol, rtol
+
+
+def choose_samples(
+    torch: Any, info: Any, dtype_name: str, dev_type: str, seed: int, reference: bool
+) -> tuple[bool, sweep_cases.ProbeSamples]:
+    """Whether the database declares backward for the entry in ``dtype_name`` on
+    ``dev_type``, and the samples the probe runs (``sweep_cases.probe_samples``, with
+    gradients where declared). Raises ``CaseError`` when the database gives no sample."""
+    backward = sweep_db.supports_backward(info, torch, dtype_name, dev_type)
+    return backward, sweep_cases.probe_samples(torch, info, dtype_name, seed, backward, reference=reference)
+
+
+@dataclass(frozen=True)
+class CaseJudgement:
+    """How one case is judged (``case_judgement``): the probe's judge and the repro
+    script it writes take these from one place."""
+
+    #: ``value``, ``structure``, ``shape`` (``sweep_db.oracle_for``, narrowed per case).
+    oracle: str
+    #: The bounds |found - ref| <= atol + rtol * |ref|, widened for a mixed-precision sample.
+    atol: float
+    rtol: float
+    #: The sample's own NaN and Inf (``sweep_cases.held_nonfinite``), for a sample of the
+    #: entry's reference inputs; (False, False) for its sample inputs.
+    held: tuple[bool, bool]
+    #: The comparison flags (``sweep_cases.judging``).
+    rules: sweep_cases.Judging
+
+
+def case_judgement(
+    torch: Any,
+    info: Any,
+    dtype_name: str,
+    sample: Any,
+    sample_index: int,
+    transform: str,
+    backward: bool,
+    oracle: str,
+    atol: float,
+    rtol: float,
+    plain: int | None,
+) -> CaseJudgement:
+    """The oracle, bounds and comparison rules of one case: sample ``sample_index`` of the
+    probe's samples (the first ``plain`` of them the entry's sample inputs) under
+    ``transform``, forward or ``backward``, from the entry's ``oracle``, ``atol`` and
+    ``rtol`` (``entry_bounds``). Computes nothing on a device."""
+    # A sample of the reference inputs' own may hold NaN or Inf itself: judged as if injected.
+    held = sweep_cases.held_nonfinite(torch, sample, dtype_name) if plain is not None and sample_index >= plain else (False, False)
+    rules = sweep_cases.judging(info.name, dtype_name, transform, held, str(getattr(info, "variant_test_name", "") or ""))
+    if oracle == "value" and sweep_db.sample_is_random(info.name, sample):
+        oracle = "structure"
+    if oracle == "value" and backward and dtype_name in ("float16", "bfloat16") and info.name in sweep_db.HALF_ATOMIC_BACKWARD_OPS:
+        oracle = "structure"
+    if oracle == "value" and info.name in sweep_db.COUNT_TIE_OPS and sweep_db.is_exact_dtype(dtype_name):
+        oracle = "structure"
+    weakest = sweep_cases.least_precise_float(torch, sample)
+    if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
+        # A mixed-precision sample computes partly in its least precise dtype (promotion):
+        # it is judged by that dtype's bounds too (the reference is float64 throughout).
+        low_atol, low_rtol = sweep_db.tolerance(info, torch, weakest)
+        atol, rtol = max(atol, low_atol), max(rtol, low_rtol)
+    return CaseJudgement(oracle=oracle, atol=atol, rtol=rtol, held=held, rules=rules)
 
 
 class SweepTally(CaseTally):
@@ -269,27 +349,9 @@ def _run_one(
             tally.unjudged["large_too_slow"] = tally.unjudged.get("large_too_slow", 0) + 1
             tally.notes.append(skipped)
             return
-    # A sample of the reference inputs' own may hold NaN or Inf itself: judged as if injected.
-    held = sweep_cases.held_nonfinite(torch, sample, dtype_name) if plain is not None and case.sample >= plain else (False, False)
+    judgement = case_judgement(torch, info, dtype_name, sample, case.sample, case.transform, case.backward, oracle, atol, rtol, plain)
+    held, rules, oracle, atol, rtol = judgement.held, judgement.rules, judgement.oracle, judgement.atol, judgement.rtol
     where = _case_name(torch, samples, case)
-    rules = sweep_cases.judging(info.name, dtype_name, case.transform, held, str(info.variant_test_name or ""))
-    if oracle == "value" and sweep_db.sample_is_random(info.name, sample):
-        oracle = "structure"
-    if (
-        oracle == "value"
-        and case.backward
-        and dtype_name in ("float16", "bfloat16")
-        and info.name in sweep_db.HALF_ATOMIC_BACKWARD_OPS
-    ):
-        oracle = "structure"
-    if oracle == "value" and info.name in sweep_db.COUNT_TIE_OPS and sweep_db.is_exact_dtype(dtype_name):
-        oracle = "structure"
-    weakest = sweep_cases.least_precise_float(torch, sample)
-    if weakest is not None and weakest != dtype_name and weakest in sweep_db.DTYPES.values():
-        # A mixed-precision sample computes partly in its least precise dtype (promotion):
-        # it is judged by that dtype's bounds too (the reference is float64 throughout).
-        low_atol, low_rtol = sweep_db.tolerance(info, torch, weakest)
-        atol, rtol = max(atol, low_atol), max(rtol, low_rtol)
     engine, fault, call = _fault(info.name, dtype_name, case)
     device_values: list[Any] | None = None
     device_error: str | None = None

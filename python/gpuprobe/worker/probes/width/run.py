@@ -229,6 +229,12 @@ def run_cases(
     return results
 
 
+def case_seed(plan_seed: int, probe: str, case: str) -> int:
+    """The seed of case ``case``'s generator: a case draws from a generator of its own, so
+    that it can be rerun alone (``gpuprobe repro`` writes one case into a script)."""
+    return derive_seed(plan_seed, probe, f"width.{case}")
+
+
 def _run_case(ctx: ProbeContext, scope: Scope, c: Case, free: int, budget: int) -> CaseResult:
     torch = ctx.torch
     need = c.need_bytes(scope.g)
@@ -244,7 +250,7 @@ def _run_case(ctx: ProbeContext, scope: Scope, c: Case, free: int, budget: int) 
     before = (scope.checked, scope.violations, scope.zero_violations)
     # Each case draws from a generator of its own, so it can be rerun alone (``gpuprobe
     # repro`` writes one case into a script), in whichever process runs it.
-    scope.rng = random.Random(derive_seed(ctx.seed, ctx.probe_id, f"width.{c.name}"))
+    scope.rng = random.Random(case_seed(ctx.seed, ctx.probe_id, c.name))
     # The worker's log names the case a crash interrupts (the supervisor keeps its tail).
     print(f"gpuprobe width: {ctx.probe_id} {c.name}", file=sys.stderr, flush=True)
     outcome, text = "ran", ""
