@@ -330,7 +330,7 @@ def test_a_cure_among_the_run_settings_cures_the_shim_too(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     "probe,reason",
     [
-        ("nosuch.family.probe", "is not a probe of this gpuprobe's catalogue"),
+        ("nosuch.family.probe", "is not a probe of this gpuprobe's catalog"),
         ("rng.randn.fp32.moments", "rng probes:"),
         ("native.copy.roundtrip.pageable", "native probes:"),
         ("alloc.oom.recovery", "alloc probes:"),
@@ -532,7 +532,7 @@ def test_width_case_reproduces_only_under_simulation(tmp_path: Path, width_resul
 
 
 def test_every_covered_probe_gives_a_script_that_compiles() -> None:
-    """Each probe of the catalogue whose implementation has a recipe (every method, memory,
+    """Each probe of the catalog whose implementation has a recipe (every method, memory,
     dtype and device type) gets a script, for a wrong result and for a crash, that is valid
     Python and imports no gpuprobe; every other family gets ``no repro``."""
     from gpuprobe.repro import families
@@ -756,7 +756,7 @@ def test_an_ambient_failure_without_a_known_state_says_why() -> None:
 # code (copied into the script) and judged by the probe's own judge.
 
 #: The implementations whose recipes read the failing case from the observation (or, for a
-#: crash, from the worker's log): the catalogue-wide compile test leaves them to the test
+#: crash, from the worker's log): the catalog-wide compile test leaves them to the test
 #: below, which names a case per probe.
 TRAINING_PATH_IMPLS = (
     "gpuprobe.worker.probes.optim.run:",
@@ -894,7 +894,7 @@ def _case_section(text: str) -> str:
 
 
 def test_every_training_path_probe_gives_a_script_that_compiles() -> None:
-    """Every optim, graph and train probe of the catalogue gets a script for a failure of each
+    """Every optim, graph and train probe of the catalog gets a script for a failure of each
     of its implementations, parameter lists, workloads and phases (and, for the fp32
     optimizer probes on a GPU, each configuration), on a GPU and on the CPU, and for a crash:
     valid Python that imports no gpuprobe, in which (for each distinct copy of the probe's

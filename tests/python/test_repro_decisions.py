@@ -219,7 +219,7 @@ OPS_PROBES = [
 
 
 def _run_probe(probe: str) -> None:
-    """Runs ``probe`` of the catalogue on the CPU, as the worker does."""
+    """Runs ``probe`` of the catalog on the CPU, as the worker does."""
     import importlib
 
     from gpuprobe.worker.context import ProbeContext

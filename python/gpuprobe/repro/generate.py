@@ -124,7 +124,7 @@ def generate(result: dict[str, Any], plan: dict[str, Any]) -> tuple[str, dict[st
 
     definition = catalog.lookup(probe)
     if definition is None:
-        raise NoRepro(f"{probe} is not a probe of this gpuprobe's catalogue")
+        raise NoRepro(f"{probe} is not a probe of this gpuprobe's catalog")
     recipe_fn = families.RECIPES.get(definition.impl)
     if recipe_fn is None and definition.impl in families.NOT_REBUILT:
         raise NoRepro(f"{probe}: {families.NOT_REBUILT[definition.impl]}")

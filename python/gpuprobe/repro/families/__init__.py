@@ -4,7 +4,7 @@ One module per probe family (``copy``, ``dtype``, ``ops``, ``nn``, ``pipeline``,
 ``width``, ``compiled`` for the compile family's programs, ``ambient`` for its
 ``compile.ambient``, ``optim``, ``graph``, ``train``; the last four copy the probe's own code
 into the script with ``copied.Copier``), each a set of recipes:
-functions from a ``base.Case`` (the probe's catalogue
+functions from a ``base.Case`` (the probe's catalog
 definition, the plan seed, the observation) to a ``script.Recipe`` (the script's case
 section and its ``repro.json`` fields). ``script.render`` puts a recipe into the scaffold
 every script shares. ``RECIPES`` maps a probe implementation to its recipe; ``UNCOVERED``

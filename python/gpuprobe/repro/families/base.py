@@ -1,7 +1,7 @@
 """What every family's recipe shares: the case it reads, ``NoRepro``, and the helpers that
 copy gpuprobe's own input builders into a script.
 
-Each recipe receives the probe's catalogue definition (its implementation's parameters), the
+Each recipe receives the probe's catalog definition (its implementation's parameters), the
 plan seed and the observation, and returns a ``script.Recipe``. Seeds are computed here with
 the worker's own ``ProbeContext.derive_seed`` rule and written into the script as numbers;
 the input builders the probe used (``patterns.pattern``, ``dtype_run.build_inputs`` and

@@ -432,7 +432,7 @@ def _describe_masked_rows(torch: Any, rows: Any) -> str:
 class SdpaCase:
     """An attention probe's case as run on its device (``sdpa_case``)."""
 
-    #: The sequence length run (the catalogue's, or ``CPU_SEQ`` on a CPU device).
+    #: The sequence length run (the catalog's, or ``CPU_SEQ`` on a CPU device).
     seq: int
     batch: int
     heads: int

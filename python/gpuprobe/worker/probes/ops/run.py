@@ -970,7 +970,7 @@ def _gemm_operands(
 
 
 def gemm_shapes(shapes: list[dict[str, int]], on_gpu: bool) -> list[dict[str, int]]:
-    """The catalogue's GEMM shapes a probe runs on its device, in order: a CPU device
+    """The catalog's GEMM shapes a probe runs on its device, in order: a CPU device
     leaves out the GPU-only ones (their trial numbers, and so their seeds, follow)."""
     return list(shapes) if on_gpu else [s for s in shapes if not s.get("gpu_only")]
 
