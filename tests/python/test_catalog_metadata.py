@@ -100,3 +100,20 @@ def test_lane_sizing_keeps_no_table_of_seconds_by_id() -> None:
         "typical seconds belong in the catalog (each family's TYPICAL_SECONDS)"
     )
     assert "spec.typical_s" in lanes
+
+
+def test_the_workaround_catalogue_names_only_families_the_catalog_has() -> None:
+    # Which families a setting is tried for is the catalogue's (`families`), not a table in
+    # the workaround search; a name no family has would silently never be tried.
+    import tomllib
+
+    families = {specs.split(".")[-2] for specs in catalog.FAMILY_SPECS} | {"native"}
+    entries = tomllib.loads((REPO / "kb" / "catalogue.toml").read_text(encoding="utf-8"))["entry"]
+    named = {entry["id"]: entry.get("families", []) for entry in entries}
+    assert any(named.values()), "no catalogue entry names its families"
+    for entry_id, listed in named.items():
+        assert set(listed) <= families, (entry_id, sorted(set(listed) - families))
+    candidates = _production_source("crates/gpuprobe-doctor/src/fix/candidates.rs")
+    assert not re.search(r'"CAT-[A-Z0-9-]+"\s*(=>|\|\s*"CAT-)', candidates), (
+        "the families a setting is tried for belong in kb/catalogue.toml"
+    )

@@ -94,6 +94,12 @@ pub struct CatalogueEntry {
     pub candidates: Vec<String>,
     /// The layer whose behaviour it changes.
     pub layer: FindingLayer,
+    /// The probe families (an id's first part) whose kernels or copies it changes: `fix`
+    /// tries it only for failures of these families, and a kernel parameter or firmware
+    /// change is reported only for them. Empty: it may change any family's results (the copy
+    /// engine, serialization, the allocator), and is tried for every failure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub families: Vec<String>,
     /// Vendors it applies to.
     pub vendors: Vec<Vendor>,
     /// Operating systems it applies to (empty: any).
@@ -464,7 +470,7 @@ pub fn is_allowed_setting(name: &str) -> bool {
 pub fn catalogue_markdown(catalogue: &Catalogue) -> String {
     let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
     let mut out = String::from(
-        "| id | settings | kind | layer | vendors | what it changes | cost | source |\n|---|---|---|---|---|---|---|---|\n",
+        "| id | settings | kind | layer | vendors | tried for | what it changes | cost | source |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for entry in &catalogue.entries {
         let settings = if entry.candidates.is_empty() {
@@ -500,13 +506,20 @@ pub fn catalogue_markdown(catalogue: &Catalogue) -> String {
         } else {
             format!("`{}`", cell(&settings))
         };
+        // The families whose failures `fix` tries it for (all, when it names none).
+        let tried_for = if entry.families.is_empty() {
+            "every family".to_string()
+        } else {
+            entry.families.join(", ")
+        };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             entry.id,
             settings,
             kind,
             entry.layer.name(),
             vendors.join(", "),
+            tried_for,
             cell(&changes),
             cell(&cost.join("; ")),
             cell(&entry.source),

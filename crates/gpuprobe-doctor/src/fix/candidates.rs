@@ -107,47 +107,24 @@ pub enum CandidateRefused {
     },
 }
 
-/// The families whose failures a catalogue entry can plausibly change; `None` means every
-/// family. Unknown (new) entries apply everywhere.
-fn relevant_families(entry_id: &str) -> Option<&'static [&'static str]> {
-    match entry_id {
-        "CAT-BLAS-HIPBLASLT" | "CAT-ROCBLAS-USE-HIPBLASLT" => Some(&["ops", "nn", "soak"]),
-        "CAT-MIOPEN-FIND-FAST" | "CAT-MIOPEN-NO-IMPLICIT-GEMM" | "CAT-MIOPEN-NO-GEMM" => {
-            Some(&["nn"])
-        }
-        "CAT-AOTRITON-EXPERIMENTAL" => Some(&["nn"]),
-        "CAT-NCCL-P2P-OFF" | "CAT-IOMMU-PT" | "CAT-PCI-NOACS" => Some(&["dist"]),
-        "CAT-PINNED-STAGING" => Some(&["copy", "pipeline", "native"]),
-        // Framework switches: the families whose probes run the kernels they change.
-        "CAT-SDPA-CUDNN-OFF" | "CAT-SDPA-FLASH-OFF" | "CAT-SDPA-EFFICIENT-OFF" => {
-            Some(&["nn", "sweep", "width", "compile", "train"])
-        }
-        "CAT-CUDNN-OFF" | "CAT-CUDNN-DETERMINISTIC" | "CAT-CUDNN-TF32-OFF" => {
-            Some(&["nn", "sweep", "width", "compile", "train"])
-        }
-        "CAT-FP16-REDUCTION-FULL" | "CAT-BF16-REDUCTION-FULL" | "CAT-BLAS-LIBRARY" => {
-            Some(&["ops", "nn", "soak", "sweep", "width", "compile", "train"])
-        }
-        "CAT-LINALG-LIBRARY" => Some(&["sweep", "compile"]),
-        "CAT-DETERMINISTIC-ALGORITHMS" => {
-            Some(&["ops", "nn", "sweep", "width", "compile", "train", "optim"])
-        }
-        "CAT-COMPILE-OFF" | "CAT-INDUCTOR-PRECISION-CASTS" | "CAT-AOTAUTOGRAD-CACHE-OFF" => {
-            Some(&["compile", "train"])
-        }
-        "CAT-INDUCTOR-CUDAGRAPHS-OFF" => Some(&["graph", "compile", "train"]),
-        "CAT-PROBE-CONTIGUOUS" => Some(&["sweep"]),
-        _ => None,
-    }
+/// The families whose failures a catalogue entry can plausibly change (its `families`);
+/// `None` means every family, as does an id the catalogue does not have.
+fn relevant_families<'a>(catalogue: &'a Catalogue, entry_id: &str) -> Option<&'a [String]> {
+    catalogue
+        .entries
+        .iter()
+        .find(|entry| entry.id == entry_id)
+        .map(|entry| entry.families.as_slice())
+        .filter(|families| !families.is_empty())
 }
 
 /// Whether a candidate comes only from catalogue entries tried for every family (copy
 /// engine, serialization, allocator) rather than from one matched to the failing layer.
-fn is_generic(candidate: &Candidate) -> bool {
+fn is_generic(catalogue: &Catalogue, candidate: &Candidate) -> bool {
     candidate
         .sources
         .iter()
-        .all(|id| id.starts_with("CAT-") && relevant_families(id).is_none())
+        .all(|id| id.starts_with("CAT-") && relevant_families(catalogue, id).is_none())
 }
 
 /// The sweep case variants that are layouts of the same values (what
@@ -185,11 +162,12 @@ fn torch_has(entry: &CatalogueEntry, facts: &Facts<'_>) -> bool {
     Pep440Version::parse(min).is_ok_and(|min| version >= min)
 }
 
-fn applies_to_families(entry_id: &str, families: &BTreeSet<&str>) -> bool {
-    match relevant_families(entry_id) {
-        None => true,
-        Some(list) => list.iter().any(|family| families.contains(family)),
-    }
+fn applies_to_families(entry: &CatalogueEntry, families: &BTreeSet<&str>) -> bool {
+    entry.families.is_empty()
+        || entry
+            .families
+            .iter()
+            .any(|family| families.contains(family.as_str()))
 }
 
 /// Whether a catalogue entry applies to these vendors and this OS.
@@ -380,7 +358,7 @@ pub(super) fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
             .any(|id| matched_ids.contains(id.as_str()));
         match entry.kind {
             CatalogueKind::Process => {
-                if !applies_to_families(&entry.id, &families) && !related {
+                if !applies_to_families(entry, &families) && !related {
                     continue;
                 }
                 if entry.id == "CAT-VISIBLE-DEVICES" {
@@ -410,7 +388,7 @@ pub(super) fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
                 }
             }
             CatalogueKind::Switch => {
-                if !applies_to_families(&entry.id, &families) && !related {
+                if !applies_to_families(entry, &families) && !related {
                     continue;
                 }
                 let probe_side = entry
@@ -438,8 +416,8 @@ pub(super) fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
             }
             CatalogueKind::KernelParam | CatalogueKind::Firmware | CatalogueKind::CodeChange => {
                 let relevant = related
-                    || (relevant_families(&entry.id).is_some()
-                        && applies_to_families(&entry.id, &families)
+                    || (!entry.families.is_empty()
+                        && applies_to_families(entry, &families)
                         && (entry.id != "CAT-PINNED-STAGING"
                             || ctx
                                 .failures
@@ -470,7 +448,7 @@ pub(super) fn gather(ctx: &CandidateContext<'_>) -> CandidateSet {
     // Stable order: by rank; within a rank, settings of the failing families' own layers
     // before those tried for every family (a search that runs out of budget drops the
     // generic ones first); then as gathered (KB order, then catalogue order).
-    testable.sort_by_key(|c| (c.rank, is_generic(c)));
+    testable.sort_by_key(|c| (c.rank, is_generic(ctx.catalogue, c)));
     for candidate in testable {
         if in_effect(&candidate.change, ctx.env) {
             // A removal of something not set changes nothing and is dropped silently; a
