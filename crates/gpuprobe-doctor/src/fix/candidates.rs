@@ -107,24 +107,13 @@ pub enum CandidateRefused {
     },
 }
 
-/// The families whose failures a catalogue entry can plausibly change (its `families`);
-/// `None` means every family, as does an id the catalogue does not have.
-fn relevant_families<'a>(catalogue: &'a Catalogue, entry_id: &str) -> Option<&'a [String]> {
-    catalogue
-        .entries
-        .iter()
-        .find(|entry| entry.id == entry_id)
-        .map(|entry| entry.families.as_slice())
-        .filter(|families| !families.is_empty())
-}
-
 /// Whether a candidate comes only from catalogue entries tried for every family (copy
 /// engine, serialization, allocator) rather than from one matched to the failing layer.
 fn is_generic(catalogue: &Catalogue, candidate: &Candidate) -> bool {
-    candidate
-        .sources
-        .iter()
-        .all(|id| id.starts_with("CAT-") && relevant_families(catalogue, id).is_none())
+    candidate.sources.iter().all(|id| {
+        // An id the catalogue does not have is tried for every family too.
+        id.starts_with("CAT-") && catalogue.get(id).is_none_or(|e| e.families.is_empty())
+    })
 }
 
 /// The sweep case variants that are layouts of the same values (what
