@@ -143,7 +143,7 @@ def test_probe_cases_are_valid_and_ids_unique() -> None:
                 wanted = set(values) - {"704"}
                 assert {case[name] for case in cases} == wanted, (probe_id, name)
         else:
-            assert probe.tier == "full" and not probe.isolated and probe.placement == "side"
+            assert probe.tier == "full" and not probe.isolated and probe.placement == "shared"
             backward = probe_id.endswith(".bwd")
             assert probe.rule["scale"] == (2.0 if backward else 1.0)
             directions = {c["direction"] for c in cases}

@@ -425,8 +425,8 @@ impl Assignment {
 
 /// Cuts a lane into `pieces` of about equal estimated work. Probes that belong together
 /// stay together as long as the balance allows: whole families first, a family heavier
-/// than a piece's share (by more than a quarter) as whole sub-families, a sub-family
-/// heavier than that probe by probe. Items go heaviest first to the lightest piece.
+/// than a piece's share as whole sub-families, a sub-family heavier than that probe by
+/// probe. Items go heaviest first to the lightest piece.
 fn assign(lane: &Lane, pieces: usize, first_use: bool) -> Assignment {
     let seconds: Vec<f64> = lane
         .tasks
@@ -434,9 +434,12 @@ fn assign(lane: &Lane, pieces: usize, first_use: bool) -> Assignment {
         .map(|t| estimated_seconds(&t.spec, first_use))
         .collect();
     let pieces = pieces.max(1);
-    // A group up to a quarter over a piece's share stays whole: a slightly uneven cut
-    // costs less than a group's set-up paid twice.
-    let share = seconds.iter().sum::<f64>() / pieces as f64 * 1.25;
+    // A group over a piece's share is split. A quarter of slack was allowed once (a
+    // group's set-up paid twice against a slightly uneven cut), but on the H200 it kept the
+    // standard tier's `ops` family (10 s) whole in one piece while the others ended 1-2 s
+    // earlier; replayed on nine runs there, splitting at the share ended the side-by-side
+    // lanes 0.6 s sooner (bench/RESULTS.md "Lanes balanced by refreshed estimates").
+    let share = seconds.iter().sum::<f64>() / pieces as f64;
     let family_of = |i: usize| lane.tasks[i].spec.id.family().to_string();
     let sub_family_of = |i: usize| sub_family(lane.tasks[i].spec.id.as_str()).to_string();
     let mut items: Vec<(f64, Vec<usize>)> = Vec::new();

@@ -44,14 +44,14 @@ NATIVE_COUNTERPART = "native.memtest"
 #: standard tier's lanes"; the full tier's families from its runs there); a whole id is
 #: listed where one probe takes several times its sub-family's mean.
 TYPICAL_SECONDS = {
-    "alloc.caching": 0.038,
+    "alloc.caching": 0.029,
     "alloc.config": 3.791,
-    "alloc.expandable": 0.091,
-    "alloc.fragmentation": 0.416,
-    "alloc.largest": 1.200,
-    "alloc.oom": 0.269,
-    "alloc.stream": 0.266,
-    "alloc.stress": 0.282,
+    "alloc.expandable": 0.086,
+    "alloc.fragmentation": 0.361,
+    "alloc.largest": 0.505,
+    "alloc.oom": 0.202,
+    "alloc.stream": 0.352,
+    "alloc.stress": 0.709,
     "alloc.usable": 0.479,
 }
 

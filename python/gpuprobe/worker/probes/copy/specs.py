@@ -33,15 +33,20 @@ NATIVE_COUNTERPART = "native.copy"
 #: standard tier's lanes"; the full tier's families from its runs there); a whole id is
 #: listed where one probe takes several times its sub-family's mean.
 TYPICAL_SECONDS = {
-    "copy.batch": 0.004,
-    "copy.d2d": 0.079,
-    "copy.d2h": 0.041,
-    "copy.h2d": 0.105,
+    "copy.batch": 0.006,
+    "copy.d2d": 0.062,
+    "copy.d2h": 0.044,
+    "copy.h2d": 0.048,
     # 20,000 tiny pageable copies from four threads, nonblocking: the host's page-locking
     # of each source, not the copy, is the cost.
     "copy.h2d.pageable.tiny.nonblocking": 1.397,
     "copy.roundtrip": 0.433,
-    "copy.roundtrip.pageable.1gib.blocking": 1.556,
+    "copy.roundtrip.pageable.1gib.blocking": 1.714,
+    "copy.h2d.pinned.tiny.nonblocking": 0.504,
+    "copy.roundtrip.pageable.medium": 0.004,
+    "copy.roundtrip.pinned.medium": 0.003,
+    "copy.roundtrip.pageable.large": 0.129,
+    "copy.roundtrip.pinned.large": 0.179,
 }
 
 _RUN = "gpuprobe.worker.probes.copy.run"

@@ -28,10 +28,10 @@ from gpuprobe.worker.ops import SHORTCUTS  # ops imports torch lazily: the catal
 TYPICAL_SECONDS = {
     "dtype.bf16": 0.003,
     "dtype.bool": 0.001,
-    "dtype.fp16": 0.007,
-    "dtype.fp32": 0.013,
+    "dtype.fp16": 0.003,
+    "dtype.fp32": 0.002,
     "dtype.fp64": 0.002,
-    "dtype.fp8e4m3": 0.002,
+    "dtype.fp8e4m3": 0.001,
     "dtype.fp8e5m2": 0.001,
     "dtype.int32": 0.001,
     "dtype.int64": 0.002,

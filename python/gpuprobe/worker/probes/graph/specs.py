@@ -46,6 +46,7 @@ TYPICAL_SECONDS = {
     # reduce-overhead probe about 0.5 s on a filled Inductor cache.
     "graph": 0.581,
     "graph.reduce_overhead": 8.000,
+    "graph.capture.fp32": 0.823,
 }
 
 _RUN = "gpuprobe.worker.probes.graph.run"

@@ -62,17 +62,19 @@ from gpuprobe.worker.probes.ops.specs import SHORT, accumulation_scale, bound, t
 #: standard tier's lanes"; the full tier's families from its runs there); a whole id is
 #: listed where one probe takes several times its sub-family's mean.
 TYPICAL_SECONDS = {
-    "nn.autocast": 0.113,
-    "nn.conv2d": 0.296,
-    "nn.conv_transpose2d": 0.023,
-    "nn.sdpa": 0.107,
-    "nn.sdpa.bf16.default.d128.s4096.causal": 1.041,
-    "nn.sdpa.bf16.default.d64.s4096": 0.995,
-    "nn.sdpa.bf16.math.d64.s1024.bwd": 0.507,
-    "nn.sdpa.fp16.default.d128.s4096.causal": 1.076,
-    "nn.sdpa.matrix.bf16.default.core": 0.558,
-    "nn.sdpa.matrix.fp16.default.core": 0.548,
-    "nn.vae": 0.353,
+    "nn.autocast": 0.137,
+    "nn.conv2d": 0.227,
+    "nn.conv_transpose2d": 0.123,
+    "nn.sdpa": 0.089,
+    "nn.sdpa.bf16.default.d128.s4096.causal": 1.006,
+    "nn.sdpa.bf16.default.d64.s4096": 0.727,
+    "nn.sdpa.bf16.math.d64.s1024.bwd": 0.135,
+    "nn.sdpa.fp16.default.d128.s4096.causal": 0.982,
+    "nn.sdpa.matrix.bf16.default.core": 0.686,
+    "nn.sdpa.matrix.fp16.default.core": 0.685,
+    "nn.vae": 0.209,
+    "nn.conv2d.fp32.bwd": 0.542,
+    "nn.sdpa.bf16.efficient.d64.s1024.bwd": 0.531,
 }
 
 _RUN = "gpuprobe.worker.probes.nn.run"
@@ -153,9 +155,10 @@ def _probe(
     params: dict[str, Any],
     **extra: Any,
 ) -> ProbeDef:
-    # Beyond quick, nn probes run in a lane of their own beside the main one: their time
-    # goes mostly to float64 references on the host, which overlap well with other probes.
-    extra.setdefault("placement", "shared" if tier == "quick" else "side")
+    # Shared, like the operators': the planner cuts the shared probes into pieces of equal
+    # estimated work, and a family in a side lane of its own was cut apart from them (on
+    # the H200 the standard tier's two nn pieces ended 1-3 s after the shared ones).
+    extra.setdefault("placement", "shared")
     return ProbeDef(
         id=probe_id,
         tier=tier,

@@ -38,15 +38,15 @@ from gpuprobe.worker.tolerances import DTYPE_TOLERANCE
 #: standard tier's lanes"; the full tier's families from its runs there); a whole id is
 #: listed where one probe takes several times its sub-family's mean.
 TYPICAL_SECONDS = {
-    "ops.addmm": 0.055,
-    "ops.bmm": 0.126,
-    "ops.elementwise": 0.058,
-    "ops.layout": 0.018,
-    "ops.linear": 0.134,
-    "ops.matmul": 0.466,
-    "ops.matmul.fp32.large_n": 1.677,
-    "ops.reduce": 0.126,
-    "ops.sentinel": 0.056,
+    "ops.addmm": 0.077,
+    "ops.bmm": 0.154,
+    "ops.elementwise": 0.084,
+    "ops.layout": 0.034,
+    "ops.linear": 0.133,
+    "ops.matmul": 0.261,
+    "ops.matmul.fp32.large_n": 1.280,
+    "ops.reduce": 0.199,
+    "ops.sentinel": 0.075,
 }
 
 _RUN = "gpuprobe.worker.probes.ops.run"

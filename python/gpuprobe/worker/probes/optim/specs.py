@@ -36,8 +36,8 @@ TYPICAL_SECONDS = {
     "optim": 1.600,
     # The standard tier's one optimizer probe is its worker's first: it imports
     # torch._dynamo (warm H200 standard tier, mean of three).
-    "optim.adamw.fp32": 3.057,
-    "optim.gradscaler": 0.300,
+    "optim.adamw.fp32": 2.367,
+    "optim.gradscaler": 0.224,
 }
 
 _RUN = "gpuprobe.worker.probes.optim.run"

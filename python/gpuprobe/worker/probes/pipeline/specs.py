@@ -32,10 +32,10 @@ NATIVE_COUNTERPART = "native.copy"
 #: standard tier's lanes"; the full tier's families from its runs there); a whole id is
 #: listed where one probe takes several times its sub-family's mean.
 TYPICAL_SECONDS = {
-    "pipeline.accelerate": 0.100,
-    "pipeline.dataloader": 0.599,
-    "pipeline.dataloader.w2.spawn.pinned": 2.155,
-    "pipeline.save": 0.006,
+    "pipeline.accelerate": 0.134,
+    "pipeline.dataloader": 0.214,
+    "pipeline.dataloader.w2.spawn.pinned": 2.957,
+    "pipeline.save": 0.012,
 }
 
 _RUN = "gpuprobe.worker.probes.pipeline.run"

@@ -23,13 +23,15 @@ from gpuprobe.worker.catalog import INVARIANT, ProbeDef, statistical
 #: standard tier's lanes"; the full tier's families from its runs there); a whole id is
 #: listed where one probe takes several times its sub-family's mean.
 TYPICAL_SECONDS = {
-    "rng.multinomial": 0.044,
-    "rng.rand": 0.103,
-    "rng.randint": 0.113,
-    "rng.randn": 0.111,
-    "rng.randn_like": 0.076,
+    "rng.multinomial": 0.055,
+    "rng.rand": 0.175,
+    "rng.randint": 0.177,
+    "rng.randn": 0.193,
+    "rng.randn_like": 0.114,
     "rng.randperm": 0.428,
-    "rng.repeat": 0.001,
+    "rng.repeat": 0.004,
+    "rng.randperm.2p20": 0.087,
+    "rng.randperm.2p24p1": 0.997,
 }
 
 _RUN = "gpuprobe.worker.probes.rng.run"
