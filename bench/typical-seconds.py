@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import glob
+import importlib
 import json
 import os
 import statistics
@@ -55,15 +56,16 @@ def main(argv: list[str]) -> int:
     means = {probe: statistics.mean(values) for probe, values in seconds.items()}
     tables: dict[str, dict[str, float]] = {}
     for specs in catalog.FAMILY_SPECS:
-        _, table = catalog._family_metadata(specs)
+        module = specs.partition(":")[0]
+        table = getattr(importlib.import_module(module), "TYPICAL_SECONDS", {})
         if table:
-            tables[specs.partition(":")[0]] = table
+            tables[module] = table
     for module, table in tables.items():
         covered: dict[str, list[str]] = collections.defaultdict(list)
         for probe in means:
-            matching = [p for p in table if probe == p or probe.startswith(p + ".")]
-            if matching:
-                covered[max(matching, key=len)].append(probe)
+            prefix = catalog.typical_prefix(table, probe)
+            if prefix is not None:
+                covered[prefix].append(probe)
         print(module)
         for prefix in sorted(table):
             probes = covered.get(prefix, [])

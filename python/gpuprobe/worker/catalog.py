@@ -165,11 +165,17 @@ def family_declarations(specs: str) -> dict[str, Any]:
     }
 
 
-def typical_seconds(table: dict[str, float], probe_id: str) -> float | None:
-    """The seconds of the longest prefix of ``probe_id`` (whole parts: ``nn.sdpa`` covers
-    ``nn.sdpa.bf16`` but not ``nn.sdpax``) that a family's ``TYPICAL_SECONDS`` lists."""
+def typical_prefix(table: dict[str, float], probe_id: str) -> str | None:
+    """The longest prefix of ``probe_id`` (whole parts: ``nn.sdpa`` covers ``nn.sdpa.bf16``
+    but not ``nn.sdpax``) that a family's ``TYPICAL_SECONDS`` lists."""
     matching = [prefix for prefix in table if probe_id == prefix or probe_id.startswith(prefix + ".")]
-    return table[max(matching, key=len)] if matching else None
+    return max(matching, key=len) if matching else None
+
+
+def typical_seconds(table: dict[str, float], probe_id: str) -> float | None:
+    """The seconds ``TYPICAL_SECONDS`` lists for ``probe_id``'s longest prefix."""
+    prefix = typical_prefix(table, probe_id)
+    return None if prefix is None else table[prefix]
 
 
 @functools.cache

@@ -29,9 +29,11 @@ NATIVE_COUNTERPART = "native.copy"
 #: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
-#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
-#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
-#: listed where one probe takes several times its sub-family's mean.
+#: mean per probe of 18 runs with the other lanes beside it, leaving out a worker's first
+#: probe, which also pays the device context; ``bench/typical-seconds.py`` and
+#: bench/RESULTS.md "Lanes balanced by refreshed estimates"; the full tier's families from
+#: its runs there); a whole id is listed where one probe takes several times its
+#: sub-family's mean.
 TYPICAL_SECONDS = {
     "copy.batch": 0.006,
     "copy.d2d": 0.062,
@@ -40,13 +42,13 @@ TYPICAL_SECONDS = {
     # 20,000 tiny pageable copies from four threads, nonblocking: the host's page-locking
     # of each source, not the copy, is the cost.
     "copy.h2d.pageable.tiny.nonblocking": 1.397,
+    "copy.h2d.pinned.tiny.nonblocking": 0.504,
     "copy.roundtrip": 0.433,
     "copy.roundtrip.pageable.1gib.blocking": 1.714,
-    "copy.h2d.pinned.tiny.nonblocking": 0.504,
-    "copy.roundtrip.pageable.medium": 0.004,
-    "copy.roundtrip.pinned.medium": 0.003,
     "copy.roundtrip.pageable.large": 0.129,
+    "copy.roundtrip.pageable.medium": 0.004,
     "copy.roundtrip.pinned.large": 0.179,
+    "copy.roundtrip.pinned.medium": 0.003,
 }
 
 _RUN = "gpuprobe.worker.probes.copy.run"

@@ -38,15 +38,17 @@ from gpuprobe.worker.probes.sweep.specs import SWEEP_RULE
 #: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
-#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
-#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
-#: listed where one probe takes several times its sub-family's mean.
+#: mean per probe of 18 runs with the other lanes beside it, leaving out a worker's first
+#: probe, which also pays the device context; ``bench/typical-seconds.py`` and
+#: bench/RESULTS.md "Lanes balanced by refreshed estimates"; the full tier's families from
+#: its runs there); a whole id is listed where one probe takes several times its
+#: sub-family's mean.
 TYPICAL_SECONDS = {
     # CUDA-graph capture and replay (H200): the standard probe 0.3 s warm; a
     # reduce-overhead probe about 0.5 s on a filled Inductor cache.
     "graph": 0.581,
-    "graph.reduce_overhead": 8.000,
     "graph.capture.fp32": 0.823,
+    "graph.reduce_overhead": 8.000,
 }
 
 _RUN = "gpuprobe.worker.probes.graph.run"

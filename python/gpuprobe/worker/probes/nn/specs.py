@@ -58,23 +58,25 @@ from gpuprobe.worker.probes.ops.specs import SHORT, accumulation_scale, bound, t
 #: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
-#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
-#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
-#: listed where one probe takes several times its sub-family's mean.
+#: mean per probe of 18 runs with the other lanes beside it, leaving out a worker's first
+#: probe, which also pays the device context; ``bench/typical-seconds.py`` and
+#: bench/RESULTS.md "Lanes balanced by refreshed estimates"; the full tier's families from
+#: its runs there); a whole id is listed where one probe takes several times its
+#: sub-family's mean.
 TYPICAL_SECONDS = {
     "nn.autocast": 0.137,
     "nn.conv2d": 0.227,
+    "nn.conv2d.fp32.bwd": 0.542,
     "nn.conv_transpose2d": 0.123,
     "nn.sdpa": 0.089,
     "nn.sdpa.bf16.default.d128.s4096.causal": 1.006,
     "nn.sdpa.bf16.default.d64.s4096": 0.727,
+    "nn.sdpa.bf16.efficient.d64.s1024.bwd": 0.531,
     "nn.sdpa.bf16.math.d64.s1024.bwd": 0.135,
     "nn.sdpa.fp16.default.d128.s4096.causal": 0.982,
     "nn.sdpa.matrix.bf16.default.core": 0.686,
     "nn.sdpa.matrix.fp16.default.core": 0.685,
     "nn.vae": 0.209,
-    "nn.conv2d.fp32.bwd": 0.542,
-    "nn.sdpa.bf16.efficient.d64.s1024.bwd": 0.531,
 }
 
 _RUN = "gpuprobe.worker.probes.nn.run"
@@ -155,10 +157,9 @@ def _probe(
     params: dict[str, Any],
     **extra: Any,
 ) -> ProbeDef:
-    # Shared, like the operators': the planner cuts the shared probes into pieces of equal
-    # estimated work, and a family in a side lane of its own was cut apart from them (on
-    # the H200 the standard tier's two nn pieces ended 1-3 s after the shared ones).
-    extra.setdefault("placement", "shared")
+    # No placement: nn probes are shared like the operators', so that the planner cuts them
+    # into the same pieces of equal estimated work (a side lane of their own was cut apart,
+    # and on the H200 the standard tier's two nn pieces ended 1-3 s after the shared ones).
     return ProbeDef(
         id=probe_id,
         tier=tier,

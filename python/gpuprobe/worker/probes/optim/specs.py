@@ -26,16 +26,17 @@ from gpuprobe.worker.probes.sweep.specs import SWEEP_RULE
 #: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
-#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
-#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
-#: listed where one probe takes several times its sub-family's mean.
+#: mean per probe of 18 runs with the other lanes beside it, leaving out a worker's first
+#: probe, which also pays the device context; ``bench/typical-seconds.py`` and
+#: bench/RESULTS.md "Lanes balanced by refreshed estimates"; the full tier's families from
+#: its runs there); a whole id is listed where one probe takes several times its
+#: sub-family's mean.
 TYPICAL_SECONDS = {
     # Optimizer implementations against float64 (H200): 40 probes in 81 s at four steps,
     # about 1.6 s a probe; a training step of a small model, under 1 s eager (estimate)
     # and 2-3 s compiled on a filled cache.
     "optim": 1.600,
-    # The standard tier's one optimizer probe is its worker's first: it imports
-    # torch._dynamo (warm H200 standard tier, mean of three).
+    # The standard tier's one optimizer probe: it imports torch._dynamo in its worker.
     "optim.adamw.fp32": 2.367,
     "optim.gradscaler": 0.224,
 }

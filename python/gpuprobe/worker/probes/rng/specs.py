@@ -19,9 +19,11 @@ from gpuprobe.worker.catalog import INVARIANT, ProbeDef, statistical
 #: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
-#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
-#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
-#: listed where one probe takes several times its sub-family's mean.
+#: mean per probe of 18 runs with the other lanes beside it, leaving out a worker's first
+#: probe, which also pays the device context; ``bench/typical-seconds.py`` and
+#: bench/RESULTS.md "Lanes balanced by refreshed estimates"; the full tier's families from
+#: its runs there); a whole id is listed where one probe takes several times its
+#: sub-family's mean.
 TYPICAL_SECONDS = {
     "rng.multinomial": 0.055,
     "rng.rand": 0.175,
@@ -29,9 +31,9 @@ TYPICAL_SECONDS = {
     "rng.randn": 0.193,
     "rng.randn_like": 0.114,
     "rng.randperm": 0.428,
-    "rng.repeat": 0.004,
     "rng.randperm.2p20": 0.087,
     "rng.randperm.2p24p1": 0.997,
+    "rng.repeat": 0.004,
 }
 
 _RUN = "gpuprobe.worker.probes.rng.run"

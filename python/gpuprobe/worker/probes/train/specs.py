@@ -45,21 +45,23 @@ from gpuprobe.worker.probes.sweep.specs import SWEEP_RULE
 #: id listed (whole parts): the ``typical_s`` the catalog publishes for each of the
 #: family's probes that sets none (lanes are sized by it; a probe no prefix matches counts
 #: the engine's default, 0.1 s). Measured on the H200 host (torch 2.11: warm standard tier,
-#: mean per probe of three runs with the other lanes beside it, bench/RESULTS.md "The
-#: standard tier's lanes"; the full tier's families from its runs there); a whole id is
-#: listed where one probe takes several times its sub-family's mean.
+#: mean per probe of 18 runs with the other lanes beside it, leaving out a worker's first
+#: probe, which also pays the device context; ``bench/typical-seconds.py`` and
+#: bench/RESULTS.md "Lanes balanced by refreshed estimates"; the full tier's families from
+#: its runs there); a whole id is listed where one probe takes several times its
+#: sub-family's mean.
 TYPICAL_SECONDS = {
     "train": 1.000,
     "train.transformer": 1.211,
     "train.convnet.bf16.compile": 3.000,
     "train.convnet.fp16.compile": 3.000,
     "train.convnet.fp32.compile": 3.000,
+    "train.transformer.bf16": 2.322,
     "train.transformer.bf16.compile": 3.000,
     "train.transformer.bf16.inner_fp16.compile": 3.000,
     "train.transformer.bf16.inner_fp32.compile": 3.000,
     "train.transformer.fp16.compile": 3.000,
     "train.transformer.fp32.compile": 3.000,
-    "train.transformer.bf16": 2.322,
 }
 
 _RUN = "gpuprobe.worker.probes.train.run"
