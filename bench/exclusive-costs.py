@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the exclusive allocator lane's seconds go on a GPU host: each step the four
-standard-tier exclusive probes (`alloc.usable.chunks`, `alloc.largest.single`,
-`alloc.fragmentation.cycles`, `alloc.oom.recovery.filled`) take, timed alone in one
+exclusive allocator probes (`alloc.usable.chunks`, `alloc.largest.single`,
+`alloc.fragmentation.cycles`, `alloc.oom.recovery.filled`; the full tier's since the
+standard tier fills the device natively, first) take, timed alone in one
 process, as `python/gpuprobe/worker/probes/alloc/run.py` does them: the collector pass and
 cache release each probe starts and ends with, the chunked fill of the free memory, the
 sampled tag read-back, the release of the filled device, the single near-full allocation.

@@ -31,6 +31,7 @@ mod backend;
 mod cuda;
 mod error;
 mod ffi;
+mod fill;
 mod hip;
 mod hiprtc;
 mod kernels;

@@ -50,6 +50,10 @@ pub(crate) mod ids {
     pub(crate) const MEMTEST_FULL: &str = "native.memtest.full";
     /// Run-time compilation (NVRTC or hipRTC) of the kernels, loaded and verified.
     pub(crate) const RTC_COMPILE: &str = "native.rtc.compile";
+    /// The reported free memory allocated in chunks that keep their own data (`fill.rs`).
+    pub(crate) const ALLOC_USABLE: &str = "native.alloc.usable.chunks";
+    /// The largest single allocation, written and read past 2^31 and 2^32 (`fill.rs`).
+    pub(crate) const ALLOC_LARGEST: &str = "native.alloc.largest.single";
 }
 
 /// Seconds one run of a native probe typically takes on a warm machine, by the longest
@@ -58,6 +62,7 @@ pub(crate) mod ids {
 /// of three runs with the other lanes beside it, bench/RESULTS.md "The standard tier's
 /// lanes"). The Python families publish theirs from their own `specs.py`.
 const TYPICAL_SECONDS: &[(&str, f64)] = &[
+    ("native.alloc", 0.5),
     ("native.copy", 0.244),
     ("native.copy.roundtrip.pageable.large", 5.622),
     ("native.copy.roundtrip.pinned.large", 4.427),
@@ -84,11 +89,13 @@ fn spec(
         description: description.to_string(),
         needs: Vec::new(),
         isolated,
-        // The full memtest takes nearly all free memory: it must have the device alone.
-        placement: if id == ids::MEMTEST_FULL {
-            gpuprobe_model::Placement::Exclusive
-        } else {
-            gpuprobe_model::Placement::Shared
+        // The full memtest takes nearly all free memory for minutes: it must have the
+        // device alone, after the others. The allocation probes fill it for about a second:
+        // alone too, but first, while the framework's workers are still importing.
+        placement: match id {
+            ids::MEMTEST_FULL => gpuprobe_model::Placement::Exclusive,
+            ids::ALLOC_USABLE | ids::ALLOC_LARGEST => gpuprobe_model::Placement::First,
+            _ => gpuprobe_model::Placement::Shared,
         },
         lane: None,
         typical_s: longest_prefix_value(TYPICAL_SECONDS, id),
@@ -173,6 +180,22 @@ pub fn native_catalog() -> Vec<ProbeSpec> {
             false,
         ),
         spec(
+            ids::ALLOC_USABLE,
+            Tier::Standard,
+            Rule::Invariant,
+            120.0,
+            "the reported free memory (less a margin) allocated from the driver in chunks, each set to its own byte and stamped, sampled back once all are held",
+            false,
+        ),
+        spec(
+            ids::ALLOC_LARGEST,
+            Tier::Standard,
+            Rule::Invariant,
+            120.0,
+            "the largest single allocation from the driver (time-bounded search), written and read back at byte offsets 0, 2^31-1, 2^31, 2^32-1, 2^32, the middle and the end",
+            false,
+        ),
+        spec(
             ids::COPY_PAGEABLE_HUGE,
             Tier::Full,
             Rule::BitExact,
@@ -218,6 +241,16 @@ fn observed(
             output_digest: None,
         },
     }
+}
+
+fn filled_outcome(probe: &str, device: DeviceRef, filled: crate::fill::Filled) -> Outcome {
+    observed(
+        probe,
+        device,
+        Measurement::Invariant(filled.check),
+        filled.metrics,
+        filled.notes,
+    )
 }
 
 /// A runtime error as a protocol outcome.
@@ -267,6 +300,10 @@ pub(crate) fn run_probe(
             }
         }
         ids::RTC_COMPILE => rtc_compile(env, kernels),
+        ids::ALLOC_USABLE => crate::fill::usable_chunks(&env.backend, env.seed)
+            .map(|filled| filled_outcome(probe, env.device, filled)),
+        ids::ALLOC_LARGEST => crate::fill::largest_single(&env.backend, 8.0)
+            .map(|filled| filled_outcome(probe, env.device, filled)),
         other => {
             return Outcome::Error {
                 error_type: "UnknownProbe".into(),

@@ -272,6 +272,11 @@ pub enum Placement {
     /// Alone on the device, after every other probe on it has finished: it fills device
     /// memory or measures what is free.
     Exclusive,
+    /// Alone on the device, before any other probe on it begins: it fills device memory
+    /// while the other lanes' workers are still starting (a Python worker imports the
+    /// framework for seconds before it touches the device), so nothing waits for it at the
+    /// end. Meant for native probes, which start in milliseconds.
+    First,
 }
 
 impl Placement {
@@ -281,7 +286,14 @@ impl Placement {
             Placement::Shared => "shared",
             Placement::Side => "side",
             Placement::Exclusive => "exclusive",
+            Placement::First => "first",
         }
+    }
+
+    /// Whether its lane runs alone on the device (exclusive or first): never cut, never
+    /// sharing a worker, not counted among the lanes side by side.
+    pub fn alone(self) -> bool {
+        matches!(self, Placement::Exclusive | Placement::First)
     }
 
     /// Whether this is the default placement (omitted in JSON).

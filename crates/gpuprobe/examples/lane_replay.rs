@@ -91,6 +91,18 @@ fn main() -> anyhow::Result<()> {
         "{:<8} {:<10} {:>6} {:>9} {:>9} {:>7}  first probe (its families or named lanes)",
         "backend", "placement", "probes", "estimate", "measured", "ends"
     );
+    // First lanes run alone while the other workers start: those wait for them.
+    let opening: f64 = 0.6
+        + lanes
+            .iter()
+            .filter(|l| l.placement == Placement::First)
+            .map(|l| {
+                l.tasks
+                    .iter()
+                    .map(|t| measured.get(t.spec.id.as_str()).copied().unwrap_or(0.0))
+                    .sum::<f64>()
+            })
+            .sum::<f64>();
     let mut side_end: f64 = 0.0;
     let mut exclusive = 0.0;
     let mut rows: Vec<(f64, String)> = Vec::new();
@@ -101,10 +113,12 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .map(|t| measured_or_estimate(&t.spec))
             .sum();
-        let start = if lane.backend == Backend::Native {
+        let start = if lane.placement == Placement::First {
             0.6
+        } else if lane.backend == Backend::Native {
+            opening
         } else {
-            hello_s
+            hello_s.max(opening)
         };
         let ends = start + actual;
         if lane.placement == Placement::Exclusive {

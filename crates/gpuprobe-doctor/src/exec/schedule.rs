@@ -2,7 +2,16 @@
 //! kept apart from the threads and processes that carry them out so they can be tested
 //! alone.
 //!
-//! - Shared and side lanes start as soon as they are admitted.
+//! - Lanes placed first ([`Placement::First`]) and admitted when the run starts run alone
+//!   on their device before anything else there: every other lane of the device admitted
+//!   meanwhile is launched at once behind a closed [`StartGate`] (its worker imports the
+//!   framework and says hello while the first lane fills the device), and those gates open
+//!   when the device's first lanes have finished. A first lane admitted later (a second
+//!   GPU's lanes, planned at GPU 0's hello) waits as an exclusive lane does: by then the
+//!   framework is imported and its lanes' workers are ready at once, so there is no start to
+//!   hide it behind, and on the H200 host with two GPUs holding them back for it cost 3 s.
+//! - Shared and side lanes start as soon as they are admitted (behind a gate while a first
+//!   lane holds their device).
 //! - Exclusive lanes run one at a time on their device, once every other lane there has
 //!   finished: delivered its last result (the engine reports that as the lane's end; its
 //!   worker may still be exiting, which only returns device memory). The first exclusive lane of each device is launched at once anyway, behind a
@@ -36,7 +45,8 @@ pub(crate) struct Launch {
     pub id: usize,
     /// The lane.
     pub lane: Lane,
-    /// For an exclusive lane launched ahead of its turn: the gate that starts its probes.
+    /// For a lane launched ahead of its turn (an exclusive lane, or any lane while a first
+    /// lane holds its device): the gate that starts its probes.
     pub gate: Option<StartGate>,
     /// CPU threads for its workers.
     pub threads: usize,
@@ -45,6 +55,7 @@ pub(crate) struct Launch {
 struct LaneState {
     backend: Backend,
     device: DeviceRef,
+    placement: Placement,
     /// Competing for its device and the CPU (false while behind its gate, and once done).
     active: bool,
 }
@@ -60,6 +71,10 @@ pub(crate) struct Scheduler {
     queued: Vec<Lane>,
     /// Launched exclusive lanes whose gate is still closed: (lane id, gate).
     gated: Vec<(usize, StartGate)>,
+    /// First lanes not launched yet (another first lane holds their device), in order.
+    openings: Vec<Lane>,
+    /// Launched lanes waiting for their device's first lanes to finish: (lane id, gate).
+    held: Vec<(usize, StartGate)>,
 }
 
 impl Scheduler {
@@ -73,13 +88,17 @@ impl Scheduler {
             running: HashMap::new(),
             queued: Vec::new(),
             gated: Vec::new(),
+            openings: Vec::new(),
+            held: Vec::new(),
         }
     }
 
     /// Takes new lanes (empty ones are dropped) and says which to launch now, followed by
     /// whatever [`Scheduler::release`] frees.
     pub(crate) fn admit(&mut self, lanes: Vec<Lane>) -> Vec<Launch> {
-        let lanes: Vec<Lane> = lanes.into_iter().filter(|l| !l.tasks.is_empty()).collect();
+        let mut lanes: Vec<Lane> = lanes.into_iter().filter(|l| !l.tasks.is_empty()).collect();
+        // First lanes are seen first, so that the lanes admitted with them wait for them.
+        lanes.sort_by_key(|l| l.placement != Placement::First);
         let new_python = lanes
             .iter()
             .filter(|l| l.backend == Backend::Python && l.placement != Placement::Exclusive)
@@ -90,31 +109,67 @@ impl Scheduler {
             self.python_active() + new_python
         };
         let threads = worker_threads(self.cores, competing);
+        let at_start = self.lanes.is_empty();
         let mut launches = Vec::new();
         for lane in lanes {
-            if lane.placement != Placement::Exclusive {
-                launches.push(self.launch(lane, None, threads));
-            } else if self.has_exclusive(lane.device) {
-                self.queued.push(lane);
-            } else {
-                let gate = StartGate::new();
-                let launch = self.launch(lane, Some(gate.clone()), threads);
-                self.gated.push((launch.id, gate));
-                launches.push(launch);
+            match lane.placement {
+                // Too late to be first: it waits as an exclusive lane does.
+                Placement::First if !at_start => self.queued.push(lane),
+                Placement::First if self.has_opening(lane.device) => self.openings.push(lane),
+                Placement::First => launches.push(self.launch(lane, None, threads)),
+                Placement::Exclusive if self.has_exclusive(lane.device) => self.queued.push(lane),
+                Placement::Exclusive => {
+                    let gate = StartGate::new();
+                    let launch = self.launch(lane, Some(gate.clone()), threads);
+                    self.gated.push((launch.id, gate));
+                    launches.push(launch);
+                }
+                Placement::Shared | Placement::Side if self.has_opening(lane.device) => {
+                    let gate = StartGate::new();
+                    let launch = self.launch(lane, Some(gate.clone()), threads);
+                    self.held.push((launch.id, gate));
+                    launches.push(launch);
+                }
+                Placement::Shared | Placement::Side => {
+                    launches.push(self.launch(lane, None, threads))
+                }
             }
         }
         launches.extend(self.release());
         launches
     }
 
-    /// On every device with no active lane: opens the gate of its launched exclusive lane,
-    /// or else launches its next queued one.
+    /// On every device with no active first lane: launches its next queued first lane, or
+    /// else opens the gates of the lanes that waited for its first lanes. Then, on every
+    /// device with no active lane: opens the gate of its launched exclusive lane, or else
+    /// launches its next queued one.
     pub(crate) fn release(&mut self) -> Vec<Launch> {
         let mut launches = Vec::new();
+        let mut waiting: Vec<DeviceRef> = self.openings.iter().map(|l| l.device).collect();
+        waiting.extend(self.held.iter().map(|(id, _)| self.lanes[*id].device));
+        for device in waiting {
+            if self.first_active(device) {
+                continue;
+            }
+            if let Some(index) = self.openings.iter().position(|l| l.device == device) {
+                let lane = self.openings.remove(index);
+                let threads = worker_threads(self.cores, self.python_active() + 1);
+                launches.push(self.launch(lane, None, threads));
+                continue;
+            }
+            let (opened, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+                .into_iter()
+                .partition(|(id, _)| self.lanes[*id].device == device);
+            self.held = still;
+            for (id, gate) in opened {
+                self.activate(id);
+                gate.open();
+            }
+        }
         let mut devices: Vec<DeviceRef> = self.queued.iter().map(|l| l.device).collect();
         devices.extend(self.gated.iter().map(|(id, _)| self.lanes[*id].device));
         for device in devices {
-            if self.running.get(&device).copied().unwrap_or(0) > 0 {
+            if self.running(device) > 0 || self.has_opening(device) {
                 continue;
             }
             if let Some(index) = self
@@ -148,6 +203,7 @@ impl Scheduler {
             }
         }
         self.gated.retain(|(gated, _)| *gated != id);
+        self.held.retain(|(held, _)| *held != id);
         self.release()
     }
 
@@ -160,7 +216,7 @@ impl Scheduler {
 
     /// Whether any lane is active or waits behind its gate.
     pub(crate) fn busy(&self) -> bool {
-        self.running.values().any(|n| *n > 0) || !self.gated.is_empty()
+        self.running.values().any(|n| *n > 0) || !self.gated.is_empty() || !self.held.is_empty()
     }
 
     /// The backend and device of lane `id`.
@@ -173,6 +229,7 @@ impl Scheduler {
         self.lanes.push(LaneState {
             backend: lane.backend,
             device: lane.device,
+            placement: lane.placement,
             active: false,
         });
         if gate.is_none() {
@@ -190,6 +247,22 @@ impl Scheduler {
         let state = &mut self.lanes[id];
         state.active = true;
         *self.running.entry(state.device).or_default() += 1;
+    }
+
+    fn running(&self, device: DeviceRef) -> usize {
+        self.running.get(&device).copied().unwrap_or(0)
+    }
+
+    /// Whether a first lane is active on `device`.
+    fn first_active(&self, device: DeviceRef) -> bool {
+        self.lanes
+            .iter()
+            .any(|l| l.active && l.device == device && l.placement == Placement::First)
+    }
+
+    /// Whether a first lane holds `device` or waits for it.
+    fn has_opening(&self, device: DeviceRef) -> bool {
+        self.first_active(device) || self.openings.iter().any(|l| l.device == device)
     }
 
     fn has_exclusive(&self, device: DeviceRef) -> bool {
@@ -287,6 +360,129 @@ mod tests {
         assert!(next[0].gate.is_none());
         assert_eq!(next[0].lane.backend, Backend::Native);
         assert!(scheduler.finished(4).is_empty());
+        assert!(!scheduler.busy());
+    }
+
+    #[test]
+    fn a_first_lane_runs_alone_while_the_others_start_behind_gates() {
+        let mut scheduler = Scheduler::new(16, 1);
+        // Listed after the others: it is still the one that starts the device.
+        let launches = scheduler.admit(vec![
+            lane(Backend::Python, 0, Placement::Shared),
+            lane(Backend::Python, 0, Placement::Exclusive),
+            lane(Backend::Native, 0, Placement::Shared),
+            lane(Backend::Native, 0, Placement::First),
+            lane(Backend::Python, 1, Placement::Shared),
+        ]);
+        let by_placement = |device: u32, placement: Placement, backend: Backend| {
+            launches
+                .iter()
+                .find(|l| {
+                    l.lane.device == DeviceRef::Gpu(device)
+                        && l.lane.placement == placement
+                        && l.lane.backend == backend
+                })
+                .expect("launched")
+        };
+        let first = by_placement(0, Placement::First, Backend::Native);
+        assert!(first.gate.is_none(), "the first lane starts at once");
+        let shared = by_placement(0, Placement::Shared, Backend::Python)
+            .gate
+            .clone()
+            .expect("held behind the first lane");
+        let native = by_placement(0, Placement::Shared, Backend::Native)
+            .gate
+            .clone()
+            .expect("held behind the first lane");
+        let exclusive = by_placement(0, Placement::Exclusive, Backend::Python)
+            .gate
+            .clone()
+            .expect("gated");
+        assert!(
+            by_placement(1, Placement::Shared, Backend::Python)
+                .gate
+                .is_none(),
+            "another device is not held"
+        );
+        assert!(!shared.is_open() && !native.is_open() && !exclusive.is_open());
+        assert_eq!(
+            scheduler.python_threads(),
+            Some(16),
+            "only GPU 1's lane works"
+        );
+
+        // The first lane ends: the held lanes start, the exclusive lane still waits for them.
+        assert!(scheduler.finished(first.id).is_empty());
+        assert!(shared.is_open() && native.is_open());
+        assert!(!exclusive.is_open());
+        assert_eq!(scheduler.python_threads(), Some(8));
+        let shared_id = by_placement(0, Placement::Shared, Backend::Python).id;
+        let native_id = by_placement(0, Placement::Shared, Backend::Native).id;
+        scheduler.finished(shared_id);
+        scheduler.finished(native_id);
+        assert!(exclusive.is_open(), "then the device is free");
+    }
+
+    #[test]
+    fn a_first_lane_admitted_after_the_start_runs_at_the_end_and_holds_nothing_back() {
+        let mut scheduler = Scheduler::new(16, 1);
+        scheduler.admit(vec![
+            lane(Backend::Native, 0, Placement::First),
+            lane(Backend::Python, 0, Placement::Shared),
+        ]);
+        // GPU 1's lanes, planned at GPU 0's hello: its workers are ready at once.
+        let later = scheduler.admit(vec![
+            lane(Backend::Native, 1, Placement::First),
+            lane(Backend::Python, 1, Placement::Shared),
+        ]);
+        assert_eq!(ids(&later), [2], "only the shared lane launches");
+        assert!(later[0].gate.is_none(), "and nothing holds it back");
+        let next = scheduler.finished(2);
+        assert_eq!(ids(&next), [3], "the first lane runs once GPU 1 is free");
+        assert_eq!(next[0].lane.placement, Placement::First);
+    }
+
+    #[test]
+    fn first_lanes_follow_one_another_and_a_late_one_waits_like_an_exclusive_lane() {
+        let mut scheduler = Scheduler::new(16, 1);
+        let launches = scheduler.admit(vec![
+            lane(Backend::Native, 0, Placement::First),
+            lane(Backend::Python, 0, Placement::First),
+            lane(Backend::Python, 0, Placement::Side),
+        ]);
+        assert_eq!(ids(&launches), [0, 1], "the second first lane is queued");
+        let side = launches[1].gate.clone().expect("held");
+        let next = scheduler.finished(0);
+        assert_eq!(ids(&next), [2]);
+        assert_eq!(next[0].lane.placement, Placement::First);
+        assert!(!side.is_open(), "still held by the second first lane");
+        assert!(scheduler.finished(2).is_empty());
+        assert!(side.is_open());
+
+        // Admitted once the side lane works on the device: too late to be first.
+        assert!(
+            scheduler
+                .admit(vec![lane(Backend::Native, 0, Placement::First)])
+                .is_empty()
+        );
+        let next = scheduler.finished(1);
+        assert_eq!(ids(&next), [3], "it ran once the device was free");
+        assert!(scheduler.finished(3).is_empty());
+        assert!(!scheduler.busy());
+    }
+
+    #[test]
+    fn a_held_lane_that_ends_before_its_gate_opens_is_not_waited_for() {
+        let mut scheduler = Scheduler::new(8, 1);
+        let launches = scheduler.admit(vec![
+            lane(Backend::Native, 0, Placement::First),
+            lane(Backend::Python, 0, Placement::Shared),
+        ]);
+        // Its worker could not start (no Python): the lane ends while held.
+        assert!(scheduler.finished(1).is_empty());
+        assert!(scheduler.busy(), "the first lane still runs");
+        assert!(launches[1].gate.as_ref().is_some_and(|g| !g.is_open()));
+        assert!(scheduler.finished(0).is_empty());
         assert!(!scheduler.busy());
     }
 

@@ -12,7 +12,7 @@
 //! lanes are cut into several, each a worker of its own that runs beside the others:
 //! - only the shared lane and side lanes of a family that names no lane of its own are cut
 //!   (a family that names its lanes, like the sweep's, has chosen its grouping; exclusive
-//!   lanes run alone by definition);
+//!   and first lanes run alone by definition);
 //! - a lane is cut only while each piece keeps at least [`MIN_PIECE_S`] of estimated
 //!   work, since a piece's worker pays the framework's import and a context of its own;
 //! - pieces hold whole sub-families (`nn.sdpa`, `copy.h2d`) where they can, so that a
@@ -26,7 +26,8 @@
 //!   family's lane while it is lighter than [`MIN_PIECE_S`] (on the H200 the standard
 //!   tier's threaded copies' and optimizers' lanes, 2 s and 3 s, held two of the twelve
 //!   workers while the shared lane ran 10 s in two pieces), never with a lane of its own
-//!   family (the sweep names its lanes to spread over them); exclusive lanes never share.
+//!   family (the sweep names its lanes to spread over them); exclusive and first lanes never
+//!   share.
 //!
 //! Work is estimated per probe from the seconds its catalog publishes (`typical_s`: each
 //! Python family's `TYPICAL_SECONDS` by id prefix, in its `specs.py`, and the native
@@ -114,7 +115,7 @@ fn sub_family(id: &str) -> &str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaneBudget {
     /// Lanes side by side on one device: shared and side, Python and native (exclusive
-    /// lanes run alone and do not count).
+    /// and first lanes run alone and do not count).
     pub lanes: usize,
     /// The GPU's kernel cache is empty: probes whose first use compiles kernels are
     /// estimated from `FIRST_USE_SECONDS`.
@@ -190,7 +191,7 @@ pub fn sized_lanes(tasks: Vec<Task>, budget: LaneBudget) -> Vec<Lane> {
         let side_by_side: Vec<usize> = (0..groups.len())
             .filter(|&i| {
                 let lane = &groups[i].lane;
-                lane.device == device && lane.placement != Placement::Exclusive
+                lane.device == device && !lane.placement.alone()
             })
             .collect();
         if budget.lanes == 0 {
@@ -265,7 +266,7 @@ fn lightest_pair(
         .copied()
         .filter(|&j| {
             j != cutting
-                && groups[j].lane.placement != Placement::Exclusive
+                && !groups[j].lane.placement.alone()
                 && cuts[j].pieces() == 1
                 && !groups[j].lane.tasks.is_empty()
                 // A named lane shares only while it is too light to be worth a worker of
@@ -336,10 +337,10 @@ impl Group {
         self.lane.tasks.iter().any(|t| t.spec.lane.is_some())
     }
 
-    /// Whether [`sized_lanes`] may cut it: neither exclusive nor holding a named lane's
+    /// Whether [`sized_lanes`] may cut it: not alone on its device, nor holding a named lane's
     /// probes (a family that names its lanes has chosen its grouping).
     fn cuttable(&self) -> bool {
-        self.lane.placement != Placement::Exclusive && !self.named()
+        !self.lane.placement.alone() && !self.named()
     }
 }
 

@@ -121,7 +121,8 @@ def specs() -> list[ProbeDef]:
         ),
         ProbeDef(
             id="alloc.usable.chunks",
-            tier="standard",
+            tier="full",
+            isolated=True,
             placement="exclusive",
             rule=INVARIANT,
             description=(
@@ -133,7 +134,8 @@ def specs() -> list[ProbeDef]:
         ),
         ProbeDef(
             id="alloc.largest.single",
-            tier="standard",
+            tier="full",
+            isolated=True,
             placement="exclusive",
             rule=INVARIANT,
             description=(
@@ -146,7 +148,8 @@ def specs() -> list[ProbeDef]:
         ),
         ProbeDef(
             id="alloc.fragmentation.cycles",
-            tier="standard",
+            tier="full",
+            isolated=True,
             placement="exclusive",
             rule=INVARIANT,
             description=(
@@ -172,7 +175,8 @@ def specs() -> list[ProbeDef]:
         ),
         ProbeDef(
             id="alloc.oom.recovery.filled",
-            tier="standard",
+            tier="full",
+            isolated=True,
             placement="exclusive",
             rule=BIT_EXACT,
             description=(
