@@ -553,6 +553,20 @@ def test_gpu_families_report_no_false_alarm(catalog_specs: list[dict], capsys: p
 
 
 @needs_gpus(1)
+@pytest.mark.parametrize(
+    "probe", ["alloc.usable.chunks", "alloc.largest.single", "alloc.fragmentation.cycles", "alloc.oom.recovery.filled"]
+)
+def test_gpu_each_filling_probe_passes_as_the_first_probe_of_a_fresh_worker(probe: str) -> None:
+    # In the full tier each has a worker of its own. A kernel launched for the first time
+    # after the device is filled needs device memory for its module (CUDA's lazy loading):
+    # alloc.largest.single raised out of memory so on the H200 until it launched its
+    # kernels on a small block first.
+    run = _on_gpu([probe], timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert verdicts(run) == {probe: "pass"}, run.results()
+
+
+@needs_gpus(1)
 def test_gpu_soak_passes_with_a_short_load(capsys: pytest.CaptureFixture) -> None:
     plan = {
         "protocol": 1,

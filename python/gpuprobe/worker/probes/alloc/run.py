@@ -269,10 +269,27 @@ def _offsets(nbytes: int) -> list[int]:
     return sorted(o for o in wanted if 0 <= o < nbytes)
 
 
+def _write_and_read(ctx: ProbeContext, block: Any, offsets: list[int]) -> tuple[list[int], list[int]]:
+    """Writes a distinct non-zero byte at each offset of a uint8 ``block`` and reads them
+    back: (written, read)."""
+    torch = ctx.torch
+    index = torch.tensor(offsets, dtype=torch.int64, device=ctx.device)
+    values = torch.tensor([(37 * i + 11) % 255 + 1 for i in range(len(offsets))], dtype=torch.uint8)
+    block[index] = ops.stage(values, ctx.device)
+    found = ops.readback(block[index])
+    return values.tolist(), found.tolist()
+
+
 def run_largest(ctx: ProbeContext, *, time_bound_s: float) -> ProbeOutput:
     """Binary search for the largest single allocation, then writes and reads it at byte
     offsets on both sides of 2^31 and 2^32."""
     torch = ctx.torch
+    # The kernels that write and read the block back are launched once on a small block
+    # first, while memory is free: CUDA loads a kernel's module at its first launch (lazy
+    # loading), which takes device memory, and with all but 64 MiB of the device held that
+    # launch raised out of memory when this probe had a fresh worker of its own (the H200,
+    # full tier: a false alarm, bench/RESULTS.md "The device filled first").
+    _write_and_read(ctx, torch.zeros(4096, dtype=torch.uint8, device=ctx.device), [0, 1, 4095])
     # Memory earlier probes left in the framework's cache counts as free here.
     release(ctx)
     free0, total = device_memory(ctx)
@@ -341,13 +358,10 @@ def run_largest(ctx: ProbeContext, *, time_bound_s: float) -> ProbeOutput:
     if block is None:
         block = ops_pipeline.alloc(best, ctx.device, method="largest")
     offsets = _offsets(best)
-    index = torch.tensor(offsets, dtype=torch.int64, device=ctx.device)
-    values = torch.tensor([(37 * i + 11) % 255 + 1 for i in range(len(offsets))], dtype=torch.uint8)
-    block[index] = ops.stage(values, ctx.device)
-    found = ops.readback(block[index])
-    del block, index
+    written, found = _write_and_read(ctx, block, offsets)
+    del block
     release(ctx)
-    wrong = [(o, int(v), int(f)) for o, v, f in zip(offsets, values.tolist(), found.tolist()) if v != f]
+    wrong = [(o, int(v), int(f)) for o, v, f in zip(offsets, written, found) if v != f]
     metrics["offsets_checked"] = ",".join(str(o) for o in offsets)
     example = None
     if wrong:
