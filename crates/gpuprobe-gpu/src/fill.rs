@@ -35,8 +35,11 @@ const WINDOW: u64 = 64 * 1024;
 /// Bytes of the stamp written at the start of each window: it names the chunk, so memory
 /// handed out twice shows another chunk's stamp.
 const STAMP: usize = 16;
-/// The largest-allocation search stops after this many allocations, or after its time bound.
+/// The largest-allocation search stops after this many allocations, or after
+/// [`SEARCH_SECONDS`].
 const SEARCH_STEPS: u32 = 40;
+/// The largest-allocation search's time bound (the framework probe's `time_bound_s`).
+pub(crate) const SEARCH_SECONDS: f64 = 8.0;
 
 /// What these probes need from a device: the [`DeviceRuntime`] calls they make.
 pub(crate) trait FillDevice {
@@ -190,15 +193,13 @@ pub(crate) fn usable_chunks<D: FillDevice + ?Sized>(device: &D, seed: u64) -> Gp
             device.write(ptr + offset, &stamp(seed, index))?;
         }
     }
-    metrics.insert(
-        "fill_seconds".into(),
-        json!((started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0),
-    );
+    metrics.insert("fill_seconds".into(), json!(seconds_since(started)));
     let mut bad = 0u64;
     let mut zeros = 0u64;
     let mut example: Option<String> = failures.first().cloned();
     let mut buffer = vec![0u8; usize::try_from(WINDOW.min(chunk)).unwrap_or(0)];
     for (index, &(ptr, bytes)) in held.blocks.iter().enumerate() {
+        let expected_tag = tag(seed, index);
         let mut wrong_here: Option<String> = None;
         let mut all_zero = true;
         for offset in windows(bytes) {
@@ -207,7 +208,6 @@ pub(crate) fn usable_chunks<D: FillDevice + ?Sized>(device: &D, seed: u64) -> Gp
             if wrong_here.is_some() {
                 continue;
             }
-            let expected_tag = tag(seed, index);
             if buffer[..STAMP] != stamp(seed, index) {
                 wrong_here = Some(match named_chunk(&buffer[..STAMP], seed) {
                     Some(other) if other != index => format!(
@@ -262,6 +262,11 @@ pub(crate) fn usable_chunks<D: FillDevice + ?Sized>(device: &D, seed: u64) -> Gp
 fn named_chunk(found: &[u8], seed: u64) -> Option<usize> {
     let index = usize::try_from(u64::from_le_bytes(found.get(8..16)?.try_into().ok()?)).ok()?;
     (found == stamp(seed, index)).then_some(index)
+}
+
+/// Seconds since `started`, to the millisecond.
+fn seconds_since(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0
 }
 
 fn fraction(part: u64, whole: u64) -> Option<f64> {
@@ -354,10 +359,7 @@ pub(crate) fn largest_single<D: FillDevice + ?Sized>(
         json!(fraction(best, info.free)),
     );
     metrics.insert("search_steps".into(), json!(steps));
-    metrics.insert(
-        "search_seconds".into(),
-        json!((started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0),
-    );
+    metrics.insert("search_seconds".into(), json!(seconds_since(started)));
     metrics.insert("bounded_by".into(), json!(bounded_by));
     if best == 0 {
         return Ok(Filled {

@@ -304,8 +304,10 @@ pub(crate) fn run_probe(
         ids::RTC_COMPILE => rtc_compile(env, kernels),
         ids::ALLOC_USABLE => crate::fill::usable_chunks(&env.backend, env.seed)
             .map(|filled| filled_outcome(probe, env.device, filled)),
-        ids::ALLOC_LARGEST => crate::fill::largest_single(&env.backend, 8.0)
-            .map(|filled| filled_outcome(probe, env.device, filled)),
+        ids::ALLOC_LARGEST => {
+            crate::fill::largest_single(&env.backend, crate::fill::SEARCH_SECONDS)
+                .map(|filled| filled_outcome(probe, env.device, filled))
+        }
         other => {
             return Outcome::Error {
                 error_type: "UnknownProbe".into(),

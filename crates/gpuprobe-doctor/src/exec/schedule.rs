@@ -119,14 +119,12 @@ impl Scheduler {
                 Placement::First => launches.push(self.launch(lane, None, threads)),
                 Placement::Exclusive if self.has_exclusive(lane.device) => self.queued.push(lane),
                 Placement::Exclusive => {
-                    let gate = StartGate::new();
-                    let launch = self.launch(lane, Some(gate.clone()), threads);
+                    let (launch, gate) = self.launch_behind_gate(lane, threads);
                     self.gated.push((launch.id, gate));
                     launches.push(launch);
                 }
                 Placement::Shared | Placement::Side if self.has_opening(lane.device) => {
-                    let gate = StartGate::new();
-                    let launch = self.launch(lane, Some(gate.clone()), threads);
+                    let (launch, gate) = self.launch_behind_gate(lane, threads);
                     self.held.push((launch.id, gate));
                     launches.push(launch);
                 }
@@ -162,8 +160,7 @@ impl Scheduler {
                 .partition(|(id, _)| self.lanes[*id].device == device);
             self.held = still;
             for (id, gate) in opened {
-                self.activate(id);
-                gate.open();
+                self.open(id, &gate);
             }
         }
         let mut devices: Vec<DeviceRef> = self.queued.iter().map(|l| l.device).collect();
@@ -178,8 +175,7 @@ impl Scheduler {
                 .position(|(id, _)| self.lanes[*id].device == device)
             {
                 let (id, gate) = self.gated.remove(index);
-                self.activate(id);
-                gate.open();
+                self.open(id, &gate);
             } else if let Some(index) = self.queued.iter().position(|l| l.device == device) {
                 let lane = self.queued.remove(index);
                 let threads = worker_threads(self.cores, self.python_active() + 1);
@@ -241,6 +237,19 @@ impl Scheduler {
             gate,
             threads,
         }
+    }
+
+    /// Launches `lane` with its gate closed: it is not active until [`Scheduler::open`].
+    fn launch_behind_gate(&mut self, lane: Lane, threads: usize) -> (Launch, StartGate) {
+        let gate = StartGate::new();
+        let launch = self.launch(lane, Some(gate.clone()), threads);
+        (launch, gate)
+    }
+
+    /// Lets gated lane `id` start: it competes for its device from now.
+    fn open(&mut self, id: usize, gate: &StartGate) {
+        self.activate(id);
+        gate.open();
     }
 
     fn activate(&mut self, id: usize) {
