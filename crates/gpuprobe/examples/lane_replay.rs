@@ -91,28 +91,28 @@ fn main() -> anyhow::Result<()> {
         "{:<8} {:<10} {:>6} {:>9} {:>9} {:>7}  first probe (its families or named lanes)",
         "backend", "placement", "probes", "estimate", "measured", "ends"
     );
+    let actuals: Vec<f64> = lanes
+        .iter()
+        .map(|lane| {
+            lane.tasks
+                .iter()
+                .map(|t| measured_or_estimate(&t.spec))
+                .sum()
+        })
+        .collect();
     // First lanes run alone while the other workers start: those wait for them.
     let opening: f64 = 0.6
         + lanes
             .iter()
-            .filter(|l| l.placement == Placement::First)
-            .map(|l| {
-                l.tasks
-                    .iter()
-                    .map(|t| measured.get(t.spec.id.as_str()).copied().unwrap_or(0.0))
-                    .sum::<f64>()
-            })
+            .zip(&actuals)
+            .filter(|(lane, _)| lane.placement == Placement::First)
+            .map(|(_, actual)| actual)
             .sum::<f64>();
     let mut side_end: f64 = 0.0;
     let mut exclusive = 0.0;
     let mut rows: Vec<(f64, String)> = Vec::new();
-    for lane in &lanes {
+    for (lane, &actual) in lanes.iter().zip(&actuals) {
         let estimate = seconds(lane, &|s| estimated_seconds(s, false));
-        let actual: f64 = lane
-            .tasks
-            .iter()
-            .map(|t| measured_or_estimate(&t.spec))
-            .sum();
         let start = if lane.placement == Placement::First {
             0.6
         } else if lane.backend == Backend::Native {
